@@ -1,0 +1,409 @@
+#include "algorithms/decide.h"
+
+#include <algorithm>
+#include <limits>
+#include <new>
+
+#include "algorithms/state.h"
+
+namespace tollgate::algorithms {
+namespace {
+
+using std::int64_t;
+
+// ceil(a / b) for a >= 0, b > 0, as the spec writes it.
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// floor(a / b) for b > 0 and any sign of a (Lua's math.floor semantics).
+int64_t FloorDiv(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if (a % b != 0 && a < 0) --q;
+  return q;
+}
+
+// j mod n in [0, n).
+int64_t Modulo(int64_t j, int64_t n) {
+  const int64_t r = j % n;
+  return r < 0 ? r + n : r;
+}
+
+template <typename T>
+T& As(std::byte* state) {
+  return *std::launder(reinterpret_cast<T*>(state));
+}
+template <typename T>
+const T& As(const std::byte* state) {
+  return *std::launder(reinterpret_cast<const T*>(state));
+}
+
+// What a window says about a request before anything is consumed.
+struct Snapshot {
+  int64_t remaining;
+  int64_t reset_ms;
+};
+
+// Elapsed time since `last_ms`, clamped so that multiplying it by L cannot
+// overflow: no bucket needs more than ceil((B+1)*W/L) + 1 ms to refill/drain.
+int64_t ClampedElapsed(const LimitParams& p, int64_t last_ms, int64_t now_ms) {
+  const int64_t cap = CeilDiv((p.burst + 1) * p.window_ms, p.limit) + 1;
+  return std::clamp<int64_t>(now_ms - last_ms, 0, cap);
+}
+
+// ---- token_bucket -------------------------------------------------------
+
+int64_t TokenLevel(const LimitParams& p, const BucketState& s, int64_t now_ms) {
+  return std::min(p.burst * p.window_ms, s.level + ClampedElapsed(p, s.last_ms, now_ms) * p.limit);
+}
+
+int64_t TokenRetryAfter(const LimitParams& p, const BucketState& s, int64_t now_ms, int64_t cost) {
+  const int64_t level = TokenLevel(p, s, now_ms);
+  const int64_t need = cost * p.window_ms;
+  return level >= need ? 0 : CeilDiv(need - level, p.limit);
+}
+
+void TokenConsume(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t cost) {
+  s.level = TokenLevel(p, s, now_ms) - cost * p.window_ms;
+  s.last_ms = std::max(s.last_ms, now_ms);
+}
+
+Snapshot TokenPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
+  const int64_t level = TokenLevel(p, s, now_ms);
+  return {level / p.window_ms, CeilDiv(p.burst * p.window_ms - level, p.limit)};
+}
+
+// ---- leaky_bucket -------------------------------------------------------
+
+int64_t LeakyLevel(const LimitParams& p, const BucketState& s, int64_t now_ms) {
+  return std::max<int64_t>(0, s.level - ClampedElapsed(p, s.last_ms, now_ms) * p.limit);
+}
+
+int64_t LeakyRetryAfter(const LimitParams& p, const BucketState& s, int64_t now_ms, int64_t cost) {
+  const int64_t level = LeakyLevel(p, s, now_ms);
+  const int64_t over = level + (cost - 1) * p.window_ms - p.burst * p.window_ms;
+  return over <= 0 ? 0 : CeilDiv(over, p.limit);
+}
+
+int64_t LeakyConsume(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t cost) {
+  s.level = LeakyLevel(p, s, now_ms) + cost * p.window_ms;
+  s.last_ms = std::max(s.last_ms, now_ms);
+  if (p.shaping == Shaping::kNoDelay) return 0;
+  return CeilDiv(s.level - p.window_ms, p.limit);
+}
+
+Snapshot LeakyPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
+  const int64_t level = LeakyLevel(p, s, now_ms);
+  const int64_t capacity = p.burst * p.window_ms;
+  const int64_t remaining = level <= capacity ? (capacity - level) / p.window_ms + 1 : 0;
+  return {remaining, CeilDiv(level, p.limit)};
+}
+
+// ---- fixed_window -------------------------------------------------------
+
+int64_t FixedCount(const FixedWindowState& s, int64_t index) {
+  return s.index == index ? s.count : 0;
+}
+
+int64_t FixedRetryAfter(const LimitParams& p, const FixedWindowState& s, int64_t now_ms,
+                        int64_t cost) {
+  const int64_t index = FloorDiv(now_ms, p.window_ms);
+  if (FixedCount(s, index) + cost <= p.limit) return 0;
+  return (index + 1) * p.window_ms - now_ms;
+}
+
+void FixedConsume(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int64_t cost) {
+  const int64_t index = FloorDiv(now_ms, p.window_ms);
+  if (s.index != index) {
+    s.index = index;
+    s.count = 0;
+  }
+  s.count += cost;
+}
+
+Snapshot FixedPeek(const LimitParams& p, const FixedWindowState& s, int64_t now_ms) {
+  const int64_t index = FloorDiv(now_ms, p.window_ms);
+  return {p.limit - FixedCount(s, index), (index + 1) * p.window_ms - now_ms};
+}
+
+// ---- sliding_log --------------------------------------------------------
+
+// Units whose timestamp left the window (t - W, t], and the first live run.
+struct Expiry {
+  int64_t units;
+  std::size_t first_live;
+};
+
+Expiry FindExpired(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
+  Expiry e{0, log.head};
+  while (e.first_live < log.runs.size() && log.runs[e.first_live].ts <= now_ms - p.window_ms) {
+    e.units += log.runs[e.first_live].count;
+    ++e.first_live;
+  }
+  return e;
+}
+
+int64_t LogRetryAfter(const LimitParams& p, const SlidingLog& log, int64_t now_ms, int64_t cost) {
+  const Expiry expired = FindExpired(p, log, now_ms);
+  const int64_t n = log.units - expired.units;
+  if (n + cost <= p.limit) return 0;
+  // log[k - 1], the k-th oldest kept unit, leaves the window at log[k-1] + W.
+  const int64_t k = n + cost - p.limit;
+  int64_t seen = 0;
+  for (std::size_t i = expired.first_live; i < log.runs.size(); ++i) {
+    seen += log.runs[i].count;
+    if (seen >= k) return log.runs[i].ts + p.window_ms - now_ms;
+  }
+  return p.window_ms;  // unreachable: k <= n because cost <= L
+}
+
+void LogConsume(const LimitParams& p, SlidingLog& log, int64_t now_ms, int64_t cost) {
+  const Expiry expired = FindExpired(p, log, now_ms);
+  log.units -= expired.units;
+  log.head = expired.first_live;
+  if (log.head == log.runs.size()) {
+    log.runs.clear();
+    log.head = 0;
+  } else if (log.head >= 16 && log.head * 2 >= log.runs.size()) {
+    log.runs.erase(log.runs.begin(), log.runs.begin() + static_cast<std::ptrdiff_t>(log.head));
+    log.head = 0;
+  }
+  // A clock that steps back must not unsort the log: such a request is
+  // recorded at the newest timestamp.
+  if (log.runs.size() > log.head && log.runs.back().ts >= now_ms) {
+    log.runs.back().count += cost;
+  } else {
+    log.runs.push_back({now_ms, cost});
+  }
+  log.units += cost;
+}
+
+Snapshot LogPeek(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
+  const Expiry expired = FindExpired(p, log, now_ms);
+  const int64_t n = log.units - expired.units;
+  const int64_t reset = n > 0 ? log.runs.back().ts + p.window_ms - now_ms : 0;
+  return {p.limit - n, reset};
+}
+
+// ---- sub_window ---------------------------------------------------------
+
+struct SubWindowView {
+  const LimitParams& p;
+  std::int64_t& newest;     // SubWindowState::index
+  std::uint32_t* counts;    // N entries, sub-window j at j mod N
+  int64_t sub_ms() const { return p.window_ms / p.sub_windows; }
+  int64_t Count(int64_t j) const {
+    if (j > newest || j <= newest - p.sub_windows) return 0;
+    return counts[Modulo(j, p.sub_windows)];
+  }
+  int64_t Total(int64_t index) const {
+    int64_t total = 0;
+    for (int64_t j = index - p.sub_windows + 1; j <= index; ++j) total += Count(j);
+    return total;
+  }
+};
+
+SubWindowView ViewSubWindow(const LimitParams& p, std::byte* state) {
+  return {p, As<SubWindowState>(state).index,
+          reinterpret_cast<std::uint32_t*>(state + sizeof(SubWindowState))};
+}
+
+int64_t SubRetryAfter(const SubWindowView& v, int64_t now_ms, int64_t cost) {
+  const int64_t n = v.p.sub_windows;
+  const int64_t sub_ms = v.sub_ms();
+  const int64_t index = FloorDiv(now_ms, sub_ms);
+  int64_t total = v.Total(index);
+  if (total + cost <= v.p.limit) return 0;
+  for (int64_t j = index - n + 1; j <= index; ++j) {
+    total -= v.Count(j);
+    if (total <= v.p.limit - cost) return (j + n) * sub_ms - now_ms;
+  }
+  return (index + n) * sub_ms - now_ms;  // unreachable: cost <= L
+}
+
+void SubConsume(SubWindowView& v, int64_t now_ms, int64_t cost) {
+  const int64_t n = v.p.sub_windows;
+  const int64_t index = FloorDiv(now_ms, v.sub_ms());
+  if (index > v.newest) {
+    const int64_t first_stale = std::max(v.newest + 1, index - n + 1);
+    for (int64_t j = first_stale; j <= index; ++j) v.counts[Modulo(j, n)] = 0;
+    v.newest = index;
+  }
+  // A clock that steps back counts into the newest sub-window.
+  v.counts[Modulo(v.newest, n)] += static_cast<std::uint32_t>(cost);
+}
+
+Snapshot SubPeek(const SubWindowView& v, int64_t now_ms) {
+  const int64_t n = v.p.sub_windows;
+  const int64_t sub_ms = v.sub_ms();
+  const int64_t index = FloorDiv(now_ms, sub_ms);
+  int64_t reset = 0;
+  for (int64_t j = index; j > index - n; --j) {
+    if (v.Count(j) > 0) {
+      reset = (j + n) * sub_ms - now_ms;
+      break;
+    }
+  }
+  return {v.p.limit - v.Total(index), reset};
+}
+
+// ---- two_bucket ---------------------------------------------------------
+
+struct TwoCounts {
+  int64_t index;
+  int64_t elapsed;  // e = t - index * W
+  int64_t curr;
+  int64_t prev;
+};
+
+TwoCounts CarryForward(const LimitParams& p, const TwoBucketState& s, int64_t now_ms) {
+  const int64_t index = FloorDiv(now_ms, p.window_ms);
+  TwoCounts c{index, now_ms - index * p.window_ms, 0, 0};
+  if (s.index == index) {
+    c.curr = s.curr;
+    c.prev = s.prev;
+  } else if (s.index == index - 1) {
+    c.prev = s.curr;
+  }
+  return c;
+}
+
+bool TwoAllows(const LimitParams& p, const TwoCounts& c, int64_t cost) {
+  const int64_t w = p.window_ms;
+  return (c.curr + cost) * w + c.prev * (w - c.elapsed) <= p.limit * w;
+}
+
+// Closed form of the smallest d >= 1 with TwoAllows at t + d (nothing else
+// arriving): first later in this window, else in the next, else the one after.
+int64_t TwoRetryAfter(const LimitParams& p, const TwoBucketState& s, int64_t now_ms,
+                      int64_t cost) {
+  const TwoCounts c = CarryForward(p, s, now_ms);
+  if (TwoAllows(p, c, cost)) return 0;
+  const int64_t w = p.window_ms;
+  const int64_t to_boundary = w - c.elapsed;
+  const int64_t slack = p.limit * w - (c.curr + cost) * w;
+  if (slack >= 0 && c.prev > 0) {
+    // prev * (W - e - d) <= slack
+    const int64_t d = std::max<int64_t>(1, to_boundary - slack / c.prev);
+    if (d < to_boundary) return d;
+  }
+  // Next window: prev' = curr, curr' = 0; need curr * (W - e') <= (L - c) * W.
+  if (c.curr == 0) return to_boundary;
+  const int64_t e_next = std::max<int64_t>(0, w - (p.limit - cost) * w / c.curr);
+  if (e_next < w) return to_boundary + e_next;
+  return to_boundary + w;
+}
+
+void TwoConsume(const LimitParams& p, TwoBucketState& s, int64_t now_ms, int64_t cost) {
+  const TwoCounts c = CarryForward(p, s, now_ms);
+  if (c.index > s.index) {
+    s = TwoBucketState{c.index, c.curr, c.prev};
+  }
+  s.curr += cost;
+}
+
+Snapshot TwoPeek(const LimitParams& p, const TwoBucketState& s, int64_t now_ms) {
+  const TwoCounts c = CarryForward(p, s, now_ms);
+  const int64_t w = p.window_ms;
+  const int64_t remaining =
+      std::max<int64_t>(0, FloorDiv(p.limit * w - c.prev * (w - c.elapsed), w) - c.curr);
+  int64_t reset = 0;
+  if (c.curr > 0) {
+    reset = (c.index + 2) * w - now_ms;
+  } else if (c.prev > 0) {
+    reset = (c.index + 1) * w - now_ms;
+  }
+  return {remaining, reset};
+}
+
+// ---- dispatch -----------------------------------------------------------
+
+int64_t RetryAfter(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost) {
+  switch (p.algorithm) {
+    case Algorithm::kTokenBucket:
+      return TokenRetryAfter(p, As<BucketState>(state), now_ms, cost);
+    case Algorithm::kLeakyBucket:
+      return LeakyRetryAfter(p, As<BucketState>(state), now_ms, cost);
+    case Algorithm::kFixedWindow:
+      return FixedRetryAfter(p, As<FixedWindowState>(state), now_ms, cost);
+    case Algorithm::kSlidingLog:
+      return LogRetryAfter(p, *As<SlidingLogState>(state).log, now_ms, cost);
+    case Algorithm::kSubWindow:
+      return SubRetryAfter(ViewSubWindow(p, state), now_ms, cost);
+    case Algorithm::kTwoBucket:
+      return TwoRetryAfter(p, As<TwoBucketState>(state), now_ms, cost);
+  }
+  return 0;
+}
+
+// Returns delay_ms.
+int64_t Consume(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost) {
+  switch (p.algorithm) {
+    case Algorithm::kTokenBucket:
+      TokenConsume(p, As<BucketState>(state), now_ms, cost);
+      return 0;
+    case Algorithm::kLeakyBucket:
+      return LeakyConsume(p, As<BucketState>(state), now_ms, cost);
+    case Algorithm::kFixedWindow:
+      FixedConsume(p, As<FixedWindowState>(state), now_ms, cost);
+      return 0;
+    case Algorithm::kSlidingLog:
+      LogConsume(p, *As<SlidingLogState>(state).log, now_ms, cost);
+      return 0;
+    case Algorithm::kSubWindow: {
+      SubWindowView view = ViewSubWindow(p, state);
+      SubConsume(view, now_ms, cost);
+      return 0;
+    }
+    case Algorithm::kTwoBucket:
+      TwoConsume(p, As<TwoBucketState>(state), now_ms, cost);
+      return 0;
+  }
+  return 0;
+}
+
+Snapshot Peek(const LimitParams& p, std::byte* state, int64_t now_ms) {
+  switch (p.algorithm) {
+    case Algorithm::kTokenBucket:
+      return TokenPeek(p, As<BucketState>(state), now_ms);
+    case Algorithm::kLeakyBucket:
+      return LeakyPeek(p, As<BucketState>(state), now_ms);
+    case Algorithm::kFixedWindow:
+      return FixedPeek(p, As<FixedWindowState>(state), now_ms);
+    case Algorithm::kSlidingLog:
+      return LogPeek(p, *As<SlidingLogState>(state).log, now_ms);
+    case Algorithm::kSubWindow:
+      return SubPeek(ViewSubWindow(p, state), now_ms);
+    case Algorithm::kTwoBucket:
+      return TwoPeek(p, As<TwoBucketState>(state), now_ms);
+  }
+  return {0, 0};
+}
+
+}  // namespace
+
+Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
+                int64_t now_ms, int64_t cost) {
+  Decision d;
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    d.retry_after_ms = std::max(d.retry_after_ms, RetryAfter(windows[i], states[i], now_ms, cost));
+  }
+  d.allowed = d.retry_after_ms == 0;
+  if (d.allowed) {
+    for (std::size_t i = 0; i < windows.size(); ++i) {
+      d.delay_ms = std::max(d.delay_ms, Consume(windows[i], states[i], now_ms, cost));
+    }
+  }
+  d.remaining = std::numeric_limits<int64_t>::max();
+  for (std::size_t i = 0; i < windows.size(); ++i) {
+    const Snapshot s = Peek(windows[i], states[i], now_ms);
+    d.remaining = std::min(d.remaining, s.remaining);
+    d.reset_ms = std::max(d.reset_ms, s.reset_ms);
+  }
+  return d;
+}
+
+Decision Decide(const LimitParams& window, std::byte* state, int64_t now_ms, int64_t cost) {
+  return Decide(std::span<const LimitParams>(&window, 1), std::span<std::byte* const>(&state, 1),
+                now_ms, cost);
+}
+
+}  // namespace tollgate::algorithms

@@ -1,0 +1,52 @@
+// Rate-limit parameters and decisions shared by every algorithm and store.
+// All times are integer milliseconds; see shared/spec/algorithms.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+namespace tollgate::algorithms {
+
+enum class Algorithm : std::uint8_t {
+  kTokenBucket,
+  kLeakyBucket,
+  kFixedWindow,
+  kSlidingLog,
+  kSubWindow,
+  kTwoBucket,
+};
+inline constexpr int kAlgorithmCount = 6;
+
+// Leaky bucket only: kDelay holds an allowed request until its turn (shaping);
+// kNoDelay forwards it at once (policing, nginx's `nodelay`).
+enum class Shaping : std::uint8_t { kDelay, kNoDelay };
+
+std::string_view AlgorithmName(Algorithm algorithm);
+std::optional<Algorithm> ParseAlgorithm(std::string_view name);
+// "token_bucket, leaky_bucket, ..." for error messages.
+std::string_view AlgorithmNames();
+
+// One window of a limit. `burst` is already resolved to its default
+// (token_bucket: limit, leaky_bucket: 0); `sub_windows` only matters for
+// sub_window. Values are validated by ValidateLimit() before use.
+struct LimitParams {
+  Algorithm algorithm = Algorithm::kTokenBucket;
+  std::int64_t limit = 1;       // L, requests per window
+  std::int64_t window_ms = 1;   // W
+  std::int64_t burst = 0;       // B
+  std::int64_t sub_windows = 10;  // N
+  Shaping shaping = Shaping::kDelay;
+
+  friend bool operator==(const LimitParams&, const LimitParams&) = default;
+};
+
+struct Decision {
+  bool allowed = false;
+  std::int64_t remaining = 0;
+  std::int64_t retry_after_ms = 0;  // 0 when allowed
+  std::int64_t delay_ms = 0;        // leaky_bucket shaping only
+  std::int64_t reset_ms = 0;
+};
+
+}  // namespace tollgate::algorithms

@@ -1,0 +1,85 @@
+// Per-key state of one window of a limit, stored as raw bytes so that a store
+// can keep it inline next to the key (see store/local_store.h).
+//
+// Layouts (all 8-byte aligned):
+//   token_bucket, leaky_bucket: BucketState            16 bytes
+//   fixed_window:               FixedWindowState       16 bytes
+//   two_bucket:                 TwoBucketState         24 bytes
+//   sub_window:                 SubWindowState + N x u32 counts (ring)
+//   sliding_log:                SlidingLogState (owns a heap log of <= L runs)
+//
+// Ownership: the caller owns the bytes; InitState() constructs, DestroyState()
+// releases what a state owns (only sliding_log owns memory). Not thread-safe:
+// callers serialize access per key.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "algorithms/limit.h"
+
+namespace tollgate::algorithms {
+
+struct BucketState {
+  std::int64_t level;    // units; one token or one queued request is W units
+  std::int64_t last_ms;  // time of the last refill or drain
+};
+
+struct FixedWindowState {
+  std::int64_t index;  // floor(t / W) of the counted window
+  std::int64_t count;
+};
+
+struct TwoBucketState {
+  std::int64_t index;  // floor(t / W) of `curr`
+  std::int64_t curr;
+  std::int64_t prev;  // count of window index - 1
+};
+
+// Followed in memory by N std::uint32_t counts; sub-window j lives at j % N.
+struct SubWindowState {
+  std::int64_t index;  // newest sub-window written, floor(t / S)
+};
+
+// Allowed unit requests as runs of equal timestamps, oldest first.
+struct SlidingLog {
+  struct Run {
+    std::int64_t ts;
+    std::int64_t count;
+  };
+  std::vector<Run> runs;
+  std::size_t head = 0;    // runs before head are dropped
+  std::int64_t units = 0;  // sum of counts of live runs
+};
+struct SlidingLogState {
+  SlidingLog* log;  // owned
+};
+
+// Bytes needed for one window's state.
+std::size_t StateSize(const LimitParams& params);
+// Constructs a fresh state (a key never seen) at time now_ms.
+void InitState(const LimitParams& params, std::byte* state, std::int64_t now_ms);
+// Releases what the state owns; `algorithm` is enough to know.
+void DestroyState(Algorithm algorithm, std::byte* state);
+
+// A heap-owned multi-window state, for tests, replay and benchmarks.
+class OwnedState {
+ public:
+  OwnedState(std::span<const LimitParams> windows, std::int64_t now_ms);
+  ~OwnedState();
+  OwnedState(const OwnedState&) = delete;
+  OwnedState& operator=(const OwnedState&) = delete;
+
+  // One pointer per window, in the order of `windows`.
+  std::span<std::byte* const> windows() { return pointers_; }
+
+ private:
+  std::vector<LimitParams> params_;
+  std::vector<std::uint64_t> storage_;
+  std::vector<std::byte*> pointers_;
+};
+
+}  // namespace tollgate::algorithms

@@ -1,0 +1,40 @@
+// Time sources. Everything that needs "now" takes a Clock so tests can drive
+// time by hand instead of sleeping.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace tollgate::store {
+
+// Milliseconds on a monotonic scale. Implementations are thread-safe.
+class Clock {
+ public:
+  virtual ~Clock() = default;
+  virtual std::int64_t NowMs() const = 0;
+};
+
+// std::chrono::steady_clock in milliseconds since its epoch.
+class SteadyClock final : public Clock {
+ public:
+  std::int64_t NowMs() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  }
+};
+
+// A clock that moves only when told to (tests, replay).
+class ManualClock final : public Clock {
+ public:
+  explicit ManualClock(std::int64_t start_ms = 0) : now_ms_(start_ms) {}
+  std::int64_t NowMs() const override { return now_ms_.load(std::memory_order_relaxed); }
+  void Set(std::int64_t now_ms) { now_ms_.store(now_ms, std::memory_order_relaxed); }
+  void Advance(std::int64_t delta_ms) { now_ms_.fetch_add(delta_ms, std::memory_order_relaxed); }
+
+ private:
+  std::atomic<std::int64_t> now_ms_;
+};
+
+}  // namespace tollgate::store

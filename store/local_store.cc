@@ -1,0 +1,244 @@
+#include "store/local_store.h"
+
+#include <bit>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <string_view>
+
+#include "algorithms/decide.h"
+#include "algorithms/state.h"
+#include "algorithms/validate.h"
+
+namespace tollgate::store {
+namespace {
+
+using algorithms::Algorithm;
+
+// One malloc'd block per key: header, key bytes padded to 8, window states.
+struct Entry {
+  std::int64_t expires_ms;    // state is equivalent to a fresh one from here
+  std::uint32_t fingerprint;  // LimitSpec::fingerprint the state belongs to
+  std::uint16_t key_len;
+  std::uint8_t referenced : 1;  // CLOCK bit: used since the hand last passed
+  std::uint8_t windows : 7;
+  Algorithm algorithm;
+  // Followed by the key and the states.
+
+  std::byte* bytes() { return reinterpret_cast<std::byte*>(this); }
+  std::string_view key() {
+    return {reinterpret_cast<const char*>(bytes() + sizeof(Entry)), key_len};
+  }
+  std::byte* states() { return bytes() + sizeof(Entry) + PaddedKey(key_len); }
+
+  static std::size_t PaddedKey(std::size_t len) { return (len + 7) & ~std::size_t{7}; }
+};
+static_assert(sizeof(Entry) == 16, "the per-key header stays compact");
+
+Entry* NewEntry(std::string_view key, const LimitSpec& spec, std::int64_t now_ms) {
+  const std::size_t size = sizeof(Entry) + Entry::PaddedKey(key.size()) + spec.state_bytes;
+  auto* e = static_cast<Entry*>(std::malloc(size));
+  if (e == nullptr) return nullptr;
+  new (e) Entry{0, spec.fingerprint, static_cast<std::uint16_t>(key.size()), 1,
+                static_cast<std::uint8_t>(spec.windows.size()), spec.windows.front().algorithm};
+  std::memcpy(e->bytes() + sizeof(Entry), key.data(), key.size());
+  std::byte* state = e->states();
+  for (const algorithms::LimitParams& p : spec.windows) {
+    algorithms::InitState(p, state, now_ms);
+    state += algorithms::StateSize(p);
+  }
+  return e;
+}
+
+void FreeEntry(Entry* e) {
+  if (e->algorithm == Algorithm::kSlidingLog) {
+    // Every sliding_log window state is one pointer.
+    for (std::size_t i = 0; i < e->windows; ++i) {
+      algorithms::DestroyState(e->algorithm, e->states() + i * sizeof(algorithms::SlidingLogState));
+    }
+  }
+  std::free(e);
+}
+
+constexpr std::size_t kSweepStep = 2;
+constexpr std::size_t kInitialSlots = 16;
+
+}  // namespace
+
+// An open-addressing table (linear probing, backward-shift deletion) of
+// entry pointers, with its own lock and CLOCK hand.
+class alignas(64) LocalStore::Shard {
+ public:
+  explicit Shard(std::size_t max_keys) : max_keys_(max_keys), slots_(kInitialSlots) {}
+  ~Shard() {
+    for (Slot& s : slots_) {
+      if (s.entry != nullptr) FreeEntry(s.entry);
+    }
+  }
+
+  algorithms::Decision Decide(std::uint64_t hash, const DecideRequest& r) {
+    std::lock_guard lock(mutex_);
+    Sweep(r.now_ms);
+    Entry* e = FindOrInsert(hash, r);
+    if (e == nullptr) {
+      // Out of memory: decide on a fresh state rather than fail the request.
+      algorithms::OwnedState fresh(r.limit->windows, r.now_ms);
+      return algorithms::Decide(r.limit->windows, fresh.windows(), r.now_ms, r.cost);
+    }
+    std::byte* pointers[algorithms::kMaxWindows];
+    std::byte* state = e->states();
+    for (std::size_t i = 0; i < r.limit->windows.size(); ++i) {
+      pointers[i] = state;
+      state += algorithms::StateSize(r.limit->windows[i]);
+    }
+    const algorithms::Decision d = algorithms::Decide(
+        r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()),
+        r.now_ms, r.cost);
+    e->expires_ms = r.now_ms + d.reset_ms;
+    e->referenced = 1;
+    return d;
+  }
+
+  std::size_t size() const { return size_.load(std::memory_order_relaxed); }
+  std::uint64_t evictions() const { return evictions_.load(std::memory_order_relaxed); }
+
+ private:
+  struct Slot {
+    std::uint64_t hash = 0;
+    Entry* entry = nullptr;
+  };
+
+  std::size_t mask() const { return slots_.size() - 1; }
+
+  Entry* FindOrInsert(std::uint64_t hash, const DecideRequest& r) {
+    std::size_t i = hash & mask();
+    while (slots_[i].entry != nullptr) {
+      if (slots_[i].hash == hash && slots_[i].entry->key() == r.key) {
+        Entry* e = slots_[i].entry;
+        if (e->fingerprint == r.limit->fingerprint) return e;
+        // The rule's limit changed: its state starts afresh.
+        Entry* fresh = NewEntry(r.key, *r.limit, r.now_ms);
+        if (fresh == nullptr) return nullptr;
+        FreeEntry(e);
+        slots_[i].entry = fresh;
+        return fresh;
+      }
+      i = (i + 1) & mask();
+    }
+    if (size() >= max_keys_) {
+      EvictOne();
+    } else if ((size() + 1) * 4 > slots_.size() * 3) {
+      Grow();
+    }
+    Entry* e = NewEntry(r.key, *r.limit, r.now_ms);
+    if (e == nullptr) return nullptr;
+    Place(hash, e);
+    size_.store(size() + 1, std::memory_order_relaxed);
+    return e;
+  }
+
+  void Place(std::uint64_t hash, Entry* e) {
+    std::size_t i = hash & mask();
+    while (slots_[i].entry != nullptr) i = (i + 1) & mask();
+    slots_[i] = {hash, e};
+  }
+
+  void Grow() {
+    std::vector<Slot> old(slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& s : old) {
+      if (s.entry != nullptr) Place(s.hash, s.entry);
+    }
+    hand_ = 0;
+  }
+
+  // Backward-shift deletion keeps every probe chain unbroken.
+  void EraseAt(std::size_t i) {
+    FreeEntry(slots_[i].entry);
+    slots_[i] = {};
+    std::size_t hole = i;
+    for (std::size_t j = (i + 1) & mask(); slots_[j].entry != nullptr; j = (j + 1) & mask()) {
+      const std::size_t home = slots_[j].hash & mask();
+      // Move j into the hole unless its home lies cyclically in (hole, j].
+      const bool home_after_hole = ((j - home) & mask()) < ((j - hole) & mask());
+      if (!home_after_hole) {
+        slots_[hole] = slots_[j];
+        slots_[j] = {};
+        hole = j;
+      }
+    }
+    size_.store(size() - 1, std::memory_order_relaxed);
+  }
+
+  // Frees expired entries and ages reference bits under the hand.
+  void Sweep(std::int64_t now_ms) {
+    for (std::size_t step = 0; step < kSweepStep; ++step) {
+      Slot& s = slots_[hand_];
+      if (s.entry != nullptr) {
+        if (s.entry->expires_ms <= now_ms) {
+          EraseAt(hand_);
+          continue;  // a shifted entry may now sit under the hand
+        }
+        s.entry->referenced = 0;
+      }
+      hand_ = (hand_ + 1) & mask();
+    }
+  }
+
+  void EvictOne() {
+    for (;;) {
+      Slot& s = slots_[hand_];
+      if (s.entry != nullptr) {
+        if (s.entry->referenced == 0) {
+          EraseAt(hand_);
+          evictions_.fetch_add(1, std::memory_order_relaxed);
+          return;
+        }
+        s.entry->referenced = 0;
+      }
+      hand_ = (hand_ + 1) & mask();
+    }
+  }
+
+  std::mutex mutex_;
+  const std::size_t max_keys_;
+  std::vector<Slot> slots_;
+  std::size_t hand_ = 0;
+  std::atomic<std::size_t> size_{0};
+  std::atomic<std::uint64_t> evictions_{0};
+};
+
+LocalStore::LocalStore(LocalStoreOptions options) {
+  const std::size_t shards = std::bit_ceil(std::max<std::size_t>(1, options.shards));
+  const std::size_t per_shard = std::max<std::size_t>(1, (options.max_keys + shards - 1) / shards);
+  for (std::size_t i = 0; i < shards; ++i) shards_.push_back(std::make_unique<Shard>(per_shard));
+  shard_mask_ = shards - 1;
+}
+
+LocalStore::~LocalStore() = default;
+
+algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
+  // Never 0, so that a zero hash can mean nothing in debugging output.
+  const std::uint64_t hash = std::hash<std::string_view>{}(request.key) | 1;
+  // High bits pick the shard; low bits the slot inside it.
+  return shards_[(hash >> 40) & shard_mask_]->Decide(hash, request);
+}
+
+void LocalStore::Decide(const DecideRequest& request, DecisionSink& sink) {
+  sink.OnDecision(StoreResult{StoreStatus::kOk, DecideNow(request)});
+}
+
+std::size_t LocalStore::KeyCount() const {
+  std::size_t n = 0;
+  for (const auto& s : shards_) n += s->size();
+  return n;
+}
+
+std::uint64_t LocalStore::Evictions() const {
+  std::uint64_t n = 0;
+  for (const auto& s : shards_) n += s->evictions();
+  return n;
+}
+
+}  // namespace tollgate::store

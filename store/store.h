@@ -1,0 +1,64 @@
+// The one interface every rate-limit store implements (local memory, Redis,
+// test fakes): decide a request against a key's state, asynchronously.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/limit.h"
+
+namespace tollgate::store {
+
+// The windows of one rule's limit, with what a store needs to keep their
+// state: a fingerprint (state of a key is reset when its limit changes) and
+// the bytes of state per key. Immutable once made; shared by reference.
+struct LimitSpec {
+  std::vector<algorithms::LimitParams> windows;
+  std::uint32_t fingerprint = 0;
+  std::size_t state_bytes = 0;
+
+  // Preconditions: algorithms::ValidateWindows(windows) passed.
+  static LimitSpec Make(std::vector<algorithms::LimitParams> windows);
+};
+
+struct DecideRequest {
+  std::string_view key;     // opaque bytes, at most kMaxKeyBytes
+  const LimitSpec* limit;   // must outlive the call until completion
+  std::int64_t cost = 1;    // validated against the limit's capacity
+  std::int64_t now_ms = 0;  // the caller's clock; a store may use its own
+};
+inline constexpr std::size_t kMaxKeyBytes = 1024;
+
+enum class StoreStatus : std::uint8_t {
+  kOk,           // `decision` is valid
+  kTimeout,      // no answer within the store's deadline
+  kUnavailable,  // the store cannot be reached (or its circuit is open)
+  kError,        // the store answered with an error
+};
+
+struct StoreResult {
+  StoreStatus status = StoreStatus::kOk;
+  algorithms::Decision decision;
+};
+
+// Receives exactly one result per Decide() call. It may be called inline,
+// on the same stack frame as Decide(), or later on the caller's I/O thread.
+class DecisionSink {
+ public:
+  virtual void OnDecision(const StoreResult& result) = 0;
+
+ protected:
+  ~DecisionSink() = default;
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+  // `sink` must stay valid until its OnDecision() has run.
+  virtual void Decide(const DecideRequest& request, DecisionSink& sink) = 0;
+  // "local", "redis", ...: for metrics and logs.
+  virtual std::string_view Kind() const = 0;
+};
+
+}  // namespace tollgate::store
