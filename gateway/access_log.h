@@ -1,0 +1,52 @@
+// One line per request, in nginx's "combined" format (plus tollgate's fields)
+// or as one JSON object per line, through spdlog's asynchronous logger to
+// stdout or a file. Thread-safe; Write() does not wait for the disk.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "rules/config.h"
+
+namespace spdlog {
+class logger;
+}
+
+namespace tollgate::gateway {
+
+struct AccessRecord {
+  std::string_view client;  // address of the client (socket peer)
+  std::string_view method;
+  std::string_view target;
+  unsigned version = 11;
+  unsigned status = 0;
+  std::uint64_t bytes_in = 0;   // request body bytes received
+  std::uint64_t bytes_out = 0;  // response body bytes sent
+  double duration_s = 0;
+  double upstream_s = -1;  // < 0: no upstream was involved
+  std::string_view route;
+  std::string_view upstream;  // "host:port" of the server used
+  std::string_view user_agent;
+  std::string_view referer;
+  std::string_view error;  // tollgate's error code when it answered itself
+};
+
+class AccessLog {
+ public:
+  // nullptr with `error` set when the destination cannot be opened; a log
+  // that writes nothing when config.access is "off".
+  static std::unique_ptr<AccessLog> Create(const rules::LogConfig& config, std::string& error);
+  ~AccessLog();
+
+  bool enabled() const { return logger_ != nullptr; }
+  void Write(const AccessRecord& record);
+
+ private:
+  AccessLog() = default;
+  std::shared_ptr<spdlog::logger> logger_;
+  rules::LogFormat format_ = rules::LogFormat::kCombined;
+};
+
+}  // namespace tollgate::gateway

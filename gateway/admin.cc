@@ -1,0 +1,78 @@
+#include "gateway/admin.h"
+
+#include "gateway/http_util.h"
+
+namespace tollgate::gateway {
+namespace {
+
+constexpr auto kAdminTimeout = std::chrono::seconds(10);
+constexpr std::uint32_t kAdminHeaderLimit = 8 * 1024;
+constexpr std::uint64_t kAdminBodyLimit = 64 * 1024;
+
+http::response<http::string_body> JsonResponse(http::status status, std::string body) {
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "tollgate");
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = std::move(body);
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace
+
+AdminServer::AdminServer(asio::io_context& io, tcp::acceptor acceptor, ReadyProbe ready)
+    : io_(io), acceptor_(std::move(acceptor)), ready_(std::move(ready)) {}
+
+void AdminServer::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
+
+void AdminServer::Stop() {
+  stopped_ = true;
+  ErrorCode ec;
+  acceptor_.close(ec);
+}
+
+asio::awaitable<void> AdminServer::AcceptLoop() {
+  while (!stopped_) {
+    auto [ec, socket] = co_await acceptor_.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
+      continue;
+    }
+    asio::co_spawn(io_, Serve(beast::tcp_stream(std::move(socket))), asio::detached);
+  }
+}
+
+asio::awaitable<void> AdminServer::Serve(beast::tcp_stream stream) {
+  beast::flat_buffer buffer;
+  for (;;) {
+    http::request_parser<http::string_body> parser;
+    parser.header_limit(kAdminHeaderLimit);
+    parser.body_limit(kAdminBodyLimit);
+    stream.expires_after(kAdminTimeout);
+    auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+    if (ec) break;
+    http::response<http::string_body> res = Handle(parser.get());
+    res.keep_alive(parser.get().keep_alive() && !stopped_);
+    auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+    if (wec || !res.keep_alive()) break;
+  }
+  ErrorCode ec;
+  stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+http::response<http::string_body> AdminServer::Handle(const http::request<http::string_body>& req) {
+  const std::string_view path = req.target().substr(0, req.target().find('?'));
+  if (req.method() != http::verb::get && req.method() != http::verb::head) {
+    return MakeErrorResponse(http::status::method_not_allowed, "method_not_allowed",
+                             "the admin endpoints answer GET");
+  }
+  if (path == "/healthz") return JsonResponse(http::status::ok, "{\"status\":\"ok\"}\n");
+  if (path == "/readyz") {
+    if (!stopped_ && ready_()) return JsonResponse(http::status::ok, "{\"status\":\"ready\"}\n");
+    return JsonResponse(http::status::service_unavailable, "{\"status\":\"not_ready\"}\n");
+  }
+  return MakeErrorResponse(http::status::not_found, "not_found", "no such admin endpoint");
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,33 @@
+// The admin listener: /healthz (the process serves) and /readyz (listeners
+// are up and the store is reachable). Runs on one worker's io_context; the
+// readiness probe is called on that thread.
+#pragma once
+
+#include <functional>
+#include <memory>
+
+#include "gateway/net.h"
+
+namespace tollgate::gateway {
+
+class AdminServer {
+ public:
+  using ReadyProbe = std::function<bool()>;
+  AdminServer(asio::io_context& io, tcp::acceptor acceptor, ReadyProbe ready);
+
+  void Start();
+  void Stop();  // closes the acceptor; open admin connections end on their own
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  asio::awaitable<void> AcceptLoop();
+  asio::awaitable<void> Serve(beast::tcp_stream stream);
+  http::response<http::string_body> Handle(const http::request<http::string_body>& req);
+
+  asio::io_context& io_;
+  tcp::acceptor acceptor_;
+  ReadyProbe ready_;
+  bool stopped_ = false;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,37 @@
+// A small, fast HTTP/1.1 origin server bundled with tollgate: the demo
+// upstream of `make run`, the origin of the benchmarks and of the tests.
+//   any path            200 "hello from upstream\n"
+//   /_test/status/N     status N
+//   /_test/sleep/MS     200 after MS milliseconds
+//   /_test/bytes/N      N bytes of body, streamed (chunked with ?chunked)
+//   /_test/echo         the request body back, streamed
+//   /_test/headers      the request headers as JSON
+//   /_test/close        200, then closes the connection
+// Each response carries "X-Upstream-Port" so tests can see which server
+// answered.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace tollgate::gateway {
+
+class EchoUpstream {
+ public:
+  // Binds host:port (port 0: any); nullptr with `error` on failure.
+  static std::unique_ptr<EchoUpstream> Create(const std::string& host, std::uint16_t port,
+                                              int threads, std::string& error);
+  ~EchoUpstream();
+  void Start();  // serves on its own threads
+  void Stop();
+  void Wait();
+  std::uint16_t port() const;
+
+ private:
+  struct Impl;
+  explicit EchoUpstream(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate::gateway

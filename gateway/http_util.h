@@ -1,0 +1,31 @@
+// Header rules of a reverse proxy (RFC 9110 §7.6) and tollgate's own error
+// answers. Pure functions over Beast messages; thread-safe.
+#pragma once
+
+#include <string_view>
+
+#include "gateway/net.h"
+
+namespace tollgate::gateway {
+
+// Removes Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
+// Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization and
+// every header named in Connection. Framing is set again by the caller.
+void RemoveHopByHop(http::fields& fields);
+
+enum class Scheme { kHttp, kHttps };
+
+// Appends the client to X-Forwarded-For (joining repeated lines), sets
+// X-Forwarded-Proto and X-Forwarded-Host (from Host).
+void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Scheme scheme);
+
+// GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send again on a fresh
+// connection when a pooled one turned out to be closed.
+bool IsIdempotent(http::verb method);
+
+// {"error":"<code>","message":"<message>","status":<status>} with
+// Content-Type application/json; never carries internal details.
+http::response<http::string_body> MakeErrorResponse(http::status status, std::string_view code,
+                                                    std::string_view message);
+
+}  // namespace tollgate::gateway

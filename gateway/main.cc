@@ -1,0 +1,264 @@
+// tollgate: a rate-limiting HTTP reverse proxy. Command-line entry point.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <charconv>
+#include <csignal>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "algorithms/limit.h"
+#include "algorithms/validate.h"
+#include "gateway/echo_upstream.h"
+#include "gateway/replay.h"
+#include "gateway/server.h"
+#include "rules/config.h"
+#include "rules/duration.h"
+#include "store/clock.h"
+
+namespace tollgate::gateway {
+namespace {
+
+constexpr std::string_view kVersion = TOLLGATE_VERSION;
+
+constexpr std::string_view kUsage = R"(usage:
+  tollgate --config FILE            run the gateway
+  tollgate --check-config FILE      validate FILE; print every error as file:line:col
+  tollgate replay --algorithm NAME --limit L --window DURATION
+                  [--burst B] [--sub-windows N] [--nodelay] [--store local] < trace.csv
+                                    decide a trace (t_ms,key[,cost]) with a virtual clock
+  tollgate echo-upstream [--listen HOST:PORT] [--threads N]
+                                    run the bundled demo/benchmark upstream
+  tollgate --version
+  tollgate --help
+
+signals: SIGTERM/SIGINT drain gracefully (a second one stops at once).
+)";
+
+int Usage(std::string_view problem) {
+  std::cerr << "tollgate: " << problem << "\n\n" << kUsage;
+  return 2;
+}
+
+void PrintErrors(const std::vector<rules::ConfigError>& errors) {
+  for (const rules::ConfigError& e : errors) std::cerr << e.ToString() << "\n";
+}
+
+int CheckConfig(const std::string& path) {
+  rules::LoadResult loaded = rules::LoadConfigFile(path);
+  if (!loaded.config) {
+    PrintErrors(loaded.errors);
+    return 1;
+  }
+  std::cout << path << ": ok\n";
+  return 0;
+}
+
+int Run(const std::string& path) {
+  rules::LoadResult loaded = rules::LoadConfigFile(path);
+  if (!loaded.config) {
+    PrintErrors(loaded.errors);
+    return 1;
+  }
+  auto config = std::make_shared<const rules::Config>(std::move(*loaded.config));
+  spdlog::set_level(spdlog::level::from_str(config->log.level));
+  store::SteadyClock clock;
+  std::string error;
+  std::unique_ptr<Server> server = Server::Create(config, clock, error);
+  if (!server) {
+    std::cerr << "tollgate: " << error << "\n";
+    return 1;
+  }
+  boost::asio::io_context signals_io;
+  boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM, SIGHUP);
+  boost::asio::steady_timer drain_deadline(signals_io);
+  bool draining = false;
+  std::function<void(const boost::system::error_code&, int)> on_signal =
+      [&](const boost::system::error_code& ec, int signal) {
+        if (ec) return;
+        if (signal == SIGHUP) {
+          spdlog::warn("SIGHUP: reloading is not available in this version; the running "
+                       "configuration stays in force");
+        } else if (!draining) {
+          draining = true;
+          spdlog::info("signal {}: draining (at most {} ms)", signal,
+                       config->server.drain_timeout_ms);
+          server->Drain();
+          drain_deadline.expires_after(std::chrono::milliseconds(config->server.drain_timeout_ms));
+          drain_deadline.async_wait([&](const boost::system::error_code& timer_ec) {
+            if (timer_ec) return;
+            spdlog::warn("drain timeout: closing the remaining connections");
+            server->Stop();
+          });
+        } else {
+          spdlog::warn("signal {} again: stopping now", signal);
+          server->Stop();
+        }
+        signals.async_wait(on_signal);
+      };
+  signals.async_wait(on_signal);
+
+  server->Start();
+  std::string ports;
+  for (std::uint16_t p : server->listener_ports()) ports += " " + std::to_string(p);
+  spdlog::info("tollgate {} serving on port(s){} with {} thread(s); admin on port {}", kVersion,
+               ports, server->thread_count(), server->admin_port());
+  std::thread waiter([&] {
+    server->Wait();
+    signals_io.stop();
+  });
+  signals_io.run();
+  waiter.join();
+  spdlog::info("tollgate stopped");
+  server.reset();
+  spdlog::shutdown();
+  return 0;
+}
+
+std::optional<std::int64_t> ParseCount(std::string_view text) {
+  std::int64_t n = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return n;
+}
+
+int Replay(const std::vector<std::string>& args) {
+  std::optional<algorithms::Algorithm> algorithm;
+  std::optional<std::int64_t> limit;
+  std::optional<std::int64_t> window_ms;
+  std::optional<std::int64_t> burst;
+  std::int64_t sub_windows = 10;
+  bool nodelay = false;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= args.size()) return std::nullopt;
+      return args[++i];
+    };
+    if (a == "--nodelay") {
+      nodelay = true;
+      continue;
+    }
+    const std::optional<std::string> v = value();
+    if (!v) return Usage(fmt::format("{} needs a value", a));
+    if (a == "--algorithm") {
+      algorithm = algorithms::ParseAlgorithm(*v);
+      if (!algorithm) {
+        return Usage(fmt::format("--algorithm must be one of {}; got \"{}\"",
+                                 algorithms::AlgorithmNames(), *v));
+      }
+    } else if (a == "--limit") {
+      limit = ParseCount(*v);
+      if (!limit) return Usage(fmt::format("--limit must be an integer; got \"{}\"", *v));
+    } else if (a == "--window") {
+      window_ms = rules::ParseDurationMs(*v);
+      if (!window_ms) {
+        return Usage(fmt::format(
+            "--window must be a duration such as 500ms, 10s, 1m, 1h or 1d; got \"{}\"", *v));
+      }
+    } else if (a == "--burst") {
+      burst = ParseCount(*v);
+      if (!burst) return Usage(fmt::format("--burst must be an integer; got \"{}\"", *v));
+    } else if (a == "--sub-windows") {
+      auto n = ParseCount(*v);
+      if (!n) return Usage(fmt::format("--sub-windows must be an integer; got \"{}\"", *v));
+      sub_windows = *n;
+    } else if (a == "--store") {
+      if (*v != "local") {
+        return Usage(fmt::format("--store must be \"local\" in this version; got \"{}\"", *v));
+      }
+    } else {
+      return Usage(fmt::format("unknown replay option \"{}\"", a));
+    }
+  }
+  if (!algorithm || !limit || !window_ms) {
+    return Usage("replay needs --algorithm, --limit and --window");
+  }
+  algorithms::LimitParams p;
+  p.algorithm = *algorithm;
+  p.limit = *limit;
+  p.window_ms = *window_ms;
+  p.sub_windows = sub_windows;
+  p.shaping = nodelay ? algorithms::Shaping::kNoDelay : algorithms::Shaping::kDelay;
+  const bool bucket = p.algorithm == algorithms::Algorithm::kTokenBucket ||
+                      p.algorithm == algorithms::Algorithm::kLeakyBucket;
+  if (burst && !bucket) return Usage("--burst applies to token_bucket and leaky_bucket only");
+  if (nodelay && p.algorithm != algorithms::Algorithm::kLeakyBucket) {
+    return Usage("--nodelay applies to leaky_bucket only");
+  }
+  p.burst = burst.value_or(p.algorithm == algorithms::Algorithm::kTokenBucket ? p.limit : 0);
+  ReplayOptions options;
+  options.windows = {p};
+  std::ios::sync_with_stdio(false);
+  return RunReplay(options, std::cin, std::cout, std::cerr);
+}
+
+int EchoUpstreamMain(const std::vector<std::string>& args) {
+  std::string listen = "127.0.0.1:9000";
+  int threads = 1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--listen" && i + 1 < args.size()) {
+      listen = args[++i];
+    } else if (args[i] == "--threads" && i + 1 < args.size()) {
+      auto n = ParseCount(args[++i]);
+      if (!n || *n < 1 || *n > 256) return Usage("--threads must be between 1 and 256");
+      threads = static_cast<int>(*n);
+    } else {
+      return Usage(fmt::format("unknown echo-upstream option \"{}\"", args[i]));
+    }
+  }
+  auto hp = rules::ParseHostPort(listen);
+  if (!hp) return Usage(fmt::format("--listen must be HOST:PORT; got \"{}\"", listen));
+  std::string error;
+  auto upstream = EchoUpstream::Create(hp->host, hp->port, threads, error);
+  if (!upstream) {
+    std::cerr << "tollgate: " << error << "\n";
+    return 1;
+  }
+  boost::asio::io_context signals_io;
+  boost::asio::signal_set signals(signals_io, SIGINT, SIGTERM);
+  signals.async_wait([&](const boost::system::error_code&, int) { upstream->Stop(); });
+  upstream->Start();
+  std::cerr << "echo upstream listening on " << hp->host << ":" << upstream->port() << "\n";
+  std::thread waiter([&] {
+    upstream->Wait();
+    signals_io.stop();
+  });
+  signals_io.run();
+  waiter.join();
+  return 0;
+}
+
+int Main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty()) return Usage("nothing to do");
+  const std::string& command = args.front();
+  const std::vector<std::string> rest(args.begin() + 1, args.end());
+  if (command == "--help" || command == "-h") {
+    std::cout << kUsage;
+    return 0;
+  }
+  if (command == "--version") {
+    std::cout << "tollgate " << kVersion << "\n";
+    return 0;
+  }
+  if (command == "replay") return Replay(rest);
+  if (command == "echo-upstream") return EchoUpstreamMain(rest);
+  if (command == "--config" || command == "--check-config") {
+    if (rest.size() != 1) return Usage(command + " takes one FILE");
+    return command == "--config" ? Run(rest.front()) : CheckConfig(rest.front());
+  }
+  return Usage("unknown command \"" + command + "\"");
+}
+
+}  // namespace
+}  // namespace tollgate::gateway
+
+int main(int argc, char** argv) { return tollgate::gateway::Main(argc, argv); }

@@ -1,0 +1,26 @@
+// `tollgate replay`: runs a request trace through one limit with a virtual
+// clock (the trace's timestamps), so a rule can be tried on real traffic
+// before it is deployed, and stores can be compared decision by decision.
+#pragma once
+
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+#include "algorithms/limit.h"
+
+namespace tollgate::gateway {
+
+struct ReplayOptions {
+  std::vector<algorithms::LimitParams> windows;  // validated by RunReplay
+  std::string input_name = "<stdin>";             // for error messages
+};
+
+// Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.
+// Output: `t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms` rows;
+// a per-key summary goes to `err`. Returns the process exit code: 0, or 1
+// after printing `name:line: message` for the first bad line.
+int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
+              std::ostream& err);
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,176 @@
+#include "gateway/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+
+#include <atomic>
+#include <thread>
+
+#include "gateway/admin.h"
+#include "gateway/worker.h"
+
+namespace tollgate::gateway {
+namespace {
+
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort& hp,
+                                     std::string& error) {
+  tcp::resolver resolver(io);
+  ErrorCode ec;
+  auto results = resolver.resolve(hp.host, std::to_string(hp.port), ec);
+  if (ec || results.empty()) {
+    error = fmt::format("cannot resolve \"{}\": {}", hp.ToString(),
+                        ec ? ec.message() : "no address");
+    return std::nullopt;
+  }
+  return results.begin()->endpoint();
+}
+
+std::unique_ptr<tcp::acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoint,
+                                    std::string& error) {
+  auto acceptor = std::make_unique<tcp::acceptor>(io);
+  ErrorCode ec;
+  acceptor->open(endpoint.protocol(), ec);
+  if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) acceptor->set_option(ReusePort(true), ec);
+  if (!ec) acceptor->bind(endpoint, ec);
+  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
+  if (ec) {
+    error = fmt::format("cannot listen on {}:{}: {}", endpoint.address().to_string(),
+                        endpoint.port(), ec.message());
+    return nullptr;
+  }
+  return acceptor;
+}
+
+}  // namespace
+
+struct Server::Impl {
+  GatewayState state;
+  std::unique_ptr<AccessLog> access_log;
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::unique_ptr<AdminServer> admin;
+  std::vector<std::thread> threads;
+  std::vector<std::uint16_t> ports;
+  std::atomic<bool> serving{false};
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  Stop();
+  Wait();
+}
+
+std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> config,
+                                       const store::Clock& clock, std::string& error) {
+  auto impl = std::make_unique<Impl>();
+  GatewayState& state = impl->state;
+  state.config = config;
+  state.clock = &clock;
+  state.routes = std::make_unique<rules::RouteTable>(config->routes);
+
+  asio::io_context resolver_io;
+  for (const rules::UpstreamConfig& u : config->upstreams) {
+    std::vector<tcp::endpoint> endpoints;
+    for (const rules::HostPort& server : u.servers) {
+      auto e = Resolve(resolver_io, server, error);
+      if (!e) {
+        error = fmt::format("upstream \"{}\": {}", u.name, error);
+        return nullptr;
+      }
+      endpoints.push_back(*e);
+    }
+    state.upstream_endpoints.push_back(std::move(endpoints));
+    if (u.tls) {
+      auto ctx = CreateClientTls(*u.tls, error);
+      if (!ctx) {
+        error = fmt::format("upstream \"{}\": {}", u.name, error);
+        return nullptr;
+      }
+      state.upstream_tls.push_back(std::move(ctx));
+    } else {
+      state.upstream_tls.push_back(nullptr);
+    }
+  }
+  for (const rules::ListenerConfig& l : config->listeners) {
+    if (l.tls()) {
+      auto tls = ServerTls::Create(l.certificates, error);
+      if (!tls) return nullptr;
+      state.listener_tls.push_back(std::move(tls));
+    } else {
+      state.listener_tls.push_back(nullptr);
+    }
+  }
+  impl->access_log = AccessLog::Create(config->log, error);
+  if (!impl->access_log) return nullptr;
+  state.access_log = impl->access_log.get();
+
+  const std::size_t threads =
+      config->server.threads > 0 ? static_cast<std::size_t>(config->server.threads)
+                                 : std::max(1u, std::thread::hardware_concurrency());
+  for (std::size_t i = 0; i < threads; ++i) {
+    impl->workers.push_back(std::make_unique<Worker>(state, i));
+  }
+  // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
+  // connections over them. Port 0 is resolved by the first bind.
+  for (const rules::ListenerConfig& l : config->listeners) {
+    auto endpoint = Resolve(resolver_io, l.address, error);
+    if (!endpoint) return nullptr;
+    for (auto& worker : impl->workers) {
+      auto acceptor = Bind(worker->io(), *endpoint, error);
+      if (!acceptor) return nullptr;
+      endpoint->port(acceptor->local_endpoint().port());
+      worker->acceptors().push_back(std::move(acceptor));
+    }
+    impl->ports.push_back(endpoint->port());
+  }
+  auto admin_endpoint = Resolve(resolver_io, config->admin.address, error);
+  if (!admin_endpoint) return nullptr;
+  auto admin_acceptor = Bind(impl->workers.front()->io(), *admin_endpoint, error);
+  if (!admin_acceptor) {
+    error = "admin listener: " + error;
+    return nullptr;
+  }
+  Impl* raw = impl.get();
+  impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
+                                              std::move(*admin_acceptor),
+                                              [raw] { return raw->serving.load(); });
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+void Server::Start() {
+  impl_->admin->Start();
+  for (auto& worker : impl_->workers) {
+    worker->StartAccepting();
+    impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
+  }
+  impl_->serving = true;
+}
+
+void Server::Drain() {
+  impl_->serving = false;
+  asio::post(impl_->workers.front()->io(), [this] { impl_->admin->Stop(); });
+  for (auto& worker : impl_->workers) {
+    asio::post(worker->io(), [w = worker.get()] { w->BeginDrain(); });
+  }
+}
+
+void Server::Stop() {
+  impl_->serving = false;
+  for (auto& worker : impl_->workers) worker->io().stop();
+}
+
+void Server::Wait() {
+  for (std::thread& t : impl_->threads) {
+    if (t.joinable()) t.join();
+  }
+}
+
+std::vector<std::uint16_t> Server::listener_ports() const { return impl_->ports; }
+std::uint16_t Server::admin_port() const { return impl_->admin->port(); }
+std::size_t Server::thread_count() const { return impl_->workers.size(); }
+
+}  // namespace tollgate::gateway

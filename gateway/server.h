@@ -1,0 +1,47 @@
+// The gateway process core: one worker thread per configured thread, each
+// with its own io_context and SO_REUSEPORT acceptors for every listener, plus
+// the admin listener on the first worker. Create() binds everything (so
+// configuration errors surface before serving); Start() serves.
+// Drain(), Stop() and the accessors are thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "rules/config.h"
+#include "store/clock.h"
+
+namespace tollgate::gateway {
+
+class Server {
+ public:
+  // nullptr with `error` set when an address cannot be bound, an upstream
+  // resolved, a certificate or the access log opened.
+  static std::unique_ptr<Server> Create(std::shared_ptr<const rules::Config> config,
+                                        const store::Clock& clock, std::string& error);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  void Start();
+  // Graceful: stop accepting, let in-flight exchanges finish, close idle
+  // connections. Wait() returns once every connection is gone.
+  void Drain();
+  // Immediate: abandons whatever is in flight.
+  void Stop();
+  void Wait();
+
+  // The bound ports (useful with port 0), in [[listeners]] order.
+  std::vector<std::uint16_t> listener_ports() const;
+  std::uint16_t admin_port() const;
+  std::size_t thread_count() const;
+
+ private:
+  struct Impl;
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,460 @@
+#include "gateway/session.h"
+
+#include <boost/asio/write.hpp>
+#include <optional>
+
+#include "gateway/http_util.h"
+#include "gateway/relay.h"
+
+namespace tollgate::gateway {
+
+// What one request/response exchange did, for the access log.
+struct Exchange {
+  std::int64_t start_ms = 0;
+  std::int64_t deadline_ms = 0;
+  std::string method;
+  std::string target;
+  unsigned version = 11;
+  std::string user_agent;
+  std::string referer;
+  unsigned status = 0;
+  std::uint64_t bytes_in = 0;
+  std::uint64_t bytes_out = 0;
+  std::int64_t upstream_start_ms = -1;
+  std::int64_t upstream_end_ms = -1;
+  std::string route;
+  std::string upstream;
+  std::string error;
+  bool close = false;  // the connection ends after this exchange
+};
+
+namespace {
+
+// Bodies up to this size are read whole and written with their header in one
+// write; larger or chunked bodies are streamed through the relay buffer.
+constexpr std::uint64_t kBufferedBody = 64 * 1024;
+constexpr std::uint32_t kUpstreamHeaderLimit = 64 * 1024;
+
+bool IsStaleConnectionError(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+bool IsClientGone(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::operation_aborted ||
+         ec == ssl::error::stream_truncated;
+}
+
+template <typename Fn>
+auto Visit(AnyStream& stream, Fn&& fn) {
+  return std::visit(std::forward<Fn>(fn), stream);
+}
+
+}  // namespace
+
+Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
+                 const tcp::endpoint& peer)
+    : worker_(worker),
+      config_(worker.config()),
+      stream_(std::move(stream)),
+      buffer_(static_cast<std::size_t>(config_.limits.max_header_bytes) + kRelayChunk),
+      listener_(listener),
+      peer_ip_(peer.address().to_string()) {
+  worker_.Register(this);
+}
+
+Session::~Session() { worker_.Unregister(this); }
+
+asio::awaitable<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
+
+void Session::CloseIfIdle() {
+  if (idle_) Lowest(stream_).cancel();
+}
+
+std::chrono::milliseconds Session::Budget(std::int64_t op_ms, const Exchange& ex) const {
+  const std::int64_t left = ex.deadline_ms - worker_.state().clock->NowMs();
+  return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
+}
+
+char* Session::RelayBuffer() {
+  if (!relay_buffer_) relay_buffer_ = std::make_unique<char[]>(kRelayChunk);
+  return relay_buffer_.get();
+}
+
+asio::awaitable<void> Session::Run() {
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  if (auto* tls = std::get_if<TlsStream>(&stream_)) {
+    Lowest(stream_).expires_after(Ms(timeouts.client_header_ms));
+    auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
+    if (ec) co_return;
+  }
+  bool first = true;
+  for (;;) {
+    if (worker_.draining()) break;
+    if (buffer_.size() == 0) {
+      // Waiting for the first byte of the next request is idleness, with its
+      // own (longer) deadline; the header then has client_header to arrive.
+      idle_ = true;
+      Lowest(stream_).expires_after(
+          Ms(first ? timeouts.client_header_ms : timeouts.client_idle_ms));
+      auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
+        return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
+      });
+      idle_ = false;
+      if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
+      buffer_.commit(n);
+    }
+    first = false;
+    if (!co_await ServeOne()) break;
+  }
+  co_await Shutdown();
+}
+
+asio::awaitable<void> Session::Shutdown() {
+  Lowest(stream_).expires_after(std::chrono::seconds(1));
+  if (auto* tls = std::get_if<TlsStream>(&stream_)) {
+    co_await tls->async_shutdown(kUseTuple);
+  }
+  ErrorCode ec;
+  Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
+}
+
+asio::awaitable<bool> Session::ServeOne() {
+  const store::Clock& clock = *worker_.state().clock;
+  Exchange ex;
+  ex.start_ms = clock.NowMs();
+  ex.deadline_ms = ex.start_ms + config_.timeouts.request_ms;
+
+  HeadParser head;
+  head.header_limit(static_cast<std::uint32_t>(config_.limits.max_header_bytes));
+  head.body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
+  Lowest(stream_).expires_after(Ms(config_.timeouts.client_header_ms));
+  auto [ec, n] = co_await Visit(
+      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
+  if (ec) {
+    ex.close = true;
+    if (IsClientGone(ec)) co_return false;
+    if (ec == http::error::header_limit) {
+      co_await ReplyError(ex, http::status::request_header_fields_too_large,
+                          "header_too_large", "request header exceeds the limit");
+    } else if (ec == http::error::body_limit) {
+      co_await ReplyError(ex, http::status::payload_too_large, "body_too_large",
+                          "request body exceeds the limit");
+    } else if (ec == beast::error::timeout) {
+      co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
+                          "request header not received in time");
+    } else {
+      co_await ReplyError(ex, http::status::bad_request, "bad_request", "malformed request");
+    }
+    Log(ex);
+    co_return false;
+  }
+
+  const auto& req = head.get();
+  ex.method = std::string(req.method_string());
+  ex.target = std::string(req.target());
+  ex.version = req.version();
+  ex.user_agent = std::string(req[http::field::user_agent]);
+  ex.referer = std::string(req[http::field::referer]);
+  ex.close = !req.keep_alive();
+
+  const rules::RouteConfig* route =
+      worker_.state().routes->Match(req[http::field::host], req.target());
+  if (route == nullptr) {
+    // The unread body would be taken for the next request: close instead.
+    if (!head.is_done()) ex.close = true;
+    co_await ReplyError(ex, http::status::not_found, "no_route", "no route matches this request");
+  } else {
+    ex.route = route->path_prefix;
+    co_await Forward(head, *route, ex);
+  }
+  Log(ex);
+  co_return !ex.close && !worker_.draining();
+}
+
+asio::awaitable<ErrorCode> Session::WriteContinue() {
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+  auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
+    return asio::async_write(s, asio::buffer(kContinue.data(), kContinue.size()), kUseTuple);
+  });
+  co_return ec;
+}
+
+asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route,
+                                       Exchange& ex) {
+  const store::Clock& clock = *worker_.state().clock;
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  auto& req = head.get();
+  const bool head_request = req.method() == http::verb::head;
+  const bool replayable = IsIdempotent(req.method());
+  const bool chunked = head.chunked();
+  const std::uint64_t length = head.content_length().value_or(0);
+  const bool has_body = chunked || length > 0;
+  const bool buffered = !chunked && length <= kBufferedBody;
+  const bool expects_continue =
+      has_body && beast::iequals(req[http::field::expect], "100-continue");
+
+  // The request as the upstream sees it.
+  RemoveHopByHop(req);
+  req.erase(http::field::expect);  // answered here, not by the upstream
+  AddForwardedHeaders(req, peer_ip_,
+                      worker_.state().listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
+  if (config_.server.via) req.set(http::field::via, "1.1 tollgate");
+  req.version(11);
+  if (chunked) req.chunked(true);
+
+  if (expects_continue) {
+    if (co_await WriteContinue()) {
+      ex.close = true;
+      co_return;
+    }
+  }
+
+  std::optional<http::request_parser<http::string_body>> whole;
+  if (buffered && has_body) {
+    whole.emplace(std::move(head));
+    whole->body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
+    Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
+    auto [ec, n] = co_await Visit(
+        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole, kUseTuple); });
+    if (ec) {
+      ex.close = true;
+      if (ec == beast::error::timeout) {
+        co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
+                            "request body not received in time");
+      } else if (!IsClientGone(ec)) {
+        co_await ReplyError(ex, http::status::bad_request, "bad_request", "malformed request body");
+      }
+      co_return;
+    }
+    ex.bytes_in = whole->get().body().size();
+  }
+
+  UpstreamPool& pool = worker_.pool(route.upstream_index);
+  ex.upstream_start_ms = clock.NowMs();
+  std::unique_ptr<UpstreamConnection> conn;
+  std::optional<http::response_parser<http::empty_body>> res_head;
+  const auto upstream_budget = [&] { return Budget(timeouts.upstream_response_ms, ex); };
+
+  // Reads the response header, skipping interim 1xx responses.
+  auto read_response_head = [&](UpstreamConnection& c) -> asio::awaitable<std::pair<ErrorCode, std::size_t>> {
+    for (;;) {
+      res_head.emplace();
+      res_head->header_limit(kUpstreamHeaderLimit);
+      res_head->body_limit(boost::none);
+      if (head_request) res_head->skip(true);
+      Lowest(c.stream).expires_after(upstream_budget());
+      auto [ec, n] = co_await Visit(c.stream, [&](auto& s) {
+        return http::async_read_header(s, c.buffer, *res_head, kUseTuple);
+      });
+      if (ec) co_return std::pair{ec, n};
+      const unsigned status = res_head->get().result_int();
+      if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, n};
+    }
+  };
+
+  auto fail_upstream = [&](ConnectFailure failure, const ErrorCode& ec) -> asio::awaitable<void> {
+    // An unread request body would be taken for the next request.
+    ex.close = ex.close || !buffered;
+    if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
+      co_await ReplyError(ex, http::status::gateway_timeout, "gateway_timeout",
+                          "the upstream did not answer in time");
+    } else {
+      co_await ReplyError(ex, http::status::bad_gateway, "bad_gateway",
+                          "the upstream is unavailable");
+    }
+  };
+
+  if (buffered) {
+    for (int attempt = 0;; ++attempt) {
+      // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
+      ConnectResult cr;
+      if (attempt == 0) {
+        cr = co_await pool.Acquire(timeouts.upstream_connect_ms);
+      } else {
+        cr = co_await pool.ConnectFresh(timeouts.upstream_connect_ms);
+      }
+      ex.upstream = cr.server;
+      if (!cr.connection) {
+        co_await fail_upstream(cr.failure, {});
+        co_return;
+      }
+      conn = std::move(cr.connection);
+      Lowest(conn->stream).expires_after(upstream_budget());
+      ErrorCode ec;
+      if (whole) {
+        auto [wec, wn] = co_await Visit(conn->stream, [&](auto& s) {
+          return http::async_write(s, whole->get(), kUseTuple);
+        });
+        ec = wec;
+      } else {
+        auto [wec, wn] = co_await Visit(conn->stream, [&](auto& s) {
+          return http::async_write(s, req, kUseTuple);
+        });
+        ec = wec;
+      }
+      std::size_t received = 0;
+      if (!ec) std::tie(ec, received) = co_await read_response_head(*conn);
+      if (!ec) break;
+      // A pooled connection the upstream closed while it sat idle: send the
+      // request once more on a fresh connection if that is safe.
+      if (attempt == 0 && conn->reused && replayable && received == 0 &&
+          IsStaleConnectionError(ec)) {
+        continue;
+      }
+      co_await fail_upstream(ConnectFailure::kNone, ec);
+      co_return;
+    }
+  } else {
+    ConnectResult cr = co_await pool.Acquire(timeouts.upstream_connect_ms);
+    ex.upstream = cr.server;
+    if (!cr.connection) {
+      co_await fail_upstream(cr.failure, {});
+      co_return;
+    }
+    conn = std::move(cr.connection);
+    http::request_parser<http::buffer_body> streamed{std::move(head)};
+    streamed.body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
+    const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex), upstream_budget()};
+    RelayResult relayed =
+        co_await Relay(stream_, buffer_, streamed, conn->stream, RelayBuffer(), to_upstream);
+    ex.bytes_in = relayed.bytes;
+    if (relayed.failure == RelayFailure::kRead) {
+      ex.close = true;
+      if (relayed.ec == http::error::body_limit) {
+        co_await ReplyError(ex, http::status::payload_too_large, "body_too_large",
+                            "request body exceeds the limit");
+      } else if (relayed.ec == beast::error::timeout) {
+        co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
+                            "request body not received in time");
+      } else if (!IsClientGone(relayed.ec)) {
+        co_await ReplyError(ex, http::status::bad_request, "bad_request",
+                            "malformed request body");
+      }
+      co_return;
+    }
+    ErrorCode ec = relayed.ec;
+    if (!ec) std::tie(ec, std::ignore) = co_await read_response_head(*conn);
+    if (ec) {
+      ex.close = true;
+      co_await fail_upstream(ConnectFailure::kNone, ec);
+      co_return;
+    }
+  }
+
+  // The response as the client sees it.
+  auto& res = res_head->get();
+  bool upstream_reusable = res.keep_alive();
+  const bool res_chunked = res_head->chunked();
+  const auto res_length = res_head->content_length();
+  const bool no_body = res_head->is_done();
+  const bool until_close = !no_body && !res_chunked && !res_length;
+  ex.status = res.result_int();
+  RemoveHopByHop(res);
+  if (config_.server.via) res.set(http::field::via, "1.1 tollgate");
+  res.version(11);
+  if (until_close) {
+    upstream_reusable = false;
+    // An HTTP/1.0 client cannot read chunks: the end of the body is the close.
+    if (ex.version >= 11) {
+      res.chunked(true);
+    } else {
+      ex.close = true;
+    }
+  } else if (res_chunked) {
+    if (ex.version >= 11) {
+      res.chunked(true);
+    } else {
+      ex.close = true;
+    }
+  }
+  if (worker_.draining()) ex.close = true;
+  res.keep_alive(!ex.close);
+
+  const RelayTimeouts to_client{upstream_budget(), Budget(timeouts.client_body_ms, ex)};
+  bool complete = false;
+  if (no_body) {
+    Lowest(stream_).expires_after(to_client.write);
+    auto [ec, n] =
+        co_await Visit(stream_, [&](auto& s) { return http::async_write(s, res, kUseTuple); });
+    ex.upstream_end_ms = clock.NowMs();
+    if (ec) ex.close = true;
+    complete = true;
+  } else if (res_length && *res_length <= kBufferedBody) {
+    http::response_parser<http::string_body> body{std::move(*res_head)};
+    body.body_limit(boost::none);
+    Lowest(conn->stream).expires_after(to_client.read);
+    auto [rec, rn] = co_await Visit(conn->stream, [&](auto& s) {
+      return http::async_read(s, conn->buffer, body, kUseTuple);
+    });
+    ex.upstream_end_ms = clock.NowMs();
+    if (rec) {
+      ex.close = true;
+      co_await fail_upstream(ConnectFailure::kNone, rec);
+      co_return;
+    }
+    Lowest(stream_).expires_after(to_client.write);
+    auto [wec, wn] = co_await Visit(
+        stream_, [&](auto& s) { return http::async_write(s, body.get(), kUseTuple); });
+    ex.bytes_out = body.get().body().size();
+    if (wec) ex.close = true;
+    complete = true;
+  } else {
+    http::response_parser<http::buffer_body> streamed{std::move(*res_head)};
+    streamed.body_limit(boost::none);
+    RelayResult relayed =
+        co_await Relay(conn->stream, conn->buffer, streamed, stream_, RelayBuffer(), to_client);
+    ex.upstream_end_ms = clock.NowMs();
+    ex.bytes_out = relayed.bytes;
+    if (relayed.failure != RelayFailure::kNone) {
+      // Headers are out: the only honest signal left is closing the connection.
+      ex.close = true;
+      if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
+    } else {
+      complete = true;
+    }
+  }
+  if (complete && upstream_reusable) pool.Release(std::move(conn));
+}
+
+asio::awaitable<void> Session::ReplyError(Exchange& ex, http::status status,
+                                          std::string_view code, std::string_view message) {
+  http::response<http::string_body> res = MakeErrorResponse(status, code, message);
+  res.keep_alive(!ex.close);
+  ex.status = static_cast<unsigned>(status);
+  ex.error = std::string(code);
+  ex.bytes_out = res.body().size();
+  Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+  auto [ec, n] =
+      co_await Visit(stream_, [&](auto& s) { return http::async_write(s, res, kUseTuple); });
+  if (ec) ex.close = true;
+}
+
+void Session::Log(const Exchange& ex) {
+  AccessLog* log = worker_.state().access_log;
+  if (log == nullptr || !log->enabled()) return;
+  const std::int64_t now = worker_.state().clock->NowMs();
+  AccessRecord r;
+  r.client = peer_ip_;
+  r.method = ex.method.empty() ? std::string_view("-") : std::string_view(ex.method);
+  r.target = ex.target.empty() ? std::string_view("-") : std::string_view(ex.target);
+  r.version = ex.version;
+  r.status = ex.status;
+  r.bytes_in = ex.bytes_in;
+  r.bytes_out = ex.bytes_out;
+  r.duration_s = static_cast<double>(now - ex.start_ms) / 1000.0;
+  if (ex.upstream_start_ms >= 0) {
+    const std::int64_t end = ex.upstream_end_ms >= 0 ? ex.upstream_end_ms : now;
+    r.upstream_s = static_cast<double>(end - ex.upstream_start_ms) / 1000.0;
+  }
+  r.route = ex.route;
+  r.upstream = ex.upstream;
+  r.user_agent = ex.user_agent;
+  r.referer = ex.referer;
+  r.error = ex.error;
+  log->Write(r);
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,53 @@
+// One client connection: reads requests one after another (keep-alive) and
+// passes each through the phases route -> forward -> respond -> log.
+// Lives on one worker thread; owned by its coroutine (see Worker).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "gateway/net.h"
+#include "gateway/worker.h"
+
+namespace tollgate::gateway {
+
+struct Exchange;
+
+class Session {
+ public:
+  Session(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer);
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  asio::awaitable<void> Run();
+  // Drain: a session waiting for its next request is closed now.
+  void CloseIfIdle();
+
+ private:
+  using HeadParser = http::request_parser<http::empty_body>;
+
+  asio::awaitable<bool> ServeOne();
+  asio::awaitable<void> Forward(HeadParser& head, const rules::RouteConfig& route,
+                                Exchange& ex);
+  asio::awaitable<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
+                                   std::string_view message);
+  asio::awaitable<ErrorCode> WriteContinue();
+  asio::awaitable<void> Shutdown();
+  void Log(const Exchange& ex);
+  std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
+  char* RelayBuffer();
+
+  Worker& worker_;
+  const rules::Config& config_;
+  AnyStream stream_;
+  beast::flat_buffer buffer_;
+  std::size_t listener_;
+  std::string peer_ip_;
+  std::unique_ptr<char[]> relay_buffer_;
+  bool idle_ = true;
+};
+
+asio::awaitable<void> RunSession(std::unique_ptr<Session> session);
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,119 @@
+#include "gateway/upstream_pool.h"
+
+#include <openssl/ssl.h>
+
+namespace tollgate::gateway {
+
+UpstreamPool::UpstreamPool(const rules::UpstreamConfig& config,
+                           std::vector<tcp::endpoint> endpoints, ssl::context* tls,
+                           const store::Clock& clock)
+    : config_(config), servers_(endpoints.size()), tls_(tls), clock_(clock) {
+  for (std::size_t i = 0; i < endpoints.size(); ++i) servers_[i].endpoint = endpoints[i];
+}
+
+std::string UpstreamPool::ServerName(std::size_t server) const {
+  return config_.servers[server].ToString();
+}
+
+std::size_t UpstreamPool::IdleCount() const {
+  std::size_t n = 0;
+  for (const Server& s : servers_) n += s.idle.size();
+  return n;
+}
+
+std::size_t UpstreamPool::PickServer() {
+  const std::int64_t now = clock_.NowMs();
+  // Round-robin over healthy servers; when all are down, the one that comes
+  // back first is tried anyway rather than failing without trying.
+  std::size_t best = next_ % servers_.size();
+  for (std::size_t i = 0; i < servers_.size(); ++i) {
+    const std::size_t candidate = (next_ + i) % servers_.size();
+    if (servers_[candidate].down_until_ms <= now) {
+      best = candidate;
+      break;
+    }
+    if (servers_[candidate].down_until_ms < servers_[best].down_until_ms) best = candidate;
+  }
+  next_ = best + 1;
+  return best;
+}
+
+asio::awaitable<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
+  ConnectResult last;
+  for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
+    const std::size_t server = PickServer();
+    auto& idle = servers_[server].idle;
+    const std::int64_t now = clock_.NowMs();
+    while (!idle.empty()) {
+      std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
+      idle.pop_back();
+      if (now - c->idle_since_ms < config_.idle_timeout_ms) {
+        co_return ConnectResult{std::move(c), ConnectFailure::kNone, ServerName(server)};
+      }
+    }
+    last = co_await Connect(server, connect_timeout_ms);
+    if (last.connection) co_return last;
+  }
+  co_return last;
+}
+
+asio::awaitable<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_timeout_ms) {
+  ConnectResult last;
+  for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
+    last = co_await Connect(PickServer(), connect_timeout_ms);
+    if (last.connection) co_return last;
+  }
+  co_return last;
+}
+
+asio::awaitable<ConnectResult> UpstreamPool::Connect(std::size_t server,
+                                                     std::int64_t timeout_ms) {
+  auto executor = co_await asio::this_coro::executor;
+  ConnectResult result;
+  result.server = ServerName(server);
+  auto c = std::make_unique<UpstreamConnection>(
+      UpstreamConnection{beast::tcp_stream(executor), beast::flat_buffer(), server, 0, false});
+  beast::tcp_stream& tcp_stream = std::get<beast::tcp_stream>(c->stream);
+  tcp_stream.expires_after(Ms(timeout_ms));
+  auto [ec] = co_await tcp_stream.async_connect(servers_[server].endpoint, kUseTuple);
+  if (!ec) {
+    tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+    ec = {};
+    if (tls_ != nullptr) {
+      c->stream.emplace<TlsStream>(std::move(tcp_stream), *tls_);
+      TlsStream& tls = std::get<TlsStream>(c->stream);
+      const std::string sni = config_.tls && !config_.tls->sni.empty()
+                                  ? config_.tls->sni
+                                  : config_.servers[server].host;
+      SSL_set_tlsext_host_name(tls.native_handle(), sni.c_str());
+      if (config_.tls && config_.tls->verify) {
+        tls.set_verify_callback(ssl::host_name_verification(sni));
+      }
+      auto [hs_ec] = co_await tls.async_handshake(ssl::stream_base::client, kUseTuple);
+      ec = hs_ec;
+    }
+  }
+  if (ec) {
+    result.failure = ec == beast::error::timeout ? ConnectFailure::kTimeout : ConnectFailure::kRefused;
+    servers_[server].down_until_ms = clock_.NowMs() + config_.fail_timeout_ms;
+    co_return result;
+  }
+  servers_[server].down_until_ms = 0;
+  result.connection = std::move(c);
+  co_return result;
+}
+
+void UpstreamPool::Release(std::unique_ptr<UpstreamConnection> connection) {
+  auto& idle = servers_[connection->server].idle;
+  if (static_cast<std::int64_t>(idle.size()) >= config_.max_idle) {
+    // Close the oldest rather than refuse the newest: the newest is warm.
+    if (idle.empty()) return;
+    idle.pop_front();
+  }
+  connection->reused = true;
+  connection->idle_since_ms = clock_.NowMs();
+  Lowest(connection->stream).expires_never();
+  idle.push_back(std::move(connection));
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,62 @@
+#include "gateway/worker.h"
+
+#include <vector>
+
+#include "gateway/session.h"
+
+namespace tollgate::gateway {
+
+Worker::Worker(const GatewayState& state, std::size_t index) : state_(state), index_(index) {
+  const rules::Config& config = *state_.config;
+  for (std::size_t i = 0; i < config.upstreams.size(); ++i) {
+    pools_.push_back(std::make_unique<UpstreamPool>(config.upstreams[i],
+                                                    state_.upstream_endpoints[i],
+                                                    state_.upstream_tls[i].get(), *state_.clock));
+  }
+}
+
+Worker::~Worker() = default;
+
+void Worker::StartAccepting() {
+  for (std::size_t i = 0; i < acceptors_.size(); ++i) {
+    asio::co_spawn(io_, AcceptLoop(i), asio::detached);
+  }
+}
+
+asio::awaitable<void> Worker::AcceptLoop(std::size_t listener) {
+  tcp::acceptor& acceptor = *acceptors_[listener];
+  ServerTls* tls = state_.listener_tls[listener].get();
+  for (;;) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    if (ec) {
+      if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+      // Out of descriptors and the like: back off instead of spinning.
+      asio::steady_timer pause(io_, std::chrono::milliseconds(50));
+      co_await pause.async_wait(kUseTuple);
+      continue;
+    }
+    ErrorCode opt_ec;
+    socket.set_option(tcp::no_delay(true), opt_ec);
+    const tcp::endpoint peer = socket.remote_endpoint(opt_ec);
+    if (opt_ec) continue;
+    AnyStream stream = tls != nullptr
+                           ? AnyStream(std::in_place_type<TlsStream>, std::move(socket), tls->context())
+                           : AnyStream(std::in_place_type<beast::tcp_stream>, std::move(socket));
+    asio::co_spawn(io_,
+                   RunSession(std::make_unique<Session>(*this, std::move(stream), listener, peer)),
+                   asio::detached);
+  }
+}
+
+void Worker::BeginDrain() {
+  draining_ = true;
+  for (auto& acceptor : acceptors_) {
+    ErrorCode ec;
+    acceptor->close(ec);
+  }
+  // Copy: closing may end sessions, which unregister themselves.
+  const std::vector<Session*> sessions(sessions_.begin(), sessions_.end());
+  for (Session* s : sessions) s->CloseIfIdle();
+}
+
+}  // namespace tollgate::gateway

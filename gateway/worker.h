@@ -1,0 +1,72 @@
+// Per-thread gateway state: one io_context, its listeners' acceptors, its
+// upstream connection pools and its live sessions. Every member is used only
+// from the worker's own thread (connections never hop threads), so nothing
+// here needs a lock. The GatewayState it points to is immutable and shared.
+#pragma once
+
+#include <memory>
+#include <unordered_set>
+#include <vector>
+
+#include "gateway/access_log.h"
+#include "gateway/net.h"
+#include "gateway/tls.h"
+#include "gateway/upstream_pool.h"
+#include "rules/config.h"
+#include "rules/route_table.h"
+#include "store/clock.h"
+
+namespace tollgate::gateway {
+
+// Everything built from one configuration, shared read-only by all workers.
+struct GatewayState {
+  std::shared_ptr<const rules::Config> config;
+  std::unique_ptr<rules::RouteTable> routes;
+  std::vector<std::unique_ptr<ServerTls>> listener_tls;      // per listener; null: plain
+  std::vector<std::unique_ptr<ssl::context>> upstream_tls;   // per upstream; null: plain
+  std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
+  AccessLog* access_log = nullptr;
+  const store::Clock* clock = nullptr;
+};
+
+class Session;
+
+class Worker {
+ public:
+  Worker(const GatewayState& state, std::size_t index);
+  ~Worker();
+
+  asio::io_context& io() { return io_; }
+  const GatewayState& state() const { return state_; }
+  const rules::Config& config() const { return *state_.config; }
+  std::size_t index() const { return index_; }
+  UpstreamPool& pool(std::size_t upstream) { return *pools_[upstream]; }
+
+  std::vector<std::unique_ptr<tcp::acceptor>>& acceptors() { return acceptors_; }
+  // Starts accepting on every acceptor (listener i at acceptors()[i]).
+  void StartAccepting();
+
+  void Register(Session* session) { sessions_.insert(session); }
+  void Unregister(Session* session) { sessions_.erase(session); }
+  std::size_t session_count() const { return sessions_.size(); }
+
+  bool draining() const { return draining_; }
+  // Stops accepting, closes idle connections; busy ones close after their
+  // current exchange. Runs on the worker's thread.
+  void BeginDrain();
+
+ private:
+  asio::awaitable<void> AcceptLoop(std::size_t listener);
+
+  const GatewayState& state_;
+  const std::size_t index_;
+  // Declared before io_: destroying io_ destroys suspended sessions, which
+  // unregister themselves here.
+  std::unordered_set<Session*> sessions_;
+  bool draining_ = false;
+  asio::io_context io_{1};
+  std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;
+  std::vector<std::unique_ptr<UpstreamPool>> pools_;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,286 @@
+#include "rules/config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <cstring>
+#include <tuple>
+
+namespace tollgate::rules {
+namespace {
+
+constexpr std::int64_t kMaxInt = std::numeric_limits<std::int64_t>::max();
+
+void CheckReadable(const toml::value& at, const std::string& file, std::string_view what,
+                   ErrorList& errors) {
+  std::ifstream in(file);
+  if (!in) errors.Add(at, fmt::format("cannot read {} \"{}\"", what, file));
+}
+
+void ReadServer(TableReader r, ServerConfig& out) {
+  if (auto v = r.Integer("threads", 0, 256)) out.threads = static_cast<int>(*v);
+  if (auto v = r.DurationMs("drain_timeout")) out.drain_timeout_ms = *v;
+  if (auto v = r.Bool("via")) out.via = *v;
+  r.Finish();
+}
+
+std::optional<CertificateConfig> ReadCertificate(const toml::value& v, ErrorList& errors) {
+  if (!v.is_table()) {
+    errors.Add(v, fmt::format("\"tls\" must be a table {{ cert = \"...\", key = \"...\" }}; got {}",
+                              DescribeType(v)));
+    return std::nullopt;
+  }
+  TableReader r(v, errors);
+  const toml::value* cert = r.Require("cert");
+  const toml::value* key = r.Require("key");
+  r.Finish();
+  if (cert == nullptr || key == nullptr) return std::nullopt;
+  auto cert_file = ReadString(*cert, "cert", errors);
+  auto key_file = ReadString(*key, "key", errors);
+  if (!cert_file || !key_file) return std::nullopt;
+  CheckReadable(*cert, *cert_file, "certificate", errors);
+  CheckReadable(*key, *key_file, "private key", errors);
+  return CertificateConfig{*cert_file, *key_file};
+}
+
+void ReadListener(TableReader r, std::vector<ListenerConfig>& out) {
+  ListenerConfig l;
+  if (r.Require("address") != nullptr) {
+    if (auto a = r.Address("address")) l.address = *a;
+  }
+  if (const toml::value* tls = r.Find("tls")) {
+    // One certificate as a table, or several (chosen by SNI) as an array.
+    if (tls->is_array()) {
+      for (const toml::value& item : tls->as_array()) {
+        if (auto c = ReadCertificate(item, r.errors())) l.certificates.push_back(*c);
+      }
+      if (tls->as_array().empty()) r.errors().Add(*tls, "\"tls\" lists no certificate");
+    } else if (auto c = ReadCertificate(*tls, r.errors())) {
+      l.certificates.push_back(*c);
+    }
+  }
+  r.Finish();
+  out.push_back(std::move(l));
+}
+
+void ReadAdmin(TableReader r, AdminConfig& out) {
+  if (auto a = r.Address("address")) out.address = *a;
+  r.Finish();
+}
+
+void ReadTimeouts(TableReader r, TimeoutsConfig& out) {
+  if (auto v = r.DurationMs("client_header", 1)) out.client_header_ms = *v;
+  if (auto v = r.DurationMs("client_idle", 1)) out.client_idle_ms = *v;
+  if (auto v = r.DurationMs("client_body", 1)) out.client_body_ms = *v;
+  if (auto v = r.DurationMs("upstream_connect", 1)) out.upstream_connect_ms = *v;
+  if (auto v = r.DurationMs("upstream_response", 1)) out.upstream_response_ms = *v;
+  if (auto v = r.DurationMs("request", 1)) out.request_ms = *v;
+  r.Finish();
+}
+
+void ReadLimits(TableReader r, LimitsConfig& out) {
+  if (auto v = r.Integer("max_header_bytes", 1024, 1 << 20)) out.max_header_bytes = *v;
+  if (auto v = r.Integer("max_body_bytes", 0, kMaxInt)) out.max_body_bytes = *v;
+  r.Finish();
+}
+
+void ReadLog(TableReader r, LogConfig& out) {
+  if (auto v = r.String("access")) out.access = *v;
+  if (auto v = r.OneOf("format", {"combined", "json"})) {
+    out.format = *v == "json" ? LogFormat::kJson : LogFormat::kCombined;
+  }
+  if (auto v = r.OneOf("level", {"trace", "debug", "info", "warn", "error", "critical", "off"})) {
+    out.level = *v;
+  }
+  r.Finish();
+}
+
+void ReadUpstreamTls(const toml::value& v, UpstreamTlsConfig& out, ErrorList& errors) {
+  if (!v.is_table()) {
+    errors.Add(v, fmt::format("\"tls\" must be a table; got {}", DescribeType(v)));
+    return;
+  }
+  TableReader r(v, errors);
+  if (auto b = r.Bool("verify")) out.verify = *b;
+  if (auto s = r.String("ca_file")) {
+    out.ca_file = *s;
+    CheckReadable(*r.Find("ca_file"), *s, "CA file", errors);
+  }
+  if (auto s = r.String("sni")) out.sni = *s;
+  r.Finish();
+}
+
+void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
+  UpstreamConfig u;
+  if (r.Require("name") != nullptr) {
+    if (auto v = r.String("name")) u.name = *v;
+  }
+  if (const toml::value* servers = r.Require("servers")) {
+    if (auto list = r.Strings("servers")) {
+      for (std::size_t i = 0; i < list->size(); ++i) {
+        auto hp = ParseHostPort((*list)[i]);
+        if (hp && hp->port != 0) {
+          u.servers.push_back(*hp);
+        } else {
+          r.errors().Add(servers->as_array()[i],
+                         fmt::format("upstream server must be \"host:port\"; got \"{}\"",
+                                     (*list)[i]));
+        }
+      }
+      if (list->empty()) r.errors().Add(*servers, "\"servers\" lists no server");
+    }
+  }
+  if (auto v = r.DurationMs("fail_timeout")) u.fail_timeout_ms = *v;
+  if (auto v = r.Integer("max_idle", 0, 100000)) u.max_idle = *v;
+  if (auto v = r.DurationMs("idle_timeout", 1)) u.idle_timeout_ms = *v;
+  if (const toml::value* tls = r.Find("tls")) {
+    u.tls.emplace();
+    ReadUpstreamTls(*tls, *u.tls, r.errors());
+  }
+  for (const UpstreamConfig& other : out) {
+    if (!u.name.empty() && other.name == u.name) {
+      r.errors().Add(*r.Find("name"), fmt::format("upstream \"{}\" is defined twice", u.name));
+    }
+  }
+  r.Finish();
+  out.push_back(std::move(u));
+}
+
+void ReadRoute(TableReader r, const std::vector<UpstreamConfig>& upstreams,
+               std::vector<RouteConfig>& out) {
+  RouteConfig route;
+  if (auto v = r.String("path_prefix")) {
+    if (v->empty() || v->front() != '/') {
+      r.errors().Add(*r.Find("path_prefix"),
+                     fmt::format("\"path_prefix\" must start with \"/\"; got \"{}\"", *v));
+    }
+    route.path_prefix = *v;
+  }
+  if (auto v = r.String("host")) route.host = *v;
+  if (const toml::value* up = r.Require("upstream")) {
+    if (auto name = ReadString(*up, "upstream", r.errors())) {
+      route.upstream = *name;
+      auto it = std::find_if(upstreams.begin(), upstreams.end(),
+                             [&](const UpstreamConfig& u) { return u.name == *name; });
+      if (it == upstreams.end()) {
+        r.errors().Add(*up, fmt::format("no [[upstreams]] is named \"{}\"", *name));
+      } else {
+        route.upstream_index = static_cast<std::size_t>(it - upstreams.begin());
+      }
+    }
+  }
+  r.Finish();
+  out.push_back(std::move(route));
+}
+
+// Calls `read` for each table of an array of tables (`[[name]]`).
+template <typename Fn>
+void ForEachTable(TableReader& root, std::string_view key, Fn read) {
+  const toml::value* v = root.Find(key);
+  if (v == nullptr) return;
+  if (!v->is_array()) {
+    root.errors().Add(*v, fmt::format("\"{}\" must be an array of tables ([[{}]]); got {}", key,
+                                      key, DescribeType(*v)));
+    return;
+  }
+  for (const toml::value& item : v->as_array()) {
+    if (!item.is_table()) {
+      root.errors().Add(item, fmt::format("each [[{}]] entry must be a table; got {}", key,
+                                          DescribeType(item)));
+      continue;
+    }
+    read(TableReader(item, root.errors()));
+  }
+}
+
+template <typename Fn>
+void ForTable(TableReader& root, std::string_view key, Fn read) {
+  const toml::value* v = root.Find(key);
+  if (v == nullptr) return;
+  if (!v->is_table()) {
+    root.errors().Add(*v, fmt::format("\"{}\" must be a table ([{}]); got {}", key, key,
+                                      DescribeType(*v)));
+    return;
+  }
+  read(TableReader(*v, root.errors()));
+}
+
+LoadResult Build(const toml::value& root_value, const std::string& name) {
+  ErrorList errors;
+  Config config;
+  config.path = name;
+  TableReader root(root_value, errors);
+  ForTable(root, "server", [&](TableReader r) { ReadServer(std::move(r), config.server); });
+  ForEachTable(root, "listeners",
+               [&](TableReader r) { ReadListener(std::move(r), config.listeners); });
+  ForTable(root, "admin", [&](TableReader r) { ReadAdmin(std::move(r), config.admin); });
+  ForTable(root, "timeouts", [&](TableReader r) { ReadTimeouts(std::move(r), config.timeouts); });
+  ForTable(root, "limits", [&](TableReader r) { ReadLimits(std::move(r), config.limits); });
+  ForTable(root, "log", [&](TableReader r) { ReadLog(std::move(r), config.log); });
+  ForEachTable(root, "upstreams",
+               [&](TableReader r) { ReadUpstream(std::move(r), config.upstreams); });
+  ForEachTable(root, "routes", [&](TableReader r) {
+    ReadRoute(std::move(r), config.upstreams, config.routes);
+  });
+  root.Finish();
+  if (config.listeners.empty()) {
+    errors.Add(ConfigError{name, 1, 1, "no [[listeners]]: tollgate needs at least one address"});
+  }
+  if (config.routes.empty()) {
+    errors.Add(ConfigError{name, 1, 1, "no [[routes]]: requests would have nowhere to go"});
+  }
+  LoadResult result;
+  result.errors = errors.errors();
+  std::stable_sort(result.errors.begin(), result.errors.end(),
+                   [](const ConfigError& a, const ConfigError& b) {
+                     return std::tie(a.line, a.column) < std::tie(b.line, b.column);
+                   });
+  if (result.errors.empty()) result.config = std::move(config);
+  return result;
+}
+
+// toml11's own message is multi-line; the first line, without its "[error]"
+// tag and parser function name, is what a user needs.
+std::string FirstLine(const std::string& what) {
+  std::string line = what.substr(0, what.find('\n'));
+  for (std::string_view tag : {"[error] "}) {
+    if (line.rfind(tag, 0) == 0) line.erase(0, tag.size());
+  }
+  const std::size_t colon = line.find(": ");
+  if (line.rfind("toml::", 0) == 0 && colon != std::string::npos) line.erase(0, colon + 2);
+  return line;
+}
+
+LoadResult Parse(std::istream& in, const std::string& name) {
+  try {
+    return Build(toml::parse(in, name), name);
+  } catch (const toml::syntax_error& e) {
+    const toml::source_location loc = e.location();
+    return {std::nullopt, {{name, loc.line(), loc.column(), FirstLine(e.what())}}};
+  } catch (const std::exception& e) {
+    return {std::nullopt, {{name, 0, 0, e.what()}}};
+  }
+}
+
+}  // namespace
+
+LoadResult LoadConfigFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return {std::nullopt,
+            {{path, 0, 0, fmt::format("cannot open configuration file: {}",
+                                      std::strerror(errno))}}};
+  }
+  return Parse(in, path);
+}
+
+LoadResult LoadConfigText(std::string_view text, const std::string& name) {
+  std::istringstream in{std::string(text)};
+  return Parse(in, name);
+}
+
+}  // namespace tollgate::rules

@@ -1,0 +1,103 @@
+// The configuration model: what a TOML file says, checked and with defaults
+// filled in. Built once per load (startup or reload) and then immutable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rules/config_reader.h"
+#include "rules/duration.h"
+
+namespace tollgate::rules {
+
+struct CertificateConfig {
+  std::string cert_file;  // PEM chain
+  std::string key_file;   // PEM private key
+};
+
+struct ListenerConfig {
+  HostPort address;
+  // Empty: plain HTTP. Several: chosen by SNI, the first is the default.
+  std::vector<CertificateConfig> certificates;
+  bool tls() const { return !certificates.empty(); }
+};
+
+struct ServerConfig {
+  int threads = 0;  // 0: one per core
+  std::int64_t drain_timeout_ms = 10'000;
+  bool via = false;  // add "Via: 1.1 tollgate" to forwarded messages
+};
+
+struct AdminConfig {
+  HostPort address{"127.0.0.1", 9090};
+};
+
+struct TimeoutsConfig {
+  std::int64_t client_header_ms = 10'000;  // whole request header (slowloris)
+  std::int64_t client_idle_ms = 60'000;    // keep-alive wait for the next request
+  std::int64_t client_body_ms = 60'000;    // each body read/write with the client
+  std::int64_t upstream_connect_ms = 2'000;
+  std::int64_t upstream_response_ms = 30'000;  // response header, then each body read
+  std::int64_t request_ms = 300'000;           // the whole exchange
+};
+
+struct LimitsConfig {
+  std::int64_t max_header_bytes = 16'384;
+  std::int64_t max_body_bytes = 10'485'760;
+};
+
+enum class LogFormat { kCombined, kJson };
+
+struct LogConfig {
+  std::string access = "stdout";  // "stdout", "off" or a file path
+  LogFormat format = LogFormat::kCombined;
+  std::string level = "info";  // trace|debug|info|warn|error|critical|off
+};
+
+struct UpstreamTlsConfig {
+  bool verify = true;
+  std::string ca_file;  // empty: the system's default CA paths
+  std::string sni;      // empty: the server's host
+};
+
+struct UpstreamConfig {
+  std::string name;
+  std::vector<HostPort> servers;
+  std::int64_t fail_timeout_ms = 10'000;
+  std::int64_t max_idle = 64;  // idle keep-alive connections per server and thread
+  std::int64_t idle_timeout_ms = 60'000;
+  std::optional<UpstreamTlsConfig> tls;
+};
+
+struct RouteConfig {
+  std::string path_prefix = "/";
+  std::string host;  // empty: any host
+  std::string upstream;
+  std::size_t upstream_index = 0;  // into Config::upstreams
+};
+
+struct Config {
+  std::string path;
+  ServerConfig server;
+  std::vector<ListenerConfig> listeners;
+  AdminConfig admin;
+  TimeoutsConfig timeouts;
+  LimitsConfig limits;
+  LogConfig log;
+  std::vector<UpstreamConfig> upstreams;
+  std::vector<RouteConfig> routes;
+};
+
+struct LoadResult {
+  std::optional<Config> config;     // set when errors is empty
+  std::vector<ConfigError> errors;  // every problem found, in file order
+};
+
+// Never throws: syntax errors and I/O errors become ConfigErrors too.
+LoadResult LoadConfigFile(const std::string& path);
+LoadResult LoadConfigText(std::string_view text, const std::string& name);
+
+}  // namespace tollgate::rules

@@ -1,0 +1,179 @@
+#include "rules/config_reader.h"
+
+#include <fmt/format.h>
+
+namespace tollgate::rules {
+
+std::string ConfigError::ToString() const {
+  return fmt::format("{}:{}:{}: {}", file, line, column, message);
+}
+
+void ErrorList::Add(const toml::value& at, std::string message) {
+  const toml::source_location loc = at.location();
+  errors_.push_back({loc.file_name(), loc.line(), loc.column(), std::move(message)});
+}
+
+std::string_view DescribeType(const toml::value& value) {
+  switch (value.type()) {
+    case toml::value_t::boolean:
+      return "a boolean";
+    case toml::value_t::integer:
+      return "an integer";
+    case toml::value_t::floating:
+      return "a float";
+    case toml::value_t::string:
+      return "a string";
+    case toml::value_t::array:
+      return "an array";
+    case toml::value_t::table:
+      return "a table";
+    case toml::value_t::empty:
+      return "nothing";
+    default:
+      return "a date or time";
+  }
+}
+
+std::optional<std::string> ReadString(const toml::value& v, std::string_view name,
+                                      ErrorList& errors) {
+  if (!v.is_string()) {
+    errors.Add(v, fmt::format("\"{}\" must be a string; got {}", name, DescribeType(v)));
+    return std::nullopt;
+  }
+  return v.as_string().str;
+}
+
+std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
+                                           ErrorList& errors, std::int64_t min_ms) {
+  std::optional<std::int64_t> ms;
+  if (v.is_string()) ms = ParseDurationMs(v.as_string().str);
+  if (!ms) {
+    errors.Add(v, fmt::format("\"{}\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
+                              "\"1h\" or \"1d\"; got {}",
+                              name, v.is_string() ? "\"" + v.as_string().str + "\""
+                                                  : std::string(DescribeType(v))));
+    return std::nullopt;
+  }
+  if (*ms < min_ms) {
+    errors.Add(v, fmt::format("\"{}\" must be at least {}ms; got {}ms", name, min_ms, *ms));
+    return std::nullopt;
+  }
+  return ms;
+}
+
+TableReader::TableReader(const toml::value& table, ErrorList& errors)
+    : table_(table), errors_(errors) {}
+
+bool TableReader::Has(std::string_view key) const {
+  return table_.is_table() && table_.as_table().count(std::string(key)) != 0;
+}
+
+const toml::value* TableReader::Find(std::string_view key) {
+  if (!table_.is_table()) return nullptr;
+  const auto& t = table_.as_table();
+  auto it = t.find(std::string(key));
+  if (it == t.end()) return nullptr;
+  used_.insert(std::string(key));
+  return &it->second;
+}
+
+const toml::value* TableReader::Require(std::string_view key) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) errors_.Add(table_, fmt::format("missing required key \"{}\"", key));
+  return v;
+}
+
+std::optional<std::string> TableReader::String(std::string_view key) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  return ReadString(*v, key, errors_);
+}
+
+std::optional<std::int64_t> TableReader::Integer(std::string_view key, std::int64_t min,
+                                                 std::int64_t max) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_integer()) {
+    errors_.Add(*v, fmt::format("\"{}\" must be an integer; got {}", key, DescribeType(*v)));
+    return std::nullopt;
+  }
+  const std::int64_t n = v->as_integer();
+  if (n < min || n > max) {
+    errors_.Add(*v, fmt::format("\"{}\" must be between {} and {}; got {}", key, min, max, n));
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<bool> TableReader::Bool(std::string_view key) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_boolean()) {
+    errors_.Add(*v, fmt::format("\"{}\" must be true or false; got {}", key, DescribeType(*v)));
+    return std::nullopt;
+  }
+  return v->as_boolean();
+}
+
+std::optional<std::int64_t> TableReader::DurationMs(std::string_view key, std::int64_t min_ms) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  return ReadDurationMs(*v, key, errors_, min_ms);
+}
+
+std::optional<HostPort> TableReader::Address(std::string_view key) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  auto text = ReadString(*v, key, errors_);
+  if (!text) return std::nullopt;
+  auto hp = ParseHostPort(*text);
+  if (!hp) {
+    errors_.Add(*v, fmt::format("\"{}\" must be an address \"host:port\"; got \"{}\"", key, *text));
+  }
+  return hp;
+}
+
+std::optional<std::vector<std::string>> TableReader::Strings(std::string_view key) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_array()) {
+    errors_.Add(*v, fmt::format("\"{}\" must be an array of strings; got {}", key,
+                                DescribeType(*v)));
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  bool ok = true;
+  for (const toml::value& item : v->as_array()) {
+    auto s = ReadString(item, key, errors_);
+    if (s) {
+      out.push_back(*s);
+    } else {
+      ok = false;
+    }
+  }
+  if (!ok) return std::nullopt;
+  return out;
+}
+
+std::optional<std::string> TableReader::OneOf(std::string_view key,
+                                              std::initializer_list<std::string_view> choices) {
+  const toml::value* v = Find(key);
+  if (v == nullptr) return std::nullopt;
+  auto s = ReadString(*v, key, errors_);
+  if (!s) return std::nullopt;
+  for (std::string_view c : choices) {
+    if (c == *s) return s;
+  }
+  errors_.Add(*v, fmt::format("\"{}\" must be one of {}; got \"{}\"", key,
+                              fmt::join(choices, ", "), *s));
+  return std::nullopt;
+}
+
+void TableReader::Finish() {
+  if (!table_.is_table()) return;
+  for (const auto& [key, value] : table_.as_table()) {
+    if (used_.count(key) == 0) errors_.Add(value, fmt::format("unknown key \"{}\"", key));
+  }
+}
+
+}  // namespace tollgate::rules

@@ -1,0 +1,79 @@
+// Strict reading of toml11 values: every key must be known, every value of
+// the right type and range; problems are collected (not thrown) as
+// `file:line:col: message` so that all of them can be reported at once.
+// Used only while loading configuration.
+#pragma once
+
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
+#include <set>
+#include <string>
+#include <string_view>
+#include <toml.hpp>
+#include <vector>
+
+#include "rules/duration.h"
+
+namespace tollgate::rules {
+
+struct ConfigError {
+  std::string file;
+  std::uint32_t line = 0;
+  std::uint32_t column = 0;
+  std::string message;
+  std::string ToString() const;  // "file:line:col: message"
+};
+
+class ErrorList {
+ public:
+  void Add(const toml::value& at, std::string message);
+  void Add(ConfigError error) { errors_.push_back(std::move(error)); }
+  bool empty() const { return errors_.empty(); }
+  const std::vector<ConfigError>& errors() const { return errors_; }
+
+ private:
+  std::vector<ConfigError> errors_;
+};
+
+// Reads the keys of one table. Finish() reports the keys nobody asked for.
+class TableReader {
+ public:
+  TableReader(const toml::value& table, ErrorList& errors);
+
+  bool Has(std::string_view key) const;
+  // The raw value (marked as known), or nullptr when absent.
+  const toml::value* Find(std::string_view key);
+  // The value of a required key; reports it missing otherwise.
+  const toml::value* Require(std::string_view key);
+
+  std::optional<std::string> String(std::string_view key);
+  std::optional<std::int64_t> Integer(std::string_view key, std::int64_t min, std::int64_t max);
+  std::optional<bool> Bool(std::string_view key);
+  std::optional<std::int64_t> DurationMs(std::string_view key, std::int64_t min_ms = 0);
+  std::optional<HostPort> Address(std::string_view key);
+  std::optional<std::vector<std::string>> Strings(std::string_view key);
+  std::optional<std::string> OneOf(std::string_view key,
+                                   std::initializer_list<std::string_view> choices);
+
+  void Finish();
+
+  const toml::value& table() const { return table_; }
+  ErrorList& errors() { return errors_; }
+
+ private:
+  const toml::value& table_;
+  ErrorList& errors_;
+  std::set<std::string, std::less<>> used_;
+};
+
+// A value's type as a user reads it: "a string", "an integer", ...
+std::string_view DescribeType(const toml::value& value);
+
+// Reads one value (not a table key): helpers shared with TableReader.
+std::optional<std::string> ReadString(const toml::value& v, std::string_view name,
+                                      ErrorList& errors);
+std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
+                                           ErrorList& errors, std::int64_t min_ms = 0);
+
+}  // namespace tollgate::rules
