@@ -34,6 +34,7 @@ class Connection {
       stream_.expires_after(std::chrono::seconds(60));
       auto [ec, n] = co_await http::async_read_header(stream_, buffer_, head, kUseTuple);
       if (ec) break;
+      ++requests_;
       const bool keep = co_await Respond(head);
       if (!keep) break;
     }
@@ -46,6 +47,7 @@ class Connection {
   void Common(http::response<Body>& res, bool keep_alive) {
     res.set(http::field::server, "tollgate-echo");
     res.set("X-Upstream-Port", std::to_string(port_));
+    res.set("X-Upstream-Request", std::to_string(requests_));
     res.keep_alive(keep_alive);
   }
 
@@ -54,6 +56,7 @@ class Connection {
     const std::string_view path = std::string_view(target).substr(0, target.find('?'));
     const bool chunked = target.find("chunked") != std::string::npos;
     const bool keep_alive = head.get().keep_alive();
+    const bool head_request = head.get().method() == http::verb::head;
     if (path == "/_test/echo") co_return co_await Echo(head);
     http::response<http::string_body> res{http::status::ok, 11};
     Common(res, keep_alive);
@@ -71,7 +74,9 @@ class Connection {
       res.set(http::field::content_type, "application/json");
       res.body() = boost::json::serialize(fields);
     }
-    if (!co_await DiscardBody(head)) co_return false;
+    std::uint64_t received = 0;
+    if (!co_await DiscardBody(head, received)) co_return false;
+    if (path == "/_test/count") res.body() = std::to_string(received) + "\n";
     if (path.rfind("/_test/bytes/", 0) == 0) {
       co_return co_await Bytes(keep_alive, Number(path.substr(13)), chunked);
     }
@@ -91,28 +96,35 @@ class Connection {
       keep = false;
       res.keep_alive(false);
       res.body() = "bye\n";
-    } else {
+    } else if (path != "/_test/count") {
       res.body() = "hello from upstream\n";
     }
+    const unsigned status = res.result_int();
+    if (status == 204 || status == 304 || status < 200) res.body().clear();
     res.prepare_payload();
-    if (res.result() == http::status::no_content || res.result() == http::status::not_modified) {
-      res.body().clear();
-      res.erase(http::field::content_length);
-    }
     stream_.expires_after(std::chrono::seconds(60));
+    if (head_request) {
+      // The header announces the body's length; the body itself is not sent.
+      http::response<http::empty_body> header_only{std::move(res.base())};
+      auto [ec, n] = co_await http::async_write(stream_, header_only, kUseTuple);
+      co_return !ec && keep;
+    }
     auto [ec, n] = co_await http::async_write(stream_, res, kUseTuple);
     co_return !ec && keep;
   }
 
-  asio::awaitable<bool> DiscardBody(http::request_parser<http::empty_body>& head) {
+  asio::awaitable<bool> DiscardBody(http::request_parser<http::empty_body>& head,
+                                    std::uint64_t& received) {
     if (head.is_done()) co_return true;
     http::request_parser<http::buffer_body> body{std::move(head)};
     char scratch[kChunk];
     while (!body.is_done()) {
       body.get().body().data = scratch;
       body.get().body().size = sizeof(scratch);
+      stream_.expires_after(std::chrono::seconds(60));
       auto [ec, n] = co_await http::async_read_some(stream_, buffer_, body, kUseTuple);
       if (ec && ec != http::error::need_buffer) co_return false;
+      received += sizeof(scratch) - body.get().body().size;
     }
     co_return true;
   }
@@ -195,6 +207,7 @@ class Connection {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::uint16_t port_;
+  std::uint64_t requests_ = 0;  // on this connection
 };
 
 asio::awaitable<void> RunConnection(std::unique_ptr<Connection> c) { co_await c->Run(); }

@@ -1,5 +1,6 @@
 // tollgate: a rate-limiting HTTP reverse proxy. Command-line entry point.
 #include <fmt/format.h>
+#include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/io_context.hpp>
@@ -237,6 +238,8 @@ int EchoUpstreamMain(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
+  // Operational messages go to stderr; stdout is the access log's.
+  spdlog::set_default_logger(spdlog::stderr_color_mt("tollgate"));
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.empty()) return Usage("nothing to do");
   const std::string& command = args.front();

@@ -61,6 +61,9 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
       buffer_(static_cast<std::size_t>(config_.limits.max_header_bytes) + kRelayChunk),
       listener_(listener),
       peer_ip_(peer.address().to_string()) {
+  // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
+  // without room, a streamed body would arrive in tiny reads.
+  buffer_.reserve(kRelayChunk);
   worker_.Register(this);
 }
 

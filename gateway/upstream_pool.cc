@@ -3,6 +3,9 @@
 #include <openssl/ssl.h>
 
 namespace tollgate::gateway {
+namespace {
+constexpr std::size_t kUpstreamReadSize = 16 * 1024;
+}  // namespace
 
 UpstreamPool::UpstreamPool(const rules::UpstreamConfig& config,
                            std::vector<tcp::endpoint> endpoints, ssl::context* tls,
@@ -73,6 +76,7 @@ asio::awaitable<ConnectResult> UpstreamPool::Connect(std::size_t server,
   result.server = ServerName(server);
   auto c = std::make_unique<UpstreamConnection>(
       UpstreamConnection{beast::tcp_stream(executor), beast::flat_buffer(), server, 0, false});
+  c->buffer.reserve(kUpstreamReadSize);  // see Session: Beast reads into spare capacity
   beast::tcp_stream& tcp_stream = std::get<beast::tcp_stream>(c->stream);
   tcp_stream.expires_after(Ms(timeout_ms));
   auto [ec] = co_await tcp_stream.async_connect(servers_[server].endpoint, kUseTuple);
@@ -80,7 +84,9 @@ asio::awaitable<ConnectResult> UpstreamPool::Connect(std::size_t server,
     tcp_stream.socket().set_option(tcp::no_delay(true), ec);
     ec = {};
     if (tls_ != nullptr) {
-      c->stream.emplace<TlsStream>(std::move(tcp_stream), *tls_);
+      // Move out first: emplace destroys the alternative being moved from.
+      beast::tcp_stream connected = std::move(tcp_stream);
+      c->stream.emplace<TlsStream>(std::move(connected), *tls_);
       TlsStream& tls = std::get<TlsStream>(c->stream);
       const std::string sni = config_.tls && !config_.tls->sni.empty()
                                   ? config_.tls->sni

@@ -1,0 +1,96 @@
+// The real binary: SIGTERM lets an in-flight request finish, then exits 0.
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <future>
+#include <regex>
+#include <thread>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+class Process {
+ public:
+  // Runs `argv`, with stderr readable through stderr_line().
+  explicit Process(std::vector<std::string> argv) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(fds[1], 2);
+      close(fds[0]);
+      std::vector<char*> args;
+      for (auto& a : argv) args.push_back(a.data());
+      args.push_back(nullptr);
+      execv(args[0], args.data());
+      _exit(127);
+    }
+    close(fds[1]);
+    err_ = fdopen(fds[0], "r");
+  }
+  ~Process() {
+    if (pid_ > 0 && !exited_) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    if (err_ != nullptr) fclose(err_);
+  }
+  std::string StderrLine() {
+    char line[1024];
+    if (fgets(line, sizeof(line), err_) == nullptr) return "";
+    return line;
+  }
+  void Signal(int sig) { kill(pid_, sig); }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* err_ = nullptr;
+  bool exited_ = false;
+};
+
+TEST(Drain, InFlightRequestCompletesAfterSigterm) {
+  auto echo = StartEcho();
+  TempDir dir;
+  std::string config = BasicConfig();
+  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  const std::string file = dir.Write("tollgate.toml", config);
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  std::smatch match;
+  std::string line;
+  const std::regex serving("port\\(s\\) ([0-9]+)");
+  for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
+    line = gateway.StderrLine();
+  }
+  ASSERT_TRUE(std::regex_search(line, match, serving)) << line;
+  const auto port = static_cast<std::uint16_t>(std::stoi(match[1]));
+
+  Client idle(port);  // an idle keep-alive connection is closed by the drain
+  EXPECT_EQ(idle.Get("/").result_int(), 200);
+  auto slow = std::async(std::launch::async, [port] {
+    Client client(port);
+    return client.Get("/_test/sleep/800");
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  gateway.Signal(SIGTERM);
+  Response res = slow.get();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res.body(), "slept\n");
+  EXPECT_EQ(res[http::field::connection], "close");
+  EXPECT_TRUE(idle.ClosedByPeer());
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
+}  // namespace
+}  // namespace tollgate::testing

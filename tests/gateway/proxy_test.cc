@@ -1,0 +1,237 @@
+// The reverse proxy over real loopback sockets: framing, headers, limits,
+// errors and deadlines.
+#include <gtest/gtest.h>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/json/parse.hpp>
+#include <chrono>
+#include <thread>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace asio = boost::asio;
+
+class ProxyTest : public ::testing::Test {
+ protected:
+  void SetUp() override { echo_ = StartEcho(); }
+  void StartGateway(const std::string& extra = "") {
+    gateway_ = std::make_unique<TestGateway>(BasicConfig(extra), echo_->port());
+  }
+  std::uint16_t port() const { return gateway_->port(); }
+
+  std::unique_ptr<gateway::EchoUpstream> echo_;
+  std::unique_ptr<TestGateway> gateway_;
+};
+
+TEST_F(ProxyTest, KeepAliveIsReusedOnBothSides) {
+  StartGateway();
+  Client client(port());
+  for (int i = 1; i <= 3; ++i) {
+    Response res = client.Get("/api/hello");
+    EXPECT_EQ(res.result_int(), 200);
+    EXPECT_EQ(res.body(), "hello from upstream\n");
+    // One client connection, one pooled upstream connection: the upstream
+    // sees the i-th request of the same connection.
+    EXPECT_EQ(res["X-Upstream-Request"], std::to_string(i));
+  }
+  // A second client connection reuses the same idle upstream connection.
+  Client other(port());
+  EXPECT_EQ(other.Get("/")["X-Upstream-Request"], "4");
+}
+
+TEST_F(ProxyTest, HeadHasNoBodyAndKeepsTheConnectionUsable) {
+  StartGateway();
+  Client client(port());
+  client.Send("HEAD /x HTTP/1.1\r\nHost: t\r\n\r\n");
+  Response head = client.Read(/*head_request=*/true);
+  EXPECT_EQ(head.result_int(), 200);
+  EXPECT_EQ(head[http::field::content_length], "20");
+  EXPECT_EQ(client.Get("/x").body(), "hello from upstream\n");
+}
+
+TEST_F(ProxyTest, NoContentAndNotModifiedHaveNoBody) {
+  StartGateway();
+  Client client(port());
+  EXPECT_EQ(client.Get("/_test/status/204").result_int(), 204);
+  EXPECT_EQ(client.Get("/_test/status/304").result_int(), 304);
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+}
+
+TEST_F(ProxyTest, ChunkedBothWays) {
+  StartGateway();
+  Client client(port());
+  client.Send(
+      "POST /_test/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+      "5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n");
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_TRUE(res.chunked());
+  EXPECT_EQ(res.body(), "hello world");
+  Response bytes = client.Get("/_test/bytes/100000?chunked");
+  EXPECT_TRUE(bytes.chunked());
+  EXPECT_EQ(bytes.body().size(), 100000u);
+}
+
+TEST_F(ProxyTest, ExpectContinueIsAnsweredBeforeTheBody) {
+  StartGateway();
+  Client client(port());
+  client.Send(
+      "POST /_test/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+  std::string interim(25, '\0');
+  asio::read(client.socket(), asio::buffer(interim));
+  EXPECT_EQ(interim, "HTTP/1.1 100 Continue\r\n\r\n");
+  client.Send("hello");
+  Response res = client.Read();
+  EXPECT_EQ(res.body(), "hello");
+}
+
+TEST_F(ProxyTest, HopByHopHeadersAreRemovedAndForwardedHeadersSet) {
+  StartGateway();
+  Client client(port());
+  Response res = client.Get(
+      "/_test/headers",
+      "Connection: keep-alive, X-Secret-Hop\r\nX-Secret-Hop: 1\r\nKeep-Alive: timeout=5\r\n"
+      "TE: trailers\r\nUpgrade: websocket\r\nProxy-Authorization: Basic eDp5\r\n"
+      "Proxy-Connection: keep-alive\r\nX-Forwarded-For: 203.0.113.7\r\nX-Kept: yes\r\n");
+  ASSERT_EQ(res.result_int(), 200);
+  const auto fields = boost::json::parse(res.body()).as_object();
+  for (const char* gone : {"Connection", "X-Secret-Hop", "Keep-Alive", "TE", "Upgrade",
+                           "Proxy-Authorization", "Proxy-Connection"}) {
+    EXPECT_FALSE(fields.contains(gone)) << gone;
+  }
+  EXPECT_EQ(fields.at("X-Kept").as_string(), "yes");
+  EXPECT_EQ(fields.at("Host").as_string(), "test");
+  EXPECT_EQ(fields.at("X-Forwarded-For").as_string(), "203.0.113.7, 127.0.0.1");
+  EXPECT_EQ(fields.at("X-Forwarded-Proto").as_string(), "http");
+  EXPECT_EQ(fields.at("X-Forwarded-Host").as_string(), "test");
+}
+
+TEST_F(ProxyTest, ViaIsOptional) {
+  StartGateway();
+  Client plain(port());
+  EXPECT_FALSE(boost::json::parse(plain.Get("/_test/headers").body()).as_object().contains("Via"));
+  gateway_.reset();
+  std::string config = BasicConfig();
+  config.replace(config.find("threads = 1"), 11, "threads = 1\nvia = true");
+  gateway_ = std::make_unique<TestGateway>(config, echo_->port());
+  Client client(port());
+  Response res = client.Get("/_test/headers");
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("Via").as_string(), "1.1 tollgate");
+  EXPECT_EQ(res[http::field::via], "1.1 tollgate");
+}
+
+TEST_F(ProxyTest, MalformedRequestIs400AndCloses) {
+  StartGateway();
+  Client client(port());
+  client.Send("THIS IS NOT HTTP\r\n\r\n");
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 400);
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "bad_request");
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(ProxyTest, OversizeHeaderIs431) {
+  StartGateway();
+  Client client(port());
+  client.Send("GET / HTTP/1.1\r\nHost: t\r\nX-Big: " + std::string(20000, 'a') + "\r\n\r\n");
+  EXPECT_EQ(client.Read().result_int(), 431);
+}
+
+TEST_F(ProxyTest, OversizeBodyIs413WhetherDeclaredOrChunked) {
+  StartGateway("[limits]\nmax_body_bytes = 1000\n");
+  Client declared(port());
+  declared.Send("POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1001\r\n\r\n");
+  EXPECT_EQ(declared.Read().result_int(), 413);
+  Client chunked(port());
+  chunked.Send("POST /_test/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  const std::string piece = std::string("200\r\n") + std::string(512, 'x') + "\r\n";
+  chunked.Send(piece + piece + piece);
+  const std::string answer = chunked.ReadToClose();
+  EXPECT_NE(answer.find("413"), std::string::npos) << answer.substr(0, 200);
+}
+
+TEST_F(ProxyTest, UnreachableUpstreamIs502) {
+  // A port that was free a moment ago: connections are refused.
+  std::uint16_t dead_port;
+  {
+    asio::io_context io;
+    asio::ip::tcp::acceptor a(io, {asio::ip::make_address("127.0.0.1"), 0});
+    dead_port = a.local_endpoint().port();
+  }
+  gateway_ = std::make_unique<TestGateway>(BasicConfig(), dead_port);
+  Client client(port());
+  Response res = client.Get("/");
+  EXPECT_EQ(res.result_int(), 502);
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "bad_gateway");
+  EXPECT_EQ(res.body().find("127.0.0.1"), std::string::npos) << "no internals leak";
+  // The connection stays usable after an error answered in full.
+  EXPECT_EQ(client.Get("/").result_int(), 502);
+}
+
+TEST_F(ProxyTest, SlowUpstreamIs504) {
+  StartGateway("[timeouts]\nupstream_response = \"200ms\"\n");
+  Client client(port());
+  Response res = client.Get("/_test/sleep/3000");
+  EXPECT_EQ(res.result_int(), 504);
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(),
+            "gateway_timeout");
+}
+
+TEST_F(ProxyTest, NoRouteIs404) {
+  std::string config = BasicConfig();
+  config.replace(config.find("path_prefix = \"/\""), 17, "path_prefix = \"/api\"");
+  gateway_ = std::make_unique<TestGateway>(config, echo_->port());
+  Client client(port());
+  EXPECT_EQ(client.Get("/other").result_int(), 404);
+  EXPECT_EQ(client.Get("/api/x").result_int(), 200);
+}
+
+TEST_F(ProxyTest, SlowlorisIsCutOffWhileOthersAreServed) {
+  StartGateway("[timeouts]\nclient_header = \"300ms\"\n");
+  Client slow(port());
+  slow.Send("GET / HTTP/1.1\r\n");
+  bool cut_off = false;
+  for (int i = 0; i < 40 && !cut_off; ++i) {
+    // Trickle a header byte now and then, never finishing the header.
+    boost::system::error_code ec;
+    asio::write(slow.socket(), asio::buffer("X", 1), ec);
+    if (ec) cut_off = true;
+    Client other(port());
+    EXPECT_EQ(other.Get("/").result_int(), 200);
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  const std::string answer = slow.ReadToClose();
+  EXPECT_TRUE(cut_off || answer.find("408") != std::string::npos) << answer;
+}
+
+TEST_F(ProxyTest, IdleKeepAliveConnectionIsClosed) {
+  StartGateway("[timeouts]\nclient_idle = \"200ms\"\n");
+  Client client(port());
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  EXPECT_TRUE(client.ClosedByPeer());
+}
+
+TEST_F(ProxyTest, Http10ClientGetsAClosedConnection) {
+  StartGateway();
+  Client client(port());
+  client.Send("GET /_test/bytes/10?chunked HTTP/1.0\r\n\r\n");
+  const std::string answer = client.ReadToClose();
+  EXPECT_NE(answer.find("200 OK"), std::string::npos);
+  EXPECT_EQ(answer.find("chunked"), std::string::npos) << "no chunks for HTTP/1.0";
+  EXPECT_NE(answer.find("xxxxxxxxxx"), std::string::npos);
+}
+
+TEST_F(ProxyTest, StaleUpstreamConnectionIsRetriedForIdempotentRequests) {
+  StartGateway();
+  Client client(port());
+  // The upstream answers and closes; the pooled connection is then dead.
+  EXPECT_EQ(client.Get("/_test/close").result_int(), 200);
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+}
+
+}  // namespace
+}  // namespace tollgate::testing

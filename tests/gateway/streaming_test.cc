@@ -1,0 +1,89 @@
+// Bodies far larger than any buffer pass in both directions with bounded
+// memory.
+#include <gtest/gtest.h>
+
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <fstream>
+#include <string>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace asio = boost::asio;
+
+constexpr std::uint64_t kGiB = std::uint64_t{1} << 30;
+// Gateway, echo server and client together hold a few buffers, not the body.
+constexpr std::int64_t kMaxGrowthKiB = 64 * 1024;
+
+std::int64_t ResidentKiB() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::stoll(line.substr(6));
+  }
+  return 0;
+}
+
+class Streaming : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    echo_ = StartEcho();
+    gateway_ = std::make_unique<TestGateway>(
+        BasicConfig("[limits]\nmax_body_bytes = 2147483648\n"), echo_->port());
+  }
+  std::unique_ptr<gateway::EchoUpstream> echo_;
+  std::unique_ptr<TestGateway> gateway_;
+};
+
+TEST_F(Streaming, OneGibibyteUpload) {
+  Client client(gateway_->port(), 30000);
+  const std::int64_t before = ResidentKiB();
+  std::int64_t peak = before;
+  client.Send("POST /_test/count HTTP/1.1\r\nHost: t\r\nContent-Length: " +
+              std::to_string(kGiB) + "\r\n\r\n");
+  const std::string block(256 * 1024, 'z');
+  for (std::uint64_t sent = 0; sent < kGiB; sent += block.size()) {
+    asio::write(client.socket(), asio::buffer(block));
+    if (sent % (64 << 20) == 0) peak = std::max(peak, ResidentKiB());
+  }
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res.body(), std::to_string(kGiB) + "\n");
+  EXPECT_LT(peak - before, kMaxGrowthKiB) << "KiB of growth while uploading 1 GiB";
+}
+
+TEST_F(Streaming, OneGibibyteDownload) {
+  for (const std::string query : {"", "?chunked"}) {
+    Client client(gateway_->port(), 30000);
+    const std::int64_t before = ResidentKiB();
+    std::int64_t peak = before;
+    client.Send("GET /_test/bytes/" + std::to_string(kGiB) + query +
+                " HTTP/1.1\r\nHost: t\r\n\r\n");
+    http::response_parser<http::buffer_body> parser;
+    parser.body_limit(boost::none);
+    http::read_header(client.socket(), client.buffer(), parser);
+    ASSERT_EQ(parser.get().result_int(), 200);
+    EXPECT_EQ(parser.get().chunked(), !query.empty());
+    std::uint64_t body = 0;
+    char chunk[64 * 1024];
+    while (!parser.is_done()) {
+      parser.get().body().data = chunk;
+      parser.get().body().size = sizeof(chunk);
+      boost::system::error_code ec;
+      http::read(client.socket(), client.buffer(), parser, ec);
+      if (ec == http::error::need_buffer) ec = {};
+      ASSERT_FALSE(ec) << ec.message() << " after " << body;
+      const std::uint64_t before_body = body;
+      body += sizeof(chunk) - parser.get().body().size;
+      if (before_body / (64 << 20) != body / (64 << 20)) peak = std::max(peak, ResidentKiB());
+    }
+    EXPECT_EQ(body, kGiB);
+    EXPECT_LT(peak - before, kMaxGrowthKiB) << "KiB of growth while downloading 1 GiB";
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::testing

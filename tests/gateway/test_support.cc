@@ -1,0 +1,143 @@
+#include "test_support.h"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+
+#include <boost/asio/connect.hpp>
+#include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "rules/config.h"
+
+namespace tollgate::testing {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+TempDir::TempDir() {
+  std::random_device rd;
+  path_ = (std::filesystem::temp_directory_path() / ("tollgate-test-" + std::to_string(rd())))
+              .string();
+  std::filesystem::create_directories(path_);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string TempDir::Write(const std::string& name, const std::string& content) const {
+  const std::string file = path_ + "/" + name;
+  std::ofstream(file) << content;
+  return file;
+}
+
+std::pair<std::string, std::string> MakeCertificate(const TempDir& dir, const std::string& name) {
+  const std::string cert = dir.path() + "/" + name + ".crt";
+  const std::string key = dir.path() + "/" + name + ".key";
+  const std::string cmd =
+      "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
+      "-subj /CN=" + name + " -addext 'subjectAltName=DNS:" + name +
+      ",DNS:localhost,IP:127.0.0.1' -keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return {cert, key};
+}
+
+std::unique_ptr<gateway::EchoUpstream> StartEcho() {
+  std::string error;
+  auto echo = gateway::EchoUpstream::Create("127.0.0.1", 0, 1, error);
+  EXPECT_NE(echo, nullptr) << error;
+  echo->Start();
+  return echo;
+}
+
+std::string BasicConfig(const std::string& extra) {
+  return R"(
+[server]
+threads = 1
+[[listeners]]
+address = "127.0.0.1:0"
+[admin]
+address = "127.0.0.1:0"
+[log]
+access = "off"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:{ECHO}"]
+[[routes]]
+path_prefix = "/"
+upstream = "api"
+)" + extra;
+}
+
+TestGateway::TestGateway(std::string toml, std::uint16_t echo_port) {
+  for (std::size_t at; (at = toml.find("{ECHO}")) != std::string::npos;) {
+    toml.replace(at, 6, std::to_string(echo_port));
+  }
+  rules::LoadResult loaded = rules::LoadConfigText(toml, "test.toml");
+  for (const auto& e : loaded.errors) ADD_FAILURE() << e.ToString();
+  if (!loaded.config) std::abort();
+  std::string error;
+  server_ = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), clock_,
+                                    error);
+  if (!server_) {
+    ADD_FAILURE() << error;
+    std::abort();
+  }
+  server_->Start();
+}
+
+TestGateway::~TestGateway() {
+  server_->Stop();
+  server_->Wait();
+}
+
+Client::Client(std::uint16_t port, int timeout_ms) : socket_(io_) {
+  socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+  timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+}
+
+void Client::Send(const std::string& raw) { asio::write(socket_, asio::buffer(raw)); }
+
+Response Client::Read(bool head_request) {
+  http::response_parser<http::string_body> parser;
+  parser.body_limit(boost::none);
+  if (head_request) parser.skip(true);
+  boost::system::error_code ec;
+  http::read(socket_, buffer_, parser, ec);
+  EXPECT_FALSE(ec) << ec.message();
+  return parser.release();
+}
+
+Response Client::Get(const std::string& target, const std::string& extra_headers) {
+  Send("GET " + target + " HTTP/1.1\r\nHost: test\r\n" + extra_headers + "\r\n");
+  return Read();
+}
+
+std::string Client::ReadToClose() {
+  std::string out(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+  buffer_.consume(buffer_.size());
+  char chunk[4096];
+  for (;;) {
+    boost::system::error_code ec;
+    const std::size_t n = socket_.read_some(asio::buffer(chunk), ec);
+    if (ec) break;
+    out.append(chunk, n);
+  }
+  return out;
+}
+
+bool Client::ClosedByPeer() {
+  char c;
+  boost::system::error_code ec;
+  socket_.read_some(asio::buffer(&c, 1), ec);
+  return ec == asio::error::eof || ec == asio::error::connection_reset;
+}
+
+}  // namespace tollgate::testing

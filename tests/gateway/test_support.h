@@ -1,0 +1,78 @@
+// Helpers for gateway tests over real loopback sockets: an in-process
+// gateway and echo upstream on free ports, and a blocking HTTP client.
+#pragma once
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/http.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "gateway/echo_upstream.h"
+#include "gateway/server.h"
+#include "store/clock.h"
+
+namespace tollgate::testing {
+
+namespace http = boost::beast::http;
+using Response = http::response<http::string_body>;
+
+// A temporary directory removed at destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  const std::string& path() const { return path_; }
+  std::string Write(const std::string& name, const std::string& content) const;
+
+ private:
+  std::string path_;
+};
+
+// Self-signed certificate for `name` (also valid for localhost/127.0.0.1),
+// made with the openssl CLI. Returns {cert, key} paths.
+std::pair<std::string, std::string> MakeCertificate(const TempDir& dir, const std::string& name);
+
+std::unique_ptr<gateway::EchoUpstream> StartEcho();
+
+// A gateway built from TOML text; "{ECHO}" is replaced by `echo_port`.
+class TestGateway {
+ public:
+  TestGateway(std::string toml, std::uint16_t echo_port);
+  ~TestGateway();
+  std::uint16_t port(std::size_t listener = 0) const { return server_->listener_ports()[listener]; }
+  std::uint16_t admin_port() const { return server_->admin_port(); }
+  gateway::Server& server() { return *server_; }
+  store::ManualClock& clock() { return clock_; }
+
+ private:
+  store::ManualClock clock_{1'000'000};
+  std::unique_ptr<gateway::Server> server_;
+};
+
+// Minimal proxy config: one plain listener on a free port, no access log,
+// one upstream "api" = the echo server, route "/" to it. `extra` is appended.
+std::string BasicConfig(const std::string& extra = "");
+
+// A blocking client connection with a receive timeout.
+class Client {
+ public:
+  explicit Client(std::uint16_t port, int timeout_ms = 5000);
+  void Send(const std::string& raw);
+  Response Read(bool head_request = false);
+  Response Get(const std::string& target, const std::string& extra_headers = "");
+  // Everything until the peer closes (or the timeout).
+  std::string ReadToClose();
+  bool ClosedByPeer();
+  boost::asio::ip::tcp::socket& socket() { return socket_; }
+  boost::beast::flat_buffer& buffer() { return buffer_; }
+
+ private:
+  boost::asio::io_context io_;
+  boost::asio::ip::tcp::socket socket_;
+  boost::beast::flat_buffer buffer_;
+};
+
+}  // namespace tollgate::testing
