@@ -16,6 +16,7 @@ $(BUILD_DIR)/build.ninja $(BUILD_DIR)/Makefile:
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 
 build: deps $(BUILD_DIR)/Makefile
+	@scripts/dev_cert.sh
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
 run: build

@@ -1,0 +1,160 @@
+#include "rules/config.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "rules/duration.h"
+#include "rules/route_table.h"
+
+namespace tollgate::rules {
+namespace {
+
+std::vector<std::string> Errors(const std::string& text) {
+  LoadResult r = LoadConfigText(text, "t.toml");
+  std::vector<std::string> out;
+  for (const ConfigError& e : r.errors) out.push_back(e.ToString());
+  EXPECT_EQ(r.config.has_value(), out.empty());
+  return out;
+}
+
+constexpr const char* kMinimal = R"([[listeners]]
+address = "127.0.0.1:8080"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9000"]
+[[routes]]
+upstream = "api"
+)";
+
+TEST(Config, MinimalFileGetsDefaults) {
+  LoadResult r = LoadConfigText(kMinimal, "t.toml");
+  ASSERT_TRUE(r.config) << (r.errors.empty() ? "" : r.errors[0].ToString());
+  const Config& c = *r.config;
+  EXPECT_EQ(c.server.threads, 0);
+  EXPECT_EQ(c.server.drain_timeout_ms, 10'000);
+  EXPECT_EQ(c.admin.address.ToString(), "127.0.0.1:9090");
+  EXPECT_EQ(c.timeouts.client_header_ms, 10'000);
+  EXPECT_EQ(c.limits.max_body_bytes, 10'485'760);
+  EXPECT_EQ(c.routes[0].path_prefix, "/");
+  EXPECT_EQ(c.upstreams[0].fail_timeout_ms, 10'000);
+}
+
+TEST(Config, TheShippedExampleIsValid) {
+  // Relative paths in it (the development certificate that `make build`
+  // makes) are relative to the repository root, where `make run` starts.
+  std::filesystem::current_path(TOLLGATE_SOURCE_DIR);
+  LoadResult r = LoadConfigFile("conf/tollgate.toml");
+  for (const ConfigError& e : r.errors) ADD_FAILURE() << e.ToString();
+}
+
+TEST(Config, EveryErrorIsReportedWithItsPosition) {
+  const std::vector<std::string> errors = Errors(R"([server]
+threads = "two"
+drain_timeout = "10 seconds"
+colour = "blue"
+[[listeners]]
+address = "localhost"
+[timeouts]
+upstream_connect = "0ms"
+[log]
+format = "xml"
+[[upstreams]]
+name = "api"
+servers = ["nowhere"]
+[[routes]]
+path_prefix = "api"
+upstream = "missing"
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:2:11: "threads" must be an integer; got a string)",
+      R"(t.toml:3:17: "drain_timeout" must be a duration such as "500ms", "10s", "1m", "1h" or "1d"; got "10 seconds")",
+      R"(t.toml:4:10: unknown key "colour")",
+      R"(t.toml:6:11: "address" must be an address "host:port"; got "localhost")",
+      R"(t.toml:8:20: "upstream_connect" must be at least 1ms; got 0ms)",
+      R"(t.toml:10:10: "format" must be one of combined, json; got "xml")",
+      R"(t.toml:13:12: upstream server must be "host:port"; got "nowhere")",
+      R"(t.toml:15:15: "path_prefix" must start with "/"; got "api")",
+      R"(t.toml:16:12: no [[upstreams]] is named "missing")",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
+TEST(Config, SyntaxErrorHasAPosition) {
+  const std::vector<std::string> errors = Errors("[server\nthreads = 1\n");
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_EQ(errors[0].rfind("t.toml:1:", 0), 0u) << errors[0];
+}
+
+TEST(Config, MissingFileIsAnError) {
+  LoadResult r = LoadConfigFile("/nonexistent/tollgate.toml");
+  ASSERT_EQ(r.errors.size(), 1u);
+  EXPECT_NE(r.errors[0].message.find("cannot open configuration file"), std::string::npos);
+}
+
+TEST(Config, LargeIntegersDoNotWrap) {
+  const std::string text = std::string(kMinimal) + "[server]\nthreads = 5000000000\n";
+  const std::vector<std::string> errors = Errors(text);
+  ASSERT_EQ(errors.size(), 1u);
+  EXPECT_NE(errors[0].find("between 0 and 256; got 5000000000"), std::string::npos);
+}
+
+TEST(Config, UnreadableCertificateIsNamed) {
+  const std::vector<std::string> errors = Errors(R"([[listeners]]
+address = "127.0.0.1:8443"
+tls = { cert = "/nonexistent/cert.pem", key = "/nonexistent/key.pem" }
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9000"]
+[[routes]]
+upstream = "api"
+)");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find("cannot read certificate \"/nonexistent/cert.pem\""),
+            std::string::npos);
+}
+
+TEST(Duration, Units) {
+  EXPECT_EQ(ParseDurationMs("500ms"), 500);
+  EXPECT_EQ(ParseDurationMs("1s"), 1000);
+  EXPECT_EQ(ParseDurationMs("2m"), 120'000);
+  EXPECT_EQ(ParseDurationMs("1h"), 3'600'000);
+  EXPECT_EQ(ParseDurationMs("1d"), 86'400'000);
+  EXPECT_EQ(ParseDurationMs("10"), std::nullopt);
+  EXPECT_EQ(ParseDurationMs("-1s"), std::nullopt);
+  EXPECT_EQ(ParseDurationMs("1.5s"), std::nullopt);
+  EXPECT_EQ(ParseDurationMs("99999999999999999d"), std::nullopt);
+}
+
+TEST(HostPortParsing, V4V6AndErrors) {
+  EXPECT_EQ(ParseHostPort("127.0.0.1:80")->ToString(), "127.0.0.1:80");
+  EXPECT_EQ(ParseHostPort("[::1]:8080")->host, "::1");
+  EXPECT_EQ(ParseHostPort("[::1]:8080")->ToString(), "[::1]:8080");
+  EXPECT_FALSE(ParseHostPort("::1:80"));
+  EXPECT_FALSE(ParseHostPort("host:70000"));
+  EXPECT_FALSE(ParseHostPort("host"));
+}
+
+TEST(Routes, LongestPrefixAndHost) {
+  std::vector<RouteConfig> routes(4);
+  routes[0].path_prefix = "/";
+  routes[0].upstream = "default";
+  routes[1].path_prefix = "/api";
+  routes[1].upstream = "api";
+  routes[2].path_prefix = "/api";
+  routes[2].host = "Special.Example.com";
+  routes[2].upstream = "special";
+  routes[3].path_prefix = "/api/v2";
+  routes[3].upstream = "v2";
+  RouteTable table(routes);
+  EXPECT_EQ(table.Match("x", "/")->upstream, "default");
+  EXPECT_EQ(table.Match("x", "/api/users?q=1")->upstream, "api");
+  EXPECT_EQ(table.Match("special.example.com:8080", "/api/users")->upstream, "special");
+  EXPECT_EQ(table.Match("special.example.com", "/api/v2/x")->upstream, "v2");
+  EXPECT_EQ(table.Match("x", "/apix")->upstream, "api");  // a prefix, as in nginx
+  RouteTable only_api(std::vector<RouteConfig>(routes.begin() + 1, routes.begin() + 2));
+  EXPECT_EQ(only_api.Match("x", "/other"), nullptr);
+}
+
+}  // namespace
+}  // namespace tollgate::rules
