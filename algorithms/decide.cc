@@ -185,18 +185,26 @@ Snapshot LogPeek(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
 
 // ---- sub_window ---------------------------------------------------------
 
+// Sub-window j is stored at j mod N while newest - N < j <= newest. Walks
+// step a ring position instead of dividing per sub-window (a division costs
+// as much as the rest of a decision).
 struct SubWindowView {
   const LimitParams& p;
-  std::int64_t& newest;     // SubWindowState::index
-  std::uint32_t* counts;    // N entries, sub-window j at j mod N
+  std::int64_t& newest;   // SubWindowState::index
+  std::uint32_t* counts;  // N entries
   int64_t sub_ms() const { return p.window_ms / p.sub_windows; }
-  int64_t Count(int64_t j) const {
-    if (j > newest || j <= newest - p.sub_windows) return 0;
-    return counts[Modulo(j, p.sub_windows)];
-  }
+  // The stored sub-windows inside the window ending with `index`: [lo, hi].
+  int64_t Low(int64_t index) const { return std::max(index, newest) - p.sub_windows + 1; }
+  int64_t High(int64_t index) const { return std::min(index, newest); }
   int64_t Total(int64_t index) const {
+    const int64_t lo = Low(index);
+    const int64_t hi = High(index);
     int64_t total = 0;
-    for (int64_t j = index - p.sub_windows + 1; j <= index; ++j) total += Count(j);
+    int64_t pos = lo <= hi ? Modulo(lo, p.sub_windows) : 0;
+    for (int64_t j = lo; j <= hi; ++j) {
+      total += counts[pos];
+      if (++pos == p.sub_windows) pos = 0;
+    }
     return total;
   }
 };
@@ -212,8 +220,13 @@ int64_t SubRetryAfter(const SubWindowView& v, int64_t now_ms, int64_t cost) {
   const int64_t index = FloorDiv(now_ms, sub_ms);
   int64_t total = v.Total(index);
   if (total + cost <= v.p.limit) return 0;
-  for (int64_t j = index - n + 1; j <= index; ++j) {
-    total -= v.Count(j);
+  // Sub-window j leaves the window at (j + N) * S; walk the oldest first.
+  const int64_t lo = v.Low(index);
+  const int64_t hi = v.High(index);
+  int64_t pos = Modulo(lo, n);
+  for (int64_t j = lo; j <= hi; ++j) {
+    total -= v.counts[pos];
+    if (++pos == n) pos = 0;
     if (total <= v.p.limit - cost) return (j + n) * sub_ms - now_ms;
   }
   return (index + n) * sub_ms - now_ms;  // unreachable: cost <= L
@@ -224,7 +237,11 @@ void SubConsume(SubWindowView& v, int64_t now_ms, int64_t cost) {
   const int64_t index = FloorDiv(now_ms, v.sub_ms());
   if (index > v.newest) {
     const int64_t first_stale = std::max(v.newest + 1, index - n + 1);
-    for (int64_t j = first_stale; j <= index; ++j) v.counts[Modulo(j, n)] = 0;
+    int64_t pos = Modulo(first_stale, n);
+    for (int64_t j = first_stale; j <= index; ++j) {
+      v.counts[pos] = 0;
+      if (++pos == n) pos = 0;
+    }
     v.newest = index;
   }
   // A clock that steps back counts into the newest sub-window.
@@ -235,14 +252,72 @@ Snapshot SubPeek(const SubWindowView& v, int64_t now_ms) {
   const int64_t n = v.p.sub_windows;
   const int64_t sub_ms = v.sub_ms();
   const int64_t index = FloorDiv(now_ms, sub_ms);
-  int64_t reset = 0;
-  for (int64_t j = index; j > index - n; --j) {
-    if (v.Count(j) > 0) {
-      reset = (j + n) * sub_ms - now_ms;
-      break;
+  const int64_t lo = v.Low(index);
+  const int64_t hi = v.High(index);
+  int64_t total = 0;
+  int64_t newest_used = lo - 1;
+  int64_t pos = lo <= hi ? Modulo(lo, n) : 0;
+  for (int64_t j = lo; j <= hi; ++j) {
+    if (v.counts[pos] > 0) {
+      total += v.counts[pos];
+      newest_used = j;
+    }
+    if (++pos == n) pos = 0;
+  }
+  const int64_t reset = newest_used >= lo ? (newest_used + n) * sub_ms - now_ms : 0;
+  return {v.p.limit - total, reset};
+}
+
+// The single-window decision in one pass (three divisions instead of ten).
+// Advancing the ring to `index` first is no change of meaning: it only drops
+// sub-windows that already left the window. A clock that stepped back takes
+// the general path.
+bool SubDecideFused(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost,
+                    Decision& d) {
+  SubWindowView v = ViewSubWindow(p, state);
+  const int64_t n = p.sub_windows;
+  const int64_t sub_ms = p.window_ms / n;
+  const int64_t index = FloorDiv(now_ms, sub_ms);
+  if (index < v.newest) return false;
+  const int64_t newest_pos = Modulo(index, n);
+  if (index > v.newest) {
+    const int64_t stale = std::min(index - v.newest, n);
+    int64_t pos = newest_pos;
+    for (int64_t k = 0; k < stale; ++k) {
+      v.counts[pos] = 0;
+      pos = pos == 0 ? n - 1 : pos - 1;
+    }
+    v.newest = index;
+  }
+  // The ring now holds exactly the window (index - N, index].
+  int64_t total = 0;
+  for (int64_t pos = 0; pos < n; ++pos) total += v.counts[pos];
+  d.allowed = total + cost <= p.limit;
+  if (d.allowed) {
+    v.counts[newest_pos] += static_cast<std::uint32_t>(cost);
+    total += cost;
+  } else {
+    int64_t after = total;
+    int64_t pos = newest_pos + 1 == n ? 0 : newest_pos + 1;
+    for (int64_t j = index - n + 1; j <= index; ++j) {
+      after -= v.counts[pos];
+      if (++pos == n) pos = 0;
+      if (after <= p.limit - cost) {
+        d.retry_after_ms = (j + n) * sub_ms - now_ms;
+        break;
+      }
     }
   }
-  return {v.p.limit - v.Total(index), reset};
+  d.remaining = p.limit - total;
+  int64_t pos = newest_pos;
+  for (int64_t j = index; j > index - n; --j) {
+    if (v.counts[pos] > 0) {
+      d.reset_ms = (j + n) * sub_ms - now_ms;
+      break;
+    }
+    pos = pos == 0 ? n - 1 : pos - 1;
+  }
+  return true;
 }
 
 // ---- two_bucket ---------------------------------------------------------
@@ -383,6 +458,10 @@ Snapshot Peek(const LimitParams& p, std::byte* state, int64_t now_ms) {
 Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
                 int64_t now_ms, int64_t cost) {
   Decision d;
+  if (windows.size() == 1 && windows[0].algorithm == Algorithm::kSubWindow &&
+      SubDecideFused(windows[0], states[0], now_ms, cost, d)) {
+    return d;
+  }
   for (std::size_t i = 0; i < windows.size(); ++i) {
     d.retry_after_ms = std::max(d.retry_after_ms, RetryAfter(windows[i], states[i], now_ms, cost));
   }
