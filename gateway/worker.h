@@ -64,7 +64,8 @@ class Worker {
   // unregister themselves here.
   std::unordered_set<Session*> sessions_;
   bool draining_ = false;
-  asio::io_context io_{1};
+  // One thread runs it and its sockets never leave it: no reactor locking.
+  asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;
   std::vector<std::unique_ptr<UpstreamPool>> pools_;
 };

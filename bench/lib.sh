@@ -1,0 +1,137 @@
+# Shared helpers for the benchmark scripts (sourced, not run).
+# Anchors (nginx) and tollgate run on loopback, one worker each, with the
+# same wrk settings, in alternating rounds; medians are reported.
+
+BENCH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+BUILD_DIR=${BUILD_DIR:-$BENCH_ROOT/build}
+TOLLGATE=$BUILD_DIR/tollgate
+WORK=$(mktemp -d /tmp/tollgate-bench.XXXXXX)
+PIDS=()
+
+cleanup() {
+  for pid in "${PIDS[@]}"; do kill "$pid" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+
+# A free loopback port.
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 30000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+  done
+}
+
+wait_port() {
+  for _ in $(seq 100); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  echo "port $1 did not open" >&2
+  return 1
+}
+
+start_echo() {  # port
+  "$TOLLGATE" echo-upstream --listen "127.0.0.1:$1" --threads 1 2>/dev/null &
+  PIDS+=($!)
+  wait_port "$1"
+}
+
+# nginx with one worker in front of 127.0.0.1:$2, listening on $1; the rest of
+# the server block in $3 and http-level directives in $4.
+start_nginx() {
+  local port=$1 upstream=$2 location_extra=${3:-} http_extra=${4:-}
+  local dir=$WORK/nginx-$port
+  mkdir -p "$dir"
+  cat > "$dir/nginx.conf" <<NGINX
+user root;
+worker_processes 1;
+pid $dir/nginx.pid;
+error_log $dir/error.log crit;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $dir/body;
+  proxy_temp_path $dir/proxy;
+  fastcgi_temp_path $dir/fastcgi;
+  uwsgi_temp_path $dir/uwsgi;
+  scgi_temp_path $dir/scgi;
+  $http_extra
+  upstream api { server 127.0.0.1:$upstream; keepalive 64; }
+  server {
+    listen 127.0.0.1:$port reuseport;
+    location / {
+      $location_extra
+      proxy_pass http://api;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+    }
+  }
+}
+NGINX
+  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>/dev/null &
+  PIDS+=($!)
+  wait_port "$port"
+}
+
+# tollgate with one thread on $1 in front of $2; extra TOML in $3.
+start_tollgate() {
+  local port=$1 upstream=$2 extra=${3:-}
+  local admin
+  admin=$(free_port)
+  cat > "$WORK/tollgate-$port.toml" <<TOML
+[server]
+threads = 1
+[[listeners]]
+address = "127.0.0.1:$port"
+[admin]
+address = "127.0.0.1:$admin"
+[log]
+access = "off"
+level = "warn"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:$upstream"]
+[[routes]]
+path_prefix = "/"
+upstream = "api"
+$extra
+TOML
+  "$TOLLGATE" --config "$WORK/tollgate-$port.toml" 2>"$WORK/tollgate-$port.err" &
+  PIDS+=($!)
+  wait_port "$port"
+}
+
+# wrk against URL; prints "req_per_s p50_ms p99_ms non2xx".
+run_wrk() {
+  local url=$1
+  local out
+  out=$(wrk -t"${WRK_THREADS:-1}" -c"${WRK_CONNECTIONS:-64}" -d"${WRK_DURATION:-5s}" --latency "$url")
+  awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec/ { rps = $2 }
+    /^ +50%/ { p50 = ms($2) }
+    /^ +99%/ { p99 = ms($2) }
+    /Non-2xx or 3xx responses/ { non2xx = $5 }
+    END { printf "%.0f %.3f %.3f %d\n", rps, p50, p99, non2xx + 0 }
+  ' <<<"$out"
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
+
+# Replaces the block between <!-- NAME:begin --> and <!-- NAME:end --> in
+# bench/RESULTS.md with the content of file $2.
+write_results() {
+  local name=$1 content=$2 results=$BENCH_ROOT/bench/RESULTS.md
+  [ -f "$results" ] || printf '# Benchmark results\n' > "$results"
+  if ! grep -q "<!-- $name:begin -->" "$results"; then
+    printf '\n<!-- %s:begin -->\n<!-- %s:end -->\n' "$name" "$name" >> "$results"
+  fi
+  awk -v name="$name" -v file="$content" '
+    $0 == "<!-- " name ":begin -->" { print; while ((getline line < file) > 0) print line; skip = 1; next }
+    $0 == "<!-- " name ":end -->" { skip = 0 }
+    !skip { print }
+  ' "$results" > "$results.tmp" && mv "$results.tmp" "$results"
+}

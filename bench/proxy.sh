@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# tollgate as a plain reverse proxy versus nginx (1 worker each, proxy_pass
+# with upstream keep-alive), both in front of the bundled echo upstream.
+# Usage: bench/proxy.sh [rounds]   (env: WRK_THREADS, WRK_CONNECTIONS, WRK_DURATION)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-5}
+
+echo_port=$(free_port); start_echo "$echo_port"
+nginx_port=$(free_port); start_nginx "$nginx_port" "$echo_port"
+tg_port=$(free_port); start_tollgate "$tg_port" "$echo_port"
+
+for target in upstream nginx tollgate; do : > "$WORK/$target"; done
+for round in $(seq "$rounds"); do
+  # Alternate the order so that neither side always runs on a warmer machine.
+  if [ $((round % 2)) -eq 1 ]; then order="upstream nginx tollgate"; else order="tollgate nginx upstream"; fi
+  for target in $order; do
+    case $target in
+      upstream) port=$echo_port ;;
+      nginx) port=$nginx_port ;;
+      tollgate) port=$tg_port ;;
+    esac
+    result=$(run_wrk "http://127.0.0.1:$port/api/hello")
+    echo "round $round $target: $result (req/s p50_ms p99_ms non2xx)" >&2
+    echo "$result" >> "$WORK/$target"
+  done
+done
+
+col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
+report=$WORK/report.md
+{
+  echo "## Proxy: tollgate vs nginx (bench/proxy.sh)"
+  echo
+  echo "\`bench/proxy.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians."
+  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
+  echo
+  echo "| target | req/s | p50 ms | p99 ms |"
+  echo "|---|---:|---:|---:|"
+  for target in upstream nginx tollgate; do
+    echo "| $target | $(col "$target" 1) | $(col "$target" 2) | $(col "$target" 3) |"
+  done
+  echo
+  rps_ratio=$(awk -v a="$(col tollgate 1)" -v b="$(col nginx 1)" 'BEGIN { printf "%.2f", a / b }')
+  p99_ratio=$(awk -v a="$(col tollgate 3)" -v b="$(col nginx 3)" 'BEGIN { printf "%.2f", a / b }')
+  echo "**tollgate ÷ nginx: req/s ${rps_ratio}×, p99 ${p99_ratio}×** (goal: req/s ≥ 1.00×, p99 ≤ 1.00×)."
+} > "$report"
+cat "$report"
+write_results proxy "$report"

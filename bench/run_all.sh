@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# `make bench`: every benchmark, each writing its section of bench/RESULTS.md.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export BUILD_DIR=$(cd "${1:-build}" && pwd)
+bench/store.sh
+bench/proxy.sh
