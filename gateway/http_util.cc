@@ -46,6 +46,47 @@ void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Schem
   }
 }
 
+namespace {
+
+void AppendFields(const http::fields& fields, std::string& out) {
+  for (const auto& f : fields) {
+    out.append(f.name_string().data(), f.name_string().size());
+    out.append(": ");
+    out.append(f.value().data(), f.value().size());
+    out.append("\r\n");
+  }
+  out.append("\r\n");
+}
+
+void AppendVersion(unsigned version, std::string& out) {
+  out.append("HTTP/");
+  out.push_back(static_cast<char>('0' + version / 10));
+  out.push_back('.');
+  out.push_back(static_cast<char>('0' + version % 10));
+}
+
+}  // namespace
+
+void AppendWireHeader(const http::request_header<>& header, std::string& out) {
+  out.append(header.method_string().data(), header.method_string().size());
+  out.push_back(' ');
+  out.append(header.target().data(), header.target().size());
+  out.push_back(' ');
+  AppendVersion(header.version(), out);
+  out.append("\r\n");
+  AppendFields(header, out);
+}
+
+void AppendWireHeader(const http::response_header<>& header, std::string& out) {
+  AppendVersion(header.version(), out);
+  out.push_back(' ');
+  out.append(std::to_string(header.result_int()));
+  out.push_back(' ');
+  out.append(header.reason().data(), header.reason().size());
+  out.append("\r\n");
+  AppendFields(header, out);
+}
+
 bool IsIdempotent(http::verb method) {
   switch (method) {
     case http::verb::get:

@@ -23,6 +23,13 @@ void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Schem
 // connection when a pooled one turned out to be closed.
 bool IsIdempotent(http::verb method);
 
+// Appends the HTTP/1.x wire form of a header (start line, fields, blank
+// line) to `out`. For messages whose framing the fields already state
+// (Content-Length, or no body): one contiguous write instead of Beast's
+// generic serializer, which is costly on small messages.
+void AppendWireHeader(const http::request_header<>& header, std::string& out);
+void AppendWireHeader(const http::response_header<>& header, std::string& out);
+
 // {"error":"<code>","message":"<message>","status":<status>} with
 // Content-Type application/json; never carries internal details.
 http::response<http::string_body> MakeErrorResponse(http::status status, std::string_view code,

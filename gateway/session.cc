@@ -285,19 +285,15 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
         co_return;
       }
       conn = std::move(cr.connection);
-      Lowest(conn->stream).expires_after(upstream_budget());
-      ErrorCode ec;
+      wire_.clear();
       if (whole) {
-        auto [wec, wn] = co_await Visit(conn->stream, [&](auto& s) {
-          return http::async_write(s, whole->get(), kUseTuple);
-        });
-        ec = wec;
+        AppendWireHeader(whole->get().base(), wire_);
+        wire_.append(whole->get().body());
       } else {
-        auto [wec, wn] = co_await Visit(conn->stream, [&](auto& s) {
-          return http::async_write(s, req, kUseTuple);
-        });
-        ec = wec;
+        AppendWireHeader(req.base(), wire_);
       }
+      Lowest(conn->stream).expires_after(upstream_budget());
+      ErrorCode ec = co_await WriteWire(conn->stream);
       std::size_t received = 0;
       if (!ec) std::tie(ec, received) = co_await read_response_head(*conn);
       if (!ec) break;
@@ -379,11 +375,11 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
   const RelayTimeouts to_client{upstream_budget(), Budget(timeouts.client_body_ms, ex)};
   bool complete = false;
   if (no_body) {
-    Lowest(stream_).expires_after(to_client.write);
-    auto [ec, n] =
-        co_await Visit(stream_, [&](auto& s) { return http::async_write(s, res, kUseTuple); });
     ex.upstream_end_ms = clock.NowMs();
-    if (ec) ex.close = true;
+    wire_.clear();
+    AppendWireHeader(res.base(), wire_);
+    Lowest(stream_).expires_after(to_client.write);
+    if (co_await WriteWire(stream_)) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
     http::response_parser<http::string_body> body{std::move(*res_head)};
@@ -398,11 +394,12 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
       co_await fail_upstream(ConnectFailure::kNone, rec);
       co_return;
     }
+    wire_.clear();
+    AppendWireHeader(body.get().base(), wire_);
+    wire_.append(body.get().body());
     Lowest(stream_).expires_after(to_client.write);
-    auto [wec, wn] = co_await Visit(
-        stream_, [&](auto& s) { return http::async_write(s, body.get(), kUseTuple); });
     ex.bytes_out = body.get().body().size();
-    if (wec) ex.close = true;
+    if (co_await WriteWire(stream_)) ex.close = true;
     complete = true;
   } else {
     http::response_parser<http::buffer_body> streamed{std::move(*res_head)};
@@ -420,6 +417,12 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
     }
   }
   if (complete && upstream_reusable) pool.Release(std::move(conn));
+}
+
+asio::awaitable<ErrorCode> Session::WriteWire(AnyStream& stream) {
+  auto [ec, n] = co_await Visit(
+      stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
+  co_return ec;
 }
 
 asio::awaitable<void> Session::ReplyError(Exchange& ex, http::status status,

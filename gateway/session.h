@@ -33,6 +33,8 @@ class Session {
   asio::awaitable<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                                    std::string_view message);
   asio::awaitable<ErrorCode> WriteContinue();
+  // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.
+  asio::awaitable<ErrorCode> WriteWire(AnyStream& stream);
   asio::awaitable<void> Shutdown();
   void Log(const Exchange& ex);
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
@@ -45,6 +47,7 @@ class Session {
   std::size_t listener_;
   std::string peer_ip_;
   std::unique_ptr<char[]> relay_buffer_;
+  std::string wire_;  // reused for every buffered message this session sends
   bool idle_ = true;
 };
 
