@@ -21,7 +21,7 @@ http::response<http::string_body> JsonResponse(http::status status, std::string 
 
 }  // namespace
 
-AdminServer::AdminServer(asio::io_context& io, tcp::acceptor acceptor, ReadyProbe ready)
+AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready)
     : io_(io), acceptor_(std::move(acceptor)), ready_(std::move(ready)) {}
 
 void AdminServer::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
@@ -32,18 +32,18 @@ void AdminServer::Stop() {
   acceptor_.close(ec);
 }
 
-asio::awaitable<void> AdminServer::AcceptLoop() {
+Task<void> AdminServer::AcceptLoop() {
   while (!stopped_) {
     auto [ec, socket] = co_await acceptor_.async_accept(kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor_.is_open()) co_return;
       continue;
     }
-    asio::co_spawn(io_, Serve(beast::tcp_stream(std::move(socket))), asio::detached);
+    asio::co_spawn(io_, Serve(TcpStream(std::move(socket))), asio::detached);
   }
 }
 
-asio::awaitable<void> AdminServer::Serve(beast::tcp_stream stream) {
+Task<void> AdminServer::Serve(TcpStream stream) {
   beast::flat_buffer buffer;
   for (;;) {
     http::request_parser<http::string_body> parser;

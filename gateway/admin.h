@@ -13,19 +13,19 @@ namespace tollgate::gateway {
 class AdminServer {
  public:
   using ReadyProbe = std::function<bool()>;
-  AdminServer(asio::io_context& io, tcp::acceptor acceptor, ReadyProbe ready);
+  AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready);
 
   void Start();
   void Stop();  // closes the acceptor; open admin connections end on their own
   std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
 
  private:
-  asio::awaitable<void> AcceptLoop();
-  asio::awaitable<void> Serve(beast::tcp_stream stream);
+  Task<void> AcceptLoop();
+  Task<void> Serve(TcpStream stream);
   http::response<http::string_body> Handle(const http::request<http::string_body>& req);
 
   asio::io_context& io_;
-  tcp::acceptor acceptor_;
+  Acceptor acceptor_;
   ReadyProbe ready_;
   bool stopped_ = false;
 };

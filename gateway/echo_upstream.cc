@@ -24,9 +24,9 @@ std::uint64_t Number(std::string_view text) {
 
 class Connection {
  public:
-  Connection(tcp::socket socket, std::uint16_t port) : stream_(std::move(socket)), port_(port) {}
+  Connection(TcpSocket socket, std::uint16_t port) : stream_(std::move(socket)), port_(port) {}
 
-  asio::awaitable<void> Run() {
+  Task<void> Run() {
     for (;;) {
       http::request_parser<http::empty_body> head;
       head.body_limit(boost::none);
@@ -51,7 +51,7 @@ class Connection {
     res.keep_alive(keep_alive);
   }
 
-  asio::awaitable<bool> Respond(http::request_parser<http::empty_body>& head) {
+  Task<bool> Respond(http::request_parser<http::empty_body>& head) {
     const std::string target(head.get().target());
     const std::string_view path = std::string_view(target).substr(0, target.find('?'));
     const bool chunked = target.find("chunked") != std::string::npos;
@@ -113,7 +113,7 @@ class Connection {
     co_return !ec && keep;
   }
 
-  asio::awaitable<bool> DiscardBody(http::request_parser<http::empty_body>& head,
+  Task<bool> DiscardBody(http::request_parser<http::empty_body>& head,
                                     std::uint64_t& received) {
     if (head.is_done()) co_return true;
     http::request_parser<http::buffer_body> body{std::move(head)};
@@ -129,7 +129,7 @@ class Connection {
     co_return true;
   }
 
-  asio::awaitable<bool> Bytes(bool keep_alive, std::uint64_t total, bool chunked) {
+  Task<bool> Bytes(bool keep_alive, std::uint64_t total, bool chunked) {
     http::response<http::buffer_body> res{http::status::ok, 11};
     Common(res, keep_alive);
     res.set(http::field::content_type, "application/octet-stream");
@@ -165,7 +165,7 @@ class Connection {
     co_return res.keep_alive();
   }
 
-  asio::awaitable<bool> Echo(http::request_parser<http::empty_body>& head) {
+  Task<bool> Echo(http::request_parser<http::empty_body>& head) {
     http::response<http::buffer_body> res{http::status::ok, 11};
     Common(res, head.get().keep_alive());
     res.set(http::field::content_type, "application/octet-stream");
@@ -204,15 +204,15 @@ class Connection {
     co_return keep;
   }
 
-  beast::tcp_stream stream_;
+  TcpStream stream_;
   beast::flat_buffer buffer_;
   std::uint16_t port_;
   std::uint64_t requests_ = 0;  // on this connection
 };
 
-asio::awaitable<void> RunConnection(std::unique_ptr<Connection> c) { co_await c->Run(); }
+Task<void> RunConnection(std::unique_ptr<Connection> c) { co_await c->Run(); }
 
-asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor) {
+Task<void> AcceptLoop(Acceptor& acceptor) {
   const std::uint16_t port = acceptor.local_endpoint().port();
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
@@ -232,7 +232,7 @@ asio::awaitable<void> AcceptLoop(tcp::acceptor& acceptor) {
 
 struct EchoUpstream::Impl {
   std::vector<std::unique_ptr<asio::io_context>> ios;
-  std::vector<std::unique_ptr<tcp::acceptor>> acceptors;
+  std::vector<std::unique_ptr<Acceptor>> acceptors;
   std::vector<std::thread> threads;
 };
 
@@ -254,7 +254,7 @@ std::unique_ptr<EchoUpstream> EchoUpstream::Create(const std::string& host, std:
   tcp::endpoint endpoint(address, port);
   for (int i = 0; i < std::max(1, threads); ++i) {
     impl->ios.push_back(std::make_unique<asio::io_context>(1));
-    auto acceptor = std::make_unique<tcp::acceptor>(*impl->ios.back());
+    auto acceptor = std::make_unique<Acceptor>(*impl->ios.back());
     acceptor->open(endpoint.protocol(), ec);
     if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
     if (!ec) acceptor->set_option(ReusePort(true), ec);

@@ -28,15 +28,23 @@ namespace ssl = asio::ssl;
 using tcp = asio::ip::tcp;
 using ErrorCode = boost::system::error_code;
 
-using TlsStream = beast::ssl_stream<beast::tcp_stream>;
+// Every I/O object names its io_context's executor type rather than the
+// polymorphic any_io_executor: no type-erased executor copies per operation.
+using Executor = asio::io_context::executor_type;
+template <typename T>
+using Task = asio::awaitable<T, Executor>;
+using TcpSocket = asio::basic_stream_socket<tcp, Executor>;
+using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
+using TcpStream = beast::basic_stream<tcp, Executor>;
+using TlsStream = beast::ssl_stream<TcpStream>;
 // A client or upstream connection, plain or TLS.
-using AnyStream = std::variant<beast::tcp_stream, TlsStream>;
+using AnyStream = std::variant<TcpStream, TlsStream>;
 
 // Completion token for request-path code: errors come back as values.
-inline constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable);
+inline constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable_t<Executor>{});
 
-inline beast::tcp_stream& Lowest(AnyStream& stream) {
-  if (auto* plain = std::get_if<beast::tcp_stream>(&stream)) return *plain;
+inline TcpStream& Lowest(AnyStream& stream) {
+  if (auto* plain = std::get_if<TcpStream>(&stream)) return *plain;
   return beast::get_lowest_layer(std::get<TlsStream>(stream));
 }
 

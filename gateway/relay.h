@@ -27,7 +27,7 @@ struct RelayTimeouts {
 // Writes the header of `parser`'s message to `out`, then the body as it is
 // read from `in`. `buffer` holds kRelayChunk bytes.
 template <bool kIsRequest>
-asio::awaitable<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
+Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
                                    http::parser<kIsRequest, http::buffer_body>& parser,
                                    AnyStream& out, char* buffer, RelayTimeouts timeouts) {
   RelayResult result;

@@ -28,9 +28,9 @@ std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort
   return results.begin()->endpoint();
 }
 
-std::unique_ptr<tcp::acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoint,
+std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoint,
                                     std::string& error) {
-  auto acceptor = std::make_unique<tcp::acceptor>(io);
+  auto acceptor = std::make_unique<Acceptor>(io);
   ErrorCode ec;
   acceptor->open(endpoint.protocol(), ec);
   if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);

@@ -69,7 +69,7 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
 
 Session::~Session() { worker_.Unregister(this); }
 
-asio::awaitable<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
+Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
 
 void Session::CloseIfIdle() {
   if (idle_) Lowest(stream_).cancel();
@@ -85,7 +85,7 @@ char* Session::RelayBuffer() {
   return relay_buffer_.get();
 }
 
-asio::awaitable<void> Session::Run() {
+Task<void> Session::Run() {
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
     Lowest(stream_).expires_after(Ms(timeouts.client_header_ms));
@@ -114,7 +114,7 @@ asio::awaitable<void> Session::Run() {
   co_await Shutdown();
 }
 
-asio::awaitable<void> Session::Shutdown() {
+Task<void> Session::Shutdown() {
   Lowest(stream_).expires_after(std::chrono::seconds(1));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
     co_await tls->async_shutdown(kUseTuple);
@@ -123,7 +123,7 @@ asio::awaitable<void> Session::Shutdown() {
   Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
 }
 
-asio::awaitable<bool> Session::ServeOne() {
+Task<bool> Session::ServeOne() {
   const store::Clock& clock = *worker_.state().clock;
   Exchange ex;
   ex.start_ms = clock.NowMs();
@@ -176,7 +176,7 @@ asio::awaitable<bool> Session::ServeOne() {
   co_return !ex.close && !worker_.draining();
 }
 
-asio::awaitable<ErrorCode> Session::WriteContinue() {
+Task<ErrorCode> Session::WriteContinue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
   auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
@@ -185,7 +185,7 @@ asio::awaitable<ErrorCode> Session::WriteContinue() {
   co_return ec;
 }
 
-asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route,
+Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route,
                                        Exchange& ex) {
   const store::Clock& clock = *worker_.state().clock;
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
@@ -242,7 +242,7 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
   const auto upstream_budget = [&] { return Budget(timeouts.upstream_response_ms, ex); };
 
   // Reads the response header, skipping interim 1xx responses.
-  auto read_response_head = [&](UpstreamConnection& c) -> asio::awaitable<std::pair<ErrorCode, std::size_t>> {
+  auto read_response_head = [&](UpstreamConnection& c) -> Task<std::pair<ErrorCode, std::size_t>> {
     for (;;) {
       res_head.emplace();
       res_head->header_limit(kUpstreamHeaderLimit);
@@ -258,7 +258,7 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
     }
   };
 
-  auto fail_upstream = [&](ConnectFailure failure, const ErrorCode& ec) -> asio::awaitable<void> {
+  auto fail_upstream = [&](ConnectFailure failure, const ErrorCode& ec) -> Task<void> {
     // An unread request body would be taken for the next request.
     ex.close = ex.close || !buffered;
     if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
@@ -419,13 +419,13 @@ asio::awaitable<void> Session::Forward(HeadParser& head, const rules::RouteConfi
   if (complete && upstream_reusable) pool.Release(std::move(conn));
 }
 
-asio::awaitable<ErrorCode> Session::WriteWire(AnyStream& stream) {
+Task<ErrorCode> Session::WriteWire(AnyStream& stream) {
   auto [ec, n] = co_await Visit(
       stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
   co_return ec;
 }
 
-asio::awaitable<void> Session::ReplyError(Exchange& ex, http::status status,
+Task<void> Session::ReplyError(Exchange& ex, http::status status,
                                           std::string_view code, std::string_view message) {
   http::response<http::string_body> res = MakeErrorResponse(status, code, message);
   res.keep_alive(!ex.close);

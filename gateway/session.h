@@ -20,22 +20,22 @@ class Session {
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;
 
-  asio::awaitable<void> Run();
+  Task<void> Run();
   // Drain: a session waiting for its next request is closed now.
   void CloseIfIdle();
 
  private:
   using HeadParser = http::request_parser<http::empty_body>;
 
-  asio::awaitable<bool> ServeOne();
-  asio::awaitable<void> Forward(HeadParser& head, const rules::RouteConfig& route,
+  Task<bool> ServeOne();
+  Task<void> Forward(HeadParser& head, const rules::RouteConfig& route,
                                 Exchange& ex);
-  asio::awaitable<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
+  Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                                    std::string_view message);
-  asio::awaitable<ErrorCode> WriteContinue();
+  Task<ErrorCode> WriteContinue();
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.
-  asio::awaitable<ErrorCode> WriteWire(AnyStream& stream);
-  asio::awaitable<void> Shutdown();
+  Task<ErrorCode> WriteWire(AnyStream& stream);
+  Task<void> Shutdown();
   void Log(const Exchange& ex);
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
   char* RelayBuffer();
@@ -51,6 +51,6 @@ class Session {
   bool idle_ = true;
 };
 
-asio::awaitable<void> RunSession(std::unique_ptr<Session> session);
+Task<void> RunSession(std::unique_ptr<Session> session);
 
 }  // namespace tollgate::gateway

@@ -41,7 +41,7 @@ std::size_t UpstreamPool::PickServer() {
   return best;
 }
 
-asio::awaitable<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
+Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
   ConnectResult last;
   for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
     const std::size_t server = PickServer();
@@ -60,7 +60,7 @@ asio::awaitable<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeou
   co_return last;
 }
 
-asio::awaitable<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_timeout_ms) {
+Task<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_timeout_ms) {
   ConnectResult last;
   for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
     last = co_await Connect(PickServer(), connect_timeout_ms);
@@ -69,15 +69,15 @@ asio::awaitable<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_t
   co_return last;
 }
 
-asio::awaitable<ConnectResult> UpstreamPool::Connect(std::size_t server,
+Task<ConnectResult> UpstreamPool::Connect(std::size_t server,
                                                      std::int64_t timeout_ms) {
   auto executor = co_await asio::this_coro::executor;
   ConnectResult result;
   result.server = ServerName(server);
   auto c = std::make_unique<UpstreamConnection>(
-      UpstreamConnection{beast::tcp_stream(executor), beast::flat_buffer(), server, 0, false});
+      UpstreamConnection{TcpStream(executor), beast::flat_buffer(), server, 0, false});
   c->buffer.reserve(kUpstreamReadSize);  // see Session: Beast reads into spare capacity
-  beast::tcp_stream& tcp_stream = std::get<beast::tcp_stream>(c->stream);
+  TcpStream& tcp_stream = std::get<TcpStream>(c->stream);
   tcp_stream.expires_after(Ms(timeout_ms));
   auto [ec] = co_await tcp_stream.async_connect(servers_[server].endpoint, kUseTuple);
   if (!ec) {
@@ -85,7 +85,7 @@ asio::awaitable<ConnectResult> UpstreamPool::Connect(std::size_t server,
     ec = {};
     if (tls_ != nullptr) {
       // Move out first: emplace destroys the alternative being moved from.
-      beast::tcp_stream connected = std::move(tcp_stream);
+      TcpStream connected = std::move(tcp_stream);
       c->stream.emplace<TlsStream>(std::move(connected), *tls_);
       TlsStream& tls = std::get<TlsStream>(c->stream);
       const std::string sni = config_.tls && !config_.tls->sni.empty()

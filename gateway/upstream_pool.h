@@ -42,9 +42,9 @@ class UpstreamPool {
 
   // A pooled connection to the next healthy server, or a new one. Tries
   // every server at most once.
-  asio::awaitable<ConnectResult> Acquire(std::int64_t connect_timeout_ms);
+  Task<ConnectResult> Acquire(std::int64_t connect_timeout_ms);
   // A fresh connection (never pooled), for the retry of a stale one.
-  asio::awaitable<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
+  Task<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
   // Returns a connection whose last exchange completed cleanly.
   void Release(std::unique_ptr<UpstreamConnection> connection);
 
@@ -60,7 +60,7 @@ class UpstreamPool {
   };
 
   std::size_t PickServer();
-  asio::awaitable<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms);
+  Task<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms);
 
   const rules::UpstreamConfig& config_;
   std::vector<Server> servers_;

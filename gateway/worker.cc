@@ -23,8 +23,8 @@ void Worker::StartAccepting() {
   }
 }
 
-asio::awaitable<void> Worker::AcceptLoop(std::size_t listener) {
-  tcp::acceptor& acceptor = *acceptors_[listener];
+Task<void> Worker::AcceptLoop(std::size_t listener) {
+  Acceptor& acceptor = *acceptors_[listener];
   ServerTls* tls = state_.listener_tls[listener].get();
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
@@ -41,7 +41,7 @@ asio::awaitable<void> Worker::AcceptLoop(std::size_t listener) {
     if (opt_ec) continue;
     AnyStream stream = tls != nullptr
                            ? AnyStream(std::in_place_type<TlsStream>, std::move(socket), tls->context())
-                           : AnyStream(std::in_place_type<beast::tcp_stream>, std::move(socket));
+                           : AnyStream(std::in_place_type<TcpStream>, std::move(socket));
     asio::co_spawn(io_,
                    RunSession(std::make_unique<Session>(*this, std::move(stream), listener, peer)),
                    asio::detached);

@@ -42,7 +42,7 @@ class Worker {
   std::size_t index() const { return index_; }
   UpstreamPool& pool(std::size_t upstream) { return *pools_[upstream]; }
 
-  std::vector<std::unique_ptr<tcp::acceptor>>& acceptors() { return acceptors_; }
+  std::vector<std::unique_ptr<Acceptor>>& acceptors() { return acceptors_; }
   // Starts accepting on every acceptor (listener i at acceptors()[i]).
   void StartAccepting();
 
@@ -56,7 +56,7 @@ class Worker {
   void BeginDrain();
 
  private:
-  asio::awaitable<void> AcceptLoop(std::size_t listener);
+  Task<void> AcceptLoop(std::size_t listener);
 
   const GatewayState& state_;
   const std::size_t index_;
@@ -66,7 +66,7 @@ class Worker {
   bool draining_ = false;
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
-  std::vector<std::unique_ptr<tcp::acceptor>> acceptors_;
+  std::vector<std::unique_ptr<Acceptor>> acceptors_;
   std::vector<std::unique_ptr<UpstreamPool>> pools_;
 };
 
