@@ -474,7 +474,10 @@ Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const
   d.remaining = std::numeric_limits<int64_t>::max();
   for (std::size_t i = 0; i < windows.size(); ++i) {
     const Snapshot s = Peek(windows[i], states[i], now_ms);
-    d.remaining = std::min(d.remaining, s.remaining);
+    if (s.remaining < d.remaining) {
+      d.remaining = s.remaining;
+      d.window = static_cast<std::uint8_t>(i);
+    }
     d.reset_ms = std::max(d.reset_ms, s.reset_ms);
   }
   return d;

@@ -47,6 +47,7 @@ struct Decision {
   std::int64_t retry_after_ms = 0;  // 0 when allowed
   std::int64_t delay_ms = 0;        // leaky_bucket shaping only
   std::int64_t reset_ms = 0;
+  std::uint8_t window = 0;  // the window whose `remaining` is reported (the lowest)
 };
 
 }  // namespace tollgate::algorithms

@@ -53,11 +53,12 @@ std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
-      "upstream={} in={}{}{}",
+      "upstream={} in={} rl={}{}{}",
       r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10,
       r.version % 10, r.status, r.bytes_out, Escape(OrDash(r.referer)),
       Escape(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
-      OrDash(r.upstream), r.bytes_in, r.error.empty() ? "" : " error=", r.error);
+      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit), r.error.empty() ? "" : " error=",
+      r.error);
 }
 
 std::string FormatJson(const AccessRecord& r) {
@@ -77,6 +78,7 @@ std::string FormatJson(const AccessRecord& r) {
   if (!r.user_agent.empty()) o["user_agent"] = r.user_agent;
   if (!r.referer.empty()) o["referer"] = r.referer;
   if (!r.error.empty()) o["error"] = r.error;
+  if (!r.ratelimit.empty()) o["ratelimit"] = r.ratelimit;
   return boost::json::serialize(o);
 }
 

@@ -31,6 +31,7 @@ struct AccessRecord {
   std::string_view user_agent;
   std::string_view referer;
   std::string_view error;  // tollgate's error code when it answered itself
+  std::string_view ratelimit;  // "rule:decision[,rule:decision...]"
 };
 
 class AccessLog {

@@ -9,6 +9,7 @@
 
 #include "gateway/admin.h"
 #include "gateway/worker.h"
+#include "store/local_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -48,6 +49,7 @@ std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoi
 }  // namespace
 
 struct Server::Impl {
+  std::unique_ptr<store::LocalStore> store;
   GatewayState state;
   std::unique_ptr<AccessLog> access_log;
   std::vector<std::unique_ptr<Worker>> workers;
@@ -71,6 +73,16 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   state.config = config;
   state.clock = &clock;
   state.routes = std::make_unique<rules::RouteTable>(config->routes);
+  state.identity = rules::IdentityResolver::Create(config->identity, clock, error);
+  if (!state.identity) {
+    error = "identity.jwt: " + error;
+    return nullptr;
+  }
+  state.rule_set = std::make_unique<rules::RuleSet>(config->rules);
+  store::LocalStoreOptions store_options;
+  store_options.max_keys = config->store.max_keys;
+  impl->store = std::make_unique<store::LocalStore>(store_options);
+  state.store = impl->store.get();
 
   asio::io_context resolver_io;
   for (const rules::UpstreamConfig& u : config->upstreams) {

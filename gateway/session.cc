@@ -25,6 +25,7 @@ struct Exchange {
   std::string route;
   std::string upstream;
   std::string error;
+  std::string ratelimit;
   bool close = false;  // the connection ends after this exchange
 };
 
@@ -60,7 +61,8 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
       stream_(std::move(stream)),
       buffer_(static_cast<std::size_t>(config_.limits.max_header_bytes) + kRelayChunk),
       listener_(listener),
-      peer_ip_(peer.address().to_string()) {
+      peer_ip_(peer.address().to_string()),
+      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})) {
   // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
   // without room, a streamed body would arrive in tiny reads.
   buffer_.reserve(kRelayChunk);
@@ -169,11 +171,64 @@ Task<bool> Session::ServeOne() {
     if (!head.is_done()) ex.close = true;
     co_await ReplyError(ex, http::status::not_found, "no_route", "no route matches this request");
   } else {
-    ex.route = route->path_prefix;
-    co_await Forward(head, *route, ex);
+    ex.route = route->name;
+    if (std::optional<LimitOutcome> limits = co_await Limit(head, *route, ex)) {
+      co_await Forward(head, *route, ex, *limits);
+    }
   }
   Log(ex);
   co_return !ex.close && !worker_.draining();
+}
+
+Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
+                                                 const rules::RouteConfig& route, Exchange& ex) {
+  const GatewayState& state = worker_.state();
+  auto& req = head.get();
+  const FieldsLookup lookup(req);
+  const std::string_view target = req.target();
+  const rules::RequestFacts facts{req.method_string(), target.substr(0, target.find('?')),
+                                  req[http::field::host], route.name, peer_address_, &lookup};
+  const rules::Identity identity = state.identity->Resolve(facts);
+  LimitOutcome outcome =
+      DecideLimits({*state.identity, *state.rule_set, *state.store, state.clock->NowMs()}, facts,
+                   identity, evaluation_);
+  ex.ratelimit = outcome.log;
+  if (!identity.peer_trusted) {
+    // Identity headers count only from trusted proxies; nobody else may
+    // pass them on to the upstream either.
+    const rules::IdentityConfig& config = state.identity->config();
+    if (!config.user_header.empty()) req.erase(config.user_header);
+    if (!config.role_header.empty()) req.erase(config.role_header);
+  }
+  // An unread body would be taken for the next request.
+  if (outcome.verdict != Verdict::kForward && !head.is_done()) ex.close = true;
+  if (outcome.verdict == Verdict::kUnauthorized) {
+    co_await ReplyError(ex, http::status::unauthorized, "unauthorized",
+                        "the bearer token is not valid");
+    co_return std::nullopt;
+  }
+  if (outcome.verdict == Verdict::kReject) {
+    http::response<http::string_body> res =
+        MakeLimitedResponse(*outcome.shown, outcome.shown_decision);
+    res.keep_alive(!ex.close);
+    ex.status = res.result_int();
+    ex.bytes_out = res.body().size();
+    wire_.clear();
+    AppendWireHeader(res.base(), wire_);
+    wire_.append(res.body());
+    Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+    if (co_await WriteWire(stream_)) ex.close = true;
+    co_return std::nullopt;
+  }
+  if (outcome.delay_ms > 0) {
+    // Shaping (leaky_bucket without nodelay): the request waits for its turn
+    // on a timer; the thread serves others meanwhile.
+    asio::basic_waitable_timer<std::chrono::steady_clock,
+                               asio::wait_traits<std::chrono::steady_clock>, Executor>
+        turn(co_await asio::this_coro::executor, Ms(outcome.delay_ms));
+    co_await turn.async_wait(kUseTuple);
+  }
+  co_return outcome;
 }
 
 Task<ErrorCode> Session::WriteContinue() {
@@ -185,8 +240,8 @@ Task<ErrorCode> Session::WriteContinue() {
   co_return ec;
 }
 
-Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route,
-                                       Exchange& ex) {
+Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
+                            const LimitOutcome& limits) {
   const store::Clock& clock = *worker_.state().clock;
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   auto& req = head.get();
@@ -371,6 +426,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route,
   }
   if (worker_.draining()) ex.close = true;
   res.keep_alive(!ex.close);
+  if (limits.shown != nullptr) AddRateLimitHeaders(res, *limits.shown, limits.shown_decision);
 
   const RelayTimeouts to_client{upstream_budget(), Budget(timeouts.client_body_ms, ex)};
   bool complete = false;
@@ -460,6 +516,7 @@ void Session::Log(const Exchange& ex) {
   r.user_agent = ex.user_agent;
   r.referer = ex.referer;
   r.error = ex.error;
+  r.ratelimit = ex.ratelimit;
   log->Write(r);
 }
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "gateway/net.h"
+#include "gateway/ratelimit.h"
 #include "gateway/worker.h"
 
 namespace tollgate::gateway {
@@ -28,8 +29,12 @@ class Session {
   using HeadParser = http::request_parser<http::empty_body>;
 
   Task<bool> ServeOne();
-  Task<void> Forward(HeadParser& head, const rules::RouteConfig& route,
-                                Exchange& ex);
+  Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
+                     const LimitOutcome& limits);
+  // identify -> match rules -> decide; answers limited requests itself.
+  // Returns the outcome when the request goes on to the upstream.
+  Task<std::optional<LimitOutcome>> Limit(HeadParser& head, const rules::RouteConfig& route,
+                                          Exchange& ex);
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                                    std::string_view message);
   Task<ErrorCode> WriteContinue();
@@ -46,6 +51,8 @@ class Session {
   beast::flat_buffer buffer_;
   std::size_t listener_;
   std::string peer_ip_;
+  rules::IpAddress peer_address_;
+  rules::Evaluation evaluation_;  // reused between requests
   std::unique_ptr<char[]> relay_buffer_;
   std::string wire_;  // reused for every buffered message this session sends
   bool idle_ = true;

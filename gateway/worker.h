@@ -13,8 +13,11 @@
 #include "gateway/tls.h"
 #include "gateway/upstream_pool.h"
 #include "rules/config.h"
+#include "rules/identity.h"
 #include "rules/route_table.h"
+#include "rules/rule_set.h"
 #include "store/clock.h"
+#include "store/store.h"
 
 namespace tollgate::gateway {
 
@@ -25,6 +28,9 @@ struct GatewayState {
   std::vector<std::unique_ptr<ServerTls>> listener_tls;      // per listener; null: plain
   std::vector<std::unique_ptr<ssl::context>> upstream_tls;   // per upstream; null: plain
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
+  std::unique_ptr<rules::IdentityResolver> identity;
+  std::unique_ptr<rules::RuleSet> rule_set;
+  store::Store* store = nullptr;  // outlives the state (kept across configurations)
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
 };

@@ -1,5 +1,7 @@
 #include "rules/config.h"
 
+#include "rules/rules_config.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -161,6 +163,8 @@ void ReadRoute(TableReader r, const std::vector<UpstreamConfig>& upstreams,
     route.path_prefix = *v;
   }
   if (auto v = r.String("host")) route.host = *v;
+  if (auto v = r.String("name")) route.name = *v;
+  if (route.name.empty()) route.name = route.host + route.path_prefix;
   if (const toml::value* up = r.Require("upstream")) {
     if (auto name = ReadString(*up, "upstream", r.errors())) {
       route.upstream = *name;
@@ -226,6 +230,9 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
   ForEachTable(root, "routes", [&](TableReader r) {
     ReadRoute(std::move(r), config.upstreams, config.routes);
   });
+  ForTable(root, "identity", [&](TableReader r) { ReadIdentity(std::move(r), config.identity); });
+  ForTable(root, "store", [&](TableReader r) { ReadStore(std::move(r), config.store); });
+  ForEachTable(root, "rules", [&](TableReader r) { ReadRule(std::move(r), config.rules); });
   root.Finish();
   if (config.listeners.empty()) {
     errors.Add(ConfigError{name, 1, 1, "no [[listeners]]: tollgate needs at least one address"});

@@ -10,6 +10,7 @@
 
 #include "rules/config_reader.h"
 #include "rules/duration.h"
+#include "rules/rule.h"
 
 namespace tollgate::rules {
 
@@ -73,6 +74,7 @@ struct UpstreamConfig {
 };
 
 struct RouteConfig {
+  std::string name;  // for logs and metrics; default: the path_prefix
   std::string path_prefix = "/";
   std::string host;  // empty: any host
   std::string upstream;
@@ -89,6 +91,9 @@ struct Config {
   LogConfig log;
   std::vector<UpstreamConfig> upstreams;
   std::vector<RouteConfig> routes;
+  IdentityConfig identity;
+  StoreConfig store;
+  std::vector<RuleConfig> rules;  // in file order
 };
 
 struct LoadResult {

@@ -8,11 +8,14 @@
 
 namespace tollgate::store {
 
-// Milliseconds on a monotonic scale. Implementations are thread-safe.
+// Time in milliseconds. Implementations are thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
+  // A monotonic scale: durations, deadlines, rate-limit state.
   virtual std::int64_t NowMs() const = 0;
+  // Wall-clock time since the Unix epoch: token expiry and the like.
+  virtual std::int64_t UnixMs() const = 0;
 };
 
 // std::chrono::steady_clock in milliseconds since its epoch.
@@ -23,6 +26,11 @@ class SteadyClock final : public Clock {
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
   }
+  std::int64_t UnixMs() const override {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  }
 };
 
 // A clock that moves only when told to (tests, replay).
@@ -30,6 +38,8 @@ class ManualClock final : public Clock {
  public:
   explicit ManualClock(std::int64_t start_ms = 0) : now_ms_(start_ms) {}
   std::int64_t NowMs() const override { return now_ms_.load(std::memory_order_relaxed); }
+  // Both scales move together; tests set a Unix time when it matters.
+  std::int64_t UnixMs() const override { return NowMs(); }
   void Set(std::int64_t now_ms) { now_ms_.store(now_ms, std::memory_order_relaxed); }
   void Advance(std::int64_t delta_ms) { now_ms_.fetch_add(delta_ms, std::memory_order_relaxed); }
 

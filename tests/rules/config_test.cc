@@ -37,6 +37,7 @@ TEST(Config, MinimalFileGetsDefaults) {
   EXPECT_EQ(c.timeouts.client_header_ms, 10'000);
   EXPECT_EQ(c.limits.max_body_bytes, 10'485'760);
   EXPECT_EQ(c.routes[0].path_prefix, "/");
+  EXPECT_EQ(c.routes[0].name, "/");
   EXPECT_EQ(c.upstreams[0].fail_timeout_ms, 10'000);
 }
 
@@ -152,7 +153,9 @@ TEST(Routes, LongestPrefixAndHost) {
   EXPECT_EQ(table.Match("special.example.com:8080", "/api/users")->upstream, "special");
   EXPECT_EQ(table.Match("special.example.com", "/api/v2/x")->upstream, "v2");
   EXPECT_EQ(table.Match("x", "/apix")->upstream, "api");  // a prefix, as in nginx
-  RouteTable only_api(std::vector<RouteConfig>(routes.begin() + 1, routes.begin() + 2));
+  // The table refers to the configs: they must outlive it.
+  const std::vector<RouteConfig> api_only(routes.begin() + 1, routes.begin() + 2);
+  RouteTable only_api(api_only);
   EXPECT_EQ(only_api.Match("x", "/other"), nullptr);
 }
 

@@ -1,0 +1,129 @@
+#include "gateway/ratelimit.h"
+
+#include <fmt/format.h>
+
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+namespace tollgate::gateway {
+namespace {
+
+std::int64_t CeilSeconds(std::int64_t ms) { return (ms + 999) / 1000; }
+
+class InlineSink final : public store::DecisionSink {
+ public:
+  void OnDecision(const store::StoreResult& r) override {
+    result = r;
+    done = true;
+  }
+  store::StoreResult result;
+  bool done = false;
+};
+
+std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
+  if (allowed) return "allowed";
+  return action == rules::RuleAction::kDryRun ? "dry_run" : "limited";
+}
+
+}  // namespace
+
+std::string_view FieldsLookup::Get(std::string_view name) const {
+  auto it = fields_.find(name);
+  return it == fields_.end() ? std::string_view() : std::string_view(it->value());
+}
+
+std::string FieldsLookup::GetJoined(std::string_view name) const {
+  std::string out;
+  auto [first, last] = fields_.equal_range(name);
+  for (auto it = first; it != last; ++it) {
+    if (!out.empty()) out += ", ";
+    out.append(it->value().data(), it->value().size());
+  }
+  return out;
+}
+
+LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
+                          const rules::Identity& identity, rules::Evaluation& scratch) {
+  LimitOutcome outcome;
+  if (identity.token == rules::TokenState::kInvalid && context.identity.config().jwt &&
+      context.identity.config().jwt->on_invalid == rules::OnInvalidToken::kReject) {
+    outcome.verdict = Verdict::kUnauthorized;
+    outcome.log = "jwt:invalid";
+    return outcome;
+  }
+  context.rules.Evaluate(request, identity, scratch);
+  if (scratch.exempt != nullptr) {
+    outcome.log = scratch.exempt->name + ":exempt";
+    return outcome;
+  }
+  for (const rules::RuleHit& hit : scratch.hits) {
+    const rules::RuleConfig& rule = *hit.rule;
+    InlineSink sink;
+    context.store.Decide({hit.key, rule.limit.get(), rule.cost, context.now_ms}, sink);
+    // Every store the gateway runs today completes inline.
+    const algorithms::Decision& d = sink.result.decision;
+    if (!outcome.log.empty()) outcome.log += ',';
+    outcome.log += rule.name;
+    outcome.log += ':';
+    outcome.log += DecisionWord(d.allowed, rule.action);
+    const bool enforced = !d.allowed && rule.action != rules::RuleAction::kDryRun;
+    if (enforced) {
+      // The limiting rule with the longest wait speaks for the response.
+      if (outcome.verdict != Verdict::kReject ||
+          d.retry_after_ms > outcome.shown_decision.retry_after_ms) {
+        outcome.shown = &rule;
+        outcome.shown_decision = d;
+      }
+      outcome.verdict = Verdict::kReject;
+      continue;
+    }
+    if (d.allowed) outcome.delay_ms = std::max(outcome.delay_ms, d.delay_ms);
+    if (outcome.verdict == Verdict::kForward && rule.headers == rules::RateLimitHeaders::kAll &&
+        (outcome.shown == nullptr || d.remaining < outcome.shown_decision.remaining)) {
+      outcome.shown = &rule;
+      outcome.shown_decision = d;
+    }
+  }
+  return outcome;
+}
+
+void AddRateLimitHeaders(http::fields& fields, const rules::RuleConfig& rule,
+                         const algorithms::Decision& d) {
+  if (rule.headers == rules::RateLimitHeaders::kNone) return;
+  const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
+  const auto policy_name = [&](std::size_t i) {
+    return rule.windows.size() == 1 ? rule.name : rule.name + ":" + rule.windows[i].text;
+  };
+  std::string policy;
+  for (std::size_t i = 0; i < rule.windows.size(); ++i) {
+    if (!policy.empty()) policy += ", ";
+    policy += fmt::format("\"{}\";q={};w={}", policy_name(i), rule.limit->windows[i].limit,
+                          rule.windows[i].seconds);
+  }
+  const std::int64_t reset_s = CeilSeconds(d.reset_ms);
+  fields.set("RateLimit-Policy", policy);
+  fields.set("RateLimit",
+             fmt::format("\"{}\";r={};t={}", policy_name(w), std::max<std::int64_t>(0, d.remaining),
+                         reset_s));
+  fields.set("X-RateLimit-Limit", std::to_string(rule.limit->windows[w].limit));
+  fields.set("X-RateLimit-Remaining", std::to_string(std::max<std::int64_t>(0, d.remaining)));
+  fields.set("X-RateLimit-Reset", std::to_string(reset_s));
+}
+
+http::response<http::string_body> MakeLimitedResponse(const rules::RuleConfig& rule,
+                                                      const algorithms::Decision& d) {
+  http::response<http::string_body> res{static_cast<http::status>(rule.status), 11};
+  res.set(http::field::server, "tollgate");
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::retry_after, std::to_string(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms))));
+  AddRateLimitHeaders(res, rule, d);
+  boost::json::object body;
+  body["error"] = "rate_limited";
+  body["rule"] = rule.name;
+  body["retry_after_ms"] = d.retry_after_ms;
+  res.body() = boost::json::serialize(body) + "\n";
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,60 @@
+// The identify -> match -> decide steps of a request, and what a client sees
+// of the decision: the IETF RateLimit/RateLimit-Policy fields, the common
+// X-RateLimit-* fields, Retry-After, and the 429 body. Runs on the request's
+// worker thread; the rule set and store are shared and thread-safe.
+#pragma once
+
+#include <string>
+
+#include "gateway/net.h"
+#include "rules/identity.h"
+#include "rules/rule_set.h"
+#include "store/store.h"
+
+namespace tollgate::gateway {
+
+enum class Verdict { kForward, kReject, kUnauthorized };
+
+struct LimitOutcome {
+  Verdict verdict = Verdict::kForward;
+  // The rule whose numbers go into the response headers (the one closest to
+  // its limit, or the one that limited), and its decision.
+  const rules::RuleConfig* shown = nullptr;
+  algorithms::Decision shown_decision;
+  std::int64_t delay_ms = 0;  // leaky_bucket shaping: hold the request this long
+  std::string log;            // "rule:decision,..." for the access log
+};
+
+struct LimitContext {
+  const rules::IdentityResolver& identity;
+  const rules::RuleSet& rules;
+  store::Store& store;
+  std::int64_t now_ms;
+};
+
+// Decides every rule that applies. The store must complete inline (the
+// local store does); `scratch` is reused between requests.
+LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
+                          const rules::Identity& identity, rules::Evaluation& scratch);
+
+// Adds the rate-limit fields for `rule`'s decision to a response.
+void AddRateLimitHeaders(http::fields& fields, const rules::RuleConfig& rule,
+                         const algorithms::Decision& decision);
+
+// The answer to a limited request: the rule's status, Retry-After, headers,
+// and {"error":"rate_limited","rule":...,"retry_after_ms":...}.
+http::response<http::string_body> MakeLimitedResponse(const rules::RuleConfig& rule,
+                                                      const algorithms::Decision& decision);
+
+// Beast's fields as rules::HeaderLookup.
+class FieldsLookup final : public rules::HeaderLookup {
+ public:
+  explicit FieldsLookup(const http::fields& fields) : fields_(fields) {}
+  std::string_view Get(std::string_view name) const override;
+  std::string GetJoined(std::string_view name) const override;
+
+ private:
+  const http::fields& fields_;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,47 @@
+// Who a request comes from: client IP (the socket peer, or from
+// X-Forwarded-For only when the peer is a trusted proxy), user and role
+// (from a verified JWT, or from headers only when the peer is a trusted
+// proxy). Immutable after construction; thread-safe.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "rules/jwt.h"
+#include "rules/request_facts.h"
+#include "rules/rule.h"
+#include "store/clock.h"
+
+namespace tollgate::rules {
+
+enum class TokenState { kNone, kValid, kInvalid };
+
+struct Identity {
+  IpAddress client_ip;
+  std::string user;  // empty: anonymous
+  std::string role;
+  TokenState token = TokenState::kNone;
+  bool peer_trusted = false;  // identity headers from the peer may be honoured
+  bool anonymous() const { return user.empty(); }
+};
+
+class IdentityResolver {
+ public:
+  // nullptr with `error` set when the JWT key cannot be used.
+  static std::unique_ptr<IdentityResolver> Create(const IdentityConfig& config,
+                                                  const store::Clock& clock, std::string& error);
+  Identity Resolve(const RequestFacts& request) const;
+  const IdentityConfig& config() const { return config_; }
+  // The client IP alone (peer, or X-Forwarded-For behind trusted proxies).
+  IpAddress ClientIp(const IpAddress& peer, const HeaderLookup& headers) const;
+
+ private:
+  IdentityResolver(const IdentityConfig& config, const store::Clock& clock);
+  bool Trusted(const IpAddress& address) const;
+
+  IdentityConfig config_;
+  const store::Clock& clock_;
+  std::unique_ptr<JwtVerifier> jwt_;
+};
+
+}  // namespace tollgate::rules

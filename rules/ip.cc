@@ -1,0 +1,77 @@
+#include "rules/ip.h"
+
+#include <arpa/inet.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace tollgate::rules {
+
+std::optional<IpAddress> IpAddress::Parse(std::string_view text) {
+  if (text.empty() || text.size() > 45) return std::nullopt;
+  char buf[46];
+  std::memcpy(buf, text.data(), text.size());
+  buf[text.size()] = '\0';
+  IpAddress a;
+  in_addr v4{};
+  if (inet_pton(AF_INET, buf, &v4) == 1) {
+    a.bytes[10] = 0xff;
+    a.bytes[11] = 0xff;
+    std::memcpy(a.bytes.data() + 12, &v4, 4);
+    a.v4 = true;
+    return a;
+  }
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, buf, &v6) == 1) {
+    std::memcpy(a.bytes.data(), &v6, 16);
+    static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    a.v4 = std::memcmp(a.bytes.data(), kMapped, 12) == 0;
+    return a;
+  }
+  return std::nullopt;
+}
+
+std::string IpAddress::ToString() const {
+  char buf[INET6_ADDRSTRLEN];
+  if (v4) {
+    inet_ntop(AF_INET, bytes.data() + 12, buf, sizeof(buf));
+  } else {
+    inet_ntop(AF_INET6, bytes.data(), buf, sizeof(buf));
+  }
+  return buf;
+}
+
+std::optional<Cidr> Cidr::Parse(std::string_view text) {
+  const std::size_t slash = text.find('/');
+  auto address = IpAddress::Parse(text.substr(0, slash));
+  if (!address) return std::nullopt;
+  Cidr c;
+  c.network = *address;
+  const int family_bits = address->v4 ? 32 : 128;
+  int bits = family_bits;
+  if (slash != std::string_view::npos) {
+    const std::string_view digits = text.substr(slash + 1);
+    auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits);
+    if (ec != std::errc() || ptr != digits.data() + digits.size() || bits < 0 ||
+        bits > family_bits) {
+      return std::nullopt;
+    }
+  }
+  c.prefix_length = bits + (address->v4 ? 96 : 0);
+  // Host bits are ignored: 10.1.2.3/8 means 10.0.0.0/8.
+  for (int i = c.prefix_length; i < 128; ++i) {
+    c.network.bytes[i / 8] &= static_cast<std::uint8_t>(~(0x80u >> (i % 8)));
+  }
+  return c;
+}
+
+bool Cidr::Contains(const IpAddress& address) const {
+  const int full = prefix_length / 8;
+  if (std::memcmp(address.bytes.data(), network.bytes.data(), full) != 0) return false;
+  const int rest = prefix_length % 8;
+  if (rest == 0) return true;
+  const auto mask = static_cast<std::uint8_t>(0xff00u >> rest);
+  return (address.bytes[full] & mask) == network.bytes[full];
+}
+
+}  // namespace tollgate::rules

@@ -1,0 +1,33 @@
+// IP addresses and CIDR blocks without a networking library: IPv4 is held
+// as an IPv4-mapped IPv6 address, so one comparison serves both families.
+// Values; thread-safe.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tollgate::rules {
+
+struct IpAddress {
+  std::array<std::uint8_t, 16> bytes{};
+  bool v4 = false;
+
+  // "192.0.2.1", "2001:db8::1" (no brackets, no port).
+  static std::optional<IpAddress> Parse(std::string_view text);
+  std::string ToString() const;
+  friend bool operator==(const IpAddress&, const IpAddress&) = default;
+};
+
+struct Cidr {
+  IpAddress network;
+  int prefix_length = 0;  // over the 128-bit form
+
+  // "10.0.0.0/8", "::1/128", or a bare address (a single host).
+  static std::optional<Cidr> Parse(std::string_view text);
+  bool Contains(const IpAddress& address) const;
+};
+
+}  // namespace tollgate::rules

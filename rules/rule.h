@@ -1,0 +1,82 @@
+// Rate-limit rules, identity and store settings as the configuration states
+// them, validated. Part of rules::Config; immutable once loaded.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "algorithms/limit.h"
+#include "rules/ip.h"
+#include "store/store.h"
+
+namespace tollgate::rules {
+
+enum class KeyPartKind { kIp, kUser, kRole, kGlobal, kRoute, kHeader };
+
+struct KeyPart {
+  KeyPartKind kind = KeyPartKind::kIp;
+  std::string header;  // kHeader only: the header's name
+};
+
+enum class RuleAction { kReject, kDelay, kDryRun };
+enum class RateLimitHeaders { kAll, kLimited, kNone };
+
+// Every condition present must hold; an absent one matches anything.
+struct RuleMatch {
+  std::string path_prefix;
+  std::vector<std::string> methods;  // upper case
+  std::vector<std::string> roles;
+  std::vector<Cidr> ips;             // the client IP (see IdentityConfig)
+  std::string host;                  // lower case, no port
+  std::vector<std::pair<std::string, std::string>> headers;  // name, exact value
+  std::optional<bool> anonymous;     // true: no user; false: a user
+};
+
+struct WindowLabel {
+  std::string text;        // as written, e.g. "1m": names the policy in headers
+  std::int64_t seconds;    // for RateLimit-Policy's w
+};
+
+struct RuleConfig {
+  std::string name;
+  RuleMatch match;
+  bool exempt = false;  // a match lets the request through, no later rule applies
+  std::vector<KeyPart> key;
+  std::shared_ptr<const store::LimitSpec> limit;  // null for exempt rules
+  std::vector<WindowLabel> windows;               // parallel to limit->windows
+  std::int64_t cost = 1;
+  RuleAction action = RuleAction::kReject;
+  std::int64_t max_delay_ms = 0;
+  unsigned status = 429;
+  RateLimitHeaders headers = RateLimitHeaders::kAll;
+};
+
+enum class JwtAlgorithm { kHs256, kRs256, kEs256 };
+enum class OnInvalidToken { kAnonymous, kReject };
+
+struct JwtConfig {
+  JwtAlgorithm algorithm = JwtAlgorithm::kHs256;
+  std::string secret;           // HS256: the key bytes (from secret_env or secret_file)
+  std::string public_key_pem;   // RS256/ES256: the key itself (read from public_key_file)
+  std::string user_claim = "sub";
+  std::string role_claim = "role";
+  std::int64_t leeway_ms = 30'000;
+  OnInvalidToken on_invalid = OnInvalidToken::kAnonymous;
+};
+
+struct IdentityConfig {
+  std::vector<Cidr> trusted_proxies;
+  std::string user_header;  // empty: users come only from JWTs
+  std::string role_header;
+  std::optional<JwtConfig> jwt;
+};
+
+struct StoreConfig {
+  std::size_t max_keys = 1'000'000;
+};
+
+}  // namespace tollgate::rules

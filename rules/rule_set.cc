@@ -1,0 +1,108 @@
+#include "rules/rule_set.h"
+
+#include <openssl/sha.h>
+
+#include <algorithm>
+
+#include "rules/route_table.h"
+
+namespace tollgate::rules {
+namespace {
+
+void AppendBounded(std::string_view value, std::string& out) {
+  out.push_back('\x1f');
+  if (value.size() <= kMaxKeyPart) {
+    out.append(value);
+    return;
+  }
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
+  static constexpr char kHex[] = "0123456789abcdef";
+  out.push_back('#');
+  for (int i = 0; i < 16; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+}
+
+}  // namespace
+
+bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity& identity) {
+  if (!match.path_prefix.empty() &&
+      request.path.substr(0, match.path_prefix.size()) != match.path_prefix) {
+    return false;
+  }
+  if (!match.methods.empty() &&
+      std::find(match.methods.begin(), match.methods.end(), request.method) ==
+          match.methods.end()) {
+    return false;
+  }
+  if (match.anonymous && *match.anonymous != identity.anonymous()) return false;
+  if (!match.roles.empty() &&
+      std::find(match.roles.begin(), match.roles.end(), identity.role) == match.roles.end()) {
+    return false;
+  }
+  if (!match.ips.empty() && std::none_of(match.ips.begin(), match.ips.end(), [&](const Cidr& c) {
+        return c.Contains(identity.client_ip);
+      })) {
+    return false;
+  }
+  if (!match.host.empty() && NormalizeHost(request.host) != match.host) return false;
+  for (const auto& [name, value] : match.headers) {
+    if (request.headers->Get(name) != value) return false;
+  }
+  return true;
+}
+
+std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,
+                                    const Identity& identity) {
+  std::string key = rule.name;
+  for (const KeyPart& part : rule.key) {
+    switch (part.kind) {
+      case KeyPartKind::kIp:
+        AppendBounded(std::string_view(reinterpret_cast<const char*>(identity.client_ip.bytes.data()),
+                                       identity.client_ip.bytes.size()),
+                      key);
+        break;
+      case KeyPartKind::kUser:
+        if (identity.user.empty()) return std::nullopt;
+        AppendBounded(identity.user, key);
+        break;
+      case KeyPartKind::kRole:
+        if (identity.role.empty()) return std::nullopt;
+        AppendBounded(identity.role, key);
+        break;
+      case KeyPartKind::kGlobal:
+        AppendBounded("*", key);
+        break;
+      case KeyPartKind::kRoute:
+        AppendBounded(request.route, key);
+        break;
+      case KeyPartKind::kHeader: {
+        const std::string_view value = request.headers->Get(part.header);
+        if (value.empty()) return std::nullopt;
+        AppendBounded(value, key);
+        break;
+      }
+    }
+  }
+  return key;
+}
+
+RuleSet::RuleSet(const std::vector<RuleConfig>& rules) : rules_(rules) {}
+
+void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
+                       Evaluation& out) const {
+  out.exempt = nullptr;
+  out.hits.clear();
+  for (const RuleConfig& rule : rules_) {
+    if (!Matches(rule.match, request, identity)) continue;
+    if (rule.exempt) {
+      out.exempt = &rule;
+      return;
+    }
+    if (auto key = BuildKey(rule, request, identity)) out.hits.push_back({&rule, std::move(*key)});
+  }
+}
+
+}  // namespace tollgate::rules

@@ -1,0 +1,47 @@
+// Which rules apply to a request and under which store keys. Rules are
+// evaluated in file order; every matching rule applies, and the first
+// matching exempt rule stops the evaluation. Immutable; thread-safe. Refers
+// to the RuleConfigs it was built from, which must outlive it.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "rules/identity.h"
+#include "rules/request_facts.h"
+#include "rules/rule.h"
+
+namespace tollgate::rules {
+
+struct RuleHit {
+  const RuleConfig* rule;
+  std::string key;  // for the store; bounded, see BuildKey
+};
+
+struct Evaluation {
+  const RuleConfig* exempt = nullptr;  // the exempt rule that matched, if any
+  std::vector<RuleHit> hits;           // the limiting rules that apply, in file order
+};
+
+class RuleSet {
+ public:
+  explicit RuleSet(const std::vector<RuleConfig>& rules);
+  void Evaluate(const RequestFacts& request, const Identity& identity, Evaluation& out) const;
+  bool empty() const { return rules_.empty(); }
+
+ private:
+  const std::vector<RuleConfig>& rules_;
+};
+
+bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity& identity);
+
+// "<rule>\x1f<part>\x1f<part>...": a part longer than kMaxKeyPart bytes is
+// replaced by "#" and 32 hex digits of its SHA-256, so keys stay short and a
+// client cannot choose a long key. nullopt when the request lacks a part
+// (no user, no role, no such header): the rule does not apply to it.
+inline constexpr std::size_t kMaxKeyPart = 64;
+std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,
+                                    const Identity& identity);
+
+}  // namespace tollgate::rules

@@ -1,0 +1,356 @@
+#include "rules/rules_config.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "algorithms/validate.h"
+
+namespace tollgate::rules {
+namespace {
+
+std::string Lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+std::string Upper(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::optional<std::string> ReadFileText(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return std::nullopt;
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A string or an array of strings.
+std::optional<std::vector<std::string>> StringOrStrings(const toml::value& v,
+                                                        std::string_view name,
+                                                        ErrorList& errors) {
+  if (v.is_string()) return std::vector<std::string>{v.as_string().str};
+  if (!v.is_array()) {
+    errors.Add(v, fmt::format("\"{}\" must be a string or an array of strings; got {}", name,
+                              DescribeType(v)));
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (const toml::value& item : v.as_array()) {
+    auto s = ReadString(item, name, errors);
+    if (!s) return std::nullopt;
+    out.push_back(*s);
+  }
+  return out;
+}
+
+std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors) {
+  std::vector<Cidr> out;
+  auto list = StringOrStrings(v, name, errors);
+  if (!list) return out;
+  const toml::value* items = v.is_array() ? nullptr : &v;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    auto c = Cidr::Parse((*list)[i]);
+    if (c) {
+      out.push_back(*c);
+    } else {
+      errors.Add(items != nullptr ? *items : v.as_array()[i],
+                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\"; "
+                             "got \"{}\"",
+                             name, (*list)[i]));
+    }
+  }
+  return out;
+}
+
+void ReadMatch(const toml::value& v, RuleMatch& out, ErrorList& errors) {
+  if (!v.is_table()) {
+    errors.Add(v, fmt::format("\"match\" must be a table; got {}", DescribeType(v)));
+    return;
+  }
+  TableReader r(v, errors);
+  if (auto s = r.String("path_prefix")) {
+    if (s->empty() || s->front() != '/') {
+      errors.Add(*r.Find("path_prefix"),
+                 fmt::format("\"path_prefix\" must start with \"/\"; got \"{}\"", *s));
+    }
+    out.path_prefix = *s;
+  }
+  if (const toml::value* m = r.Find("methods")) {
+    if (auto list = StringOrStrings(*m, "methods", errors)) {
+      for (const std::string& method : *list) out.methods.push_back(Upper(method));
+    }
+  }
+  if (const toml::value* roles = r.Find("role")) {
+    if (auto list = StringOrStrings(*roles, "role", errors)) out.roles = *list;
+  }
+  if (const toml::value* ips = r.Find("ip")) out.ips = ReadCidrs(*ips, "ip", errors);
+  if (auto s = r.String("host")) out.host = Lower(*s);
+  if (const toml::value* h = r.Find("header")) {
+    if (!h->is_table()) {
+      errors.Add(*h, fmt::format("\"header\" must be a table {{ \"Name\" = \"value\" }}; got {}",
+                                 DescribeType(*h)));
+    } else {
+      for (const auto& [name, value] : h->as_table()) {
+        if (auto s = ReadString(value, name, errors)) out.headers.emplace_back(name, *s);
+      }
+    }
+  }
+  if (auto b = r.Bool("anonymous")) out.anonymous = *b;
+  r.Finish();
+}
+
+std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& errors) {
+  auto list = StringOrStrings(v, "key", errors);
+  if (!list) return std::nullopt;
+  std::vector<KeyPart> parts;
+  for (const std::string& text : *list) {
+    KeyPart part;
+    if (text == "ip") {
+      part.kind = KeyPartKind::kIp;
+    } else if (text == "user") {
+      part.kind = KeyPartKind::kUser;
+    } else if (text == "role") {
+      part.kind = KeyPartKind::kRole;
+    } else if (text == "global") {
+      part.kind = KeyPartKind::kGlobal;
+    } else if (text == "route") {
+      part.kind = KeyPartKind::kRoute;
+    } else if (text.rfind("header:", 0) == 0 && text.size() > 7) {
+      part.kind = KeyPartKind::kHeader;
+      part.header = text.substr(7);
+    } else {
+      errors.Add(v, fmt::format("\"key\" parts must be \"ip\", \"user\", \"role\", \"global\", "
+                                "\"route\" or \"header:NAME\"; got \"{}\"",
+                                text));
+      return std::nullopt;
+    }
+    parts.push_back(part);
+  }
+  if (parts.empty()) {
+    errors.Add(v, "\"key\" names no part");
+    return std::nullopt;
+  }
+  return parts;
+}
+
+std::optional<std::pair<std::int64_t, WindowLabel>> ReadWindow(const toml::value& table,
+                                                               ErrorList& errors) {
+  TableReader r(table, errors);
+  const toml::value* limit = r.Require("limit");
+  const toml::value* window = r.Require("window");
+  std::optional<std::int64_t> l = r.Integer("limit", 1, std::numeric_limits<std::int64_t>::max());
+  std::optional<std::int64_t> w = r.DurationMs("window", 1);
+  r.Finish();
+  if (limit == nullptr || window == nullptr || !l || !w) return std::nullopt;
+  return std::pair{*l, WindowLabel{window->as_string().str, std::max<std::int64_t>(1, *w / 1000)}};
+}
+
+}  // namespace
+
+void ReadIdentity(TableReader r, IdentityConfig& out) {
+  if (const toml::value* v = r.Find("trusted_proxies")) {
+    out.trusted_proxies = ReadCidrs(*v, "trusted_proxies", r.errors());
+  }
+  if (auto s = r.String("user_header")) out.user_header = *s;
+  if (auto s = r.String("role_header")) out.role_header = *s;
+  if (const toml::value* jwt = r.Find("jwt")) {
+    if (!jwt->is_table()) {
+      r.errors().Add(*jwt, fmt::format("\"jwt\" must be a table; got {}", DescribeType(*jwt)));
+    } else {
+      JwtConfig j;
+      TableReader jr(*jwt, r.errors());
+      if (auto a = jr.OneOf("algorithm", {"HS256", "RS256", "ES256"})) {
+        j.algorithm = *a == "HS256"   ? JwtAlgorithm::kHs256
+                      : *a == "RS256" ? JwtAlgorithm::kRs256
+                                      : JwtAlgorithm::kEs256;
+      }
+      if (auto env = jr.String("secret_env")) {
+        const char* value = std::getenv(env->c_str());
+        if (value == nullptr || *value == '\0') {
+          r.errors().Add(*jr.Find("secret_env"),
+                         fmt::format("environment variable {} is not set", *env));
+        } else {
+          j.secret = value;
+        }
+      }
+      if (auto file = jr.String("secret_file")) {
+        auto text = ReadFileText(*file);
+        if (!text) {
+          r.errors().Add(*jr.Find("secret_file"), fmt::format("cannot read \"{}\"", *file));
+        } else {
+          while (!text->empty() && (text->back() == '\n' || text->back() == '\r')) {
+            text->pop_back();
+          }
+          j.secret = *text;
+        }
+      }
+      if (auto file = jr.String("public_key_file")) {
+        auto text = ReadFileText(*file);
+        if (!text) {
+          r.errors().Add(*jr.Find("public_key_file"), fmt::format("cannot read \"{}\"", *file));
+        } else {
+          j.public_key_pem = *text;
+        }
+      }
+      if (auto s = jr.String("user_claim")) j.user_claim = *s;
+      if (auto s = jr.String("role_claim")) j.role_claim = *s;
+      if (auto d = jr.DurationMs("leeway")) j.leeway_ms = *d;
+      if (auto s = jr.OneOf("on_invalid", {"anonymous", "reject"})) {
+        j.on_invalid = *s == "reject" ? OnInvalidToken::kReject : OnInvalidToken::kAnonymous;
+      }
+      const bool hmac = j.algorithm == JwtAlgorithm::kHs256;
+      if (hmac && j.secret.empty() && !jr.Has("secret_env") && !jr.Has("secret_file")) {
+        r.errors().Add(*jwt, "HS256 needs \"secret_env\" or \"secret_file\"");
+      }
+      if (!hmac && !jr.Has("public_key_file")) {
+        r.errors().Add(*jwt, "RS256 and ES256 need \"public_key_file\"");
+      }
+      jr.Finish();
+      out.jwt = j;
+    }
+  }
+  r.Finish();
+}
+
+void ReadStore(TableReader r, StoreConfig& out) {
+  r.OneOf("kind", {"local"});
+  if (auto n = r.Integer("max_keys", 1, std::int64_t{1} << 32)) {
+    out.max_keys = static_cast<std::size_t>(*n);
+  }
+  r.Finish();
+}
+
+void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
+  RuleConfig rule;
+  ErrorList& errors = r.errors();
+  if (const toml::value* name = r.Require("name")) {
+    if (auto s = ReadString(*name, "name", errors)) {
+      rule.name = *s;
+      if (s->empty()) errors.Add(*name, "\"name\" must not be empty");
+      for (const RuleConfig& other : out) {
+        if (other.name == *s) errors.Add(*name, fmt::format("rule \"{}\" is defined twice", *s));
+      }
+    }
+  }
+  if (const toml::value* m = r.Find("match")) ReadMatch(*m, rule.match, errors);
+  if (auto b = r.Bool("exempt")) rule.exempt = *b;
+  if (rule.exempt) {
+    // An exempt rule only matches: limits, keys and actions do not apply.
+    for (const char* key : {"key", "algorithm", "limit", "window", "limits", "burst",
+                            "sub_windows", "nodelay", "cost", "action", "max_delay", "status",
+                            "headers"}) {
+      if (const toml::value* v = r.Find(key)) {
+        errors.Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
+      }
+    }
+    r.Finish();
+    out.push_back(std::move(rule));
+    return;
+  }
+  if (const toml::value* key = r.Require("key")) {
+    if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
+  }
+  const toml::value* algorithm_value = r.Require("algorithm");
+  auto algorithm_name =
+      r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+                            "sub_window", "two_bucket"});
+  std::optional<algorithms::Algorithm> algorithm;
+  if (algorithm_name) algorithm = algorithms::ParseAlgorithm(*algorithm_name);
+
+  // Windows: `limit` + `window`, or `limits = [ { limit, window }, ... ]`.
+  std::vector<std::pair<std::int64_t, WindowLabel>> windows;
+  const toml::value* limits_value = r.Find("limits");
+  const toml::value* where = limits_value;
+  if (limits_value != nullptr) {
+    if (r.Has("limit") || r.Has("window")) {
+      errors.Add(*limits_value, "use either \"limits\" or \"limit\" and \"window\", not both");
+    }
+    if (!limits_value->is_array()) {
+      errors.Add(*limits_value, fmt::format("\"limits\" must be an array of {{ limit, window }} "
+                                            "tables; got {}",
+                                            DescribeType(*limits_value)));
+    } else {
+      for (const toml::value& item : limits_value->as_array()) {
+        if (!item.is_table()) {
+          errors.Add(item, "each \"limits\" entry must be a table { limit = N, window = \"1m\" }");
+          continue;
+        }
+        if (auto w = ReadWindow(item, errors)) windows.push_back(*w);
+      }
+    }
+  } else {
+    where = r.Require("limit");
+    const toml::value* window = r.Require("window");
+    auto l = r.Integer("limit", 1, std::numeric_limits<std::int64_t>::max());
+    auto w = r.DurationMs("window", 1);
+    if (where != nullptr && window != nullptr && l && w) {
+      windows.push_back({*l, WindowLabel{window->as_string().str, std::max<std::int64_t>(1, *w / 1000)}});
+    }
+  }
+  const bool bucket = algorithm == algorithms::Algorithm::kTokenBucket ||
+                      algorithm == algorithms::Algorithm::kLeakyBucket;
+  std::optional<std::int64_t> burst = r.Integer("burst", 0, std::int64_t{1} << 40);
+  if (burst && algorithm && !bucket) {
+    errors.Add(*r.Find("burst"), "\"burst\" applies to token_bucket and leaky_bucket only");
+  }
+  std::int64_t sub_windows = 10;
+  if (auto n = r.Integer("sub_windows", 1, algorithms::kMaxSubWindows)) {
+    sub_windows = *n;
+    if (algorithm && algorithm != algorithms::Algorithm::kSubWindow) {
+      errors.Add(*r.Find("sub_windows"), "\"sub_windows\" applies to sub_window only");
+    }
+  }
+  bool nodelay = false;
+  if (auto b = r.Bool("nodelay")) {
+    nodelay = *b;
+    if (algorithm && algorithm != algorithms::Algorithm::kLeakyBucket) {
+      errors.Add(*r.Find("nodelay"), "\"nodelay\" applies to leaky_bucket only");
+    }
+  }
+  if (auto c = r.Integer("cost", 1, std::int64_t{1} << 40)) rule.cost = *c;
+  if (auto a = r.OneOf("action", {"reject", "delay", "dry_run"})) {
+    rule.action = *a == "delay" ? RuleAction::kDelay
+                  : *a == "dry_run" ? RuleAction::kDryRun
+                                    : RuleAction::kReject;
+  }
+  if (auto d = r.DurationMs("max_delay")) rule.max_delay_ms = *d;
+  if (auto s = r.Integer("status", 400, 599)) rule.status = static_cast<unsigned>(*s);
+  if (auto h = r.OneOf("headers", {"all", "limited", "none"})) {
+    rule.headers = *h == "none"      ? RateLimitHeaders::kNone
+                   : *h == "limited" ? RateLimitHeaders::kLimited
+                                     : RateLimitHeaders::kAll;
+  }
+  if (algorithm && where != nullptr && !windows.empty()) {
+    std::vector<algorithms::LimitParams> params;
+    for (const auto& [limit, label] : windows) {
+      algorithms::LimitParams p;
+      p.algorithm = *algorithm;
+      p.limit = limit;
+      p.window_ms = *ParseDurationMs(label.text);
+      p.burst = burst.value_or(*algorithm == algorithms::Algorithm::kTokenBucket ? limit : 0);
+      p.sub_windows = sub_windows;
+      p.shaping = nodelay ? algorithms::Shaping::kNoDelay : algorithms::Shaping::kDelay;
+      params.push_back(p);
+      rule.windows.push_back(label);
+    }
+    if (auto problem = algorithms::ValidateWindows(params)) {
+      errors.Add(*where, *problem);
+    } else if (auto cost_problem = algorithms::ValidateCost(params, rule.cost)) {
+      errors.Add(r.Find("cost") != nullptr ? *r.Find("cost") : *where, *cost_problem);
+    } else {
+      rule.limit = std::make_shared<const store::LimitSpec>(store::LimitSpec::Make(params));
+    }
+  }
+  (void)algorithm_value;
+  r.Finish();
+  out.push_back(std::move(rule));
+}
+
+}  // namespace tollgate::rules
