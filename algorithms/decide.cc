@@ -309,6 +309,7 @@ bool SubDecideFused(const LimitParams& p, std::byte* state, int64_t now_ms, int6
     }
   }
   d.remaining = p.limit - total;
+  d.window = 0;
   int64_t pos = newest_pos;
   for (int64_t j = index; j > index - n; --j) {
     if (v.counts[pos] > 0) {
@@ -317,6 +318,7 @@ bool SubDecideFused(const LimitParams& p, std::byte* state, int64_t now_ms, int6
     }
     pos = pos == 0 ? n - 1 : pos - 1;
   }
+  d.window_reset_ms = d.reset_ms;
   return true;
 }
 
@@ -477,6 +479,7 @@ Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const
     if (s.remaining < d.remaining) {
       d.remaining = s.remaining;
       d.window = static_cast<std::uint8_t>(i);
+      d.window_reset_ms = s.reset_ms;
     }
     d.reset_ms = std::max(d.reset_ms, s.reset_ms);
   }

@@ -46,8 +46,9 @@ struct Decision {
   std::int64_t remaining = 0;
   std::int64_t retry_after_ms = 0;  // 0 when allowed
   std::int64_t delay_ms = 0;        // leaky_bucket shaping only
-  std::int64_t reset_ms = 0;
-  std::uint8_t window = 0;  // the window whose `remaining` is reported (the lowest)
+  std::int64_t reset_ms = 0;  // the longest over the windows: the key is fresh again
+  std::uint8_t window = 0;    // the window whose `remaining` is reported (the lowest)
+  std::int64_t window_reset_ms = 0;  // reset_ms of that window alone (for headers)
 };
 
 }  // namespace tollgate::algorithms

@@ -100,7 +100,7 @@ void AddRateLimitHeaders(http::fields& fields, const rules::RuleConfig& rule,
     policy += fmt::format("\"{}\";q={};w={}", policy_name(i), rule.limit->windows[i].limit,
                           rule.windows[i].seconds);
   }
-  const std::int64_t reset_s = CeilSeconds(d.reset_ms);
+  const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
   fields.set("RateLimit-Policy", policy);
   fields.set("RateLimit",
              fmt::format("\"{}\";r={};t={}", policy_name(w), std::max<std::int64_t>(0, d.remaining),

@@ -179,10 +179,10 @@ JwtClaims JwtVerifier::Verify(std::string_view token, std::int64_t now_unix_ms) 
     claims.problem = "malformed base64url";
     return claims;
   }
+  // Only the header is read before the signature is checked.
   auto header = ParseObject(*header_json);
-  auto payload = ParseObject(*payload_json);
-  if (!header || !payload) {
-    claims.problem = "header or payload is not a JSON object";
+  if (!header) {
+    claims.problem = "header is not a JSON object";
     return claims;
   }
   auto alg = header->find("alg");
@@ -193,6 +193,11 @@ JwtClaims JwtVerifier::Verify(std::string_view token, std::int64_t now_unix_ms) 
   }
   if (!SignatureMatches(token.substr(0, dot2), *signature)) {
     claims.problem = "bad signature";
+    return claims;
+  }
+  auto payload = ParseObject(*payload_json);
+  if (!payload) {
+    claims.problem = "payload is not a JSON object";
     return claims;
   }
   if (auto exp = NumericClaim(*payload, "exp")) {

@@ -92,12 +92,24 @@ TestGateway::TestGateway(std::string toml, std::uint16_t echo_port) {
   server_->Start();
 }
 
+TestGateway::TestGateway(const rules::Config& config) {
+  std::string error;
+  server_ = gateway::Server::Create(std::make_shared<const rules::Config>(config), clock_, error);
+  if (!server_) {
+    ADD_FAILURE() << error;
+    std::abort();
+  }
+  server_->Start();
+}
+
 TestGateway::~TestGateway() {
   server_->Stop();
   server_->Wait();
 }
 
-Client::Client(std::uint16_t port, int timeout_ms) : socket_(io_) {
+Client::Client(std::uint16_t port, int timeout_ms, const std::string& source) : socket_(io_) {
+  socket_.open(tcp::v4());
+  socket_.bind(tcp::endpoint(asio::ip::make_address(source), 0));
   socket_.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   timeval tv{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(socket_.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));

@@ -12,6 +12,7 @@
 
 #include "gateway/echo_upstream.h"
 #include "gateway/server.h"
+#include "rules/config.h"
 #include "store/clock.h"
 
 namespace tollgate::testing {
@@ -41,6 +42,7 @@ std::unique_ptr<gateway::EchoUpstream> StartEcho();
 class TestGateway {
  public:
   TestGateway(std::string toml, std::uint16_t echo_port);
+  explicit TestGateway(const rules::Config& config);
   ~TestGateway();
   std::uint16_t port(std::size_t listener = 0) const { return server_->listener_ports()[listener]; }
   std::uint16_t admin_port() const { return server_->admin_port(); }
@@ -59,7 +61,9 @@ std::string BasicConfig(const std::string& extra = "");
 // A blocking client connection with a receive timeout.
 class Client {
  public:
-  explicit Client(std::uint16_t port, int timeout_ms = 5000);
+  // `source` binds the client's end (any 127.x.y.z works on Linux).
+  explicit Client(std::uint16_t port, int timeout_ms = 5000,
+                  const std::string& source = "127.0.0.1");
   void Send(const std::string& raw);
   Response Read(bool head_request = false);
   Response Get(const std::string& target, const std::string& extra_headers = "");
