@@ -40,7 +40,8 @@ constexpr std::string_view kUsage = R"(usage:
   tollgate --version
   tollgate --help
 
-signals: SIGTERM/SIGINT drain gracefully (a second one stops at once).
+signals: SIGTERM/SIGINT drain gracefully (a second one stops at once);
+         SIGHUP reloads the configuration file (on error the old one stays).
 )";
 
 int Usage(std::string_view problem) {
@@ -60,6 +61,25 @@ int CheckConfig(const std::string& path) {
   }
   std::cout << path << ": ok\n";
   return 0;
+}
+
+// SIGHUP: the file is read again; on any error the running configuration
+// stays in force and every problem is logged with its position.
+void Reload(const std::string& path, Server& server) {
+  rules::LoadResult loaded = rules::LoadConfigFile(path);
+  if (!loaded.config) {
+    for (const rules::ConfigError& e : loaded.errors) {
+      spdlog::error("reload: {}", e.ToString());
+    }
+    spdlog::error("reload failed: the running configuration stays in force");
+    return;
+  }
+  std::string error;
+  if (!server.Reload(std::make_shared<const rules::Config>(std::move(*loaded.config)), error)) {
+    spdlog::error("reload failed: {}; the running configuration stays in force", error);
+    return;
+  }
+  spdlog::info("reload: {} is in force", path);
 }
 
 int Run(const std::string& path) {
@@ -85,8 +105,7 @@ int Run(const std::string& path) {
       [&](const boost::system::error_code& ec, int signal) {
         if (ec) return;
         if (signal == SIGHUP) {
-          spdlog::warn("SIGHUP: reloading is not available in this version; the running "
-                       "configuration stays in force");
+          Reload(path, *server);
         } else if (!draining) {
           draining = true;
           spdlog::info("signal {}: draining (at most {} ms)", signal,

@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <memory>
 #include <thread>
 
 #include "gateway/admin.h"
@@ -48,42 +49,44 @@ std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoi
 
 }  // namespace
 
-struct Server::Impl {
+struct Server::Impl final : StateSource {
+  // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
-  GatewayState state;
   std::unique_ptr<AccessLog> access_log;
+  const store::Clock* clock = nullptr;
+  std::atomic<std::shared_ptr<const GatewayState>> state;
+  std::atomic<std::uint64_t> generation_number{1};
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
   std::atomic<bool> serving{false};
+
+  std::uint64_t generation() const override {
+    return generation_number.load(std::memory_order_acquire);
+  }
+  std::shared_ptr<const GatewayState> Load() const override { return state.load(); }
+
+  // Everything a configuration needs besides sockets: resolved upstreams,
+  // TLS contexts, identity, rules. nullptr with `error` on failure.
+  std::shared_ptr<const GatewayState> Build(std::shared_ptr<const rules::Config> config,
+                                            std::string& error) const;
 };
 
-Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-
-Server::~Server() {
-  Stop();
-  Wait();
-}
-
-std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> config,
-                                       const store::Clock& clock, std::string& error) {
-  auto impl = std::make_unique<Impl>();
-  GatewayState& state = impl->state;
-  state.config = config;
-  state.clock = &clock;
-  state.routes = std::make_unique<rules::RouteTable>(config->routes);
-  state.identity = rules::IdentityResolver::Create(config->identity, clock, error);
-  if (!state.identity) {
+std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const rules::Config> config,
+                                                        std::string& error) const {
+  auto state = std::make_shared<GatewayState>();
+  state->config = config;
+  state->clock = clock;
+  state->store = store.get();
+  state->access_log = access_log.get();
+  state->routes = std::make_unique<rules::RouteTable>(config->routes);
+  state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
+  if (!state->identity) {
     error = "identity.jwt: " + error;
     return nullptr;
   }
-  state.rule_set = std::make_unique<rules::RuleSet>(config->rules);
-  store::LocalStoreOptions store_options;
-  store_options.max_keys = config->store.max_keys;
-  impl->store = std::make_unique<store::LocalStore>(store_options);
-  state.store = impl->store.get();
-
+  state->rule_set = std::make_unique<rules::RuleSet>(config->rules);
   asio::io_context resolver_io;
   for (const rules::UpstreamConfig& u : config->upstreams) {
     std::vector<tcp::endpoint> endpoints;
@@ -95,39 +98,59 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       }
       endpoints.push_back(*e);
     }
-    state.upstream_endpoints.push_back(std::move(endpoints));
+    state->upstream_endpoints.push_back(std::move(endpoints));
     if (u.tls) {
       auto ctx = CreateClientTls(*u.tls, error);
       if (!ctx) {
         error = fmt::format("upstream \"{}\": {}", u.name, error);
         return nullptr;
       }
-      state.upstream_tls.push_back(std::move(ctx));
+      state->upstream_tls.push_back(std::move(ctx));
     } else {
-      state.upstream_tls.push_back(nullptr);
+      state->upstream_tls.push_back(nullptr);
     }
   }
   for (const rules::ListenerConfig& l : config->listeners) {
     if (l.tls()) {
       auto tls = ServerTls::Create(l.certificates, error);
       if (!tls) return nullptr;
-      state.listener_tls.push_back(std::move(tls));
+      state->listener_tls.push_back(std::move(tls));
     } else {
-      state.listener_tls.push_back(nullptr);
+      state->listener_tls.push_back(nullptr);
     }
   }
+  return state;
+}
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  Stop();
+  Wait();
+}
+
+std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> config,
+                                       const store::Clock& clock, std::string& error) {
+  auto impl = std::make_unique<Impl>();
+  impl->clock = &clock;
+  store::LocalStoreOptions store_options;
+  store_options.max_keys = config->store.max_keys;
+  impl->store = std::make_unique<store::LocalStore>(store_options);
   impl->access_log = AccessLog::Create(config->log, error);
   if (!impl->access_log) return nullptr;
-  state.access_log = impl->access_log.get();
+  std::shared_ptr<const GatewayState> state = impl->Build(config, error);
+  if (!state) return nullptr;
+  impl->state.store(state);
 
   const std::size_t threads =
       config->server.threads > 0 ? static_cast<std::size_t>(config->server.threads)
                                  : std::max(1u, std::thread::hardware_concurrency());
   for (std::size_t i = 0; i < threads; ++i) {
-    impl->workers.push_back(std::make_unique<Worker>(state, i));
+    impl->workers.push_back(std::make_unique<Worker>(*impl, i));
   }
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
   // connections over them. Port 0 is resolved by the first bind.
+  asio::io_context resolver_io;
   for (const rules::ListenerConfig& l : config->listeners) {
     auto endpoint = Resolve(resolver_io, l.address, error);
     if (!endpoint) return nullptr;
@@ -151,6 +174,28 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
                                               std::move(*admin_acceptor),
                                               [raw] { return raw->serving.load(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
+  const rules::Config& running = *impl_->state.load()->config;
+  if (config->listeners.size() != running.listeners.size()) {
+    error = "the number of [[listeners]] changed: listeners are bound at startup, restart to "
+            "change them";
+    return false;
+  }
+  for (std::size_t i = 0; i < config->listeners.size(); ++i) {
+    if (config->listeners[i].address.ToString() != running.listeners[i].address.ToString() ||
+        config->listeners[i].tls() != running.listeners[i].tls()) {
+      error = fmt::format("listener {} changed its address or TLS: restart to change listeners",
+                          running.listeners[i].address.ToString());
+      return false;
+    }
+  }
+  std::shared_ptr<const GatewayState> state = impl_->Build(config, error);
+  if (!state) return false;
+  impl_->state.store(state);
+  impl_->generation_number.fetch_add(1, std::memory_order_acq_rel);
+  return true;
 }
 
 void Server::Start() {

@@ -26,6 +26,12 @@ class Server {
   Server& operator=(const Server&) = delete;
 
   void Start();
+  // Puts `config` in force for new exchanges (in-flight ones finish under
+  // the old one); rate-limit state of unchanged rules is kept. Listeners,
+  // threads, the admin address, the access log and the store's size are
+  // fixed at startup. false with `error` set: the running configuration
+  // stays.
+  bool Reload(std::shared_ptr<const rules::Config> config, std::string& error);
   // Graceful: stop accepting, let in-flight exchanges finish, close idle
   // connections. Wait() returns once every connection is gone.
   void Drain();

@@ -57,9 +57,10 @@ auto Visit(AnyStream& stream, Fn&& fn) {
 Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
                  const tcp::endpoint& peer)
     : worker_(worker),
-      config_(worker.config()),
+      generation_(worker.Current()),
+      config_(generation_->state->config.get()),
       stream_(std::move(stream)),
-      buffer_(static_cast<std::size_t>(config_.limits.max_header_bytes) + kRelayChunk),
+      buffer_(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk),
       listener_(listener),
       peer_ip_(peer.address().to_string()),
       peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})) {
@@ -78,7 +79,7 @@ void Session::CloseIfIdle() {
 }
 
 std::chrono::milliseconds Session::Budget(std::int64_t op_ms, const Exchange& ex) const {
-  const std::int64_t left = ex.deadline_ms - worker_.state().clock->NowMs();
+  const std::int64_t left = ex.deadline_ms - generation_->state->clock->NowMs();
   return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
 }
 
@@ -88,7 +89,7 @@ char* Session::RelayBuffer() {
 }
 
 Task<void> Session::Run() {
-  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
     Lowest(stream_).expires_after(Ms(timeouts.client_header_ms));
     auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
@@ -126,15 +127,18 @@ Task<void> Session::Shutdown() {
 }
 
 Task<bool> Session::ServeOne() {
-  const store::Clock& clock = *worker_.state().clock;
+  // A reload takes effect between exchanges, never within one.
+  generation_ = worker_.Current();
+  config_ = generation_->state->config.get();
+  const store::Clock& clock = *generation_->state->clock;
   Exchange ex;
   ex.start_ms = clock.NowMs();
-  ex.deadline_ms = ex.start_ms + config_.timeouts.request_ms;
+  ex.deadline_ms = ex.start_ms + config_->timeouts.request_ms;
 
   HeadParser head;
-  head.header_limit(static_cast<std::uint32_t>(config_.limits.max_header_bytes));
-  head.body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
-  Lowest(stream_).expires_after(Ms(config_.timeouts.client_header_ms));
+  head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
+  head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
   auto [ec, n] = co_await Visit(
       stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
   if (ec) {
@@ -165,7 +169,7 @@ Task<bool> Session::ServeOne() {
   ex.close = !req.keep_alive();
 
   const rules::RouteConfig* route =
-      worker_.state().routes->Match(req[http::field::host], req.target());
+      generation_->state->routes->Match(req[http::field::host], req.target());
   if (route == nullptr) {
     // The unread body would be taken for the next request: close instead.
     if (!head.is_done()) ex.close = true;
@@ -182,7 +186,7 @@ Task<bool> Session::ServeOne() {
 
 Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
                                                  const rules::RouteConfig& route, Exchange& ex) {
-  const GatewayState& state = worker_.state();
+  const GatewayState& state = (*generation_->state);
   auto& req = head.get();
   const FieldsLookup lookup(req);
   const std::string_view target = req.target();
@@ -216,7 +220,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
     wire_.clear();
     AppendWireHeader(res.base(), wire_);
     wire_.append(res.body());
-    Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+    Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
     if (co_await WriteWire(stream_)) ex.close = true;
     co_return std::nullopt;
   }
@@ -233,7 +237,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
 
 Task<ErrorCode> Session::WriteContinue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
-  Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+  Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
   auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
     return asio::async_write(s, asio::buffer(kContinue.data(), kContinue.size()), kUseTuple);
   });
@@ -242,8 +246,8 @@ Task<ErrorCode> Session::WriteContinue() {
 
 Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
                             const LimitOutcome& limits) {
-  const store::Clock& clock = *worker_.state().clock;
-  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  const store::Clock& clock = *generation_->state->clock;
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
   auto& req = head.get();
   const bool head_request = req.method() == http::verb::head;
   const bool replayable = IsIdempotent(req.method());
@@ -258,8 +262,8 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   RemoveHopByHop(req);
   req.erase(http::field::expect);  // answered here, not by the upstream
   AddForwardedHeaders(req, peer_ip_,
-                      worker_.state().listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
-  if (config_.server.via) req.set(http::field::via, "1.1 tollgate");
+                      generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
+  if (config_->server.via) req.set(http::field::via, "1.1 tollgate");
   req.version(11);
   if (chunked) req.chunked(true);
 
@@ -273,7 +277,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   std::optional<http::request_parser<http::string_body>> whole;
   if (buffered && has_body) {
     whole.emplace(std::move(head));
-    whole->body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
+    whole->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
     Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
     auto [ec, n] = co_await Visit(
         stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole, kUseTuple); });
@@ -290,7 +294,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     ex.bytes_in = whole->get().body().size();
   }
 
-  UpstreamPool& pool = worker_.pool(route.upstream_index);
+  UpstreamPool& pool = *generation_->pools[route.upstream_index];
   ex.upstream_start_ms = clock.NowMs();
   std::unique_ptr<UpstreamConnection> conn;
   std::optional<http::response_parser<http::empty_body>> res_head;
@@ -370,7 +374,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
     conn = std::move(cr.connection);
     http::request_parser<http::buffer_body> streamed{std::move(head)};
-    streamed.body_limit(static_cast<std::uint64_t>(config_.limits.max_body_bytes));
+    streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
     const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex), upstream_budget()};
     RelayResult relayed =
         co_await Relay(stream_, buffer_, streamed, conn->stream, RelayBuffer(), to_upstream);
@@ -407,7 +411,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const bool until_close = !no_body && !res_chunked && !res_length;
   ex.status = res.result_int();
   RemoveHopByHop(res);
-  if (config_.server.via) res.set(http::field::via, "1.1 tollgate");
+  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
   res.version(11);
   if (until_close) {
     upstream_reusable = false;
@@ -488,16 +492,16 @@ Task<void> Session::ReplyError(Exchange& ex, http::status status,
   ex.status = static_cast<unsigned>(status);
   ex.error = std::string(code);
   ex.bytes_out = res.body().size();
-  Lowest(stream_).expires_after(Ms(config_.timeouts.client_body_ms));
+  Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
   auto [ec, n] =
       co_await Visit(stream_, [&](auto& s) { return http::async_write(s, res, kUseTuple); });
   if (ec) ex.close = true;
 }
 
 void Session::Log(const Exchange& ex) {
-  AccessLog* log = worker_.state().access_log;
+  AccessLog* log = generation_->state->access_log;
   if (log == nullptr || !log->enabled()) return;
-  const std::int64_t now = worker_.state().clock->NowMs();
+  const std::int64_t now = generation_->state->clock->NowMs();
   AccessRecord r;
   r.client = peer_ip_;
   r.method = ex.method.empty() ? std::string_view("-") : std::string_view(ex.method);

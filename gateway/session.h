@@ -46,7 +46,9 @@ class Session {
   char* RelayBuffer();
 
   Worker& worker_;
-  const rules::Config& config_;
+  // The configuration of the current exchange (refreshed before each one).
+  std::shared_ptr<Generation> generation_;
+  const rules::Config* config_;
   AnyStream stream_;
   beast::flat_buffer buffer_;
   std::size_t listener_;

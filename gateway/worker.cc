@@ -6,16 +6,27 @@
 
 namespace tollgate::gateway {
 
-Worker::Worker(const GatewayState& state, std::size_t index) : state_(state), index_(index) {
-  const rules::Config& config = *state_.config;
-  for (std::size_t i = 0; i < config.upstreams.size(); ++i) {
-    pools_.push_back(std::make_unique<UpstreamPool>(config.upstreams[i],
-                                                    state_.upstream_endpoints[i],
-                                                    state_.upstream_tls[i].get(), *state_.clock));
-  }
+Worker::Worker(const StateSource& source, std::size_t index) : source_(source), index_(index) {
+  Current();
 }
 
 Worker::~Worker() = default;
+
+const std::shared_ptr<Generation>& Worker::Current() {
+  const std::uint64_t number = source_.generation();
+  if (generation_ && number == generation_number_) return generation_;
+  auto next = std::make_shared<Generation>();
+  next->state = source_.Load();
+  const GatewayState& state = *next->state;
+  for (std::size_t i = 0; i < state.config->upstreams.size(); ++i) {
+    next->pools.push_back(std::make_unique<UpstreamPool>(
+        state.config->upstreams[i], state.upstream_endpoints[i], state.upstream_tls[i].get(),
+        *state.clock));
+  }
+  generation_ = std::move(next);
+  generation_number_ = number;
+  return generation_;
+}
 
 void Worker::StartAccepting() {
   for (std::size_t i = 0; i < acceptors_.size(); ++i) {
@@ -25,7 +36,6 @@ void Worker::StartAccepting() {
 
 Task<void> Worker::AcceptLoop(std::size_t listener) {
   Acceptor& acceptor = *acceptors_[listener];
-  ServerTls* tls = state_.listener_tls[listener].get();
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {
@@ -39,6 +49,8 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     socket.set_option(tcp::no_delay(true), opt_ec);
     const tcp::endpoint peer = socket.remote_endpoint(opt_ec);
     if (opt_ec) continue;
+    // New connections get the current configuration's certificates.
+    ServerTls* tls = Current()->state->listener_tls[listener].get();
     AnyStream stream = tls != nullptr
                            ? AnyStream(std::in_place_type<TlsStream>, std::move(socket), tls->context())
                            : AnyStream(std::in_place_type<TcpStream>, std::move(socket));

@@ -1,7 +1,7 @@
 // Per-thread gateway state: one io_context, its listeners' acceptors, its
 // upstream connection pools and its live sessions. Every member is used only
 // from the worker's own thread (connections never hop threads), so nothing
-// here needs a lock. The GatewayState it points to is immutable and shared.
+// here needs a lock. GatewayStates are immutable and shared between threads.
 #pragma once
 
 #include <memory>
@@ -37,16 +37,34 @@ struct GatewayState {
 
 class Session;
 
+// Where workers find the current configuration. Thread-safe.
+class StateSource {
+ public:
+  // Increases with every configuration that takes effect.
+  virtual std::uint64_t generation() const = 0;
+  virtual std::shared_ptr<const GatewayState> Load() const = 0;
+
+ protected:
+  ~StateSource() = default;
+};
+
+// One configuration as one worker uses it: the shared state plus this
+// thread's connection pools to its upstreams. A request holds its generation
+// from start to end, so a reload never changes a request in flight.
+struct Generation {
+  std::shared_ptr<const GatewayState> state;
+  std::vector<std::unique_ptr<UpstreamPool>> pools;  // per upstream of state->config
+};
+
 class Worker {
  public:
-  Worker(const GatewayState& state, std::size_t index);
+  Worker(const StateSource& source, std::size_t index);
   ~Worker();
 
   asio::io_context& io() { return io_; }
-  const GatewayState& state() const { return state_; }
-  const rules::Config& config() const { return *state_.config; }
   std::size_t index() const { return index_; }
-  UpstreamPool& pool(std::size_t upstream) { return *pools_[upstream]; }
+  // The current generation, rebuilt when the configuration changed.
+  const std::shared_ptr<Generation>& Current();
 
   std::vector<std::unique_ptr<Acceptor>>& acceptors() { return acceptors_; }
   // Starts accepting on every acceptor (listener i at acceptors()[i]).
@@ -64,8 +82,10 @@ class Worker {
  private:
   Task<void> AcceptLoop(std::size_t listener);
 
-  const GatewayState& state_;
+  const StateSource& source_;
   const std::size_t index_;
+  std::uint64_t generation_number_ = 0;
+  std::shared_ptr<Generation> generation_;
   // Declared before io_: destroying io_ destroys suspended sessions, which
   // unregister themselves here.
   std::unordered_set<Session*> sessions_;
@@ -73,7 +93,6 @@ class Worker {
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   std::vector<std::unique_ptr<Acceptor>> acceptors_;
-  std::vector<std::unique_ptr<UpstreamPool>> pools_;
 };
 
 }  // namespace tollgate::gateway

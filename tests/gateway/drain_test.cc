@@ -60,6 +60,56 @@ class Process {
   bool exited_ = false;
 };
 
+std::uint16_t WaitForPort(Process& gateway) {
+  std::smatch match;
+  std::string line;
+  const std::regex serving("port\\(s\\) ([0-9]+)");
+  for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
+    line = gateway.StderrLine();
+  }
+  EXPECT_TRUE(std::regex_search(line, match, serving)) << line;
+  return static_cast<std::uint16_t>(std::stoi(match[1]));
+}
+
+// The line of stderr that contains `needle` (reading at most 20 lines).
+std::string LineWith(Process& process, const std::string& needle) {
+  for (int i = 0; i < 20; ++i) {
+    std::string line = process.StderrLine();
+    if (line.find(needle) != std::string::npos) return line;
+  }
+  return "";
+}
+
+TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) {
+  auto echo = StartEcho();
+  TempDir dir;
+  std::string config = BasicConfig(
+      "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
+      "window = \"1m\"\n");
+  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  const std::string file = dir.Write("tollgate.toml", config);
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t port = WaitForPort(gateway);
+  Client client(port);
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  EXPECT_EQ(client.Get("/").result_int(), 429);
+
+  dir.Write("tollgate.toml", config + "[[rules]]\nname = \"bad\"\nalgorithm = \"nope\"\n");
+  gateway.Signal(SIGHUP);
+  EXPECT_NE(LineWith(gateway, "reload:").find("tollgate.toml:"), std::string::npos);
+  EXPECT_NE(LineWith(gateway, "reload failed"), "");
+  EXPECT_EQ(client.Get("/").result_int(), 429);  // the old rule is still in force
+
+  std::string raised = config;
+  raised.replace(raised.find("limit = 1"), 9, "limit = 9");
+  dir.Write("tollgate.toml", raised);
+  gateway.Signal(SIGHUP);
+  EXPECT_NE(LineWith(gateway, "is in force"), "");
+  EXPECT_EQ(client.Get("/").result_int(), 200);  // a changed limit starts afresh
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
 TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   auto echo = StartEcho();
   TempDir dir;
@@ -67,14 +117,7 @@ TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
   const std::string file = dir.Write("tollgate.toml", config);
   Process gateway({TOLLGATE_BINARY, "--config", file});
-  std::smatch match;
-  std::string line;
-  const std::regex serving("port\\(s\\) ([0-9]+)");
-  for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
-    line = gateway.StderrLine();
-  }
-  ASSERT_TRUE(std::regex_search(line, match, serving)) << line;
-  const auto port = static_cast<std::uint16_t>(std::stoi(match[1]));
+  const std::uint16_t port = WaitForPort(gateway);
 
   Client idle(port);  // an idle keep-alive connection is closed by the drain
   EXPECT_EQ(idle.Get("/").result_int(), 200);
