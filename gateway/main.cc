@@ -34,6 +34,7 @@ constexpr std::string_view kUsage = R"(usage:
   tollgate --check-config FILE      validate FILE; print every error as file:line:col
   tollgate replay --algorithm NAME --limit L --window DURATION
                   [--burst B] [--sub-windows N] [--nodelay] [--store local] < trace.csv
+  tollgate replay --config FILE --rule NAME [--store local] < trace.csv
                                     decide a trace (t_ms,key[,cost]) with a virtual clock
   tollgate echo-upstream [--listen HOST:PORT] [--threads N]
                                     run the bundled demo/benchmark upstream
@@ -149,8 +150,33 @@ std::optional<std::int64_t> ParseCount(std::string_view text) {
   return n;
 }
 
+// --config FILE --rule NAME: the rule's windows (all of them) and cost.
+int ReplayConfiguredRule(const std::string& file, const std::string& rule_name) {
+  rules::LoadResult loaded = rules::LoadConfigFile(file);
+  if (!loaded.config) {
+    PrintErrors(loaded.errors);
+    return 1;
+  }
+  for (const rules::RuleConfig& rule : loaded.config->rules) {
+    if (rule.name != rule_name) continue;
+    if (rule.exempt) {
+      std::cerr << "tollgate: rule \"" << rule_name << "\" is exempt: it limits nothing\n";
+      return 1;
+    }
+    ReplayOptions options;
+    options.windows = rule.limit->windows;
+    options.default_cost = rule.cost;
+    std::ios::sync_with_stdio(false);
+    return RunReplay(options, std::cin, std::cout, std::cerr);
+  }
+  std::cerr << "tollgate: " << file << " has no rule named \"" << rule_name << "\"\n";
+  return 1;
+}
+
 int Replay(const std::vector<std::string>& args) {
   std::optional<algorithms::Algorithm> algorithm;
+  std::optional<std::string> config_file;
+  std::optional<std::string> rule_name;
   std::optional<std::int64_t> limit;
   std::optional<std::int64_t> window_ms;
   std::optional<std::int64_t> burst;
@@ -190,6 +216,10 @@ int Replay(const std::vector<std::string>& args) {
       auto n = ParseCount(*v);
       if (!n) return Usage(fmt::format("--sub-windows must be an integer; got \"{}\"", *v));
       sub_windows = *n;
+    } else if (a == "--config") {
+      config_file = *v;
+    } else if (a == "--rule") {
+      rule_name = *v;
     } else if (a == "--store") {
       if (*v != "local") {
         return Usage(fmt::format("--store must be \"local\" in this version; got \"{}\"", *v));
@@ -198,8 +228,15 @@ int Replay(const std::vector<std::string>& args) {
       return Usage(fmt::format("unknown replay option \"{}\"", a));
     }
   }
+  if (config_file || rule_name) {
+    if (!config_file || !rule_name) return Usage("--config and --rule go together");
+    if (algorithm || limit || window_ms || burst || nodelay) {
+      return Usage("--config/--rule take the limit from the file: no --algorithm, --limit, ...");
+    }
+    return ReplayConfiguredRule(*config_file, *rule_name);
+  }
   if (!algorithm || !limit || !window_ms) {
-    return Usage("replay needs --algorithm, --limit and --window");
+    return Usage("replay needs --algorithm, --limit and --window (or --config and --rule)");
   }
   algorithms::LimitParams p;
   p.algorithm = *algorithm;

@@ -68,7 +68,7 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     }
     std::string_view rest = line.substr(first + 1);
     std::string_view key = rest;
-    std::int64_t cost = 1;
+    std::int64_t cost = options.default_cost;
     if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
       key = rest.substr(0, second);
       if (!ParseInt(rest.substr(second + 1), cost)) {

@@ -3,6 +3,7 @@
 // before it is deployed, and stores can be compared decision by decision.
 #pragma once
 
+#include <cstdint>
 #include <iosfwd>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@ namespace tollgate::gateway {
 struct ReplayOptions {
   std::vector<algorithms::LimitParams> windows;  // validated by RunReplay
   std::string input_name = "<stdin>";             // for error messages
+  std::int64_t default_cost = 1;                  // for lines without a cost
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.
