@@ -5,3 +5,4 @@ cd "$(dirname "$0")/.."
 export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
+bench/ratelimit.sh

@@ -48,13 +48,14 @@ void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Schem
 
 namespace {
 
-void AppendFields(const http::fields& fields, std::string& out) {
+void AppendFields(const http::fields& fields, std::string& out, std::string_view extra = {}) {
   for (const auto& f : fields) {
     out.append(f.name_string().data(), f.name_string().size());
     out.append(": ");
     out.append(f.value().data(), f.value().size());
     out.append("\r\n");
   }
+  out.append(extra);
   out.append("\r\n");
 }
 
@@ -77,14 +78,15 @@ void AppendWireHeader(const http::request_header<>& header, std::string& out) {
   AppendFields(header, out);
 }
 
-void AppendWireHeader(const http::response_header<>& header, std::string& out) {
+void AppendWireHeader(const http::response_header<>& header, std::string& out,
+                      std::string_view extra) {
   AppendVersion(header.version(), out);
   out.push_back(' ');
   out.append(std::to_string(header.result_int()));
   out.push_back(' ');
   out.append(header.reason().data(), header.reason().size());
   out.append("\r\n");
-  AppendFields(header, out);
+  AppendFields(header, out, extra);
 }
 
 bool IsIdempotent(http::verb method) {

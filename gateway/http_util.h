@@ -27,8 +27,10 @@ bool IsIdempotent(http::verb method);
 // line) to `out`. For messages whose framing the fields already state
 // (Content-Length, or no body): one contiguous write instead of Beast's
 // generic serializer, which is costly on small messages.
+// `extra` (complete "Name: value\r\n" lines) goes after the fields.
 void AppendWireHeader(const http::request_header<>& header, std::string& out);
-void AppendWireHeader(const http::response_header<>& header, std::string& out);
+void AppendWireHeader(const http::response_header<>& header, std::string& out,
+                      std::string_view extra = {});
 
 // {"error":"<code>","message":"<message>","status":<status>} with
 // Content-Type application/json; never carries internal details.

@@ -3,7 +3,8 @@
 #include <fmt/format.h>
 
 #include <boost/json/serialize.hpp>
-#include <boost/json/value.hpp>
+#include <boost/json/string.hpp>
+#include <iterator>
 
 namespace tollgate::gateway {
 namespace {
@@ -87,43 +88,45 @@ LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts
   return outcome;
 }
 
-void AddRateLimitHeaders(http::fields& fields, const rules::RuleConfig& rule,
-                         const algorithms::Decision& d) {
+void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                            std::string& out) {
   if (rule.headers == rules::RateLimitHeaders::kNone) return;
   const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
   const auto policy_name = [&](std::size_t i) {
     return rule.windows.size() == 1 ? rule.name : rule.name + ":" + rule.windows[i].text;
   };
-  std::string policy;
+  out += "RateLimit-Policy: ";
   for (std::size_t i = 0; i < rule.windows.size(); ++i) {
-    if (!policy.empty()) policy += ", ";
-    policy += fmt::format("\"{}\";q={};w={}", policy_name(i), rule.limit->windows[i].limit,
-                          rule.windows[i].seconds);
+    if (i > 0) out += ", ";
+    fmt::format_to(std::back_inserter(out), "\"{}\";q={};w={}", policy_name(i),
+                   rule.limit->windows[i].limit, rule.windows[i].seconds);
   }
   const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
-  fields.set("RateLimit-Policy", policy);
-  fields.set("RateLimit",
-             fmt::format("\"{}\";r={};t={}", policy_name(w), std::max<std::int64_t>(0, d.remaining),
-                         reset_s));
-  fields.set("X-RateLimit-Limit", std::to_string(rule.limit->windows[w].limit));
-  fields.set("X-RateLimit-Remaining", std::to_string(std::max<std::int64_t>(0, d.remaining)));
-  fields.set("X-RateLimit-Reset", std::to_string(reset_s));
+  const std::int64_t remaining = std::max<std::int64_t>(0, d.remaining);
+  fmt::format_to(std::back_inserter(out),
+                 "\r\nRateLimit: \"{}\";r={};t={}\r\nX-RateLimit-Limit: {}\r\n"
+                 "X-RateLimit-Remaining: {}\r\nX-RateLimit-Reset: {}\r\n",
+                 policy_name(w), remaining, reset_s, rule.limit->windows[w].limit, remaining,
+                 reset_s);
 }
 
-http::response<http::string_body> MakeLimitedResponse(const rules::RuleConfig& rule,
-                                                      const algorithms::Decision& d) {
-  http::response<http::string_body> res{static_cast<http::status>(rule.status), 11};
-  res.set(http::field::server, "tollgate");
-  res.set(http::field::content_type, "application/json");
-  res.set(http::field::retry_after, std::to_string(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms))));
-  AddRateLimitHeaders(res, rule, d);
-  boost::json::object body;
-  body["error"] = "rate_limited";
-  body["rule"] = rule.name;
-  body["retry_after_ms"] = d.retry_after_ms;
-  res.body() = boost::json::serialize(body) + "\n";
-  res.prepare_payload();
-  return res;
+std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                                  bool keep_alive, std::string& out) {
+  // Rule names come from the configuration; JSON-escape them all the same.
+  const std::string body =
+      fmt::format("{{\"error\":\"rate_limited\",\"rule\":{},\"retry_after_ms\":{}}}\n",
+                  boost::json::serialize(boost::json::string(rule.name)), d.retry_after_ms);
+  const auto status = static_cast<http::status>(rule.status);
+  fmt::format_to(std::back_inserter(out),
+                 "HTTP/1.1 {} {}\r\nServer: tollgate\r\nContent-Type: application/json\r\n"
+                 "Retry-After: {}\r\nContent-Length: {}\r\n{}",
+                 rule.status, std::string_view(http::obsolete_reason(status)),
+                 std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), body.size(),
+                 keep_alive ? "" : "Connection: close\r\n");
+  AppendRateLimitHeaders(rule, d, out);
+  out += "\r\n";
+  out += body;
+  return body.size();
 }
 
 }  // namespace tollgate::gateway

@@ -37,14 +37,18 @@ struct LimitContext {
 LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
                           const rules::Identity& identity, rules::Evaluation& scratch);
 
-// Adds the rate-limit fields for `rule`'s decision to a response.
-void AddRateLimitHeaders(http::fields& fields, const rules::RuleConfig& rule,
-                         const algorithms::Decision& decision);
+// Appends the rate-limit fields for `rule`'s decision as header lines
+// ("Name: value\r\n"): RateLimit-Policy, RateLimit, X-RateLimit-*.
+void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                            std::string& out);
 
-// The answer to a limited request: the rule's status, Retry-After, headers,
-// and {"error":"rate_limited","rule":...,"retry_after_ms":...}.
-http::response<http::string_body> MakeLimitedResponse(const rules::RuleConfig& rule,
-                                                      const algorithms::Decision& decision);
+// Appends the whole answer to a limited request: the rule's status,
+// Retry-After, the rate-limit fields and the JSON body
+// {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
+// body's size.
+std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
+                                  const algorithms::Decision& decision, bool keep_alive,
+                                  std::string& out);
 
 // Beast's fields as rules::HeaderLookup.
 class FieldsLookup final : public rules::HeaderLookup {

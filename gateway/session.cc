@@ -212,14 +212,10 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
     co_return std::nullopt;
   }
   if (outcome.verdict == Verdict::kReject) {
-    http::response<http::string_body> res =
-        MakeLimitedResponse(*outcome.shown, outcome.shown_decision);
-    res.keep_alive(!ex.close);
-    ex.status = res.result_int();
-    ex.bytes_out = res.body().size();
     wire_.clear();
-    AppendWireHeader(res.base(), wire_);
-    wire_.append(res.body());
+    ex.status = outcome.shown->status;
+    ex.bytes_out =
+        AppendLimitedResponse(*outcome.shown, outcome.shown_decision, !ex.close, wire_);
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
     if (co_await WriteWire(stream_)) ex.close = true;
     co_return std::nullopt;
@@ -430,14 +426,17 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   }
   if (worker_.draining()) ex.close = true;
   res.keep_alive(!ex.close);
-  if (limits.shown != nullptr) AddRateLimitHeaders(res, *limits.shown, limits.shown_decision);
+  extra_headers_.clear();
+  if (limits.shown != nullptr) {
+    AppendRateLimitHeaders(*limits.shown, limits.shown_decision, extra_headers_);
+  }
 
   const RelayTimeouts to_client{upstream_budget(), Budget(timeouts.client_body_ms, ex)};
   bool complete = false;
   if (no_body) {
     ex.upstream_end_ms = clock.NowMs();
     wire_.clear();
-    AppendWireHeader(res.base(), wire_);
+    AppendWireHeader(res.base(), wire_, extra_headers_);
     Lowest(stream_).expires_after(to_client.write);
     if (co_await WriteWire(stream_)) ex.close = true;
     complete = true;
@@ -455,13 +454,14 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       co_return;
     }
     wire_.clear();
-    AppendWireHeader(body.get().base(), wire_);
+    AppendWireHeader(body.get().base(), wire_, extra_headers_);
     wire_.append(body.get().body());
     Lowest(stream_).expires_after(to_client.write);
     ex.bytes_out = body.get().body().size();
     if (co_await WriteWire(stream_)) ex.close = true;
     complete = true;
   } else {
+    AddHeaderLines(extra_headers_, res_head->get());
     http::response_parser<http::buffer_body> streamed{std::move(*res_head)};
     streamed.body_limit(boost::none);
     RelayResult relayed =
@@ -477,6 +477,16 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
   if (complete && upstream_reusable) pool.Release(std::move(conn));
+}
+
+void Session::AddHeaderLines(std::string_view lines, http::fields& fields) {
+  while (!lines.empty()) {
+    const std::size_t end = lines.find("\r\n");
+    const std::string_view line = lines.substr(0, end);
+    const std::size_t colon = line.find(": ");
+    fields.insert(line.substr(0, colon), line.substr(colon + 2));
+    lines.remove_prefix(end + 2);
+  }
 }
 
 Task<ErrorCode> Session::WriteWire(AnyStream& stream) {

@@ -38,6 +38,8 @@ class Session {
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                                    std::string_view message);
   Task<ErrorCode> WriteContinue();
+  // For streamed responses: "Name: value\r\n" lines into Beast's fields.
+  static void AddHeaderLines(std::string_view lines, http::fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.
   Task<ErrorCode> WriteWire(AnyStream& stream);
   Task<void> Shutdown();
@@ -57,6 +59,7 @@ class Session {
   rules::Evaluation evaluation_;  // reused between requests
   std::unique_ptr<char[]> relay_buffer_;
   std::string wire_;  // reused for every buffered message this session sends
+  std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
 };
 

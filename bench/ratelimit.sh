@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Rate limiting per client IP: nginx `limit_req ... nodelay` versus tollgate's
+# per-IP token bucket (same rate and burst), same wrk load, 1 worker each:
+#   pass:  the limit is high, every request passes;
+#   limit: the limit is low (100/s, burst 10), > 90% are answered 429.
+# Also tollgate with the "pass" rule versus tollgate as a plain proxy: the
+# cost of rate limiting itself.
+# Usage: bench/ratelimit.sh [rounds]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-3}
+
+rule() {  # limit burst
+  cat <<TOML
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "token_bucket"
+limit = $1
+window = "1s"
+burst = $2
+headers = "none"
+TOML
+}
+nginx_zone() { echo "limit_req_zone \$binary_remote_addr zone=ip:10m rate=$1r/s; limit_req_status 429; limit_req_log_level warn;"; }
+
+echo_port=$(free_port); start_echo "$echo_port"
+declare -A port
+port[nginx_pass]=$(free_port); start_nginx "${port[nginx_pass]}" "$echo_port" "limit_req zone=ip burst=1000000 nodelay;" "$(nginx_zone 1000000)"
+port[nginx_limit]=$(free_port); start_nginx "${port[nginx_limit]}" "$echo_port" "limit_req zone=ip burst=10 nodelay;" "$(nginx_zone 100)"
+port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo_port" "$(rule 1000000 1000000)"
+port[tollgate_limit]=$(free_port); start_tollgate "${port[tollgate_limit]}" "$echo_port" "$(rule 100 10)"
+port[tollgate_plain]=$(free_port); start_tollgate "${port[tollgate_plain]}" "$echo_port"
+
+targets="nginx_pass tollgate_pass tollgate_plain nginx_limit tollgate_limit"
+for t in $targets; do : > "$WORK/$t"; done
+for round in $(seq "$rounds"); do
+  order=$targets
+  if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+  for t in $order; do
+    result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
+    echo "round $round $t: $result (req/s p50_ms p99_ms non2xx)" >&2
+    echo "$result" >> "$WORK/$t"
+  done
+done
+
+col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+report=$WORK/report.md
+{
+  echo "## Rate limiting: tollgate vs nginx limit_req (bench/ratelimit.sh)"
+  echo
+  echo "\`bench/ratelimit.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians; one worker each, per-client-IP limit (all load from one IP)."
+  echo "nginx: \`limit_req_zone \$binary_remote_addr rate=R\` + \`limit_req burst=B nodelay\` + \`limit_req_status 429\`; tollgate: \`token_bucket\`, \`limit = R\`, \`window = \"1s\"\`, \`burst = B\`, \`headers = \"none\"\`."
+  echo
+  echo "| scenario | nginx req/s | tollgate req/s | ratio | nginx p99 ms | tollgate p99 ms | p99 ratio |"
+  echo "|---|---:|---:|---:|---:|---:|---:|"
+  for s in pass limit; do
+    n=nginx_$s; g=tollgate_$s
+    echo "| $s | $(col $n 1) | $(col $g 1) | $(ratio "$(col $g 1)" "$(col $n 1)")× | $(col $n 3) | $(col $g 3) | $(ratio "$(col $g 3)" "$(col $n 3)")× |"
+  done
+  echo
+  echo "pass: R = 1000000/s, B = 1000000 (nothing limited). limit: R = 100/s, B = 10 (non-2xx responses: nginx $(col nginx_limit 4), tollgate $(col tollgate_limit 4) per run)."
+  echo
+  echo "Cost of rate limiting: tollgate with the pass rule $(col tollgate_pass 1) req/s vs plain proxy $(col tollgate_plain 1) req/s = $(ratio "$(col tollgate_pass 1)" "$(col tollgate_plain 1)")× (goal ≥ 0.95×)."
+  echo "Goals: tollgate ≥ 1.00× nginx req/s in both scenarios, p99 ≤ nginx's."
+} > "$report"
+cat "$report"
+write_results ratelimit "$report"
