@@ -350,8 +350,7 @@ bool TwoAllows(const LimitParams& p, const TwoCounts& c, int64_t cost) {
 
 // Closed form of the smallest d >= 1 with TwoAllows at t + d (nothing else
 // arriving): first later in this window, else in the next, else the one after.
-int64_t TwoRetryAfter(const LimitParams& p, const TwoBucketState& s, int64_t now_ms,
-                      int64_t cost) {
+int64_t TwoRetryAfter(const LimitParams& p, const TwoBucketState& s, int64_t now_ms, int64_t cost) {
   const TwoCounts c = CarryForward(p, s, now_ms);
   if (TwoAllows(p, c, cost)) return 0;
   const int64_t w = p.window_ms;

@@ -32,9 +32,9 @@ std::string_view AlgorithmNames();
 // sub_window. Values are validated by ValidateLimit() before use.
 struct LimitParams {
   Algorithm algorithm = Algorithm::kTokenBucket;
-  std::int64_t limit = 1;       // L, requests per window
-  std::int64_t window_ms = 1;   // W
-  std::int64_t burst = 0;       // B
+  std::int64_t limit = 1;         // L, requests per window
+  std::int64_t window_ms = 1;     // W
+  std::int64_t burst = 0;         // B
   std::int64_t sub_windows = 10;  // N
   Shaping shaping = Shaping::kDelay;
 
@@ -44,10 +44,10 @@ struct LimitParams {
 struct Decision {
   bool allowed = false;
   std::int64_t remaining = 0;
-  std::int64_t retry_after_ms = 0;  // 0 when allowed
-  std::int64_t delay_ms = 0;        // leaky_bucket shaping only
-  std::int64_t reset_ms = 0;  // the longest over the windows: the key is fresh again
-  std::uint8_t window = 0;    // the window whose `remaining` is reported (the lowest)
+  std::int64_t retry_after_ms = 0;   // 0 when allowed
+  std::int64_t delay_ms = 0;         // leaky_bucket shaping only
+  std::int64_t reset_ms = 0;         // the longest over the windows: the key is fresh again
+  std::uint8_t window = 0;           // the window whose `remaining` is reported (the lowest)
   std::int64_t window_reset_ms = 0;  // reset_ms of that window alone (for headers)
 };
 

@@ -24,8 +24,9 @@ std::size_t StateSize(const LimitParams& params) {
     case Algorithm::kTwoBucket:
       return sizeof(TwoBucketState);
     case Algorithm::kSubWindow: {
-      const std::size_t bytes = sizeof(SubWindowState) +
-                                static_cast<std::size_t>(params.sub_windows) * sizeof(std::uint32_t);
+      const std::size_t bytes =
+          sizeof(SubWindowState) +
+          static_cast<std::size_t>(params.sub_windows) * sizeof(std::uint32_t);
       return (bytes + 7) & ~std::size_t{7};
     }
     case Algorithm::kSlidingLog:

@@ -54,11 +54,10 @@ std::string FormatCombined(const AccessRecord& r) {
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
       "upstream={} in={} rl={}{}{}",
-      r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10,
-      r.version % 10, r.status, r.bytes_out, Escape(OrDash(r.referer)),
-      Escape(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
-      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit), r.error.empty() ? "" : " error=",
-      r.error);
+      r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10, r.version % 10,
+      r.status, r.bytes_out, Escape(OrDash(r.referer)), Escape(OrDash(r.user_agent)), r.duration_s,
+      upstream_s, OrDash(r.route), OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
+      r.error.empty() ? "" : " error=", r.error);
 }
 
 std::string FormatJson(const AccessRecord& r) {
@@ -100,8 +99,8 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
     }
     sink->set_pattern("%v");
     // Block rather than drop: an access log that loses lines cannot be trusted.
-    log->logger_ = std::make_shared<spdlog::async_logger>(
-        name, sink, spdlog::thread_pool(), spdlog::async_overflow_policy::block);
+    log->logger_ = std::make_shared<spdlog::async_logger>(name, sink, spdlog::thread_pool(),
+                                                          spdlog::async_overflow_policy::block);
     log->logger_->set_level(spdlog::level::info);
     log->logger_->flush_on(spdlog::level::err);
   } catch (const spdlog::spdlog_ex& e) {

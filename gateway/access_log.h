@@ -30,7 +30,7 @@ struct AccessRecord {
   std::string_view upstream;  // "host:port" of the server used
   std::string_view user_agent;
   std::string_view referer;
-  std::string_view error;  // tollgate's error code when it answered itself
+  std::string_view error;      // tollgate's error code when it answered itself
   std::string_view ratelimit;  // "rule:decision[,rule:decision...]"
 };
 

@@ -113,8 +113,7 @@ class Connection {
     co_return !ec && keep;
   }
 
-  Task<bool> DiscardBody(http::request_parser<http::empty_body>& head,
-                                    std::uint64_t& received) {
+  Task<bool> DiscardBody(http::request_parser<http::empty_body>& head, std::uint64_t& received) {
     if (head.is_done()) co_return true;
     http::request_parser<http::buffer_body> body{std::move(head)};
     char scratch[kChunk];
@@ -288,6 +287,8 @@ void EchoUpstream::Wait() {
   }
 }
 
-std::uint16_t EchoUpstream::port() const { return impl_->acceptors.front()->local_endpoint().port(); }
+std::uint16_t EchoUpstream::port() const {
+  return impl_->acceptors.front()->local_endpoint().port();
+}
 
 }  // namespace tollgate::gateway

@@ -19,10 +19,10 @@ void RemoveHopByHop(http::fields& fields) {
     if (beast::iequals(name, "content-length") || beast::iequals(name, "host")) continue;
     fields.erase(name);
   }
-  for (http::field f : {http::field::connection, http::field::keep_alive,
-                        http::field::proxy_connection, http::field::te, http::field::trailer,
-                        http::field::transfer_encoding, http::field::upgrade,
-                        http::field::proxy_authenticate, http::field::proxy_authorization}) {
+  for (http::field f :
+       {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
+        http::field::te, http::field::trailer, http::field::transfer_encoding, http::field::upgrade,
+        http::field::proxy_authenticate, http::field::proxy_authorization}) {
     fields.erase(f);
   }
 }

@@ -17,7 +17,8 @@ namespace {
 
 std::string_view Trim(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r')) s.remove_suffix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -72,8 +73,8 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
       key = rest.substr(0, second);
       if (!ParseInt(rest.substr(second + 1), cost)) {
-        return fail(line_number, fmt::format("cost \"{}\" is not an integer",
-                                             Trim(rest.substr(second + 1))));
+        return fail(line_number,
+                    fmt::format("cost \"{}\" is not an integer", Trim(rest.substr(second + 1))));
       }
     }
     key = Trim(key);

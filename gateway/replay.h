@@ -14,15 +14,14 @@ namespace tollgate::gateway {
 
 struct ReplayOptions {
   std::vector<algorithms::LimitParams> windows;  // validated by RunReplay
-  std::string input_name = "<stdin>";             // for error messages
-  std::int64_t default_cost = 1;                  // for lines without a cost
+  std::string input_name = "<stdin>";            // for error messages
+  std::int64_t default_cost = 1;                 // for lines without a cost
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.
 // Output: `t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms` rows;
 // a per-key summary goes to `err`. Returns the process exit code: 0, or 1
 // after printing `name:line: message` for the first bad line.
-int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
-              std::ostream& err);
+int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out, std::ostream& err);
 
 }  // namespace tollgate::gateway

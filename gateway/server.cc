@@ -23,15 +23,15 @@ std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort
   ErrorCode ec;
   auto results = resolver.resolve(hp.host, std::to_string(hp.port), ec);
   if (ec || results.empty()) {
-    error = fmt::format("cannot resolve \"{}\": {}", hp.ToString(),
-                        ec ? ec.message() : "no address");
+    error =
+        fmt::format("cannot resolve \"{}\": {}", hp.ToString(), ec ? ec.message() : "no address");
     return std::nullopt;
   }
   return results.begin()->endpoint();
 }
 
 std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoint,
-                                    std::string& error) {
+                               std::string& error) {
   auto acceptor = std::make_unique<Acceptor>(io);
   ErrorCode ec;
   acceptor->open(endpoint.protocol(), ec);
@@ -142,9 +142,9 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   if (!state) return nullptr;
   impl->state.store(state);
 
-  const std::size_t threads =
-      config->server.threads > 0 ? static_cast<std::size_t>(config->server.threads)
-                                 : std::max(1u, std::thread::hardware_concurrency());
+  const std::size_t threads = config->server.threads > 0
+                                  ? static_cast<std::size_t>(config->server.threads)
+                                  : std::max(1u, std::thread::hardware_concurrency());
   for (std::size_t i = 0; i < threads; ++i) {
     impl->workers.push_back(std::make_unique<Worker>(*impl, i));
   }
@@ -170,17 +170,18 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     return nullptr;
   }
   Impl* raw = impl.get();
-  impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
-                                              std::move(*admin_acceptor),
-                                              [raw] { return raw->serving.load(); });
+  impl->admin =
+      std::make_unique<AdminServer>(impl->workers.front()->io(), std::move(*admin_acceptor),
+                                    [raw] { return raw->serving.load(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
   const rules::Config& running = *impl_->state.load()->config;
   if (config->listeners.size() != running.listeners.size()) {
-    error = "the number of [[listeners]] changed: listeners are bound at startup, restart to "
-            "change them";
+    error =
+        "the number of [[listeners]] changed: listeners are bound at startup, restart to "
+        "change them";
     return false;
   }
   for (std::size_t i = 0; i < config->listeners.size(); ++i) {

@@ -54,8 +54,7 @@ auto Visit(AnyStream& stream, Fn&& fn) {
 
 }  // namespace
 
-Session::Session(Worker& worker, AnyStream stream, std::size_t listener,
-                 const tcp::endpoint& peer)
+Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer)
     : worker_(worker),
       generation_(worker.Current()),
       config_(generation_->state->config.get()),
@@ -145,8 +144,8 @@ Task<bool> Session::ServeOne() {
     ex.close = true;
     if (IsClientGone(ec)) co_return false;
     if (ec == http::error::header_limit) {
-      co_await ReplyError(ex, http::status::request_header_fields_too_large,
-                          "header_too_large", "request header exceeds the limit");
+      co_await ReplyError(ex, http::status::request_header_fields_too_large, "header_too_large",
+                          "request header exceeds the limit");
     } else if (ec == http::error::body_limit) {
       co_await ReplyError(ex, http::status::payload_too_large, "body_too_large",
                           "request body exceeds the limit");
@@ -184,14 +183,15 @@ Task<bool> Session::ServeOne() {
   co_return !ex.close && !worker_.draining();
 }
 
-Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
-                                                 const rules::RouteConfig& route, Exchange& ex) {
+Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::RouteConfig& route,
+                                                 Exchange& ex) {
   const GatewayState& state = (*generation_->state);
   auto& req = head.get();
   const FieldsLookup lookup(req);
   const std::string_view target = req.target();
-  const rules::RequestFacts facts{req.method_string(), target.substr(0, target.find('?')),
-                                  req[http::field::host], route.name, peer_address_, &lookup};
+  const rules::RequestFacts facts{req.method_string(),    target.substr(0, target.find('?')),
+                                  req[http::field::host], route.name,
+                                  peer_address_,          &lookup};
   const rules::Identity identity = state.identity->Resolve(facts);
   LimitOutcome outcome =
       DecideLimits({*state.identity, *state.rule_set, *state.store, state.clock->NowMs()}, facts,
@@ -214,8 +214,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head,
   if (outcome.verdict == Verdict::kReject) {
     wire_.clear();
     ex.status = outcome.shown->status;
-    ex.bytes_out =
-        AppendLimitedResponse(*outcome.shown, outcome.shown_decision, !ex.close, wire_);
+    ex.bytes_out = AppendLimitedResponse(*outcome.shown, outcome.shown_decision, !ex.close, wire_);
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
     if (co_await WriteWire(stream_)) ex.close = true;
     co_return std::nullopt;
@@ -384,8 +383,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
         co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
                             "request body not received in time");
       } else if (!IsClientGone(relayed.ec)) {
-        co_await ReplyError(ex, http::status::bad_request, "bad_request",
-                            "malformed request body");
+        co_await ReplyError(ex, http::status::bad_request, "bad_request", "malformed request body");
       }
       co_return;
     }
@@ -444,9 +442,8 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     http::response_parser<http::string_body> body{std::move(*res_head)};
     body.body_limit(boost::none);
     Lowest(conn->stream).expires_after(to_client.read);
-    auto [rec, rn] = co_await Visit(conn->stream, [&](auto& s) {
-      return http::async_read(s, conn->buffer, body, kUseTuple);
-    });
+    auto [rec, rn] = co_await Visit(
+        conn->stream, [&](auto& s) { return http::async_read(s, conn->buffer, body, kUseTuple); });
     ex.upstream_end_ms = clock.NowMs();
     if (rec) {
       ex.close = true;
@@ -495,8 +492,8 @@ Task<ErrorCode> Session::WriteWire(AnyStream& stream) {
   co_return ec;
 }
 
-Task<void> Session::ReplyError(Exchange& ex, http::status status,
-                                          std::string_view code, std::string_view message) {
+Task<void> Session::ReplyError(Exchange& ex, http::status status, std::string_view code,
+                               std::string_view message) {
   http::response<http::string_body> res = MakeErrorResponse(status, code, message);
   res.keep_alive(!ex.close);
   ex.status = static_cast<unsigned>(status);

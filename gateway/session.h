@@ -36,7 +36,7 @@ class Session {
   Task<std::optional<LimitOutcome>> Limit(HeadParser& head, const rules::RouteConfig& route,
                                           Exchange& ex);
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
-                                   std::string_view message);
+                        std::string_view message);
   Task<ErrorCode> WriteContinue();
   // For streamed responses: "Name: value\r\n" lines into Beast's fields.
   static void AddHeaderLines(std::string_view lines, http::fields& fields);
@@ -58,7 +58,7 @@ class Session {
   rules::IpAddress peer_address_;
   rules::Evaluation evaluation_;  // reused between requests
   std::unique_ptr<char[]> relay_buffer_;
-  std::string wire_;  // reused for every buffered message this session sends
+  std::string wire_;           // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
 };

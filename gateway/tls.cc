@@ -43,8 +43,8 @@ std::unique_ptr<ServerTls> ServerTls::Create(const std::vector<rules::Certificat
     SSL_CTX* native = ctx->native_handle();
     SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
     SSL_CTX_set_cipher_list(native, kCiphers);
-    SSL_CTX_set_options(native, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE |
-                                    SSL_OP_NO_RENEGOTIATION);
+    SSL_CTX_set_options(
+        native, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
     if (SSL_CTX_use_certificate_chain_file(native, c.cert_file.c_str()) != 1) {
       error = "cannot use certificate " + c.cert_file + ": " + OpenSslError();
       return nullptr;

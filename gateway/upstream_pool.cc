@@ -69,8 +69,7 @@ Task<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_timeout_ms) 
   co_return last;
 }
 
-Task<ConnectResult> UpstreamPool::Connect(std::size_t server,
-                                                     std::int64_t timeout_ms) {
+Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeout_ms) {
   auto executor = co_await asio::this_coro::executor;
   ConnectResult result;
   result.server = ServerName(server);
@@ -100,7 +99,8 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server,
     }
   }
   if (ec) {
-    result.failure = ec == beast::error::timeout ? ConnectFailure::kTimeout : ConnectFailure::kRefused;
+    result.failure =
+        ec == beast::error::timeout ? ConnectFailure::kTimeout : ConnectFailure::kRefused;
     servers_[server].down_until_ms = clock_.NowMs() + config_.fail_timeout_ms;
     co_return result;
   }

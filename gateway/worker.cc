@@ -19,9 +19,9 @@ const std::shared_ptr<Generation>& Worker::Current() {
   next->state = source_.Load();
   const GatewayState& state = *next->state;
   for (std::size_t i = 0; i < state.config->upstreams.size(); ++i) {
-    next->pools.push_back(std::make_unique<UpstreamPool>(
-        state.config->upstreams[i], state.upstream_endpoints[i], state.upstream_tls[i].get(),
-        *state.clock));
+    next->pools.push_back(
+        std::make_unique<UpstreamPool>(state.config->upstreams[i], state.upstream_endpoints[i],
+                                       state.upstream_tls[i].get(), *state.clock));
   }
   generation_ = std::move(next);
   generation_number_ = number;
@@ -51,9 +51,9 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     if (opt_ec) continue;
     // New connections get the current configuration's certificates.
     ServerTls* tls = Current()->state->listener_tls[listener].get();
-    AnyStream stream = tls != nullptr
-                           ? AnyStream(std::in_place_type<TlsStream>, std::move(socket), tls->context())
-                           : AnyStream(std::in_place_type<TcpStream>, std::move(socket));
+    AnyStream stream =
+        tls != nullptr ? AnyStream(std::in_place_type<TlsStream>, std::move(socket), tls->context())
+                       : AnyStream(std::in_place_type<TcpStream>, std::move(socket));
     asio::co_spawn(io_,
                    RunSession(std::make_unique<Session>(*this, std::move(stream), listener, peer)),
                    asio::detached);

@@ -25,8 +25,8 @@ namespace tollgate::gateway {
 struct GatewayState {
   std::shared_ptr<const rules::Config> config;
   std::unique_ptr<rules::RouteTable> routes;
-  std::vector<std::unique_ptr<ServerTls>> listener_tls;      // per listener; null: plain
-  std::vector<std::unique_ptr<ssl::context>> upstream_tls;   // per upstream; null: plain
+  std::vector<std::unique_ptr<ServerTls>> listener_tls;        // per listener; null: plain
+  std::vector<std::unique_ptr<ssl::context>> upstream_tls;     // per upstream; null: plain
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
   std::unique_ptr<rules::IdentityResolver> identity;
   std::unique_ptr<rules::RuleSet> rule_set;

@@ -1,16 +1,16 @@
 #include "rules/config.h"
 
-#include "rules/rules_config.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
-#include <cstring>
 #include <tuple>
+
+#include "rules/rules_config.h"
 
 namespace tollgate::rules {
 namespace {
@@ -128,9 +128,9 @@ void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
         if (hp && hp->port != 0) {
           u.servers.push_back(*hp);
         } else {
-          r.errors().Add(servers->as_array()[i],
-                         fmt::format("upstream server must be \"host:port\"; got \"{}\"",
-                                     (*list)[i]));
+          r.errors().Add(
+              servers->as_array()[i],
+              fmt::format("upstream server must be \"host:port\"; got \"{}\"", (*list)[i]));
         }
       }
       if (list->empty()) r.errors().Add(*servers, "\"servers\" lists no server");
@@ -193,8 +193,8 @@ void ForEachTable(TableReader& root, std::string_view key, Fn read) {
   }
   for (const toml::value& item : v->as_array()) {
     if (!item.is_table()) {
-      root.errors().Add(item, fmt::format("each [[{}]] entry must be a table; got {}", key,
-                                          DescribeType(item)));
+      root.errors().Add(
+          item, fmt::format("each [[{}]] entry must be a table; got {}", key, DescribeType(item)));
       continue;
     }
     read(TableReader(item, root.errors()));
@@ -206,8 +206,8 @@ void ForTable(TableReader& root, std::string_view key, Fn read) {
   const toml::value* v = root.Find(key);
   if (v == nullptr) return;
   if (!v->is_table()) {
-    root.errors().Add(*v, fmt::format("\"{}\" must be a table ([{}]); got {}", key, key,
-                                      DescribeType(*v)));
+    root.errors().Add(
+        *v, fmt::format("\"{}\" must be a table ([{}]); got {}", key, key, DescribeType(*v)));
     return;
   }
   read(TableReader(*v, root.errors()));
@@ -227,9 +227,8 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
   ForTable(root, "log", [&](TableReader r) { ReadLog(std::move(r), config.log); });
   ForEachTable(root, "upstreams",
                [&](TableReader r) { ReadUpstream(std::move(r), config.upstreams); });
-  ForEachTable(root, "routes", [&](TableReader r) {
-    ReadRoute(std::move(r), config.upstreams, config.routes);
-  });
+  ForEachTable(root, "routes",
+               [&](TableReader r) { ReadRoute(std::move(r), config.upstreams, config.routes); });
   ForTable(root, "identity", [&](TableReader r) { ReadIdentity(std::move(r), config.identity); });
   ForTable(root, "store", [&](TableReader r) { ReadStore(std::move(r), config.store); });
   ForEachTable(root, "rules", [&](TableReader r) { ReadRule(std::move(r), config.rules); });
@@ -278,9 +277,9 @@ LoadResult Parse(std::istream& in, const std::string& name) {
 LoadResult LoadConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return {std::nullopt,
-            {{path, 0, 0, fmt::format("cannot open configuration file: {}",
-                                      std::strerror(errno))}}};
+    return {
+        std::nullopt,
+        {{path, 0, 0, fmt::format("cannot open configuration file: {}", std::strerror(errno))}}};
   }
   return Parse(in, path);
 }

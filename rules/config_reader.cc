@@ -50,8 +50,9 @@ std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_vie
   if (!ms) {
     errors.Add(v, fmt::format("\"{}\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
                               "\"1h\" or \"1d\"; got {}",
-                              name, v.is_string() ? "\"" + v.as_string().str + "\""
-                                                  : std::string(DescribeType(v))));
+                              name,
+                              v.is_string() ? "\"" + v.as_string().str + "\""
+                                            : std::string(DescribeType(v))));
     return std::nullopt;
   }
   if (*ms < min_ms) {
@@ -137,8 +138,8 @@ std::optional<std::vector<std::string>> TableReader::Strings(std::string_view ke
   const toml::value* v = Find(key);
   if (v == nullptr) return std::nullopt;
   if (!v->is_array()) {
-    errors_.Add(*v, fmt::format("\"{}\" must be an array of strings; got {}", key,
-                                DescribeType(*v)));
+    errors_.Add(*v,
+                fmt::format("\"{}\" must be an array of strings; got {}", key, DescribeType(*v)));
     return std::nullopt;
   }
   std::vector<std::string> out;
@@ -164,8 +165,8 @@ std::optional<std::string> TableReader::OneOf(std::string_view key,
   for (std::string_view c : choices) {
     if (c == *s) return s;
   }
-  errors_.Add(*v, fmt::format("\"{}\" must be one of {}; got \"{}\"", key,
-                              fmt::join(choices, ", "), *s));
+  errors_.Add(
+      *v, fmt::format("\"{}\" must be one of {}; got \"{}\"", key, fmt::join(choices, ", "), *s));
   return std::nullopt;
 }
 

@@ -72,8 +72,10 @@ Identity IdentityResolver::Resolve(const RequestFacts& request) const {
     }
   }
   if (id.peer_trusted) {
-    if (!config_.user_header.empty()) id.user = std::string(request.headers->Get(config_.user_header));
-    if (!config_.role_header.empty()) id.role = std::string(request.headers->Get(config_.role_header));
+    if (!config_.user_header.empty())
+      id.user = std::string(request.headers->Get(config_.user_header));
+    if (!config_.role_header.empty())
+      id.role = std::string(request.headers->Get(config_.role_header));
   }
   return id;
 }

@@ -21,12 +21,13 @@ std::string NormalizeHost(std::string_view host) {
 
 RouteTable::RouteTable(const std::vector<RouteConfig>& routes) {
   for (const RouteConfig& r : routes) ordered_.push_back(&r);
-  std::stable_sort(ordered_.begin(), ordered_.end(), [](const RouteConfig* a, const RouteConfig* b) {
-    if (a->path_prefix.size() != b->path_prefix.size()) {
-      return a->path_prefix.size() > b->path_prefix.size();
-    }
-    return !a->host.empty() && b->host.empty();
-  });
+  std::stable_sort(ordered_.begin(), ordered_.end(),
+                   [](const RouteConfig* a, const RouteConfig* b) {
+                     if (a->path_prefix.size() != b->path_prefix.size()) {
+                       return a->path_prefix.size() > b->path_prefix.size();
+                     }
+                     return !a->host.empty() && b->host.empty();
+                   });
 }
 
 const RouteConfig* RouteTable::Match(std::string_view host, std::string_view target) const {

@@ -30,15 +30,15 @@ struct RuleMatch {
   std::string path_prefix;
   std::vector<std::string> methods;  // upper case
   std::vector<std::string> roles;
-  std::vector<Cidr> ips;             // the client IP (see IdentityConfig)
-  std::string host;                  // lower case, no port
+  std::vector<Cidr> ips;                                     // the client IP (see IdentityConfig)
+  std::string host;                                          // lower case, no port
   std::vector<std::pair<std::string, std::string>> headers;  // name, exact value
-  std::optional<bool> anonymous;     // true: no user; false: a user
+  std::optional<bool> anonymous;                             // true: no user; false: a user
 };
 
 struct WindowLabel {
-  std::string text;        // as written, e.g. "1m": names the policy in headers
-  std::int64_t seconds;    // for RateLimit-Policy's w
+  std::string text;      // as written, e.g. "1m": names the policy in headers
+  std::int64_t seconds;  // for RateLimit-Policy's w
 };
 
 struct RuleConfig {
@@ -60,8 +60,8 @@ enum class OnInvalidToken { kAnonymous, kReject };
 
 struct JwtConfig {
   JwtAlgorithm algorithm = JwtAlgorithm::kHs256;
-  std::string secret;           // HS256: the key bytes (from secret_env or secret_file)
-  std::string public_key_pem;   // RS256/ES256: the key itself (read from public_key_file)
+  std::string secret;          // HS256: the key bytes (from secret_env or secret_file)
+  std::string public_key_pem;  // RS256/ES256: the key itself (read from public_key_file)
   std::string user_claim = "sub";
   std::string role_claim = "role";
   std::int64_t leeway_ms = 30'000;

@@ -32,9 +32,8 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
       request.path.substr(0, match.path_prefix.size()) != match.path_prefix) {
     return false;
   }
-  if (!match.methods.empty() &&
-      std::find(match.methods.begin(), match.methods.end(), request.method) ==
-          match.methods.end()) {
+  if (!match.methods.empty() && std::find(match.methods.begin(), match.methods.end(),
+                                          request.method) == match.methods.end()) {
     return false;
   }
   if (match.anonymous && *match.anonymous != identity.anonymous()) return false;
@@ -60,9 +59,10 @@ std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& 
   for (const KeyPart& part : rule.key) {
     switch (part.kind) {
       case KeyPartKind::kIp:
-        AppendBounded(std::string_view(reinterpret_cast<const char*>(identity.client_ip.bytes.data()),
-                                       identity.client_ip.bytes.size()),
-                      key);
+        AppendBounded(
+            std::string_view(reinterpret_cast<const char*>(identity.client_ip.bytes.data()),
+                             identity.client_ip.bytes.size()),
+            key);
         break;
       case KeyPartKind::kUser:
         if (identity.user.empty()) return std::nullopt;

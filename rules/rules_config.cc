@@ -32,8 +32,7 @@ std::optional<std::string> ReadFileText(const std::string& path) {
 }
 
 // A string or an array of strings.
-std::optional<std::vector<std::string>> StringOrStrings(const toml::value& v,
-                                                        std::string_view name,
+std::optional<std::vector<std::string>> StringOrStrings(const toml::value& v, std::string_view name,
                                                         ErrorList& errors) {
   if (v.is_string()) return std::vector<std::string>{v.as_string().str};
   if (!v.is_array()) {
@@ -243,9 +242,8 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   if (auto b = r.Bool("exempt")) rule.exempt = *b;
   if (rule.exempt) {
     // An exempt rule only matches: limits, keys and actions do not apply.
-    for (const char* key : {"key", "algorithm", "limit", "window", "limits", "burst",
-                            "sub_windows", "nodelay", "cost", "action", "max_delay", "status",
-                            "headers"}) {
+    for (const char* key : {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows",
+                            "nodelay", "cost", "action", "max_delay", "status", "headers"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
       }
@@ -258,9 +256,8 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
   }
   const toml::value* algorithm_value = r.Require("algorithm");
-  auto algorithm_name =
-      r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
-                            "sub_window", "two_bucket"});
+  auto algorithm_name = r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window",
+                                              "sliding_log", "sub_window", "two_bucket"});
   std::optional<algorithms::Algorithm> algorithm;
   if (algorithm_name) algorithm = algorithms::ParseAlgorithm(*algorithm_name);
 
@@ -291,7 +288,8 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     auto l = r.Integer("limit", 1, std::numeric_limits<std::int64_t>::max());
     auto w = r.DurationMs("window", 1);
     if (where != nullptr && window != nullptr && l && w) {
-      windows.push_back({*l, WindowLabel{window->as_string().str, std::max<std::int64_t>(1, *w / 1000)}});
+      windows.push_back(
+          {*l, WindowLabel{window->as_string().str, std::max<std::int64_t>(1, *w / 1000)}});
     }
   }
   const bool bucket = algorithm == algorithms::Algorithm::kTokenBucket ||
@@ -316,7 +314,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   }
   if (auto c = r.Integer("cost", 1, std::int64_t{1} << 40)) rule.cost = *c;
   if (auto a = r.OneOf("action", {"reject", "delay", "dry_run"})) {
-    rule.action = *a == "delay" ? RuleAction::kDelay
+    rule.action = *a == "delay"     ? RuleAction::kDelay
                   : *a == "dry_run" ? RuleAction::kDryRun
                                     : RuleAction::kReject;
   }

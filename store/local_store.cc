@@ -40,8 +40,12 @@ Entry* NewEntry(std::string_view key, const LimitSpec& spec, std::int64_t now_ms
   const std::size_t size = sizeof(Entry) + Entry::PaddedKey(key.size()) + spec.state_bytes;
   auto* e = static_cast<Entry*>(std::malloc(size));
   if (e == nullptr) return nullptr;
-  new (e) Entry{0, spec.fingerprint, static_cast<std::uint16_t>(key.size()), 1,
-                static_cast<std::uint8_t>(spec.windows.size()), spec.windows.front().algorithm};
+  new (e) Entry{0,
+                spec.fingerprint,
+                static_cast<std::uint16_t>(key.size()),
+                1,
+                static_cast<std::uint8_t>(spec.windows.size()),
+                spec.windows.front().algorithm};
   std::memcpy(e->bytes() + sizeof(Entry), key.data(), key.size());
   std::byte* state = e->states();
   for (const algorithms::LimitParams& p : spec.windows) {
@@ -93,8 +97,8 @@ class alignas(64) LocalStore::Shard {
       state += algorithms::StateSize(r.limit->windows[i]);
     }
     const algorithms::Decision d = algorithms::Decide(
-        r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()),
-        r.now_ms, r.cost);
+        r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()), r.now_ms,
+        r.cost);
     e->expires_ms = r.now_ms + d.reset_ms;
     e->referenced = 1;
     return d;

@@ -48,8 +48,8 @@ class BruteForce {
   }
 
   // Smallest d >= 1 such that `request` passes at t + d after history[0..count).
-  std::int64_t RetryAfter(const std::vector<Request>& history, std::size_t count,
-                          Request request, std::int64_t bound) const {
+  std::int64_t RetryAfter(const std::vector<Request>& history, std::size_t count, Request request,
+                          std::int64_t bound) const {
     for (std::int64_t d = 1; d <= bound; ++d) {
       if (After(history, count, {request.t + d, request.cost}).allowed) return d;
     }
@@ -107,9 +107,9 @@ TEST_P(DecideProperty, RemainingAndRetryMatchTheDefinitions) {
       const Decision d = Decide(windows, state.windows(), t, cost);
       const std::size_t before = history.size();
       history.push_back({t, cost});
-      SCOPED_TRACE(testing::Message() << "trace " << trace << " request " << i << " t=" << t
-                                      << " cost=" << cost << " L=" << windows[0].limit
-                                      << " W=" << windows[0].window_ms);
+      SCOPED_TRACE(testing::Message()
+                   << "trace " << trace << " request " << i << " t=" << t << " cost=" << cost
+                   << " L=" << windows[0].limit << " W=" << windows[0].window_ms);
       EXPECT_EQ(d.remaining, brute.Remaining(history, before + 1, t));
       if (d.allowed) {
         EXPECT_EQ(d.retry_after_ms, 0);
@@ -144,7 +144,8 @@ TEST(Validate, RejectsWhatCannotBeExact) {
   LimitParams p{Algorithm::kFixedWindow, 1 << 20, 1LL << 31, 0, 10, Shaping::kDelay};
   EXPECT_NE(ValidateLimit(p), std::nullopt);
   p = {Algorithm::kSubWindow, 10, 1000, 0, 7, Shaping::kDelay};
-  EXPECT_EQ(*ValidateLimit(p), "window 1000ms is not divisible into 7 sub_windows of whole milliseconds");
+  EXPECT_EQ(*ValidateLimit(p),
+            "window 1000ms is not divisible into 7 sub_windows of whole milliseconds");
   p = {Algorithm::kTokenBucket, 10, 1000, 0, 10, Shaping::kDelay};
   EXPECT_NE(ValidateLimit(p), std::nullopt);
   p.burst = 3;

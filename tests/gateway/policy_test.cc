@@ -33,14 +33,14 @@ class Policy : public ::testing::Test {
     gateway_ = std::make_unique<TestGateway>(config);
   }
 
-  Response As(const std::string& user, const std::string& role, const std::string& target = "/account",
-              const std::string& method = "GET") {
+  Response As(const std::string& user, const std::string& role,
+              const std::string& target = "/account", const std::string& method = "GET") {
     Client client(gateway_->port());
     std::string headers;
     if (!user.empty()) headers += "X-User-Id: " + user + "\r\n";
     if (!role.empty()) headers += "X-User-Role: " + role + "\r\n";
-    client.Send(method + " " + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n" +
-                headers + "\r\n");
+    client.Send(method + " " + target + " HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n" + headers +
+                "\r\n");
     return client.Read();
   }
   // How many of `n` requests pass.
@@ -67,7 +67,7 @@ TEST_F(Policy, PremiumUsersGet1000PerMinutePerUser) {
   EXPECT_EQ(limited.result_int(), 429);
   EXPECT_NE(limited.body().find("\"rule\":\"premium\""), std::string::npos);
   EXPECT_EQ(As("p2", "premium").result_int(), 200);  // per user
-  Advance(60);  // 1000/min refills one token per 60 ms
+  Advance(60);                                       // 1000/min refills one token per 60 ms
   EXPECT_EQ(As("p1", "premium").result_int(), 200);
   EXPECT_EQ(As("p1", "premium").result_int(), 429);
 }
@@ -87,7 +87,8 @@ TEST_F(Policy, OtherUsersGet100PerMinuteAnd1000PerHour) {
   EXPECT_EQ(limited["X-RateLimit-Remaining"], "0");
   EXPECT_EQ(limited["X-RateLimit-Reset"], "60");
   EXPECT_EQ(limited[http::field::content_type], "application/json");
-  EXPECT_EQ(limited.body(), "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":60000}\n");
+  EXPECT_EQ(limited.body(),
+            "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":60000}\n");
   EXPECT_EQ(As("u2", "user").result_int(), 200);  // per user
   // Nine more minutes of 100 each fill the hour's 1000.
   for (int minute = 1; minute < 10; ++minute) {
@@ -142,8 +143,8 @@ TEST_F(Policy, UntrustedPeersCannotSpoofIdentityOrIp) {
   // for nothing; it is anonymous client 127.0.0.2.
   auto spoof = [&](const std::string& xff) {
     Client c(gateway_->port(), 5000, "127.0.0.2");
-    return c.Get("/_test/headers", "X-User-Id: root\r\nX-User-Role: admin\r\nX-Forwarded-For: " +
-                                       xff + "\r\n");
+    return c.Get("/_test/headers",
+                 "X-User-Id: root\r\nX-User-Role: admin\r\nX-Forwarded-For: " + xff + "\r\n");
   };
   Response first = spoof("1.1.1.1");
   EXPECT_EQ(first.body().find("X-User-Id"), std::string::npos) << "stripped before forwarding";

@@ -177,8 +177,7 @@ TEST_F(ProxyTest, SlowUpstreamIs504) {
   Client client(port());
   Response res = client.Get("/_test/sleep/3000");
   EXPECT_EQ(res.result_int(), 504);
-  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(),
-            "gateway_timeout");
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "gateway_timeout");
 }
 
 TEST_F(ProxyTest, NoRouteIs404) {

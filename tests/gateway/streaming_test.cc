@@ -31,8 +31,8 @@ class Streaming : public ::testing::Test {
  protected:
   void SetUp() override {
     echo_ = StartEcho();
-    gateway_ = std::make_unique<TestGateway>(
-        BasicConfig("[limits]\nmax_body_bytes = 2147483648\n"), echo_->port());
+    gateway_ = std::make_unique<TestGateway>(BasicConfig("[limits]\nmax_body_bytes = 2147483648\n"),
+                                             echo_->port());
   }
   std::unique_ptr<gateway::EchoUpstream> echo_;
   std::unique_ptr<TestGateway> gateway_;
@@ -42,8 +42,8 @@ TEST_F(Streaming, OneGibibyteUpload) {
   Client client(gateway_->port(), 30000);
   const std::int64_t before = ResidentKiB();
   std::int64_t peak = before;
-  client.Send("POST /_test/count HTTP/1.1\r\nHost: t\r\nContent-Length: " +
-              std::to_string(kGiB) + "\r\n\r\n");
+  client.Send("POST /_test/count HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(kGiB) +
+              "\r\n\r\n");
   const std::string block(256 * 1024, 'z');
   for (std::uint64_t sent = 0; sent < kGiB; sent += block.size()) {
     asio::write(client.socket(), asio::buffer(block));

@@ -21,8 +21,8 @@ using tcp = asio::ip::tcp;
 
 TempDir::TempDir() {
   std::random_device rd;
-  path_ = (std::filesystem::temp_directory_path() / ("tollgate-test-" + std::to_string(rd())))
-              .string();
+  path_ =
+      (std::filesystem::temp_directory_path() / ("tollgate-test-" + std::to_string(rd()))).string();
   std::filesystem::create_directories(path_);
 }
 
@@ -42,8 +42,9 @@ std::pair<std::string, std::string> MakeCertificate(const TempDir& dir, const st
   const std::string key = dir.path() + "/" + name + ".key";
   const std::string cmd =
       "openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 "
-      "-subj /CN=" + name + " -addext 'subjectAltName=DNS:" + name +
-      ",DNS:localhost,IP:127.0.0.1' -keyout " + key + " -out " + cert + " >/dev/null 2>&1";
+      "-subj /CN=" +
+      name + " -addext 'subjectAltName=DNS:" + name + ",DNS:localhost,IP:127.0.0.1' -keyout " +
+      key + " -out " + cert + " >/dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   return {cert, key};
 }
@@ -83,8 +84,8 @@ TestGateway::TestGateway(std::string toml, std::uint16_t echo_port) {
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.ToString();
   if (!loaded.config) std::abort();
   std::string error;
-  server_ = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), clock_,
-                                    error);
+  server_ =
+      gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), clock_, error);
   if (!server_) {
     ADD_FAILURE() << error;
     std::abort();

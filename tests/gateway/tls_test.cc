@@ -79,9 +79,9 @@ TEST(Tls, UpstreamOverVerifiedTls) {
   auto echo = StartEcho();
   // A TLS-terminating gateway stands in for a TLS upstream.
   std::string inner_config = BasicConfig();
-  inner_config.replace(inner_config.find("address = \"127.0.0.1:0\""), 23,
-                       "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" +
-                           key + "\" }");
+  inner_config.replace(
+      inner_config.find("address = \"127.0.0.1:0\""), 23,
+      "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key + "\" }");
   TestGateway inner(inner_config, echo->port());
 
   std::string outer_config = BasicConfig();

@@ -21,8 +21,8 @@ std::uint16_t DeadPort() {
 std::string TwoServers(std::uint16_t a, std::uint16_t b, const std::string& upstream_keys = "") {
   std::string config = BasicConfig();
   config.replace(config.find("servers = [\"127.0.0.1:{ECHO}\"]"), 30,
-                 "servers = [\"127.0.0.1:" + std::to_string(a) + "\", \"127.0.0.1:" +
-                     std::to_string(b) + "\"]\n" + upstream_keys);
+                 "servers = [\"127.0.0.1:" + std::to_string(a) +
+                     "\", \"127.0.0.1:" + std::to_string(b) + "\"]\n" + upstream_keys);
   return config;
 }
 

@@ -111,8 +111,7 @@ servers = ["127.0.0.1:9000"]
 upstream = "api"
 )");
   ASSERT_EQ(errors.size(), 2u);
-  EXPECT_NE(errors[0].find("cannot read certificate \"/nonexistent/cert.pem\""),
-            std::string::npos);
+  EXPECT_NE(errors[0].find("cannot read certificate \"/nonexistent/cert.pem\""), std::string::npos);
 }
 
 TEST(Duration, Units) {

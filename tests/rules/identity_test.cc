@@ -107,8 +107,7 @@ const std::string kSecret = "0123456789abcdef0123456789abcdef-test-secret";
 
 std::string Sign(std::string_view header_json, std::string_view payload_json,
                  std::string_view secret) {
-  const std::string input =
-      Base64UrlEncode(header_json) + "." + Base64UrlEncode(payload_json);
+  const std::string input = Base64UrlEncode(header_json) + "." + Base64UrlEncode(payload_json);
   unsigned char mac[32];
   unsigned int len = 0;
   HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
@@ -135,7 +134,8 @@ std::unique_ptr<KeyPair> Generate(bool rsa) {
 }
 
 std::string SignAsymmetric(const KeyPair& kp, bool es256, std::string_view payload_json) {
-  const std::string header = es256 ? R"({"alg":"ES256","typ":"JWT"})" : R"({"alg":"RS256","typ":"JWT"})";
+  const std::string header =
+      es256 ? R"({"alg":"ES256","typ":"JWT"})" : R"({"alg":"RS256","typ":"JWT"})";
   const std::string input = Base64UrlEncode(header) + "." + Base64UrlEncode(payload_json);
   EVP_MD_CTX* ctx = EVP_MD_CTX_new();
   EVP_DigestSignInit(ctx, nullptr, EVP_sha256(), nullptr, kp.key);
@@ -175,7 +175,8 @@ std::unique_ptr<JwtVerifier> Verifier(JwtAlgorithm a, const std::string& key) {
 }
 
 constexpr const char* kHs256Header = R"({"alg":"HS256","typ":"JWT"})";
-const std::string kPayload = R"({"sub":"alice","role":"premium","exp":1800000100,"nbf":1799999000})";
+const std::string kPayload =
+    R"({"sub":"alice","role":"premium","exp":1800000100,"nbf":1799999000})";
 
 TEST(Jwt, Hs256ValidTokenGivesUserAndRole) {
   auto v = Verifier(JwtAlgorithm::kHs256, kSecret);
@@ -206,7 +207,8 @@ TEST(Jwt, ForgedExpiredEarlyAndMalformedAreRefused) {
 
 TEST(Jwt, AlgNoneAndOtherAlgorithmsAreRefused) {
   auto v = Verifier(JwtAlgorithm::kHs256, kSecret);
-  const std::string none = Base64UrlEncode(R"({"alg":"none"})") + "." + Base64UrlEncode(kPayload) + ".";
+  const std::string none =
+      Base64UrlEncode(R"({"alg":"none"})") + "." + Base64UrlEncode(kPayload) + ".";
   EXPECT_EQ(v->Verify(none, kNowMs).problem, "unexpected alg");
   EXPECT_EQ(v->Verify(Sign(R"({"alg":"HS512"})", kPayload, kSecret), kNowMs).problem,
             "unexpected alg");
@@ -239,7 +241,8 @@ TEST(Jwt, InvalidTokenMakesTheRequestAnonymous) {
   config.jwt = JwtConfig{};
   config.jwt->secret = kSecret;
   Headers h;
-  h.values.insert({"Authorization", "Bearer " + Sign(kHs256Header, kPayload, "wrong-secret-wrong-secret-wrong!!")});
+  h.values.insert({"Authorization",
+                   "Bearer " + Sign(kHs256Header, kPayload, "wrong-secret-wrong-secret-wrong!!")});
   h.values.insert({"X-User-Id", "mallory"});  // a token was sent: headers do not count
   Identity id = ResolveWith(config, "127.0.0.1", h);
   EXPECT_EQ(id.token, TokenState::kInvalid);
@@ -281,7 +284,11 @@ window = "1s"
   id.user = "alice";
   id.role = "user";
   EXPECT_TRUE(Matches(rule.match, facts, id));
-  EXPECT_EQ(*BuildKey(rule, facts, id), "r\x1f" "alice\x1f" "main\x1f" "a");
+  EXPECT_EQ(*BuildKey(rule, facts, id),
+            "r\x1f"
+            "alice\x1f"
+            "main\x1f"
+            "a");
   auto differs = [&](auto change) {
     RequestFacts f = facts;
     Identity i = id;

@@ -16,7 +16,8 @@ using algorithms::Algorithm;
 using algorithms::LimitParams;
 
 LimitSpec Spec(Algorithm a, std::int64_t limit, std::int64_t window_ms, std::int64_t burst = 0) {
-  return LimitSpec::Make({LimitParams{a, limit, window_ms, burst, 10, algorithms::Shaping::kNoDelay}});
+  return LimitSpec::Make(
+      {LimitParams{a, limit, window_ms, burst, 10, algorithms::Shaping::kNoDelay}});
 }
 
 class RecordingSink : public DecisionSink {
