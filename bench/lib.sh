@@ -90,7 +90,7 @@ address = "127.0.0.1:$port"
 address = "127.0.0.1:$admin"
 [log]
 access = "off"
-level = "warn"
+level = "${TOLLGATE_LOG_LEVEL:-warn}"
 [[upstreams]]
 name = "api"
 servers = ["127.0.0.1:$upstream"]

@@ -6,3 +6,4 @@ export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
 bench/ratelimit.sh
+bench/reload.sh
