@@ -36,6 +36,8 @@ using Task = asio::awaitable<T, Executor>;
 using TcpSocket = asio::basic_stream_socket<tcp, Executor>;
 using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
 using TcpStream = beast::basic_stream<tcp, Executor>;
+using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
+                                         asio::wait_traits<std::chrono::steady_clock>, Executor>;
 using TlsStream = beast::ssl_stream<TcpStream>;
 // A client or upstream connection, plain or TLS.
 using AnyStream = std::variant<TcpStream, TlsStream>;

@@ -23,6 +23,7 @@ class InlineSink final : public store::DecisionSink {
 
 std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
   if (allowed) return "allowed";
+  if (action == rules::RuleAction::kDelay) return "delayed";
   return action == rules::RuleAction::kDryRun ? "dry_run" : "limited";
 }
 
@@ -67,6 +68,11 @@ LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts
     outcome.log += rule.name;
     outcome.log += ':';
     outcome.log += DecisionWord(d.allowed, rule.action);
+    if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
+      outcome.delayed.push_back({&hit, d});
+      if (outcome.verdict == Verdict::kForward) outcome.verdict = Verdict::kDelay;
+      continue;
+    }
     const bool enforced = !d.allowed && rule.action != rules::RuleAction::kDryRun;
     if (enforced) {
       // The limiting rule with the longest wait speaks for the response.
@@ -86,6 +92,26 @@ LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts
     }
   }
   return outcome;
+}
+
+algorithms::Decision DecideAgain(store::Store& store, const rules::RuleHit& hit,
+                                 std::int64_t now_ms) {
+  InlineSink sink;
+  store.Decide({hit.key, hit.rule->limit.get(), hit.rule->cost, now_ms}, sink);
+  return sink.result.decision;
+}
+
+std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                      std::size_t queued, std::int64_t now_ms) {
+  const auto& windows = rule.limit->windows;
+  if (windows.size() == 1 && windows[0].algorithm == algorithms::Algorithm::kFixedWindow) {
+    const std::int64_t w = windows[0].window_ms;
+    const std::int64_t index = now_ms / w;
+    const std::int64_t ready =
+        (index + 1) * w + static_cast<std::int64_t>(queued) / windows[0].limit * w;
+    return ready - now_ms;
+  }
+  return decision.retry_after_ms;
 }
 
 void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,

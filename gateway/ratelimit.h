@@ -5,6 +5,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "gateway/net.h"
 #include "rules/identity.h"
@@ -13,7 +14,13 @@
 
 namespace tollgate::gateway {
 
-enum class Verdict { kForward, kReject, kUnauthorized };
+enum class Verdict { kForward, kDelay, kReject, kUnauthorized };
+
+// A delay rule that limited the request: it waits and is decided again.
+struct DelayedHit {
+  const rules::RuleHit* hit;  // into the Evaluation passed to DecideLimits
+  algorithms::Decision decision;
+};
 
 struct LimitOutcome {
   Verdict verdict = Verdict::kForward;
@@ -22,7 +29,8 @@ struct LimitOutcome {
   const rules::RuleConfig* shown = nullptr;
   algorithms::Decision shown_decision;
   std::int64_t delay_ms = 0;  // leaky_bucket shaping: hold the request this long
-  std::string log;            // "rule:decision,..." for the access log
+  std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
+  std::string log;                  // "rule:decision,..." for the access log
 };
 
 struct LimitContext {
@@ -36,6 +44,18 @@ struct LimitContext {
 // local store does); `scratch` is reused between requests.
 LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
                           const rules::Identity& identity, rules::Evaluation& scratch);
+
+// Decides one rule again (a delayed request whose wait is over).
+algorithms::Decision DecideAgain(store::Store& store, const rules::RuleHit& hit,
+                                 std::int64_t now_ms);
+
+// How long a delayed request waits before it is decided again. For
+// fixed_window (one window), the delayed-queue estimate of the spec: with
+// `queued` requests of this key already waiting, the request is ready at
+// (idx + 1) * W + floor(queued / L) * W, so that waiting requests spread
+// over the following windows. Otherwise the decision's retry_after_ms.
+std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                      std::size_t queued, std::int64_t now_ms);
 
 // Appends the rate-limit fields for `rule`'s decision as header lines
 // ("Name: value\r\n"): RateLimit-Policy, RateLimit, X-RateLimit-*.

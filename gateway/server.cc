@@ -52,6 +52,7 @@ std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoi
 struct Server::Impl final : StateSource {
   // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
+  std::unique_ptr<WaitingRoom> waiting_room;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
   std::atomic<std::shared_ptr<const GatewayState>> state;
@@ -79,6 +80,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->config = config;
   state->clock = clock;
   state->store = store.get();
+  state->waiting_room = waiting_room.get();
   state->access_log = access_log.get();
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
@@ -136,6 +138,8 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   store::LocalStoreOptions store_options;
   store_options.max_keys = config->store.max_keys;
   impl->store = std::make_unique<store::LocalStore>(store_options);
+  impl->waiting_room =
+      std::make_unique<WaitingRoom>(static_cast<std::size_t>(config->limits.max_waiting));
   impl->access_log = AccessLog::Create(config->log, error);
   if (!impl->access_log) return nullptr;
   std::shared_ptr<const GatewayState> state = impl->Build(config, error);

@@ -1,6 +1,11 @@
 #include "gateway/session.h"
 
+#include <sys/socket.h>
+
+#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/write.hpp>
+#include <cerrno>
+#include <limits>
 #include <optional>
 
 #include "gateway/http_util.h"
@@ -205,29 +210,107 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     if (!config.role_header.empty()) req.erase(config.role_header);
   }
   // An unread body would be taken for the next request.
-  if (outcome.verdict != Verdict::kForward && !head.is_done()) ex.close = true;
+  if (outcome.verdict != Verdict::kForward && outcome.verdict != Verdict::kDelay &&
+      !head.is_done()) {
+    ex.close = true;
+  }
   if (outcome.verdict == Verdict::kUnauthorized) {
     co_await ReplyError(ex, http::status::unauthorized, "unauthorized",
                         "the bearer token is not valid");
     co_return std::nullopt;
   }
+  if (outcome.verdict == Verdict::kDelay) {
+    // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
+    const Turn turn = co_await WaitForTurn(outcome, ex);
+    if (turn == Turn::kClientGone) co_return std::nullopt;
+    if (turn == Turn::kRejected) outcome.verdict = Verdict::kReject;
+  }
   if (outcome.verdict == Verdict::kReject) {
-    wire_.clear();
-    ex.status = outcome.shown->status;
-    ex.bytes_out = AppendLimitedResponse(*outcome.shown, outcome.shown_decision, !ex.close, wire_);
+    PrepareReject(*outcome.shown, outcome.shown_decision, ex);
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
-    if (co_await WriteWire(stream_)) ex.close = true;
+    const ErrorCode ec = co_await WriteWire(stream_);
+    if (ec) ex.close = true;
     co_return std::nullopt;
   }
   if (outcome.delay_ms > 0) {
     // Shaping (leaky_bucket without nodelay): the request waits for its turn
     // on a timer; the thread serves others meanwhile.
-    asio::basic_waitable_timer<std::chrono::steady_clock,
-                               asio::wait_traits<std::chrono::steady_clock>, Executor>
-        turn(co_await asio::this_coro::executor, Ms(outcome.delay_ms));
+    const Executor executor = co_await asio::this_coro::executor;
+    Timer turn(executor, Ms(outcome.delay_ms));
     co_await turn.async_wait(kUseTuple);
   }
   co_return outcome;
+}
+
+void Session::PrepareReject(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                            Exchange& ex) {
+  wire_.clear();
+  ex.status = rule.status;
+  ex.bytes_out = AppendLimitedResponse(rule, decision, !ex.close, wire_);
+}
+
+Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
+  using namespace asio::experimental::awaitable_operators;
+  const GatewayState& state = *generation_->state;
+  const store::Clock& clock = *state.clock;
+  const std::int64_t start = clock.NowMs();
+  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+  std::int64_t wait = 0;
+  std::vector<WaitingRoom::Ticket> tickets;  // places held until this function returns
+  for (const DelayedHit& d : outcome.delayed) {
+    const rules::RuleConfig& rule = *d.hit->rule;
+    deadline = std::min(deadline, start + rule.max_delay_ms);
+    std::size_t queued = 0;
+    std::optional<WaitingRoom::Ticket> ticket =
+        state.waiting_room->Enter(d.hit->key, static_cast<std::size_t>(rule.max_waiting), queued);
+    if (!ticket) {
+      ex.error = "waiting_room_full";
+      outcome.shown = &rule;
+      outcome.shown_decision = d.decision;
+      co_return Turn::kRejected;
+    }
+    tickets.push_back(std::move(*ticket));
+    wait = std::max(wait, DelayFor(rule, d.decision, queued, start));
+  }
+  // (GCC 12 also mishandles co_await inside a constructor's arguments.)
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor);
+  for (;;) {
+    if (clock.NowMs() + wait > deadline) {
+      outcome.shown = outcome.delayed.front().hit->rule;
+      outcome.shown_decision = outcome.delayed.front().decision;
+      co_return Turn::kRejected;
+    }
+    const std::int64_t slept_from = clock.NowMs();
+    timer.expires_after(Ms(wait));
+    // Waiting also watches the connection: a client that leaves gives its
+    // place back at once.
+    auto first = co_await (timer.async_wait(kUseTuple) ||
+                           Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
+    if (first.index() == 1) {
+      char byte;
+      const ssize_t n = ::recv(Lowest(stream_).socket().native_handle(), &byte, 1,
+                               MSG_PEEK | MSG_DONTWAIT);
+      if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
+        ex.close = true;
+        ex.error = "client_gone";
+        co_return Turn::kClientGone;
+      }
+      // Data (a pipelined request): it waits in the socket; keep our turn.
+      timer.expires_after(Ms(std::max<std::int64_t>(0, wait - (clock.NowMs() - slept_from))));
+      co_await timer.async_wait(kUseTuple);
+    }
+    bool allowed = true;
+    wait = 0;
+    for (DelayedHit& d : outcome.delayed) {
+      d.decision = DecideAgain(*state.store, *d.hit, clock.NowMs());
+      if (!d.decision.allowed) {
+        allowed = false;
+        wait = std::max(wait, d.decision.retry_after_ms);
+      }
+    }
+    if (allowed) co_return Turn::kReady;
+  }
 }
 
 Task<ErrorCode> Session::WriteContinue() {

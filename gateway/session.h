@@ -38,6 +38,14 @@ class Session {
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                         std::string_view message);
   Task<ErrorCode> WriteContinue();
+  enum class Turn { kReady, kRejected, kClientGone };
+  // Holds a request limited by delay rules until they allow it. kRejected:
+  // it cannot be served within max_delay or the waiting room is full
+  // (outcome.shown says by which rule); kClientGone: the client left.
+  Task<Turn> WaitForTurn(LimitOutcome& outcome, Exchange& ex);
+  // wire_ = the 429 answer for `rule`'s decision.
+  void PrepareReject(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                     Exchange& ex);
   // For streamed responses: "Name: value\r\n" lines into Beast's fields.
   static void AddHeaderLines(std::string_view lines, http::fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.

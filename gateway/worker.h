@@ -12,6 +12,7 @@
 #include "gateway/net.h"
 #include "gateway/tls.h"
 #include "gateway/upstream_pool.h"
+#include "gateway/waiting_room.h"
 #include "rules/config.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"
@@ -31,6 +32,7 @@ struct GatewayState {
   std::unique_ptr<rules::IdentityResolver> identity;
   std::unique_ptr<rules::RuleSet> rule_set;
   store::Store* store = nullptr;  // outlives the state (kept across configurations)
+  WaitingRoom* waiting_room = nullptr;  // likewise
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
 };
@@ -85,13 +87,15 @@ class Worker {
   const StateSource& source_;
   const std::size_t index_;
   std::uint64_t generation_number_ = 0;
-  std::shared_ptr<Generation> generation_;
   // Declared before io_: destroying io_ destroys suspended sessions, which
   // unregister themselves here.
   std::unordered_set<Session*> sessions_;
   bool draining_ = false;
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
+  // Declared after io_: pooled upstream sockets and acceptors close while
+  // their io_context still exists.
+  std::shared_ptr<Generation> generation_;
   std::vector<std::unique_ptr<Acceptor>> acceptors_;
 };
 

@@ -87,6 +87,7 @@ void ReadTimeouts(TableReader r, TimeoutsConfig& out) {
 void ReadLimits(TableReader r, LimitsConfig& out) {
   if (auto v = r.Integer("max_header_bytes", 1024, 1 << 20)) out.max_header_bytes = *v;
   if (auto v = r.Integer("max_body_bytes", 0, kMaxInt)) out.max_body_bytes = *v;
+  if (auto v = r.Integer("max_waiting", 0, 10'000'000)) out.max_waiting = *v;
   r.Finish();
 }
 

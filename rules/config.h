@@ -48,6 +48,7 @@ struct TimeoutsConfig {
 struct LimitsConfig {
   std::int64_t max_header_bytes = 16'384;
   std::int64_t max_body_bytes = 10'485'760;
+  std::int64_t max_waiting = 10'000;  // requests held by delay rules, in total
 };
 
 enum class LogFormat { kCombined, kJson };

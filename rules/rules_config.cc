@@ -318,7 +318,18 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
                   : *a == "dry_run" ? RuleAction::kDryRun
                                     : RuleAction::kReject;
   }
-  if (auto d = r.DurationMs("max_delay")) rule.max_delay_ms = *d;
+  if (auto d = r.DurationMs("max_delay", 1)) rule.max_delay_ms = *d;
+  if (auto n = r.Integer("max_waiting", 1, 1'000'000)) rule.max_waiting = *n;
+  if (rule.action == RuleAction::kDelay && !r.Has("max_delay")) {
+    errors.Add(*r.Find("action"), "action \"delay\" needs \"max_delay\"");
+  }
+  if (rule.action != RuleAction::kDelay) {
+    for (const char* key : {"max_delay", "max_waiting"}) {
+      if (const toml::value* v = r.Find(key)) {
+        errors.Add(*v, fmt::format("\"{}\" applies to action = \"delay\" only", key));
+      }
+    }
+  }
   if (auto s = r.Integer("status", 400, 599)) rule.status = static_cast<unsigned>(*s);
   if (auto h = r.OneOf("headers", {"all", "limited", "none"})) {
     rule.headers = *h == "none"      ? RateLimitHeaders::kNone

@@ -76,7 +76,7 @@ upstream = "api"
 )" + extra;
 }
 
-TestGateway::TestGateway(std::string toml, std::uint16_t echo_port) {
+TestGateway::TestGateway(std::string toml, std::uint16_t echo_port, TestClock clock) {
   for (std::size_t at; (at = toml.find("{ECHO}")) != std::string::npos;) {
     toml.replace(at, 6, std::to_string(echo_port));
   }
@@ -84,8 +84,10 @@ TestGateway::TestGateway(std::string toml, std::uint16_t echo_port) {
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.ToString();
   if (!loaded.config) std::abort();
   std::string error;
-  server_ =
-      gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), clock_, error);
+  const store::Clock& chosen =
+      clock == TestClock::kSteady ? static_cast<const store::Clock&>(steady_) : clock_;
+  server_ = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), chosen,
+                                    error);
   if (!server_) {
     ADD_FAILURE() << error;
     std::abort();

@@ -38,10 +38,13 @@ std::pair<std::string, std::string> MakeCertificate(const TempDir& dir, const st
 
 std::unique_ptr<gateway::EchoUpstream> StartEcho();
 
-// A gateway built from TOML text; "{ECHO}" is replaced by `echo_port`.
+enum class TestClock { kManual, kSteady };
+
+// A gateway built from TOML text; "{ECHO}" is replaced by `echo_port`. Its
+// clock is a ManualClock unless kSteady is asked for (real timers: delays).
 class TestGateway {
  public:
-  TestGateway(std::string toml, std::uint16_t echo_port);
+  TestGateway(std::string toml, std::uint16_t echo_port, TestClock clock = TestClock::kManual);
   explicit TestGateway(const rules::Config& config);
   ~TestGateway();
   std::uint16_t port(std::size_t listener = 0) const { return server_->listener_ports()[listener]; }
@@ -51,6 +54,7 @@ class TestGateway {
 
  private:
   store::ManualClock clock_{1'000'000};
+  store::SteadyClock steady_;
   std::unique_ptr<gateway::Server> server_;
 };
 
