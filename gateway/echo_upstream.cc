@@ -8,12 +8,12 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/listen.h"
 #include "gateway/net.h"
 
 namespace tollgate::gateway {
 namespace {
 
-using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 constexpr std::size_t kChunk = 16 * 1024;
 
 std::uint64_t Number(std::string_view text) {
@@ -253,15 +253,9 @@ std::unique_ptr<EchoUpstream> EchoUpstream::Create(const std::string& host, std:
   tcp::endpoint endpoint(address, port);
   for (int i = 0; i < std::max(1, threads); ++i) {
     impl->ios.push_back(std::make_unique<asio::io_context>(1));
-    auto acceptor = std::make_unique<Acceptor>(*impl->ios.back());
-    acceptor->open(endpoint.protocol(), ec);
-    if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
-    if (!ec) acceptor->set_option(ReusePort(true), ec);
-    if (!ec) acceptor->bind(endpoint, ec);
-    if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-    if (ec) {
-      error = "echo upstream: cannot listen on " + host + ":" + std::to_string(port) + ": " +
-              ec.message();
+    auto acceptor = ListenReusePort(*impl->ios.back(), endpoint, error);
+    if (!acceptor) {
+      error = "echo upstream: " + error;
       return nullptr;
     }
     endpoint.port(acceptor->local_endpoint().port());

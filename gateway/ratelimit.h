@@ -28,7 +28,7 @@ struct LimitOutcome {
   // its limit, or the one that limited), and its decision.
   const rules::RuleConfig* shown = nullptr;
   algorithms::Decision shown_decision;
-  std::int64_t delay_ms = 0;  // leaky_bucket shaping: hold the request this long
+  std::int64_t delay_ms = 0;        // leaky_bucket shaping: hold the request this long
   std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
   std::string log;                  // "rule:decision,..." for the access log
 };

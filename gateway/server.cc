@@ -9,13 +9,12 @@
 #include <thread>
 
 #include "gateway/admin.h"
+#include "gateway/listen.h"
 #include "gateway/worker.h"
 #include "store/local_store.h"
 
 namespace tollgate::gateway {
 namespace {
-
-using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
 
 std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort& hp,
                                      std::string& error) {
@@ -28,23 +27,6 @@ std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort
     return std::nullopt;
   }
   return results.begin()->endpoint();
-}
-
-std::unique_ptr<Acceptor> Bind(asio::io_context& io, const tcp::endpoint& endpoint,
-                               std::string& error) {
-  auto acceptor = std::make_unique<Acceptor>(io);
-  ErrorCode ec;
-  acceptor->open(endpoint.protocol(), ec);
-  if (!ec) acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
-  if (!ec) acceptor->set_option(ReusePort(true), ec);
-  if (!ec) acceptor->bind(endpoint, ec);
-  if (!ec) acceptor->listen(asio::socket_base::max_listen_connections, ec);
-  if (ec) {
-    error = fmt::format("cannot listen on {}:{}: {}", endpoint.address().to_string(),
-                        endpoint.port(), ec.message());
-    return nullptr;
-  }
-  return acceptor;
 }
 
 }  // namespace
@@ -159,7 +141,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     auto endpoint = Resolve(resolver_io, l.address, error);
     if (!endpoint) return nullptr;
     for (auto& worker : impl->workers) {
-      auto acceptor = Bind(worker->io(), *endpoint, error);
+      auto acceptor = ListenReusePort(worker->io(), *endpoint, error);
       if (!acceptor) return nullptr;
       endpoint->port(acceptor->local_endpoint().port());
       worker->acceptors().push_back(std::move(acceptor));
@@ -168,7 +150,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   }
   auto admin_endpoint = Resolve(resolver_io, config->admin.address, error);
   if (!admin_endpoint) return nullptr;
-  auto admin_acceptor = Bind(impl->workers.front()->io(), *admin_endpoint, error);
+  auto admin_acceptor = ListenReusePort(impl->workers.front()->io(), *admin_endpoint, error);
   if (!admin_acceptor) {
     error = "admin listener: " + error;
     return nullptr;

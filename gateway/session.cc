@@ -93,9 +93,10 @@ char* Session::RelayBuffer() {
 }
 
 Task<void> Session::Run() {
-  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  // config_ changes with reloads between exchanges (and the old one may be
+  // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
-    Lowest(stream_).expires_after(Ms(timeouts.client_header_ms));
+    Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
     auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
     if (ec) co_return;
   }
@@ -107,7 +108,7 @@ Task<void> Session::Run() {
       // own (longer) deadline; the header then has client_header to arrive.
       idle_ = true;
       Lowest(stream_).expires_after(
-          Ms(first ? timeouts.client_header_ms : timeouts.client_idle_ms));
+          Ms(first ? config_->timeouts.client_header_ms : config_->timeouts.client_idle_ms));
       auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
         return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
       });
@@ -289,8 +290,8 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
                            Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
     if (first.index() == 1) {
       char byte;
-      const ssize_t n = ::recv(Lowest(stream_).socket().native_handle(), &byte, 1,
-                               MSG_PEEK | MSG_DONTWAIT);
+      const ssize_t n =
+          ::recv(Lowest(stream_).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         ex.close = true;
         ex.error = "client_gone";

@@ -2,8 +2,7 @@
 
 namespace tollgate::gateway {
 
-std::optional<WaitingRoom::Ticket> WaitingRoom::Enter(std::string_view key,
-                                                      std::size_t max_per_key,
+std::optional<WaitingRoom::Ticket> WaitingRoom::Enter(std::string_view key, std::size_t max_per_key,
                                                       std::size_t& waiting_before) {
   std::lock_guard lock(mutex_);
   if (total_ >= max_total_) return std::nullopt;

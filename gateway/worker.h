@@ -31,7 +31,7 @@ struct GatewayState {
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
   std::unique_ptr<rules::IdentityResolver> identity;
   std::unique_ptr<rules::RuleSet> rule_set;
-  store::Store* store = nullptr;  // outlives the state (kept across configurations)
+  store::Store* store = nullptr;        // outlives the state (kept across configurations)
   WaitingRoom* waiting_room = nullptr;  // likewise
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;

@@ -86,8 +86,8 @@ TestGateway::TestGateway(std::string toml, std::uint16_t echo_port, TestClock cl
   std::string error;
   const store::Clock& chosen =
       clock == TestClock::kSteady ? static_cast<const store::Clock&>(steady_) : clock_;
-  server_ = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), chosen,
-                                    error);
+  server_ =
+      gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), chosen, error);
   if (!server_) {
     ADD_FAILURE() << error;
     std::abort();
