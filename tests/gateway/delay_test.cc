@@ -7,6 +7,10 @@
 #include <thread>
 #include <vector>
 
+#include <sys/socket.h>
+
+#include <cerrno>
+
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -62,22 +66,33 @@ TEST(Delay, BeyondMaxDelayIsRejected) {
 
 TEST(Delay, WaitingRoomIsBoundedAndALeavingClientFreesItsPlace) {
   auto echo = StartEcho();
-  TestGateway gateway(DelayRule("max_delay = \"10s\"\nmax_waiting = 1\n"), echo->port(),
-                      TestClock::kSteady);
+  // A frozen clock: the window never rolls over, so the room's state alone
+  // decides (the held requests would wait 20 s of real time).
+  std::string config = DelayRule("max_delay = \"60s\"\nmax_waiting = 1\n");
+  config.replace(config.find("window = \"300ms\""), 16, "window = \"60s\"");
+  TestGateway gateway(config, echo->port());
   Client a(gateway.port()), b(gateway.port());
   EXPECT_EQ(a.Get("/").result_int(), 200);
   EXPECT_EQ(b.Get("/").result_int(), 200);
-  // The window is used up: the next one waits, the one after finds the room full.
   {
     Client waiting(gateway.port());
     waiting.Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Client full(gateway.port());
-    EXPECT_EQ(full.Get("/").result_int(), 429);
+    EXPECT_EQ(full.Get("/").result_int(), 429);  // the one place is taken
   }  // `waiting` hangs up while it waits
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  // The place is free again: the next request is held, not rejected.
+  Client next(gateway.port(), 300);
+  next.Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+  // A raw recv: SO_RCVTIMEO (300 ms) ends it; Asio's blocking read would poll forever.
+  char byte;
+  const ssize_t n = ::recv(next.socket().native_handle(), &byte, 1, 0);
+  EXPECT_EQ(n, -1) << "an answer came instead of a wait";
+  EXPECT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  Client next(gateway.port(), 10000);
-  EXPECT_EQ(next.Get("/").result_int(), 200);
+  Client another(gateway.port());
+  EXPECT_EQ(another.Get("/").result_int(), 429);  // and it holds the place
 }
 
 }  // namespace

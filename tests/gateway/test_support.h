@@ -62,7 +62,8 @@ class TestGateway {
 // one upstream "api" = the echo server, route "/" to it. `extra` is appended.
 std::string BasicConfig(const std::string& extra = "");
 
-// A blocking client connection with a receive timeout.
+// A blocking client connection. Its receive timeout (SO_RCVTIMEO) bounds raw
+// recv() calls; Asio's own blocking reads poll without a timeout.
 class Client {
  public:
   // `source` binds the client's end (any 127.x.y.z works on Linux).
