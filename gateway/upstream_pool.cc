@@ -18,12 +18,6 @@ std::string UpstreamPool::ServerName(std::size_t server) const {
   return config_.servers[server].ToString();
 }
 
-std::size_t UpstreamPool::IdleCount() const {
-  std::size_t n = 0;
-  for (const Server& s : servers_) n += s.idle.size();
-  return n;
-}
-
 std::size_t UpstreamPool::PickServer() {
   const std::int64_t now = clock_.NowMs();
   // Round-robin over healthy servers; when all are down, the one that comes

@@ -50,7 +50,6 @@ class UpstreamPool {
 
   const std::string& name() const { return config_.name; }
   std::string ServerName(std::size_t server) const;
-  std::size_t IdleCount() const;
 
  private:
   struct Server {

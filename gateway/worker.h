@@ -74,7 +74,6 @@ class Worker {
 
   void Register(Session* session) { sessions_.insert(session); }
   void Unregister(Session* session) { sessions_.erase(session); }
-  std::size_t session_count() const { return sessions_.size(); }
 
   bool draining() const { return draining_; }
   // Stops accepting, closes idle connections; busy ones close after their

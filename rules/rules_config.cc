@@ -255,7 +255,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   if (const toml::value* key = r.Require("key")) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
   }
-  const toml::value* algorithm_value = r.Require("algorithm");
+  r.Require("algorithm");
   auto algorithm_name = r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window",
                                               "sliding_log", "sub_window", "two_bucket"});
   std::optional<algorithms::Algorithm> algorithm;
@@ -357,7 +357,6 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
       rule.limit = std::make_shared<const store::LimitSpec>(store::LimitSpec::Make(params));
     }
   }
-  (void)algorithm_value;
   r.Finish();
   out.push_back(std::move(rule));
 }
