@@ -1,5 +1,7 @@
 #include "gateway/admin.h"
 
+#include <fmt/format.h>
+
 #include "gateway/http_util.h"
 
 namespace tollgate::gateway {
@@ -69,8 +71,11 @@ http::response<http::string_body> AdminServer::Handle(const http::request<http::
   }
   if (path == "/healthz") return JsonResponse(http::status::ok, "{\"status\":\"ok\"}\n");
   if (path == "/readyz") {
-    if (!stopped_ && ready_()) return JsonResponse(http::status::ok, "{\"status\":\"ready\"}\n");
-    return JsonResponse(http::status::service_unavailable, "{\"status\":\"not_ready\"}\n");
+    const Readiness r = ready_();
+    const bool ready = !stopped_ && r.ready;
+    return JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
+                        fmt::format("{{\"status\":\"{}\",\"store\":{}}}\n",
+                                    ready ? "ready" : "not_ready", r.store_json));
   }
   return MakeErrorResponse(http::status::not_found, "not_found", "no such admin endpoint");
 }

@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 
 #include "gateway/net.h"
 
@@ -12,7 +13,13 @@ namespace tollgate::gateway {
 
 class AdminServer {
  public:
-  using ReadyProbe = std::function<bool()>;
+  // Whether the gateway is ready, and a JSON object describing its store
+  // (e.g. {"kind":"redis","connections_up":2,"circuits_open":0}).
+  struct Readiness {
+    bool ready = false;
+    std::string store_json = "{}";
+  };
+  using ReadyProbe = std::function<Readiness()>;
   AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready);
 
   void Start();

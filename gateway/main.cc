@@ -33,8 +33,9 @@ constexpr std::string_view kUsage = R"(usage:
   tollgate --config FILE            run the gateway
   tollgate --check-config FILE      validate FILE; print every error as file:line:col
   tollgate replay --algorithm NAME --limit L --window DURATION
-                  [--burst B] [--sub-windows N] [--nodelay] [--store local] < trace.csv
-  tollgate replay --config FILE --rule NAME [--store local] < trace.csv
+                  [--burst B] [--sub-windows N] [--nodelay]
+                  [--store local|redis] [--redis URL] < trace.csv
+  tollgate replay --config FILE --rule NAME [--store local|redis] [--redis URL] < trace.csv
                                     decide a trace (t_ms,key[,cost]) with a virtual clock
   tollgate echo-upstream [--listen HOST:PORT] [--threads N]
                                     run the bundled demo/benchmark upstream
@@ -151,7 +152,8 @@ std::optional<std::int64_t> ParseCount(std::string_view text) {
 }
 
 // --config FILE --rule NAME: the rule's windows (all of them) and cost.
-int ReplayConfiguredRule(const std::string& file, const std::string& rule_name) {
+int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
+                         const std::optional<store::RedisAddress>& redis) {
   rules::LoadResult loaded = rules::LoadConfigFile(file);
   if (!loaded.config) {
     PrintErrors(loaded.errors);
@@ -166,6 +168,7 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name) 
     ReplayOptions options;
     options.windows = rule.limit->windows;
     options.default_cost = rule.cost;
+    options.redis = redis;
     std::ios::sync_with_stdio(false);
     return RunReplay(options, std::cin, std::cout, std::cerr);
   }
@@ -182,6 +185,8 @@ int Replay(const std::vector<std::string>& args) {
   std::optional<std::int64_t> burst;
   std::int64_t sub_windows = 10;
   bool nodelay = false;
+  std::string store_kind = "local";
+  std::optional<std::string> redis_url;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -221,19 +226,29 @@ int Replay(const std::vector<std::string>& args) {
     } else if (a == "--rule") {
       rule_name = *v;
     } else if (a == "--store") {
-      if (*v != "local") {
-        return Usage(fmt::format("--store must be \"local\" in this version; got \"{}\"", *v));
+      if (*v != "local" && *v != "redis") {
+        return Usage(fmt::format("--store must be \"local\" or \"redis\"; got \"{}\"", *v));
       }
+      store_kind = *v;
+    } else if (a == "--redis") {
+      redis_url = *v;
     } else {
       return Usage(fmt::format("unknown replay option \"{}\"", a));
     }
+  }
+  if (redis_url && store_kind != "redis") return Usage("--redis goes with --store redis");
+  std::optional<store::RedisAddress> redis;
+  if (store_kind == "redis") {
+    std::string error;
+    redis = store::ParseRedisUrl(redis_url.value_or("redis://127.0.0.1:6379/0"), error);
+    if (!redis) return Usage("--redis: " + error);
   }
   if (config_file || rule_name) {
     if (!config_file || !rule_name) return Usage("--config and --rule go together");
     if (algorithm || limit || window_ms || burst || nodelay) {
       return Usage("--config/--rule take the limit from the file: no --algorithm, --limit, ...");
     }
-    return ReplayConfiguredRule(*config_file, *rule_name);
+    return ReplayConfiguredRule(*config_file, *rule_name, redis);
   }
   if (!algorithm || !limit || !window_ms) {
     return Usage("replay needs --algorithm, --limit and --window (or --config and --rule)");
@@ -253,6 +268,7 @@ int Replay(const std::vector<std::string>& args) {
   p.burst = burst.value_or(p.algorithm == algorithms::Algorithm::kTokenBucket ? p.limit : 0);
   ReplayOptions options;
   options.windows = {p};
+  options.redis = redis;
   std::ios::sync_with_stdio(false);
   return RunReplay(options, std::cin, std::cout, std::cerr);
 }

@@ -11,16 +11,6 @@ namespace {
 
 std::int64_t CeilSeconds(std::int64_t ms) { return (ms + 999) / 1000; }
 
-class InlineSink final : public store::DecisionSink {
- public:
-  void OnDecision(const store::StoreResult& r) override {
-    result = r;
-    done = true;
-  }
-  store::StoreResult result;
-  bool done = false;
-};
-
 std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
   if (allowed) return "allowed";
   if (action == rules::RuleAction::kDelay) return "delayed";
@@ -44,8 +34,37 @@ std::string FieldsLookup::GetJoined(std::string_view name) const {
   return out;
 }
 
-LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
-                          const rules::Identity& identity, rules::Evaluation& scratch) {
+void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
+  result = r;
+  if (--batch->pending_ == 0) batch->timer_.cancel();
+}
+
+void DecisionBatch::Start(store::Store& store, std::span<const rules::RuleHit* const> hits,
+                          std::int64_t now_ms) {
+  // Sized before the first Decide(): the store keeps pointers to the slots.
+  slots_.clear();
+  slots_.resize(hits.size());
+  pending_ = hits.size();
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    slots_[i].batch = this;
+    const rules::RuleConfig& rule = *hits[i]->rule;
+    store.Decide({hits[i]->key, rule.limit.get(), rule.cost, now_ms}, slots_[i]);
+  }
+}
+
+Task<void> DecisionBatch::Wait() {
+  while (pending_ > 0) {
+    timer_.expires_at(Timer::time_point::max());
+    co_await timer_.async_wait(kUseTuple);
+  }
+}
+
+std::optional<LimitOutcome> StartLimits(const LimitContext& context,
+                                        const rules::RequestFacts& request,
+                                        const rules::Identity& identity,
+                                        rules::Evaluation& scratch,
+                                        std::vector<const rules::RuleHit*>& hits,
+                                        DecisionBatch& batch) {
   LimitOutcome outcome;
   if (identity.token == rules::TokenState::kInvalid && context.identity.config().jwt &&
       context.identity.config().jwt->on_invalid == rules::OnInvalidToken::kReject) {
@@ -58,16 +77,59 @@ LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts
     outcome.log = scratch.exempt->name + ":exempt";
     return outcome;
   }
-  for (const rules::RuleHit& hit : scratch.hits) {
+  if (scratch.hits.empty()) return outcome;
+  hits.clear();
+  for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
+  batch.Start(context.store, hits, context.store_now_ms);
+  return std::nullopt;
+}
+
+algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
+                                     const store::StoreResult& result, bool& error) {
+  error = result.status != store::StoreStatus::kOk;
+  if (!error) return result.decision;
+  algorithms::Decision d;
+  switch (context.on_error) {
+    case rules::StoreFailurePolicy::kAllow:
+      d.allowed = true;
+      d.remaining = hit.rule->limit->windows.front().limit;
+      return d;
+    case rules::StoreFailurePolicy::kDeny:
+      d.allowed = false;
+      d.retry_after_ms = 1000;
+      return d;
+    case rules::StoreFailurePolicy::kLocal:
+      break;
+  }
+  error = false;  // the local store decided: a real decision
+  return context.fallback.DecideNow(
+      {hit.key, hit.rule->limit.get(), hit.rule->cost, context.now_ms});
+}
+
+LimitOutcome FinishLimits(const LimitContext& context,
+                          std::span<const rules::RuleHit* const> hits,
+                          const DecisionBatch& batch) {
+  LimitOutcome outcome;
+  for (std::size_t i = 0; i < hits.size(); ++i) {
+    const rules::RuleHit& hit = *hits[i];
     const rules::RuleConfig& rule = *hit.rule;
-    InlineSink sink;
-    context.store.Decide({hit.key, rule.limit.get(), rule.cost, context.now_ms}, sink);
-    // Every store the gateway runs today completes inline.
-    const algorithms::Decision& d = sink.result.decision;
+    bool error = false;
+    const algorithms::Decision d = ResolveDecision(context, hit, batch.result(i), error);
     if (!outcome.log.empty()) outcome.log += ',';
     outcome.log += rule.name;
     outcome.log += ':';
+    if (error) {
+      outcome.log += "error";
+      if (context.on_error == rules::StoreFailurePolicy::kDeny) {
+        outcome.verdict = Verdict::kStoreUnavailable;
+        outcome.shown = &rule;
+        outcome.shown_decision = d;
+      }
+      continue;
+    }
     outcome.log += DecisionWord(d.allowed, rule.action);
+    if (batch.result(i).status != store::StoreStatus::kOk) outcome.log += "(local)";
+    if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
       outcome.delayed.push_back({&hit, d});
       if (outcome.verdict == Verdict::kForward) outcome.verdict = Verdict::kDelay;
@@ -92,13 +154,6 @@ LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts
     }
   }
   return outcome;
-}
-
-algorithms::Decision DecideAgain(store::Store& store, const rules::RuleHit& hit,
-                                 std::int64_t now_ms) {
-  InlineSink sink;
-  store.Decide({hit.key, hit.rule->limit.get(), hit.rule->cost, now_ms}, sink);
-  return sink.result.decision;
 }
 
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,

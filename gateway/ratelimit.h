@@ -4,17 +4,20 @@
 // worker thread; the rule set and store are shared and thread-safe.
 #pragma once
 
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "gateway/net.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
+#include "store/local_store.h"
 #include "store/store.h"
 
 namespace tollgate::gateway {
 
-enum class Verdict { kForward, kDelay, kReject, kUnauthorized };
+enum class Verdict { kForward, kDelay, kReject, kUnauthorized, kStoreUnavailable };
 
 // A delay rule that limited the request: it waits and is decided again.
 struct DelayedHit {
@@ -36,18 +39,63 @@ struct LimitOutcome {
 struct LimitContext {
   const rules::IdentityResolver& identity;
   const rules::RuleSet& rules;
-  store::Store& store;
-  std::int64_t now_ms;
+  store::Store& store;             // the configured store (this worker's)
+  store::LocalStore& fallback;     // decides when `store` cannot and on_error = "local"
+  rules::StoreFailurePolicy on_error;
+  std::int64_t now_ms;             // the gateway's clock (local store)
+  std::int64_t store_now_ms;       // the configured store's clock
 };
 
-// Decides every rule that applies. The store must complete inline (the
-// local store does); `scratch` is reused between requests.
-LimitOutcome DecideLimits(const LimitContext& context, const rules::RequestFacts& request,
-                          const rules::Identity& identity, rules::Evaluation& scratch);
+// The decisions of several rules, asked of the store at once (a Redis store
+// pipelines them) and collected as they complete, inline or later on this
+// thread. Not movable: the store holds pointers to its slots until they
+// complete, which every store guarantees within its own deadline.
+class DecisionBatch {
+ public:
+  explicit DecisionBatch(const Executor& executor) : timer_(executor) {}
+  DecisionBatch(const DecisionBatch&) = delete;
+  DecisionBatch& operator=(const DecisionBatch&) = delete;
 
-// Decides one rule again (a delayed request whose wait is over).
-algorithms::Decision DecideAgain(store::Store& store, const rules::RuleHit& hit,
-                                 std::int64_t now_ms);
+  // Asks `store` for one decision per hit.
+  void Start(store::Store& store, std::span<const rules::RuleHit* const> hits,
+             std::int64_t now_ms);
+  bool done() const { return pending_ == 0; }
+  // Resumes once every decision is in.
+  Task<void> Wait();
+  const store::StoreResult& result(std::size_t i) const { return slots_[i].result; }
+
+ private:
+  struct Slot final : store::DecisionSink {
+    DecisionBatch* batch = nullptr;
+    store::StoreResult result;
+    void OnDecision(const store::StoreResult& r) override;
+  };
+  std::vector<Slot> slots_;
+  std::size_t pending_ = 0;
+  Timer timer_;
+};
+
+// Step 1 of deciding a request: the answer when no store is needed
+// (unauthorized token, exempt rule); otherwise nullopt, the applying rules
+// are in `scratch.hits` and their decisions are started in `batch`.
+std::optional<LimitOutcome> StartLimits(const LimitContext& context,
+                                        const rules::RequestFacts& request,
+                                        const rules::Identity& identity,
+                                        rules::Evaluation& scratch,
+                                        std::vector<const rules::RuleHit*>& hits,
+                                        DecisionBatch& batch);
+
+// Step 2, once `batch` is done: what the decisions mean for the request.
+// Decisions the store could not make follow `context.on_error`.
+LimitOutcome FinishLimits(const LimitContext& context,
+                          std::span<const rules::RuleHit* const> hits,
+                          const DecisionBatch& batch);
+
+// A decision of `batch` with the failure policy applied: `error` is set when
+// the store could not decide (on_error allow/deny give an allowed/limited
+// decision; local asks the local store).
+algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
+                                     const store::StoreResult& result, bool& error);
 
 // How long a delayed request waits before it is decided again. For
 // fixed_window (one window), the delayed-queue estimate of the spec: with

@@ -2,15 +2,23 @@
 
 #include <fmt/format.h>
 #include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+
+#include <unistd.h>
 
 #include <charconv>
+#include <chrono>
+#include <limits>
+#include <memory>
 #include <istream>
 #include <map>
 #include <ostream>
 #include <string_view>
 
 #include "algorithms/validate.h"
+#include "gateway/net.h"
 #include "store/local_store.h"
+#include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -33,6 +41,36 @@ struct KeyTotals {
   std::uint64_t limited = 0;
 };
 
+struct Row final : store::DecisionSink {
+  std::size_t line = 0;
+  std::int64_t t = 0;
+  std::string key;
+  std::int64_t cost = 1;
+  store::StoreResult result;
+  bool done = false;
+  void OnDecision(const store::StoreResult& r) override {
+    result = r;
+    done = true;
+  }
+};
+
+// Rows are decided in batches: a Redis store pipelines a whole batch.
+constexpr std::size_t kBatchRows = 512;
+
+std::string_view StatusWord(store::StoreStatus status) {
+  switch (status) {
+    case store::StoreStatus::kOk:
+      return "ok";
+    case store::StoreStatus::kTimeout:
+      return "timed out";
+    case store::StoreStatus::kUnavailable:
+      return "could not reach the store";
+    case store::StoreStatus::kError:
+      return "the store answered with an error";
+  }
+  return "failed";
+}
+
 }  // namespace
 
 int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
@@ -42,12 +80,63 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     return 1;
   }
   const store::LimitSpec spec = store::LimitSpec::Make(options.windows);
-  store::LocalStoreOptions store_options;
-  store_options.max_keys = std::size_t{1} << 24;
-  store::LocalStore store(store_options);
+  asio::io_context io;
+  store::RedisHealth health;
+  std::unique_ptr<store::Store> store;
+  if (options.redis) {
+    store::RedisOptions redis;
+    redis.address = *options.redis;
+    redis.time = store::RedisTime::kClient;
+    // The trace's clock is not Redis's: keys live at least an hour, under a
+    // prefix of their own so that runs never see each other's state.
+    redis.min_ttl_ms = 3'600'000;
+    redis.prefix = fmt::format("tollgate:replay:{}-{}:", ::getpid(),
+                               std::chrono::system_clock::now().time_since_epoch().count());
+    redis.timeout_ms = 10'000;
+    redis.max_pending = kBatchRows * 2;
+    redis.breaker_failures = std::numeric_limits<int>::max();
+    spdlog::set_level(spdlog::level::warn);  // stderr carries the summary
+    bool fatal = false;
+    if (auto problem = store::CheckRedis(redis, fatal)) {
+      fmt::print(err, "replay: {}\n", *problem);
+      return 1;
+    }
+    store = std::make_unique<store::RedisStore>(io, redis, health);
+  } else {
+    store::LocalStoreOptions store_options;
+    store_options.max_keys = std::size_t{1} << 24;
+    store = std::make_unique<store::LocalStore>(store_options);
+  }
   std::map<std::string, KeyTotals, std::less<>> totals;
+  std::vector<Row> rows;
+  rows.reserve(kBatchRows);
+
+  // Decides and prints the rows read so far; false after a store failure.
+  auto flush = [&]() -> bool {
+    for (Row& row : rows) store->Decide({row.key, &spec, row.cost, row.t}, row);
+    for (Row& row : rows) {
+      while (!row.done) io.run_one();
+    }
+    for (const Row& row : rows) {
+      if (row.result.status != store::StoreStatus::kOk) {
+        out.flush();
+        fmt::print(err, "{}:{}: {}\n", options.input_name, row.line,
+                   StatusWord(row.result.status));
+        return false;
+      }
+      const algorithms::Decision& d = row.result.decision;
+      auto it = totals.find(row.key);
+      if (it == totals.end()) it = totals.emplace(row.key, KeyTotals{}).first;
+      (d.allowed ? it->second.allowed : it->second.limited) += 1;
+      fmt::print(out, "{},{},{},{},{},{},{}\n", row.t, row.key, row.cost,
+                 d.allowed ? "allowed" : "limited", d.remaining, d.retry_after_ms, d.delay_ms);
+    }
+    rows.clear();
+    return true;
+  };
 
   auto fail = [&](std::size_t line, std::string_view message) {
+    if (!flush()) return 1;
     out.flush();
     fmt::print(err, "{}:{}: {}\n", options.input_name, line, message);
     return 1;
@@ -96,13 +185,14 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     }
     seen_data = true;
     last_t = t;
-    const algorithms::Decision d = store.DecideNow({key, &spec, cost, t});
-    auto it = totals.find(key);
-    if (it == totals.end()) it = totals.emplace(std::string(key), KeyTotals{}).first;
-    (d.allowed ? it->second.allowed : it->second.limited) += 1;
-    fmt::print(out, "{},{},{},{},{},{},{}\n", t, key, cost, d.allowed ? "allowed" : "limited",
-               d.remaining, d.retry_after_ms, d.delay_ms);
+    Row& row = rows.emplace_back();
+    row.line = line_number;
+    row.t = t;
+    row.key = std::string(key);
+    row.cost = cost;
+    if (rows.size() == kBatchRows && !flush()) return 1;
   }
+  if (!flush()) return 1;
   out.flush();
   for (const auto& [key, t] : totals) {
     fmt::print(err, "{}: allowed {}, limited {}\n", key, t.allowed, t.limited);

@@ -5,10 +5,12 @@
 
 #include <cstdint>
 #include <iosfwd>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "store/redis_options.h"
 
 namespace tollgate::gateway {
 
@@ -16,6 +18,9 @@ struct ReplayOptions {
   std::vector<algorithms::LimitParams> windows;  // validated by RunReplay
   std::string input_name = "<stdin>";            // for error messages
   std::int64_t default_cost = 1;                 // for lines without a cost
+  // Set: decide on this Redis (time = "client": the trace's timestamps; keys
+  // under a prefix unique to the run) instead of a local store.
+  std::optional<store::RedisAddress> redis;
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.

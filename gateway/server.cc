@@ -12,6 +12,7 @@
 #include "gateway/listen.h"
 #include "gateway/worker.h"
 #include "store/local_store.h"
+#include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -34,6 +35,7 @@ std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort
 struct Server::Impl final : StateSource {
   // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
+  store::RedisHealth redis_health;
   std::unique_ptr<WaitingRoom> waiting_room;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
@@ -50,6 +52,28 @@ struct Server::Impl final : StateSource {
   }
   std::shared_ptr<const GatewayState> Load() const override { return state.load(); }
 
+  // Not ready while draining, or when Redis is unreachable from every
+  // connection and on_error = "deny" (requests would all get 503).
+  AdminServer::Readiness Readiness() const {
+    AdminServer::Readiness r;
+    r.ready = serving.load();
+    const rules::StoreConfig& config = state.load()->config->store;
+    if (config.kind == rules::StoreKind::kLocal) {
+      r.store_json = fmt::format("{{\"kind\":\"local\",\"keys\":{}}}", store->KeyCount());
+      return r;
+    }
+    const std::int64_t up = redis_health.connections_up.load(std::memory_order_relaxed);
+    const std::int64_t open = redis_health.circuits_open.load(std::memory_order_relaxed);
+    const bool redis_ok = up > 0 && open < up;
+    if (!redis_ok && config.on_error == rules::StoreFailurePolicy::kDeny) r.ready = false;
+    r.store_json = fmt::format(
+        "{{\"kind\":\"redis\",\"available\":{},\"connections_up\":{},\"circuits_open\":{},"
+        "\"timeouts\":{},\"unavailable\":{}}}",
+        redis_ok, up, open, redis_health.timeouts.load(std::memory_order_relaxed),
+        redis_health.unavailable.load(std::memory_order_relaxed));
+    return r;
+  }
+
   // Everything a configuration needs besides sockets: resolved upstreams,
   // TLS contexts, identity, rules. nullptr with `error` on failure.
   std::shared_ptr<const GatewayState> Build(std::shared_ptr<const rules::Config> config,
@@ -61,7 +85,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   auto state = std::make_shared<GatewayState>();
   state->config = config;
   state->clock = clock;
-  state->store = store.get();
+  state->local_store = store.get();
   state->waiting_room = waiting_room.get();
   state->access_log = access_log.get();
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
@@ -131,8 +155,27 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   const std::size_t threads = config->server.threads > 0
                                   ? static_cast<std::size_t>(config->server.threads)
                                   : std::max(1u, std::thread::hardware_concurrency());
+  const rules::StoreConfig& store_config = config->store;
+  if (store_config.kind == rules::StoreKind::kRedis) {
+    bool fatal = false;
+    if (auto problem = store::CheckRedis(store_config.redis, fatal)) {
+      if (fatal) {
+        error = *problem;
+        return nullptr;
+      }
+      // Unreachable now is not fatal: the store reconnects, on_error decides meanwhile.
+      spdlog::warn("{}; serving with on_error until it answers", *problem);
+    }
+  }
   for (std::size_t i = 0; i < threads; ++i) {
-    impl->workers.push_back(std::make_unique<Worker>(*impl, i));
+    auto worker = std::make_unique<Worker>(*impl, i);
+    if (store_config.kind == rules::StoreKind::kRedis) {
+      worker->SetStore(std::make_unique<store::RedisStore>(worker->io(), store_config.redis,
+                                                           impl->redis_health));
+    } else {
+      worker->SetStore(impl->store.get());
+    }
+    impl->workers.push_back(std::move(worker));
   }
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
   // connections over them. Port 0 is resolved by the first bind.
@@ -158,12 +201,16 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   Impl* raw = impl.get();
   impl->admin =
       std::make_unique<AdminServer>(impl->workers.front()->io(), std::move(*admin_acceptor),
-                                    [raw] { return raw->serving.load(); });
+                                    [raw] { return raw->Readiness(); });
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
 bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
   const rules::Config& running = *impl_->state.load()->config;
+  if (!(config->store == running.store)) {
+    error = "[store] changed: the store is set up at startup, restart to change it";
+    return false;
+  }
   if (config->listeners.size() != running.listeners.size()) {
     error =
         "the number of [[listeners]] changed: listeners are bound at startup, restart to "

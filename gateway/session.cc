@@ -67,7 +67,8 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
       buffer_(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk),
       listener_(listener),
       peer_ip_(peer.address().to_string()),
-      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})) {
+      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
+      batch_(worker.io().get_executor()) {
   // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
   // without room, a streamed body would arrive in tiny reads.
   buffer_.reserve(kRelayChunk);
@@ -199,9 +200,15 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
                                   req[http::field::host], route.name,
                                   peer_address_,          &lookup};
   const rules::Identity identity = state.identity->Resolve(facts);
-  LimitOutcome outcome =
-      DecideLimits({*state.identity, *state.rule_set, *state.store, state.clock->NowMs()}, facts,
-                   identity, evaluation_);
+  const LimitContext context = MakeLimitContext(state);
+  LimitOutcome outcome;
+  if (std::optional<LimitOutcome> early =
+          StartLimits(context, facts, identity, evaluation_, hits_, batch_)) {
+    outcome = std::move(*early);
+  } else {
+    if (!batch_.done()) co_await batch_.Wait();
+    outcome = FinishLimits(context, hits_, batch_);
+  }
   ex.ratelimit = outcome.log;
   if (!identity.peer_trusted) {
     // Identity headers count only from trusted proxies; nobody else may
@@ -218,6 +225,12 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
   if (outcome.verdict == Verdict::kUnauthorized) {
     co_await ReplyError(ex, http::status::unauthorized, "unauthorized",
                         "the bearer token is not valid");
+    co_return std::nullopt;
+  }
+  if (outcome.verdict == Verdict::kStoreUnavailable) {
+    // on_error = "deny": fail closed while the store cannot decide.
+    co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
+                        "the rate-limit store is unavailable", 1);
     co_return std::nullopt;
   }
   if (outcome.verdict == Verdict::kDelay) {
@@ -303,11 +316,19 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
     }
     bool allowed = true;
     wait = 0;
-    for (DelayedHit& d : outcome.delayed) {
-      d.decision = DecideAgain(*state.store, *d.hit, clock.NowMs());
+    // Only the delaying rules are decided again: the others already counted.
+    hits_.clear();
+    for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
+    const LimitContext context = MakeLimitContext(state);
+    batch_.Start(context.store, hits_, context.store_now_ms);
+    if (!batch_.done()) co_await batch_.Wait();
+    for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
+      DelayedHit& d = outcome.delayed[i];
+      bool error = false;
+      d.decision = ResolveDecision(context, *d.hit, batch_.result(i), error);
       if (!d.decision.allowed) {
         allowed = false;
-        wait = std::max(wait, d.decision.retry_after_ms);
+        wait = std::max(wait, std::max<std::int64_t>(1, d.decision.retry_after_ms));
       }
     }
     if (allowed) co_return Turn::kReady;
@@ -576,9 +597,22 @@ Task<ErrorCode> Session::WriteWire(AnyStream& stream) {
   co_return ec;
 }
 
+LimitContext Session::MakeLimitContext(const GatewayState& state) const {
+  const store::Clock& clock = *state.clock;
+  const rules::StoreConfig& store = config_->store;
+  // Redis with time = "client": gateways share wall-clock time, not the
+  // monotonic scale of each process.
+  const bool wall_clock =
+      store.kind == rules::StoreKind::kRedis && store.redis.time == store::RedisTime::kClient;
+  const std::int64_t now = clock.NowMs();
+  return {*state.identity,        *state.rule_set, worker_.store(), *state.local_store,
+          store.on_error,         now,             wall_clock ? clock.UnixMs() : now};
+}
+
 Task<void> Session::ReplyError(Exchange& ex, http::status status, std::string_view code,
-                               std::string_view message) {
+                               std::string_view message, std::int64_t retry_after_s) {
   http::response<http::string_body> res = MakeErrorResponse(status, code, message);
+  if (retry_after_s > 0) res.set(http::field::retry_after, std::to_string(retry_after_s));
   res.keep_alive(!ex.close);
   ex.status = static_cast<unsigned>(status);
   ex.error = std::string(code);

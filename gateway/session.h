@@ -36,7 +36,8 @@ class Session {
   Task<std::optional<LimitOutcome>> Limit(HeadParser& head, const rules::RouteConfig& route,
                                           Exchange& ex);
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
-                        std::string_view message);
+                        std::string_view message, std::int64_t retry_after_s = 0);
+  LimitContext MakeLimitContext(const GatewayState& state) const;
   Task<ErrorCode> WriteContinue();
   enum class Turn { kReady, kRejected, kClientGone };
   // Holds a request limited by delay rules until they allow it. kRejected:
@@ -65,6 +66,8 @@ class Session {
   std::string peer_ip_;
   rules::IpAddress peer_address_;
   rules::Evaluation evaluation_;  // reused between requests
+  std::vector<const rules::RuleHit*> hits_;
+  DecisionBatch batch_;
   std::unique_ptr<char[]> relay_buffer_;
   std::string wire_;           // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response

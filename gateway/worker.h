@@ -18,6 +18,7 @@
 #include "rules/route_table.h"
 #include "rules/rule_set.h"
 #include "store/clock.h"
+#include "store/local_store.h"
 #include "store/store.h"
 
 namespace tollgate::gateway {
@@ -31,7 +32,10 @@ struct GatewayState {
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
   std::unique_ptr<rules::IdentityResolver> identity;
   std::unique_ptr<rules::RuleSet> rule_set;
-  store::Store* store = nullptr;        // outlives the state (kept across configurations)
+  // Outlives the state (kept across configurations). With [store] kind =
+  // "redis" it is the fallback of on_error = "local"; each worker has its own
+  // Redis store (Worker::store()).
+  store::LocalStore* local_store = nullptr;
   WaitingRoom* waiting_room = nullptr;  // likewise
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
@@ -64,6 +68,15 @@ class Worker {
   ~Worker();
 
   asio::io_context& io() { return io_; }
+  // The rate-limit store this worker's sessions use.
+  store::Store& store() { return *store_; }
+  // A store shared with other workers (not owned), or this worker's own one
+  // (created on io(), destroyed before it). Call before serving.
+  void SetStore(store::Store* shared) { store_ = shared; }
+  void SetStore(std::unique_ptr<store::Store> own) {
+    own_store_ = std::move(own);
+    store_ = own_store_.get();
+  }
   std::size_t index() const { return index_; }
   // The current generation, rebuilt when the configuration changed.
   const std::shared_ptr<Generation>& Current();
@@ -96,6 +109,10 @@ class Worker {
   // their io_context still exists.
   std::shared_ptr<Generation> generation_;
   std::vector<std::unique_ptr<Acceptor>> acceptors_;
+  // Completes its pending decisions (into suspended sessions) before io_
+  // destroys them.
+  std::unique_ptr<store::Store> own_store_;
+  store::Store* store_ = nullptr;
 };
 
 }  // namespace tollgate::gateway

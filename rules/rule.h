@@ -11,6 +11,7 @@
 
 #include "algorithms/limit.h"
 #include "rules/ip.h"
+#include "store/redis_options.h"
 #include "store/store.h"
 
 namespace tollgate::rules {
@@ -76,8 +77,19 @@ struct IdentityConfig {
   std::optional<JwtConfig> jwt;
 };
 
+enum class StoreKind : std::uint8_t { kLocal, kRedis };
+
+// What decides while the Redis store cannot (timeout, unreachable, circuit
+// open): let the request through, refuse it (503), or the local store.
+enum class StoreFailurePolicy : std::uint8_t { kAllow, kDeny, kLocal };
+
 struct StoreConfig {
-  std::size_t max_keys = 1'000'000;
+  StoreKind kind = StoreKind::kLocal;
+  std::size_t max_keys = 1'000'000;  // local store (also the fallback of on_error = "local")
+  store::RedisOptions redis;
+  StoreFailurePolicy on_error = StoreFailurePolicy::kLocal;
+
+  friend bool operator==(const StoreConfig& a, const StoreConfig& b);
 };
 
 }  // namespace tollgate::rules

@@ -218,10 +218,53 @@ void ReadIdentity(TableReader r, IdentityConfig& out) {
   r.Finish();
 }
 
+void ReadRedis(TableReader r, StoreConfig& out) {
+  store::RedisOptions& redis = out.redis;
+  if (const toml::value* url = r.Find("url")) {
+    if (auto text = ReadString(*url, "url", r.errors())) {
+      std::string error;
+      if (auto address = store::ParseRedisUrl(*text, error)) {
+        redis.address = *address;
+      } else {
+        r.errors().Add(*url, error);
+      }
+    }
+  }
+  if (const toml::value* nodes = r.Find("nodes")) {
+    r.errors().Add(*nodes,
+                   "Redis Cluster (\"nodes\") is not supported by this version; use \"url\" "
+                   "with a single Redis");
+  }
+  if (auto prefix = r.String("prefix")) redis.prefix = *prefix;
+  if (auto ms = r.DurationMs("timeout", 1)) redis.timeout_ms = *ms;
+  if (auto n = r.Integer("pool", 1, 64)) redis.pool = static_cast<std::size_t>(*n);
+  if (auto n = r.Integer("max_pending", 1, 1'000'000)) {
+    redis.max_pending = static_cast<std::size_t>(*n);
+  }
+  if (auto policy = r.OneOf("on_error", {"allow", "deny", "local"})) {
+    out.on_error = *policy == "allow"  ? StoreFailurePolicy::kAllow
+                   : *policy == "deny" ? StoreFailurePolicy::kDeny
+                                       : StoreFailurePolicy::kLocal;
+  }
+  if (auto time = r.OneOf("time", {"server", "client"})) {
+    redis.time = *time == "server" ? store::RedisTime::kServer : store::RedisTime::kClient;
+  }
+  r.Finish();
+}
+
 void ReadStore(TableReader r, StoreConfig& out) {
-  r.OneOf("kind", {"local"});
+  if (auto kind = r.OneOf("kind", {"local", "redis"})) {
+    out.kind = *kind == "redis" ? StoreKind::kRedis : StoreKind::kLocal;
+  }
   if (auto n = r.Integer("max_keys", 1, std::int64_t{1} << 32)) {
     out.max_keys = static_cast<std::size_t>(*n);
+  }
+  if (const toml::value* redis = r.Find("redis")) {
+    if (!redis->is_table()) {
+      r.errors().Add(*redis, fmt::format("\"redis\" must be a table; got {}", DescribeType(*redis)));
+    } else {
+      ReadRedis(TableReader(*redis, r.errors()), out);
+    }
   }
   r.Finish();
 }
@@ -359,6 +402,16 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   }
   r.Finish();
   out.push_back(std::move(rule));
+}
+
+bool operator==(const StoreConfig& a, const StoreConfig& b) {
+  const store::RedisOptions& x = a.redis;
+  const store::RedisOptions& y = b.redis;
+  return a.kind == b.kind && a.max_keys == b.max_keys && a.on_error == b.on_error &&
+         x.address.host == y.address.host && x.address.port == y.address.port &&
+         x.address.user == y.address.user && x.address.password == y.address.password &&
+         x.address.db == y.address.db && x.prefix == y.prefix && x.timeout_ms == y.timeout_ms &&
+         x.pool == y.pool && x.time == y.time && x.max_pending == y.max_pending;
 }
 
 }  // namespace tollgate::rules

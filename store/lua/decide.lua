@@ -1,0 +1,67 @@
+-- One decision against every window of a limit, all or nothing.
+-- KEYS: per window, its state key and its second key (used by sliding_log).
+-- ARGV: now_ms ("" = the server's TIME), cost, min_ttl_ms, window count,
+--       then per window: algorithm, limit, window_ms, burst, sub_windows,
+--       nodelay (1/0).
+-- Returns {allowed, remaining, retry_after_ms, delay_ms, reset_ms, window,
+--          window_reset_ms}; window is 0-based.
+local t
+if ARGV[1] == '' then
+  local now = redis.call('TIME')
+  t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+else
+  t = tonumber(ARGV[1])
+end
+local cost = tonumber(ARGV[2])
+local min_ttl = tonumber(ARGV[3])
+local count = tonumber(ARGV[4])
+
+local windows = {}
+for i = 1, count do
+  local a = 4 + (i - 1) * 6
+  local p = {
+    algorithm = ARGV[a + 1],
+    limit = tonumber(ARGV[a + 2]),
+    window = tonumber(ARGV[a + 3]),
+    burst = tonumber(ARGV[a + 4]),
+    sub_windows = tonumber(ARGV[a + 5]),
+    nodelay = tonumber(ARGV[a + 6]),
+  }
+  local w = {p = p, alg = ALG[p.algorithm], key = KEYS[2 * i - 1], aux = KEYS[2 * i]}
+  w.state = w.alg.load(p, w, t)
+  windows[i] = w
+end
+
+local retry_after = 0
+for i = 1, count do
+  local w = windows[i]
+  retry_after = math.max(retry_after, w.alg.retry_after(w.p, w.state, t, cost))
+end
+local allowed = retry_after == 0
+local delay = 0
+if allowed then
+  for i = 1, count do
+    local w = windows[i]
+    delay = math.max(delay, w.alg.consume(w.p, w.state, t, cost))
+  end
+end
+
+local remaining = nil
+local shown = 0
+local shown_reset = 0
+local reset = 0
+for i = 1, count do
+  local w = windows[i]
+  local r, window_reset = w.alg.peek(w.p, w.state, t)
+  if remaining == nil or r < remaining then
+    remaining = r
+    shown = i - 1
+    shown_reset = window_reset
+  end
+  reset = math.max(reset, window_reset)
+  if allowed then w.alg.save(w.p, w, w.state, window_reset, min_ttl) end
+end
+
+local a = 0
+if allowed then a = 1 end
+return {a, remaining, retry_after, delay, reset, shown, shown_reset}

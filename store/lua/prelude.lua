@@ -1,0 +1,39 @@
+-- tollgate: shared helpers of every decision script (shared/spec/algorithms.md).
+-- All values are integers kept below 2^53, so doubles hold them exactly and
+-- math.floor after a division is an exact integer division.
+local ALG = {}
+
+-- ceil(a / b) for a >= 0, b > 0, as the spec writes it.
+local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
+
+-- floor(a / b) for b > 0.
+local function floor_div(a, b) return math.floor(a / b) end
+
+-- An integer as Redis stores it (tostring would round above 14 digits).
+local function int(x) return string.format('%d', x) end
+
+-- Elapsed time since last_ms, clamped: no bucket needs more than
+-- ceil((B+1)*W/L) + 1 ms to refill or drain.
+local function clamped_elapsed(p, last_ms, t)
+  local cap = ceil_div((p.burst + 1) * p.window, p.limit) + 1
+  local e = t - last_ms
+  if e < 0 then return 0 end
+  if e > cap then return cap end
+  return e
+end
+
+-- "a b c" -> {a, b, c} as numbers; nil when the key is absent.
+local function unpack_ints(value)
+  if not value then return nil end
+  local out = {}
+  for field in string.gmatch(value, '%-?%d+') do out[#out + 1] = tonumber(field) end
+  return out
+end
+
+-- The state of a window lives until it is fresh again: reset_ms, at least
+-- min_ttl (replay runs on a virtual clock that real time may overtake).
+local function ttl(reset_ms, min_ttl)
+  if reset_ms < min_ttl then reset_ms = min_ttl end
+  if reset_ms < 1 then reset_ms = 1 end
+  return int(reset_ms)
+end

@@ -1,0 +1,642 @@
+#include "store/redis_store.h"
+
+#include <fmt/format.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <array>
+#include <charconv>
+#include <chrono>
+#include <deque>
+#include <limits>
+
+#include "store/redis_scripts.h"
+
+namespace tollgate::store {
+namespace asio = boost::asio;
+namespace {
+
+using Steady = std::chrono::steady_clock;
+
+std::int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now().time_since_epoch())
+      .count();
+}
+
+const std::string& ScriptSha(int script) {
+  static const auto shas = [] {
+    std::array<std::string, kRedisScriptCount> out;
+    for (int i = 0; i < kRedisScriptCount; ++i) {
+      unsigned char digest[SHA_DIGEST_LENGTH];
+      SHA1(reinterpret_cast<const unsigned char*>(kRedisScripts[i].body.data()),
+           kRedisScripts[i].body.size(), digest);
+      for (unsigned char byte : digest) out[i] += fmt::format("{:02x}", byte);
+    }
+    return out;
+  }();
+  return shas[script];
+}
+
+int ScriptIndex(const LimitSpec& limit) {
+  return limit.windows.size() == 1 ? static_cast<int>(limit.windows[0].algorithm)
+                                   : kMultiWindowScript;
+}
+
+bool SafeKeyByte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+         c == '.' || c == '_' || c == '~' || c == '/' || c == '@' || c == '+' || c == '=' ||
+         c == '-';
+}
+
+// RESP: "*<n>\r\n" then "$<len>\r\n<bytes>\r\n" per argument.
+class RespWriter {
+ public:
+  explicit RespWriter(std::string& out) : out_(out) {}
+  void Count(std::size_t n) { fmt::format_to(std::back_inserter(out_), "*{}\r\n", n); }
+  void Arg(std::string_view s) {
+    fmt::format_to(std::back_inserter(out_), "${}\r\n", s.size());
+    out_.append(s);
+    out_ += "\r\n";
+  }
+  void Arg(std::int64_t v) {
+    char buf[24];
+    auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+    Arg(std::string_view(buf, static_cast<std::size_t>(end - buf)));
+  }
+
+ private:
+  std::string& out_;
+};
+
+bool ReadDecision(const redisReply& reply, algorithms::Decision& d) {
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 7) return false;
+  std::int64_t v[7];
+  for (std::size_t i = 0; i < 7; ++i) {
+    if (reply.element[i]->type != REDIS_REPLY_INTEGER) return false;
+    v[i] = reply.element[i]->integer;
+  }
+  d.allowed = v[0] == 1;
+  d.remaining = v[1];
+  d.retry_after_ms = v[2];
+  d.delay_ms = v[3];
+  d.reset_ms = v[4];
+  d.window = static_cast<std::uint8_t>(v[5]);
+  d.window_reset_ms = v[6];
+  return true;
+}
+
+std::string_view ErrorText(const redisReply& reply) {
+  return std::string_view(reply.str, reply.len);
+}
+
+// Commands that set a connection up, sent before anything else on it.
+void AppendHandshake(const RedisAddress& address, std::string& out) {
+  RespWriter w(out);
+  if (!address.password.empty()) {
+    w.Count(address.user.empty() ? 2 : 3);
+    w.Arg("AUTH");
+    if (!address.user.empty()) w.Arg(address.user);
+    w.Arg(address.password);
+  }
+  if (address.db != 0) {
+    w.Count(2);
+    w.Arg("SELECT");
+    w.Arg(address.db);
+  }
+}
+
+}  // namespace
+
+std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
+                     std::size_t window) {
+  std::string out;
+  out.reserve(prefix.size() + key.size() + 24);
+  out.append(prefix);
+  out += '{';
+  for (char ch : key) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (SafeKeyByte(c)) {
+      out += ch;
+    } else if (c == 0x1f) {
+      out += ':';
+    } else {
+      fmt::format_to(std::back_inserter(out), "%{:02X}", c);
+    }
+  }
+  fmt::format_to(std::back_inserter(out), "}}:{:08x}:{}", fingerprint, window);
+  return out;
+}
+
+std::string_view RedisScriptFor(const LimitSpec& limit) {
+  return kRedisScripts[ScriptIndex(limit)].body;
+}
+
+std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
+                            std::int64_t min_ttl_ms, char separator) {
+  std::string out(now_ms);
+  fmt::format_to(std::back_inserter(out), "{0}{1}{0}{2}{0}{3}", separator, cost, min_ttl_ms,
+                 limit.windows.size());
+  for (const algorithms::LimitParams& p : limit.windows) {
+    fmt::format_to(std::back_inserter(out), "{0}{1}{0}{2}{0}{3}{0}{4}{0}{5}{0}{6}", separator,
+                   algorithms::AlgorithmName(p.algorithm), p.limit, p.window_ms, p.burst,
+                   p.sub_windows, p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0);
+  }
+  return out;
+}
+
+std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) {
+  fatal = false;
+  const RedisAddress& a = options.address;
+  const timeval timeout{options.connect_timeout_ms / 1000,
+                        static_cast<suseconds_t>(options.connect_timeout_ms % 1000 * 1000)};
+  std::unique_ptr<redisContext, decltype(&redisFree)> c(
+      redisConnectWithTimeout(a.host.c_str(), a.port, timeout), &redisFree);
+  const std::string where = fmt::format("redis {}:{}", a.host, a.port);
+  if (!c || c->err) {
+    return fmt::format("{}: cannot connect: {}", where, c ? c->errstr : "out of memory");
+  }
+  redisSetTimeout(c.get(), timeout);
+  auto command = [&](std::vector<std::string> args,
+                     std::string& text) -> std::unique_ptr<redisReply, void (*)(void*)> {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const std::string& s : args) {
+      argv.push_back(s.data());
+      lens.push_back(s.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    std::unique_ptr<redisReply, void (*)(void*)> reply(r, &freeReplyObject);
+    if (!reply) {
+      text = c->errstr;
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+      text = std::string(ErrorText(*reply));
+    }
+    return reply;
+  };
+  std::string text;
+  if (!a.password.empty()) {
+    std::vector<std::string> args{"AUTH"};
+    if (!a.user.empty()) args.push_back(a.user);
+    args.push_back(a.password);
+    auto r = command(args, text);
+    if (!text.empty()) {
+      fatal = r != nullptr;
+      return fmt::format("{}: authentication failed: {}", where, text);
+    }
+  }
+  if (a.db != 0) {
+    auto r = command({"SELECT", std::to_string(a.db)}, text);
+    if (!text.empty()) {
+      fatal = r != nullptr;
+      return fmt::format("{}: cannot select database {}: {}", where, a.db, text);
+    }
+  }
+  for (int i = 0; i < kRedisScriptCount; ++i) {
+    auto r = command({"SCRIPT", "LOAD", std::string(kRedisScripts[i].body)}, text);
+    if (!text.empty()) {
+      fatal = r != nullptr && text.rfind("NOAUTH", 0) == 0;
+      return fmt::format("{}: cannot load the {} script: {}", where, kRedisScripts[i].name, text);
+    }
+    if (r->type != REDIS_REPLY_STRING || std::string_view(r->str, r->len) != ScriptSha(i)) {
+      return fmt::format("{}: SCRIPT LOAD answered an unexpected digest", where);
+    }
+  }
+  return std::nullopt;
+}
+
+struct RedisStore::Shared {
+  asio::io_context& io;
+  RedisOptions options;
+  RedisHealth& health;
+  std::string handshake;     // AUTH/SELECT as RESP, may be empty
+  std::string script_loads;  // SCRIPT LOAD of every script as RESP
+  std::size_t handshake_commands = 0;
+};
+
+// One hiredis asynchronous connection on Asio: hiredis's event hooks
+// (addRead/delRead/addWrite/delWrite/cleanup) become waits on a
+// stream_descriptor over hiredis's socket. Replies arrive in command order,
+// so pending_ is a FIFO matched one to one with hiredis's callbacks.
+class RedisStore::Connection {
+ public:
+  explicit Connection(Shared& shared) : shared_(shared), timer_(shared.io), retry_(shared.io) {
+    Connect();
+  }
+
+  ~Connection() {
+    shutting_down_ = true;
+    life_.reset();
+    // Completes every pending callback with a null reply (-> kUnavailable).
+    if (ac_ != nullptr) redisAsyncFree(ac_);
+    FailAll(StoreStatus::kUnavailable);
+    if (up_) shared_.health.connections_up.fetch_sub(1, std::memory_order_relaxed);
+    if (open_) shared_.health.circuits_open.fetch_sub(1, std::memory_order_relaxed);
+  }
+
+  // Whether a decision may be sent now. While the circuit is open one probe
+  // per breaker_open_ms goes through.
+  bool Usable(std::int64_t now) {
+    if (ac_ == nullptr || pending_.size() >= shared_.options.max_pending) return false;
+    if (!open_) return true;
+    if (now < open_until_) return false;
+    open_until_ = now + shared_.options.breaker_open_ms;
+    return true;
+  }
+
+  void SendDecision(std::string command, DecisionSink& sink, std::int64_t deadline) {
+    if (!Send(command)) {
+      Complete(&sink, {StoreStatus::kUnavailable, {}});
+      return;
+    }
+    pending_.push_back({Kind::kDecide, &sink, deadline, std::move(command)});
+    ArmDeadline(deadline);
+  }
+
+ private:
+  enum class Kind : std::uint8_t { kDecide, kHandshake, kScriptLoad };
+  struct Pending {
+    Kind kind;
+    DecisionSink* sink;  // null once completed (timed out)
+    std::int64_t deadline;
+    std::string command;  // kDecide: resent after NOSCRIPT
+  };
+
+  static void OnReply(redisAsyncContext*, void* reply, void* privdata) {
+    static_cast<Connection*>(privdata)->HandleReply(static_cast<redisReply*>(reply));
+  }
+  static void OnConnect(const redisAsyncContext* ac, int status) {
+    auto* self = static_cast<Connection*>(ac->data);
+    if (status != REDIS_OK) self->Lost(ac->errstr);
+  }
+  static void OnDisconnect(const redisAsyncContext* ac, int) {
+    static_cast<Connection*>(ac->data)->Lost(ac->err != 0 ? ac->errstr : "closed");
+  }
+  static void AddRead(void* p) {
+    auto* self = static_cast<Connection*>(p);
+    self->want_read_ = true;
+    self->ArmRead();
+  }
+  static void DelRead(void* p) { static_cast<Connection*>(p)->want_read_ = false; }
+  static void AddWrite(void* p) {
+    auto* self = static_cast<Connection*>(p);
+    self->want_write_ = true;
+    self->ArmWrite();
+  }
+  static void DelWrite(void* p) { static_cast<Connection*>(p)->want_write_ = false; }
+  static void Cleanup(void* p) {
+    auto* self = static_cast<Connection*>(p);
+    self->want_read_ = self->want_write_ = false;
+    if (self->descriptor_) {
+      // hiredis owns and closes the socket.
+      self->descriptor_->release();
+      self->descriptor_.reset();
+    }
+  }
+
+  void Connect() {
+    const RedisAddress& a = shared_.options.address;
+    redisAsyncContext* ac = redisAsyncConnect(a.host.c_str(), a.port);
+    if (ac == nullptr || ac->err != 0) {
+      if (ac != nullptr) redisAsyncFree(ac);
+      ScheduleReconnect();
+      return;
+    }
+    ac_ = ac;
+    ac->data = this;
+    descriptor_.emplace(shared_.io, ac->c.fd);
+    ac->ev.data = this;
+    ac->ev.addRead = &AddRead;
+    ac->ev.delRead = &DelRead;
+    ac->ev.addWrite = &AddWrite;
+    ac->ev.delWrite = &DelWrite;
+    ac->ev.cleanup = &Cleanup;
+    redisAsyncSetConnectCallback(ac, &OnConnect);
+    redisAsyncSetDisconnectCallback(ac, &OnDisconnect);
+    // Sending is what completes hiredis's non-blocking connect.
+    const std::int64_t deadline = NowMs() + shared_.options.connect_timeout_ms;
+    std::size_t offset = 0;
+    for (std::size_t i = 0; i < shared_.handshake_commands; ++i) {
+      const std::size_t end = NextCommand(shared_.handshake, offset);
+      if (!SendRaw(std::string_view(shared_.handshake).substr(offset, end - offset))) return;
+      pending_.push_back({Kind::kHandshake, nullptr, deadline, {}});
+      offset = end;
+    }
+    SendScriptLoads(deadline);
+    ArmDeadline(deadline);
+  }
+
+  // The end of the RESP command that starts at `offset` (handshake only:
+  // every argument is a bulk string).
+  static std::size_t NextCommand(std::string_view resp, std::size_t offset) {
+    std::size_t pos = resp.find("\r\n", offset);
+    std::size_t args = std::stoul(std::string(resp.substr(offset + 1, pos - offset - 1)));
+    pos += 2;
+    for (std::size_t i = 0; i < args; ++i) {
+      const std::size_t eol = resp.find("\r\n", pos);
+      const std::size_t len = std::stoul(std::string(resp.substr(pos + 1, eol - pos - 1)));
+      pos = eol + 2 + len + 2;
+    }
+    return pos;
+  }
+
+  void SendScriptLoads(std::int64_t deadline) {
+    std::size_t offset = 0;
+    for (int i = 0; i < kRedisScriptCount; ++i) {
+      const std::size_t end = NextCommand(shared_.script_loads, offset);
+      if (!SendRaw(std::string_view(shared_.script_loads).substr(offset, end - offset))) return;
+      pending_.push_back({Kind::kScriptLoad, nullptr, deadline, {}});
+      offset = end;
+    }
+  }
+
+  bool SendRaw(std::string_view command) {
+    return ac_ != nullptr && redisAsyncFormattedCommand(ac_, &OnReply, this, command.data(),
+                                                        command.size()) == REDIS_OK;
+  }
+  bool Send(const std::string& command) { return SendRaw(command); }
+
+  void HandleReply(redisReply* reply) {
+    if (pending_.empty()) return;
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    if (reply == nullptr) {
+      Complete(p.sink, {StoreStatus::kUnavailable, {}});
+      return;
+    }
+    if (!up_) {
+      up_ = true;
+      backoff_ms_ = 0;
+      shared_.health.connections_up.fetch_add(1, std::memory_order_relaxed);
+      spdlog::info("redis {}:{}: connected", shared_.options.address.host,
+                   shared_.options.address.port);
+    }
+    switch (p.kind) {
+      case Kind::kHandshake:
+        if (reply->type == REDIS_REPLY_ERROR) {
+          spdlog::error("redis {}:{}: {}", shared_.options.address.host,
+                        shared_.options.address.port, ErrorText(*reply));
+          Drop();
+        }
+        return;
+      case Kind::kScriptLoad:
+        return;
+      case Kind::kDecide:
+        break;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && ErrorText(*reply).starts_with("NOSCRIPT")) {
+      // SCRIPT FLUSH or a restarted Redis: load the scripts and send again.
+      shared_.health.noscript.fetch_add(1, std::memory_order_relaxed);
+      if (p.sink == nullptr) return;
+      SendScriptLoads(p.deadline);
+      if (!Send(p.command)) {
+        Complete(p.sink, {StoreStatus::kUnavailable, {}});
+        return;
+      }
+      pending_.push_back(std::move(p));
+      return;
+    }
+    StoreResult result;
+    if (!ReadDecision(*reply, result.decision)) {
+      result.status = StoreStatus::kError;
+      shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
+      if (reply->type == REDIS_REPLY_ERROR && !error_logged_) {
+        error_logged_ = true;
+        spdlog::error("redis: the decision script failed: {}", ErrorText(*reply));
+      }
+      Failure(NowMs());
+    } else {
+      Success();
+    }
+    Complete(p.sink, result);
+  }
+
+  void Complete(DecisionSink* sink, const StoreResult& result) {
+    if (sink == nullptr) return;
+    if (result.status == StoreStatus::kUnavailable) {
+      shared_.health.unavailable.fetch_add(1, std::memory_order_relaxed);
+    }
+    sink->OnDecision(result);
+  }
+
+  void FailAll(StoreStatus status) {
+    while (!pending_.empty()) {
+      DecisionSink* sink = pending_.front().sink;
+      pending_.pop_front();
+      Complete(sink, {status, {}});
+    }
+  }
+
+  void Success() {
+    failures_ = 0;
+    if (open_) {
+      open_ = false;
+      shared_.health.circuits_open.fetch_sub(1, std::memory_order_relaxed);
+      spdlog::info("redis: circuit closed");
+    }
+  }
+
+  void Failure(std::int64_t now) {
+    if (++failures_ >= shared_.options.breaker_failures && !open_) {
+      open_ = true;
+      shared_.health.circuits_open.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn("redis: circuit open after {} failures in a row", failures_);
+    }
+    if (open_) open_until_ = now + shared_.options.breaker_open_ms;
+  }
+
+  // The connection is gone (hiredis frees the context after this).
+  void Lost(const char* why) {
+    if (ac_ == nullptr) return;
+    ac_ = nullptr;
+    FailAll(StoreStatus::kUnavailable);
+    if (up_) {
+      up_ = false;
+      shared_.health.connections_up.fetch_sub(1, std::memory_order_relaxed);
+      if (!shutting_down_) {
+        spdlog::warn("redis {}:{}: connection lost: {}", shared_.options.address.host,
+                     shared_.options.address.port, why);
+      }
+    }
+    if (!shutting_down_) ScheduleReconnect();
+  }
+
+  // Closes the connection from outside hiredis's callbacks.
+  void Drop() {
+    asio::post(shared_.io, [this, life = std::weak_ptr<char>(life_)] {
+      if (life.expired() || ac_ == nullptr) return;
+      redisAsyncContext* ac = ac_;
+      redisAsyncFree(ac);  // -> OnDisconnect/Lost
+      Lost("dropped");
+    });
+  }
+
+  void ScheduleReconnect() {
+    backoff_ms_ = backoff_ms_ == 0 ? 25 : std::min(backoff_ms_ * 2, shared_.options.max_backoff_ms);
+    retry_.expires_after(std::chrono::milliseconds(backoff_ms_));
+    retry_.async_wait([this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+      if (ec || life.expired() || ac_ != nullptr) return;
+      Connect();
+    });
+  }
+
+  void ArmRead() {
+    if (reading_ || !descriptor_) return;
+    reading_ = true;
+    descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
+                            [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+                              if (life.expired()) return;
+                              reading_ = false;
+                              if (ec || ac_ == nullptr) return;
+                              if (want_read_) redisAsyncHandleRead(ac_);
+                              if (want_read_ && ac_ != nullptr) ArmRead();
+                            });
+  }
+
+  void ArmWrite() {
+    if (writing_ || !descriptor_) return;
+    writing_ = true;
+    descriptor_->async_wait(asio::posix::stream_descriptor::wait_write,
+                            [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+                              if (life.expired()) return;
+                              writing_ = false;
+                              if (ec || ac_ == nullptr) return;
+                              if (want_write_) redisAsyncHandleWrite(ac_);
+                              if (want_write_ && ac_ != nullptr) ArmWrite();
+                            });
+  }
+
+  void ArmDeadline(std::int64_t deadline) {
+    if (deadline >= armed_for_) return;
+    armed_for_ = deadline;
+    timer_.expires_at(Steady::time_point(std::chrono::milliseconds(deadline)));
+    timer_.async_wait([this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+      if (ec || life.expired()) return;  // aborted: re-armed earlier, or closing
+      armed_for_ = std::numeric_limits<std::int64_t>::max();
+      ExpireOverdue();
+    });
+  }
+
+  void ExpireOverdue() {
+    const std::int64_t now = NowMs();
+    std::int64_t next = std::numeric_limits<std::int64_t>::max();
+    bool handshake_overdue = false;
+    // By index: a sink may send another decision, which appends.
+    for (std::size_t i = 0; i < pending_.size(); ++i) {
+      Pending& p = pending_[i];
+      if (p.kind != Kind::kDecide) {
+        if (p.deadline <= now && !up_) handshake_overdue = true;
+        continue;
+      }
+      if (p.sink == nullptr) continue;
+      if (p.deadline > now) {
+        next = std::min(next, p.deadline);
+        continue;
+      }
+      DecisionSink* sink = p.sink;
+      p.sink = nullptr;
+      shared_.health.timeouts.fetch_add(1, std::memory_order_relaxed);
+      Failure(now);
+      Complete(sink, {StoreStatus::kTimeout, {}});
+    }
+    if (handshake_overdue) {
+      Drop();
+      return;
+    }
+    if (next != std::numeric_limits<std::int64_t>::max()) ArmDeadline(next);
+  }
+
+  Shared& shared_;
+  redisAsyncContext* ac_ = nullptr;
+  std::optional<asio::posix::stream_descriptor> descriptor_;
+  asio::steady_timer timer_;  // the earliest deadline of pending_
+  asio::steady_timer retry_;  // reconnect backoff
+  std::int64_t armed_for_ = std::numeric_limits<std::int64_t>::max();
+  std::deque<Pending> pending_;
+  std::shared_ptr<char> life_ = std::make_shared<char>();  // handlers check it
+  bool want_read_ = false;
+  bool want_write_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool up_ = false;
+  bool open_ = false;
+  bool shutting_down_ = false;
+  bool error_logged_ = false;
+  int failures_ = 0;
+  std::int64_t open_until_ = 0;
+  std::int64_t backoff_ms_ = 0;
+};
+
+RedisStore::RedisStore(asio::io_context& io, const RedisOptions& options, RedisHealth& health)
+    : shared_(new Shared{io, options, health, {}, {}, 0}) {
+  AppendHandshake(options.address, shared_->handshake);
+  shared_->handshake_commands =
+      (options.address.password.empty() ? 0 : 1) + (options.address.db != 0 ? 1 : 0);
+  RespWriter w(shared_->script_loads);
+  for (int i = 0; i < kRedisScriptCount; ++i) {
+    w.Count(3);
+    w.Arg("SCRIPT");
+    w.Arg("LOAD");
+    w.Arg(kRedisScripts[i].body);
+  }
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, options.pool); ++i) {
+    connections_.push_back(std::make_unique<Connection>(*shared_));
+  }
+}
+
+RedisStore::~RedisStore() = default;
+
+void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
+  const std::int64_t now = NowMs();
+  Connection* connection = nullptr;
+  for (std::size_t i = 0; i < connections_.size() && connection == nullptr; ++i) {
+    Connection* c = connections_[next_++ % connections_.size()].get();
+    if (c->Usable(now)) connection = c;
+  }
+  if (connection == nullptr) {
+    shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
+    sink.OnDecision({StoreStatus::kUnavailable, {}});
+    return;
+  }
+  const LimitSpec& limit = *request.limit;
+  const RedisOptions& o = shared_->options;
+  std::string command;
+  command.reserve(256);
+  RespWriter w(command);
+  const std::size_t windows = limit.windows.size();
+  w.Count(3 + 2 * windows + 4 + 6 * windows);
+  w.Arg("EVALSHA");
+  w.Arg(ScriptSha(ScriptIndex(limit)));
+  w.Arg(static_cast<std::int64_t>(2 * windows));
+  for (std::size_t i = 0; i < windows; ++i) {
+    std::string key = RedisKey(o.prefix, request.key, limit.fingerprint, i);
+    w.Arg(key);
+    key += ":n";
+    w.Arg(key);
+  }
+  if (o.time == RedisTime::kServer) {
+    w.Arg(std::string_view());
+  } else {
+    w.Arg(request.now_ms);
+  }
+  w.Arg(request.cost);
+  w.Arg(o.min_ttl_ms);
+  w.Arg(static_cast<std::int64_t>(windows));
+  for (const algorithms::LimitParams& p : limit.windows) {
+    w.Arg(algorithms::AlgorithmName(p.algorithm));
+    w.Arg(p.limit);
+    w.Arg(p.window_ms);
+    w.Arg(p.burst);
+    w.Arg(p.sub_windows);
+    w.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
+  }
+  connection->SendDecision(std::move(command), sink, now + o.timeout_ms);
+}
+
+}  // namespace tollgate::store

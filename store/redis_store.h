@@ -1,0 +1,70 @@
+// RedisStore: rate-limit state in Redis, shared by every gateway that uses
+// the same Redis. Decisions run as Lua scripts (store/lua/, one per
+// algorithm and one for multi-window limits) that follow
+// shared/spec/algorithms.md exactly as the local store does.
+//
+// One RedisStore per I/O thread: it owns `pool` hiredis asynchronous
+// connections driven by that thread's io_context, pipelines commands (all
+// commands issued in one turn of the event loop leave in one write) and
+// completes every Decide() within `timeout_ms`, inline when it cannot send
+// (disconnected, circuit open, too many commands pending). Not thread-safe:
+// use it only from its io_context's thread. RedisHealth is shared and
+// thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "store/redis_options.h"
+#include "store/store.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace tollgate::store {
+
+// Connects once, synchronously: authenticates, selects the database and
+// loads every script. For startup: nullopt when Redis answers, otherwise a
+// sentence naming the problem. `fatal` is set for answers that retrying
+// cannot fix (wrong password, unknown database).
+std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal);
+
+// The Redis key of window `window` of a rule key:
+// <prefix>{<escaped key>}:<fingerprint>:<window>. The braces are a Redis
+// Cluster hash tag: every key of one rule key lives in one slot. Bytes
+// outside [A-Za-z0-9._~/@+=-] are %XX-escaped, the rule/part separator
+// becomes ':'.
+std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
+                     std::size_t window);
+
+// The script for a limit: one per algorithm for single windows, "multi" for
+// several windows. Exposed for tests and benchmarks.
+std::string_view RedisScriptFor(const LimitSpec& limit);
+// The EVALSHA arguments after the keys (now_ms "" = server time).
+std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
+                            std::int64_t min_ttl_ms, char separator);
+
+class RedisStore final : public Store {
+ public:
+  RedisStore(boost::asio::io_context& io, const RedisOptions& options, RedisHealth& health);
+  // Completes every decision still pending with kUnavailable.
+  ~RedisStore() override;
+  RedisStore(const RedisStore&) = delete;
+  RedisStore& operator=(const RedisStore&) = delete;
+
+  void Decide(const DecideRequest& request, DecisionSink& sink) override;
+  std::string_view Kind() const override { return "redis"; }
+
+ private:
+  struct Shared;
+  class Connection;
+  std::unique_ptr<Shared> shared_;
+  std::vector<std::unique_ptr<Connection>> connections_;
+  std::size_t next_ = 0;
+};
+
+}  // namespace tollgate::store
