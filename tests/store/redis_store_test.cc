@@ -1,0 +1,225 @@
+// RedisStore against a real redis-server: decisions, NOSCRIPT, a killed and
+// restarted Redis, a paused Redis (deadlines, circuit breaker), bounded
+// pending commands, authentication.
+#include "store/redis_store.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+#include <thread>
+
+#include "redis_server.h"
+
+namespace tollgate::store {
+namespace {
+
+using testing::RedisServer;
+using Steady = std::chrono::steady_clock;
+
+struct Result final : DecisionSink {
+  StoreResult result;
+  bool done = false;
+  void OnDecision(const StoreResult& r) override {
+    result = r;
+    done = true;
+  }
+};
+
+LimitSpec FixedWindow(std::int64_t limit, std::int64_t window_ms) {
+  algorithms::LimitParams p;
+  p.algorithm = algorithms::Algorithm::kFixedWindow;
+  p.limit = limit;
+  p.window_ms = window_ms;
+  return LimitSpec::Make({p});
+}
+
+RedisOptions OptionsFor(const RedisServer& redis, std::int64_t timeout_ms = 50) {
+  std::string error;
+  RedisOptions o;
+  o.address = *ParseRedisUrl(redis.url(), error);
+  o.timeout_ms = timeout_ms;
+  o.time = RedisTime::kClient;
+  return o;
+}
+
+class RedisStoreTest : public ::testing::Test {
+ protected:
+  StoreResult Decide(RedisStore& store, std::string_view key, const LimitSpec& spec,
+                     std::int64_t now_ms = 1000) {
+    Result r;
+    store.Decide({key, &spec, 1, now_ms}, r);
+    while (!r.done) io_.run_one();
+    return r.result;
+  }
+  // Polls until a decision succeeds; returns how long that took.
+  std::chrono::milliseconds UntilOk(RedisStore& store, const LimitSpec& spec) {
+    const auto start = Steady::now();
+    while (Steady::now() - start < std::chrono::seconds(5)) {
+      if (Decide(store, "probe", spec).status == StoreStatus::kOk) break;
+      io_.run_for(std::chrono::milliseconds(10));
+    }
+    return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now() - start);
+  }
+
+  boost::asio::io_context io_;
+  RedisHealth health_;
+};
+
+TEST(RedisUrl, Forms) {
+  std::string error;
+  auto a = ParseRedisUrl("redis://user:s%40cret@10.0.0.1:7000/3", error);
+  ASSERT_TRUE(a) << error;
+  EXPECT_EQ(a->host, "10.0.0.1");
+  EXPECT_EQ(a->port, 7000);
+  EXPECT_EQ(a->user, "user");
+  EXPECT_EQ(a->password, "s@cret");
+  EXPECT_EQ(a->db, 3);
+  auto b = ParseRedisUrl("redis://:pw@localhost", error);
+  ASSERT_TRUE(b) << error;
+  EXPECT_EQ(b->port, 6379);
+  EXPECT_EQ(b->user, "");
+  EXPECT_EQ(b->password, "pw");
+  EXPECT_FALSE(ParseRedisUrl("http://x:1", error));
+  EXPECT_FALSE(ParseRedisUrl("redis://x:1/abc", error));
+  EXPECT_NE(error.find("database"), std::string::npos);
+}
+
+TEST(RedisKey, HashTagAndEscaping) {
+  // Rule "per ip" + 4 raw address bytes: one hash tag, nothing unescaped.
+  const std::string key = std::string("per-ip\x1f") + std::string("\x7f\x00\x00\x01", 4);
+  EXPECT_EQ(RedisKey("tg:", key, 0xabcdef01, 1), "tg:{per-ip:%7F%00%00%01}:abcdef01:1");
+  EXPECT_EQ(RedisKey("tg:", "r\x1f{a}:b%", 1, 0), "tg:{r:%7Ba%7D%3Ab%25}:00000001:0");
+}
+
+TEST_F(RedisStoreTest, DecidesAndSharesStateBetweenStores) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(3, 60'000);
+  RedisStore a(io_, OptionsFor(redis), health_);
+  RedisStore b(io_, OptionsFor(redis), health_);
+  EXPECT_TRUE(Decide(a, "k", spec).decision.allowed);
+  EXPECT_TRUE(Decide(b, "k", spec).decision.allowed);
+  const StoreResult third = Decide(a, "k", spec);
+  EXPECT_TRUE(third.decision.allowed);
+  EXPECT_EQ(third.decision.remaining, 0);
+  const StoreResult fourth = Decide(b, "k", spec);
+  ASSERT_EQ(fourth.status, StoreStatus::kOk);
+  EXPECT_FALSE(fourth.decision.allowed);
+  EXPECT_EQ(fourth.decision.retry_after_ms, 59'000);
+  // Every key has a TTL no longer than the state needs (the window's end).
+  const std::string ttl = redis.Command({"PTTL", RedisKey("tollgate:", "k", spec.fingerprint, 0)});
+  EXPECT_GT(std::stoll(ttl), 0);
+  EXPECT_LE(std::stoll(ttl), 59'000);
+}
+
+TEST_F(RedisStoreTest, ReloadsScriptsAfterFlush) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(10, 60'000);
+  RedisStore store(io_, OptionsFor(redis), health_);
+  ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
+  EXPECT_EQ(redis.Command({"SCRIPT", "FLUSH"}), "OK");
+  const StoreResult r = Decide(store, "k", spec);
+  ASSERT_EQ(r.status, StoreStatus::kOk);
+  EXPECT_EQ(r.decision.remaining, 8);
+  EXPECT_GE(health_.noscript.load(), 1u);
+}
+
+TEST_F(RedisStoreTest, KilledRedisIsUnavailableThenResumesWithinASecond) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(1000, 60'000);
+  RedisStore store(io_, OptionsFor(redis), health_);
+  ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
+  EXPECT_EQ(health_.connections_up.load(), 1);
+  redis.Kill();
+  for (int i = 0; i < 20; ++i) {
+    const auto start = Steady::now();
+    const StoreResult r = Decide(store, "k", spec);
+    EXPECT_NE(r.status, StoreStatus::kOk);
+    // Never longer than the deadline (50 ms here), whatever the failure.
+    EXPECT_LT(Steady::now() - start, std::chrono::milliseconds(500));
+    io_.run_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(health_.connections_up.load(), 0);
+  redis.Start();
+  EXPECT_LT(UntilOk(store, spec), std::chrono::milliseconds(1000));
+  EXPECT_EQ(health_.connections_up.load(), 1);
+}
+
+TEST_F(RedisStoreTest, PausedRedisTimesOutOpensTheCircuitAndRecovers) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(1000, 60'000);
+  RedisOptions options = OptionsFor(redis, 20);
+  options.breaker_failures = 3;
+  RedisStore store(io_, options, health_);
+  ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
+  redis.Command({"CLIENT", "PAUSE", "600", "ALL"});
+  int timeouts = 0;
+  int refused = 0;
+  for (int i = 0; i < 10; ++i) {
+    const auto start = Steady::now();
+    const StoreResult r = Decide(store, "k", spec);
+    const auto took = Steady::now() - start;
+    if (r.status == StoreStatus::kTimeout) {
+      ++timeouts;
+      EXPECT_GE(took, std::chrono::milliseconds(19));
+      EXPECT_LT(took, std::chrono::milliseconds(200));
+    } else {
+      EXPECT_EQ(r.status, StoreStatus::kUnavailable);
+      ++refused;
+    }
+  }
+  EXPECT_GE(timeouts, 3);
+  EXPECT_GT(refused, 0);  // the open circuit answers at once
+  EXPECT_EQ(health_.circuits_open.load(), 1);
+  EXPECT_LT(UntilOk(store, spec), std::chrono::milliseconds(2000));
+  EXPECT_EQ(health_.circuits_open.load(), 0);
+}
+
+TEST_F(RedisStoreTest, PendingCommandsAreBounded) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(1000, 60'000);
+  RedisOptions options = OptionsFor(redis, 100);
+  options.max_pending = 8;
+  RedisStore store(io_, options, health_);
+  ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
+  redis.Command({"CLIENT", "PAUSE", "300", "ALL"});
+  std::vector<Result> results(50);
+  for (Result& r : results) store.Decide({"k", &spec, 1, 1000}, r);
+  int inline_refusals = 0;
+  for (Result& r : results) inline_refusals += r.done ? 1 : 0;
+  EXPECT_EQ(inline_refusals, 42);
+  for (Result& r : results) {
+    while (!r.done) io_.run_one();
+  }
+}
+
+TEST_F(RedisStoreTest, WrongPasswordIsAClearFatalError) {
+  RedisServer redis("s3cret");
+  RedisOptions options = OptionsFor(redis);
+  bool fatal = false;
+  EXPECT_EQ(CheckRedis(options, fatal), std::nullopt);
+  options.address.password = "wrong";
+  const auto problem = CheckRedis(options, fatal);
+  ASSERT_TRUE(problem);
+  EXPECT_TRUE(fatal);
+  EXPECT_NE(problem->find("authentication failed"), std::string::npos) << *problem;
+  options.address.port = 1;  // nothing listens: retrying may help, not fatal
+  ASSERT_TRUE(CheckRedis(options, fatal));
+  EXPECT_FALSE(fatal);
+}
+
+TEST_F(RedisStoreTest, ServerTimeIsUsedByDefault) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(5, 1000);
+  RedisOptions options = OptionsFor(redis);
+  options.time = RedisTime::kServer;
+  RedisStore store(io_, options, health_);
+  // now_ms is ignored: the window's end comes from Redis's clock.
+  const StoreResult r = Decide(store, "k", spec, 0);
+  ASSERT_EQ(r.status, StoreStatus::kOk);
+  EXPECT_GT(r.decision.reset_ms, 0);
+  EXPECT_LE(r.decision.reset_ms, 1000);
+}
+
+}  // namespace
+}  // namespace tollgate::store

@@ -1,0 +1,124 @@
+#include "redis_server.h"
+
+#include <hiredis/hiredis.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fcntl.h>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+namespace tollgate::testing {
+namespace {
+
+std::uint16_t FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  close(fd);
+  return ntohs(addr.sin_port);
+}
+
+std::string ReplyText(const redisReply* r) {
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      return std::to_string(r->integer);
+    case REDIS_REPLY_NIL:
+      return "";
+    case REDIS_REPLY_ARRAY: {
+      std::string out;
+      for (std::size_t i = 0; i < r->elements; ++i) {
+        if (i > 0) out += '\n';
+        out += ReplyText(r->element[i]);
+      }
+      return out;
+    }
+    default:
+      return std::string(r->str, r->len);
+  }
+}
+
+}  // namespace
+
+RedisServer::RedisServer(std::string password) : password_(std::move(password)) {
+  port_ = FreePort();
+  Start();
+}
+
+RedisServer::~RedisServer() { Kill(); }
+
+std::string RedisServer::url() const {
+  return "redis://" + (password_.empty() ? "" : ":" + password_ + "@") + "127.0.0.1:" +
+         std::to_string(port_);
+}
+
+void RedisServer::Kill() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGKILL);
+  waitpid(pid_, nullptr, 0);
+  pid_ = -1;
+}
+
+void RedisServer::Start() {
+  std::vector<std::string> argv{"redis-server",   "--port",       std::to_string(port_),
+                                "--bind",         "127.0.0.1",    "--save",
+                                "",               "--appendonly", "no",
+                                "--enable-debug-command", "yes"};
+  if (!password_.empty()) {
+    argv.push_back("--requirepass");
+    argv.push_back(password_);
+  }
+  pid_ = fork();
+  if (pid_ == 0) {
+    const int null = open("/dev/null", O_WRONLY);
+    dup2(null, 1);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execvp(args[0], args.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (std::chrono::steady_clock::now() < deadline) {
+    try {
+      if (Command({"PING"}) == "PONG") return;
+    } catch (const std::runtime_error&) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  throw std::runtime_error("redis-server did not start on port " + std::to_string(port_));
+}
+
+std::string RedisServer::Command(const std::vector<std::string>& args) {
+  const timeval timeout{5, 0};
+  std::unique_ptr<redisContext, decltype(&redisFree)> c(
+      redisConnectWithTimeout("127.0.0.1", port_, timeout), &redisFree);
+  if (!c || c->err) throw std::runtime_error("cannot connect to redis");
+  auto run = [&](const std::vector<std::string>& command) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const std::string& a : command) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    std::unique_ptr<redisReply, void (*)(void*)> reply(
+        static_cast<redisReply*>(redisCommandArgv(c.get(), static_cast<int>(argv.size()),
+                                                  argv.data(), lens.data())),
+        &freeReplyObject);
+    if (!reply) throw std::runtime_error("redis connection lost");
+    return ReplyText(reply.get());
+  };
+  if (!password_.empty()) run({"AUTH", password_});
+  return run(args);
+}
+
+}  // namespace tollgate::testing
