@@ -15,62 +15,6 @@
 namespace tollgate::testing {
 namespace {
 
-class Process {
- public:
-  // Runs `argv`, with stderr readable through stderr_line().
-  explicit Process(std::vector<std::string> argv) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(fds[1], 2);
-      close(fds[0]);
-      std::vector<char*> args;
-      for (auto& a : argv) args.push_back(a.data());
-      args.push_back(nullptr);
-      execv(args[0], args.data());
-      _exit(127);
-    }
-    close(fds[1]);
-    err_ = fdopen(fds[0], "r");
-  }
-  ~Process() {
-    if (pid_ > 0 && !exited_) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    if (err_ != nullptr) fclose(err_);
-  }
-  std::string StderrLine() {
-    char line[1024];
-    if (fgets(line, sizeof(line), err_) == nullptr) return "";
-    return line;
-  }
-  void Signal(int sig) { kill(pid_, sig); }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    exited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  FILE* err_ = nullptr;
-  bool exited_ = false;
-};
-
-std::uint16_t WaitForPort(Process& gateway) {
-  std::smatch match;
-  std::string line;
-  const std::regex serving("port\\(s\\) ([0-9]+)");
-  for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
-    line = gateway.StderrLine();
-  }
-  EXPECT_TRUE(std::regex_search(line, match, serving)) << line;
-  return static_cast<std::uint16_t>(std::stoi(match[1]));
-}
-
 // The line of stderr that contains `needle` (reading at most 20 lines).
 std::string LineWith(Process& process, const std::string& needle) {
   for (int i = 0; i < 20; ++i) {

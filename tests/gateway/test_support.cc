@@ -1,5 +1,11 @@
 #include "test_support.h"
 
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <regex>
+
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <sys/time.h>
@@ -153,6 +159,57 @@ bool Client::ClosedByPeer() {
   boost::system::error_code ec;
   socket_.read_some(asio::buffer(&c, 1), ec);
   return ec == asio::error::eof || ec == asio::error::connection_reset;
+}
+
+Process::Process(std::vector<std::string> argv) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  pid_ = fork();
+  if (pid_ == 0) {
+    dup2(fds[1], 2);
+    close(fds[0]);
+    std::vector<char*> args;
+    for (auto& a : argv) args.push_back(a.data());
+    args.push_back(nullptr);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  close(fds[1]);
+  err_ = fdopen(fds[0], "r");
+}
+
+Process::~Process() {
+  if (pid_ > 0 && !exited_) {
+    kill(pid_, SIGKILL);
+    waitpid(pid_, nullptr, 0);
+  }
+  if (err_ != nullptr) fclose(err_);
+}
+
+std::string Process::StderrLine() {
+  char line[1024];
+  if (fgets(line, sizeof(line), err_) == nullptr) return "";
+  return line;
+}
+
+void Process::Signal(int sig) { kill(pid_, sig); }
+
+int Process::Wait() {
+  int status = 0;
+  waitpid(pid_, &status, 0);
+  exited_ = true;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+std::uint16_t WaitForPort(Process& gateway) {
+  std::smatch match;
+  std::string line;
+  const std::regex serving("port\\(s\\) ([0-9]+)");
+  for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
+    line = gateway.StderrLine();
+  }
+  EXPECT_TRUE(std::regex_search(line, match, serving)) << line;
+  return static_cast<std::uint16_t>(std::stoi(match[1]));
 }
 
 }  // namespace tollgate::testing

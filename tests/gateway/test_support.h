@@ -8,7 +8,9 @@
 #include <boost/beast/http.hpp>
 #include <cstdint>
 #include <memory>
+#include <cstdio>
 #include <string>
+#include <vector>
 
 #include "gateway/echo_upstream.h"
 #include "gateway/server.h"
@@ -83,5 +85,26 @@ class Client {
   boost::asio::ip::tcp::socket socket_;
   boost::beast::flat_buffer buffer_;
 };
+
+// A child process (e.g. the real tollgate binary) whose stderr can be read
+// line by line. Killed at destruction unless waited for.
+class Process {
+ public:
+  explicit Process(std::vector<std::string> argv);
+  ~Process();
+  Process(const Process&) = delete;
+  Process& operator=(const Process&) = delete;
+  std::string StderrLine();  // "" at end of file
+  void Signal(int sig);
+  int Wait();  // exit code, or 128 + signal
+
+ private:
+  int pid_ = -1;
+  FILE* err_ = nullptr;
+  bool exited_ = false;
+};
+
+// Reads the gateway's stderr until "serving on port(s) N": returns N.
+std::uint16_t WaitForPort(Process& gateway);
 
 }  // namespace tollgate::testing

@@ -1,0 +1,176 @@
+// The gateway on the Redis store: limits shared through Redis, the on_error
+// policies while Redis is down, /readyz, a wrong password at startup, and two
+// tollgate processes sharing one limit exactly.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "redis_server.h"
+#include "rules/config.h"
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+std::string RedisConfig(const RedisServer& redis, const std::string& on_error,
+                        const std::string& rules) {
+  return BasicConfig(R"(
+[store]
+kind = "redis"
+[store.redis]
+url = ")" + redis.url() + R"("
+timeout = "50ms"
+on_error = ")" + on_error + R"("
+)" + rules);
+}
+
+constexpr const char* kThreePerHour = R"(
+[[rules]]
+name = "three"
+key = "ip"
+algorithm = "fixed_window"
+limit = 3
+window = "1h"
+)";
+
+TEST(RedisGateway, LimitsThroughRedis) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway gateway(RedisConfig(redis, "deny", kThreePerHour), echo->port());
+  Client client(gateway.port());
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(client.Get("/").result_int(), 200) << i;
+  const Response limited = client.Get("/");
+  EXPECT_EQ(limited.result_int(), 429);
+  EXPECT_NE(limited["RateLimit"].find("r=0"), std::string::npos);
+  EXPECT_NE(redis.Command({"KEYS", "tollgate:{three:*"}), "");
+  Client admin(gateway.admin_port());
+  const Response ready = admin.Get("/readyz");
+  EXPECT_EQ(ready.result_int(), 200);
+  EXPECT_NE(ready.body().find("\"kind\":\"redis\",\"available\":true"), std::string::npos)
+      << ready.body();
+}
+
+TEST(RedisGateway, OnErrorDenyAnswers503WithRetryAfterAndIsNotReady) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway gateway(RedisConfig(redis, "deny", kThreePerHour), echo->port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  redis.Kill();
+  const Response denied = client.Get("/");
+  EXPECT_EQ(denied.result_int(), 503);
+  EXPECT_EQ(denied["Retry-After"], "1");
+  EXPECT_NE(denied.body().find("store_unavailable"), std::string::npos);
+  Client admin(gateway.admin_port());
+  EXPECT_EQ(admin.Get("/readyz").result_int(), 503);
+  redis.Start();
+  // Service resumes within a second of Redis coming back.
+  const auto start = std::chrono::steady_clock::now();
+  int status = 0;
+  while (std::chrono::steady_clock::now() - start < std::chrono::seconds(3)) {
+    status = client.Get("/").result_int();
+    if (status == 200) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(status, 200);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+}
+
+TEST(RedisGateway, OnErrorAllowLetsRequestsThrough) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway gateway(RedisConfig(redis, "allow", kThreePerHour), echo->port());
+  Client client(gateway.port());
+  redis.Kill();
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(client.Get("/").result_int(), 200) << i;
+  Client admin(gateway.admin_port());
+  const Response ready = admin.Get("/readyz");
+  EXPECT_EQ(ready.result_int(), 200);  // still serving: fail open
+  EXPECT_NE(ready.body().find("\"available\":false"), std::string::npos) << ready.body();
+}
+
+TEST(RedisGateway, OnErrorLocalKeepsLimitingPerGateway) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway gateway(RedisConfig(redis, "local", kThreePerHour), echo->port());
+  Client client(gateway.port());
+  redis.Kill();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(client.Get("/").result_int(), 200) << i;
+  EXPECT_EQ(client.Get("/").result_int(), 429);
+}
+
+TEST(RedisGateway, WrongPasswordIsAClearStartupError) {
+  RedisServer redis("s3cret");
+  std::string toml = RedisConfig(redis, "deny", kThreePerHour);
+  toml.replace(toml.find("s3cret"), 6, "wrong!");
+  toml.replace(toml.find("{ECHO}"), 6, "1");
+  rules::LoadResult loaded = rules::LoadConfigText(toml, "test.toml");
+  ASSERT_TRUE(loaded.config);
+  store::ManualClock clock;
+  std::string error;
+  auto server = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config),
+                                        clock, error);
+  EXPECT_EQ(server, nullptr);
+  EXPECT_NE(error.find("authentication failed"), std::string::npos) << error;
+}
+
+// Two tollgate processes, two threads each, share one Redis: a fixed window
+// of 40 per hour admits exactly 40 in total, a sliding log of 25 exactly 25.
+TEST(RedisGateway, TwoProcessesShareLimitsExactly) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  std::string config = RedisConfig(redis, "deny", R"(
+[[rules]]
+name = "fixed"
+match = { path_prefix = "/fixed" }
+key = "global"
+algorithm = "fixed_window"
+limit = 40
+window = "1h"
+[[rules]]
+name = "log"
+match = { path_prefix = "/log" }
+key = "global"
+algorithm = "sliding_log"
+limit = 25
+window = "1h"
+)");
+  config.replace(config.find("threads = 1"), 11, "threads = 2");
+  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  config.replace(config.find("timeout = \"50ms\""), 16, "timeout = \"2s\"");
+  TempDir dir;
+  const std::string file = dir.Write("tollgate.toml", config);
+  Process a({TOLLGATE_BINARY, "--config", file});
+  Process b({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t ports[] = {WaitForPort(a), WaitForPort(b)};
+  const auto hour = [] {
+    return std::chrono::duration_cast<std::chrono::hours>(
+               std::chrono::system_clock::now().time_since_epoch())
+        .count();
+  };
+  for (const char* path : {"/fixed", "/log"}) {
+    const auto hour_before = hour();
+    std::atomic<int> allowed{0};
+    std::atomic<int> limited{0};
+    std::vector<std::thread> clients;
+    for (int c = 0; c < 6; ++c) {
+      clients.emplace_back([&, c] {
+        Client client(ports[c % 2]);
+        for (int i = 0; i < 30; ++i) {
+          const int status = client.Get(path).result_int();
+          (status == 200 ? allowed : limited) += 1;
+          if (status != 200 && status != 429) ADD_FAILURE() << status;
+        }
+      });
+    }
+    for (auto& t : clients) t.join();
+    if (hour() != hour_before) GTEST_SKIP() << "an hour boundary passed during the test";
+    EXPECT_EQ(allowed.load(), std::string_view(path) == "/fixed" ? 40 : 25) << path;
+    EXPECT_EQ(allowed + limited, 180);
+  }
+}
+
+}  // namespace
+}  // namespace tollgate::testing
