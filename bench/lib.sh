@@ -104,7 +104,14 @@ TOML
   wait_port "$port"
 }
 
-# wrk against URL; prints "req_per_s p50_ms p99_ms non2xx".
+# A throwaway redis-server on $1 (no persistence).
+start_redis() {
+  redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
+  PIDS+=($!)
+  wait_port "$1"
+}
+
+# wrk against URL; prints "req_per_s p50_ms p99_ms non2xx requests".
 run_wrk() {
   local url=$1
   local out
@@ -115,7 +122,8 @@ run_wrk() {
     /^ +50%/ { p50 = ms($2) }
     /^ +99%/ { p99 = ms($2) }
     /Non-2xx or 3xx responses/ { non2xx = $5 }
-    END { printf "%.0f %.3f %.3f %d\n", rps, p50, p99, non2xx + 0 }
+    / requests in / { total = $1 }
+    END { printf "%.0f %.3f %.3f %d %d\n", rps, p50, p99, non2xx + 0, total }
   ' <<<"$out"
 }
 

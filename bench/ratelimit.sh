@@ -4,7 +4,9 @@
 #   pass:  the limit is high, every request passes;
 #   limit: the limit is low (100/s, burst 10), > 90% are answered 429.
 # Also tollgate with the "pass" rule versus tollgate as a plain proxy: the
-# cost of rate limiting itself.
+# cost of rate limiting itself; and the pass rule on the Redis store
+# (a local redis-server) versus the local store, with the Redis commands
+# each request costs (INFO commandstats).
 # Usage: bench/ratelimit.sh [rounds]
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -31,8 +33,19 @@ port[nginx_limit]=$(free_port); start_nginx "${port[nginx_limit]}" "$echo_port" 
 port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo_port" "$(rule 1000000 1000000)"
 port[tollgate_limit]=$(free_port); start_tollgate "${port[tollgate_limit]}" "$echo_port" "$(rule 100 10)"
 port[tollgate_plain]=$(free_port); start_tollgate "${port[tollgate_plain]}" "$echo_port"
+redis_port=$(free_port); start_redis "$redis_port"
+redis_store() {
+  cat <<TOML
+[store]
+kind = "redis"
+[store.redis]
+url = "redis://127.0.0.1:$redis_port"
+TOML
+}
+port[tollgate_redis]=$(free_port); start_tollgate "${port[tollgate_redis]}" "$echo_port" "$(redis_store)
+$(rule 1000000 1000000)"
 
-targets="nginx_pass tollgate_pass tollgate_plain nginx_limit tollgate_limit"
+targets="nginx_pass tollgate_pass tollgate_plain tollgate_redis nginx_limit tollgate_limit"
 for t in $targets; do : > "$WORK/$t"; done
 for round in $(seq "$rounds"); do
   order=$targets
@@ -43,6 +56,15 @@ for round in $(seq "$rounds"); do
     echo "$result" >> "$WORK/$t"
   done
 done
+
+# Redis commands per request through the Redis-backed gateway.
+redis-cli -p "$redis_port" config resetstat >/dev/null
+counted=$(run_wrk "http://127.0.0.1:${port[tollgate_redis]}/api/hello")
+requests=$(echo "$counted" | awk '{ print $5 }')
+stats=$(redis-cli -p "$redis_port" info commandstats | tr -d '\r')
+evalsha=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p')
+per_command=$(echo "$stats" | sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\).*/\1 \2/p' |
+  awk -v n="$requests" '$1 != "evalsha" && $1 != "config|resetstat" { printf "%s%s %.3f", sep, toupper($1), $2 / n; sep = ", " }')
 
 col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
@@ -64,6 +86,9 @@ report=$WORK/report.md
   echo
   echo "Cost of rate limiting: tollgate with the pass rule $(col tollgate_pass 1) req/s vs plain proxy $(col tollgate_plain 1) req/s = $(ratio "$(col tollgate_pass 1)" "$(col tollgate_plain 1)")× (goal ≥ 0.95×)."
   echo "Goals: tollgate ≥ 1.00× nginx req/s in both scenarios, p99 ≤ nginx's."
+  echo
+  echo "Redis store (pass rule, \`[store] kind = \"redis\"\`, defaults: pool 1, timeout 20ms, time = server; redis-server on the same 2 cores): $(col tollgate_redis 1) req/s vs local store $(col tollgate_pass 1) req/s = $(ratio "$(col tollgate_redis 1)" "$(col tollgate_pass 1)")× (goal ≥ 0.7×); p99 $(col tollgate_redis 3) ms vs $(col tollgate_pass 3) ms; non-2xx $(col tollgate_redis 4) per run."
+  echo "Redis commands sent per request: $(awk -v a="$evalsha" -v b="$requests" 'BEGIN { printf "%.3f", a / b }') EVALSHA ($evalsha for $requests requests completed by wrk; INFO commandstats; goal: 1). Run inside that script, per request: $per_command."
 } > "$report"
 cat "$report"
 write_results ratelimit "$report"

@@ -6,4 +6,5 @@ export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
 bench/ratelimit.sh
+bench/redis_store.sh
 bench/reload.sh

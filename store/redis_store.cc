@@ -54,15 +54,16 @@ bool SafeKeyByte(unsigned char c) {
          c == '-';
 }
 
-// RESP: "*<n>\r\n" then "$<len>\r\n<bytes>\r\n" per argument.
+// RESP: "*<n>\r\n" then "$<len>\r\n<bytes>\r\n" per argument. On every
+// decision's path: plain appends, no format strings.
 class RespWriter {
  public:
   explicit RespWriter(std::string& out) : out_(out) {}
-  void Count(std::size_t n) { fmt::format_to(std::back_inserter(out_), "*{}\r\n", n); }
+  void Count(std::size_t n) { Header('*', n); }
   void Arg(std::string_view s) {
-    fmt::format_to(std::back_inserter(out_), "${}\r\n", s.size());
+    Header('$', s.size());
     out_.append(s);
-    out_ += "\r\n";
+    out_.append("\r\n", 2);
   }
   void Arg(std::int64_t v) {
     char buf[24];
@@ -71,6 +72,14 @@ class RespWriter {
   }
 
  private:
+  void Header(char kind, std::size_t n) {
+    char buf[24];
+    buf[0] = kind;
+    auto [end, ec] = std::to_chars(buf + 1, buf + sizeof buf - 2, n);
+    *end++ = '\r';
+    *end++ = '\n';
+    out_.append(buf, static_cast<std::size_t>(end - buf));
+  }
   std::string& out_;
 };
 
@@ -115,6 +124,7 @@ void AppendHandshake(const RedisAddress& address, std::string& out) {
 
 std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
                      std::size_t window) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
   std::string out;
   out.reserve(prefix.size() + key.size() + 24);
   out.append(prefix);
@@ -126,15 +136,24 @@ std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_
     } else if (c == 0x1f) {
       out += ':';
     } else {
-      fmt::format_to(std::back_inserter(out), "%{:02X}", c);
+      const char escaped[3] = {'%', kHex[c >> 4], kHex[c & 15]};
+      out.append(escaped, 3);
     }
   }
-  fmt::format_to(std::back_inserter(out), "}}:{:08x}:{}", fingerprint, window);
+  char tail[40] = "}:";
+  for (int i = 0; i < 8; ++i) tail[2 + i] = "0123456789abcdef"[(fingerprint >> (28 - 4 * i)) & 15];
+  tail[10] = ':';
+  auto [end, ec] = std::to_chars(tail + 11, tail + sizeof tail, window);
+  out.append(tail, static_cast<std::size_t>(end - tail));
   return out;
 }
 
 std::string_view RedisScriptFor(const LimitSpec& limit) {
   return kRedisScripts[ScriptIndex(limit)].body;
+}
+
+const std::string& RedisScriptSha(const LimitSpec& limit) {
+  return ScriptSha(ScriptIndex(limit));
 }
 
 std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,

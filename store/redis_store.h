@@ -44,6 +44,8 @@ std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_
 // The script for a limit: one per algorithm for single windows, "multi" for
 // several windows. Exposed for tests and benchmarks.
 std::string_view RedisScriptFor(const LimitSpec& limit);
+// Its SHA-1 as EVALSHA takes it.
+const std::string& RedisScriptSha(const LimitSpec& limit);
 // The EVALSHA arguments after the keys (now_ms "" = server time).
 std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
                             std::int64_t min_ttl_ms, char separator);
