@@ -23,8 +23,9 @@ http::response<http::string_body> JsonResponse(http::status status, std::string 
 
 }  // namespace
 
-AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready)
-    : io_(io), acceptor_(std::move(acceptor)), ready_(std::move(ready)) {}
+AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready,
+                         MetricsRenderer metrics)
+    : io_(io), acceptor_(std::move(acceptor)), ready_(std::move(ready)), metrics_(std::move(metrics)) {}
 
 void AdminServer::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
 
@@ -76,6 +77,13 @@ http::response<http::string_body> AdminServer::Handle(const http::request<http::
     return JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
                         fmt::format("{{\"status\":\"{}\",\"store\":{}}}\n",
                                     ready ? "ready" : "not_ready", r.store_json));
+  }
+  if (path == "/metrics" && metrics_) {
+    http::response<http::string_body> res{http::status::ok, 11};
+    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
+    res.body() = metrics_();
+    res.prepare_payload();
+    return res;
   }
   return MakeErrorResponse(http::status::not_found, "not_found", "no such admin endpoint");
 }

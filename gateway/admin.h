@@ -20,7 +20,9 @@ class AdminServer {
     std::string store_json = "{}";
   };
   using ReadyProbe = std::function<Readiness()>;
-  AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready);
+  // The /metrics body; empty function: metrics are off (404).
+  using MetricsRenderer = std::function<std::string()>;
+  AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready, MetricsRenderer metrics);
 
   void Start();
   void Stop();  // closes the acceptor; open admin connections end on their own
@@ -34,6 +36,7 @@ class AdminServer {
   asio::io_context& io_;
   Acceptor acceptor_;
   ReadyProbe ready_;
+  MetricsRenderer metrics_;
   bool stopped_ = false;
 };
 

@@ -27,8 +27,6 @@
 namespace tollgate::gateway {
 namespace {
 
-constexpr std::string_view kVersion = TOLLGATE_VERSION;
-
 constexpr std::string_view kUsage = R"(usage:
   tollgate --config FILE            run the gateway
   tollgate --check-config FILE      validate FILE; print every error as file:line:col
@@ -74,6 +72,7 @@ void Reload(const std::string& path, Server& server) {
       spdlog::error("reload: {}", e.ToString());
     }
     spdlog::error("reload failed: the running configuration stays in force");
+    server.RecordReload(false);
     return;
   }
   std::string error;

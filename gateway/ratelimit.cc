@@ -17,6 +17,17 @@ std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
   return action == rules::RuleAction::kDryRun ? "dry_run" : "limited";
 }
 
+void Record(const LimitContext& context, const rules::RuleConfig& rule, DecisionKind kind) {
+  if (context.metrics == nullptr) return;
+  context.metrics->RecordDecision((*context.rule_ids)[&rule - context.rules_base], kind);
+}
+
+DecisionKind KindOf(bool allowed, rules::RuleAction action) {
+  if (allowed) return DecisionKind::kAllowed;
+  if (action == rules::RuleAction::kDelay) return DecisionKind::kDelayed;
+  return action == rules::RuleAction::kDryRun ? DecisionKind::kDryRun : DecisionKind::kLimited;
+}
+
 }  // namespace
 
 std::string_view FieldsLookup::Get(std::string_view name) const {
@@ -75,6 +86,7 @@ std::optional<LimitOutcome> StartLimits(const LimitContext& context,
   context.rules.Evaluate(request, identity, scratch);
   if (scratch.exempt != nullptr) {
     outcome.log = scratch.exempt->name + ":exempt";
+    Record(context, *scratch.exempt, DecisionKind::kExempt);
     return outcome;
   }
   if (scratch.hits.empty()) return outcome;
@@ -88,6 +100,15 @@ algorithms::Decision ResolveDecision(const LimitContext& context, const rules::R
                                      const store::StoreResult& result, bool& error) {
   error = result.status != store::StoreStatus::kOk;
   if (!error) return result.decision;
+  if (context.metrics != nullptr) {
+    context.metrics->RecordStoreError(context.store_kind,
+                                      result.status == store::StoreStatus::kTimeout
+                                          ? StoreErrorKind::kTimeout
+                                      : result.status == store::StoreStatus::kUnavailable
+                                          ? StoreErrorKind::kUnavailable
+                                          : StoreErrorKind::kError);
+    context.metrics->RecordFallback(context.on_error);
+  }
   algorithms::Decision d;
   switch (context.on_error) {
     case rules::StoreFailurePolicy::kAllow:
@@ -120,6 +141,7 @@ LimitOutcome FinishLimits(const LimitContext& context,
     outcome.log += ':';
     if (error) {
       outcome.log += "error";
+      Record(context, rule, DecisionKind::kError);
       if (context.on_error == rules::StoreFailurePolicy::kDeny) {
         outcome.verdict = Verdict::kStoreUnavailable;
         outcome.shown = &rule;
@@ -128,6 +150,7 @@ LimitOutcome FinishLimits(const LimitContext& context,
       continue;
     }
     outcome.log += DecisionWord(d.allowed, rule.action);
+    Record(context, rule, KindOf(d.allowed, rule.action));
     if (batch.result(i).status != store::StoreStatus::kOk) outcome.log += "(local)";
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {

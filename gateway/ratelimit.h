@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/metrics.h"
 #include "gateway/net.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
@@ -44,6 +45,10 @@ struct LimitContext {
   rules::StoreFailurePolicy on_error;
   std::int64_t now_ms;             // the gateway's clock (local store)
   std::int64_t store_now_ms;       // the configured store's clock
+  ThreadMetrics* metrics = nullptr;    // null: not recorded
+  const std::vector<int>* rule_ids = nullptr;  // metric ids by index in `rules_base`
+  const rules::RuleConfig* rules_base = nullptr;
+  StoreKindLabel store_kind = StoreKindLabel::kLocal;
 };
 
 // The decisions of several rules, asked of the store at once (a Redis store

@@ -17,6 +17,10 @@
 namespace tollgate::gateway {
 namespace {
 
+double UnixSeconds() {
+  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
 std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort& hp,
                                      std::string& error) {
   tcp::resolver resolver(io);
@@ -36,6 +40,7 @@ struct Server::Impl final : StateSource {
   // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
   store::RedisHealth redis_health;
+  std::unique_ptr<Metrics> metrics;  // null when [admin] metrics = false
   std::unique_ptr<WaitingRoom> waiting_room;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
@@ -51,6 +56,15 @@ struct Server::Impl final : StateSource {
     return generation_number.load(std::memory_order_acquire);
   }
   std::shared_ptr<const GatewayState> Load() const override { return state.load(); }
+
+  std::string RenderMetrics() const {
+    ExternalGauges external;
+    external.local_store_keys = static_cast<std::int64_t>(store->KeyCount());
+    external.local_store_evictions = store->Evictions();
+    external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
+    external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
+    return metrics->Render(external);
+  }
 
   // Not ready while draining, or when Redis is unreachable from every
   // connection and on_error = "deny" (requests would all get 503).
@@ -95,6 +109,17 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
     return nullptr;
   }
   state->rule_set = std::make_unique<rules::RuleSet>(config->rules);
+  if (metrics) {
+    for (const rules::RouteConfig& r : config->routes) state->route_ids.push_back(metrics->RouteId(r.name));
+    for (const rules::RuleConfig& r : config->rules) state->rule_ids.push_back(metrics->RuleId(r.name));
+    for (const rules::UpstreamConfig& u : config->upstreams) {
+      state->upstream_ids.push_back(metrics->UpstreamId(u.name));
+    }
+    for (const rules::ListenerConfig& l : config->listeners) {
+      state->listener_ids.push_back(metrics->ListenerId(l.address.ToString()));
+    }
+    state->unrouted_id = metrics->RouteId("_unrouted");
+  }
   asio::io_context resolver_io;
   for (const rules::UpstreamConfig& u : config->upstreams) {
     std::vector<tcp::endpoint> endpoints;
@@ -148,13 +173,14 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       std::make_unique<WaitingRoom>(static_cast<std::size_t>(config->limits.max_waiting));
   impl->access_log = AccessLog::Create(config->log, error);
   if (!impl->access_log) return nullptr;
-  std::shared_ptr<const GatewayState> state = impl->Build(config, error);
-  if (!state) return nullptr;
-  impl->state.store(state);
-
   const std::size_t threads = config->server.threads > 0
                                   ? static_cast<std::size_t>(config->server.threads)
                                   : std::max(1u, std::thread::hardware_concurrency());
+  if (config->admin.metrics) impl->metrics = std::make_unique<Metrics>(threads, kVersion);
+  std::shared_ptr<const GatewayState> state = impl->Build(config, error);
+  if (!state) return nullptr;
+  impl->state.store(state);
+  if (impl->metrics) impl->metrics->ConfigInForce(UnixSeconds());
   const rules::StoreConfig& store_config = config->store;
   if (store_config.kind == rules::StoreKind::kRedis) {
     bool fatal = false;
@@ -169,6 +195,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   }
   for (std::size_t i = 0; i < threads; ++i) {
     auto worker = std::make_unique<Worker>(*impl, i);
+    if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
       worker->SetStore(std::make_unique<store::RedisStore>(worker->io(), store_config.redis,
                                                            impl->redis_health));
@@ -199,13 +226,15 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     return nullptr;
   }
   Impl* raw = impl.get();
+  AdminServer::MetricsRenderer metrics;
+  if (impl->metrics) metrics = [raw] { return raw->RenderMetrics(); };
   impl->admin =
       std::make_unique<AdminServer>(impl->workers.front()->io(), std::move(*admin_acceptor),
-                                    [raw] { return raw->Readiness(); });
+                                    [raw] { return raw->Readiness(); }, std::move(metrics));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
-bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
+bool Server::ReloadConfig(std::shared_ptr<const rules::Config> config, std::string& error) {
   const rules::Config& running = *impl_->state.load()->config;
   if (!(config->store == running.store)) {
     error = "[store] changed: the store is set up at startup, restart to change it";
@@ -229,7 +258,18 @@ bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& er
   if (!state) return false;
   impl_->state.store(state);
   impl_->generation_number.fetch_add(1, std::memory_order_acq_rel);
+  if (impl_->metrics) impl_->metrics->ConfigInForce(UnixSeconds());
   return true;
+}
+
+bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
+  const bool ok = ReloadConfig(std::move(config), error);
+  RecordReload(ok);
+  return ok;
+}
+
+void Server::RecordReload(bool success) {
+  if (impl_->metrics) impl_->metrics->RecordReload(success);
 }
 
 void Server::Start() {

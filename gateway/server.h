@@ -15,6 +15,9 @@
 
 namespace tollgate::gateway {
 
+// The version in build_info and --version.
+inline constexpr const char* kVersion = TOLLGATE_VERSION;
+
 class Server {
  public:
   // nullptr with `error` set when an address cannot be bound, an upstream
@@ -32,6 +35,9 @@ class Server {
   // fixed at startup. false with `error` set: the running configuration
   // stays.
   bool Reload(std::shared_ptr<const rules::Config> config, std::string& error);
+  // Counts a reload that failed before reaching Reload() (a file that does
+  // not load), for tollgate_config_reloads_total.
+  void RecordReload(bool success);
   // Graceful: stop accepting, let in-flight exchanges finish, close idle
   // connections. Wait() returns once every connection is gone.
   void Drain();
@@ -45,6 +51,7 @@ class Server {
   std::size_t thread_count() const;
 
  private:
+  bool ReloadConfig(std::shared_ptr<const rules::Config> config, std::string& error);
   struct Impl;
   explicit Server(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl_;

@@ -27,6 +27,12 @@ struct Exchange {
   std::uint64_t bytes_out = 0;
   std::int64_t upstream_start_ms = -1;
   std::int64_t upstream_end_ms = -1;
+  // Metrics: real time (sub-millisecond), whatever Clock the gateway runs on.
+  std::chrono::steady_clock::time_point started;
+  std::chrono::steady_clock::time_point upstream_started;
+  std::chrono::steady_clock::time_point upstream_ended;
+  int route_metric = -1;     // metric id of the route; -1: no route matched
+  int upstream_metric = -1;  // metric id of the upstream asked; -1: none
   std::string route;
   std::string upstream;
   std::string error;
@@ -52,6 +58,22 @@ bool IsClientGone(const ErrorCode& ec) {
          ec == ssl::error::stream_truncated;
 }
 
+// Counts a request in tollgate_delayed_requests while it is held.
+class DelayedGauge {
+ public:
+  explicit DelayedGauge(ThreadMetrics* metrics) : metrics_(metrics) {
+    if (metrics_ != nullptr) metrics_->AddDelayed(1);
+  }
+  ~DelayedGauge() {
+    if (metrics_ != nullptr) metrics_->AddDelayed(-1);
+  }
+  DelayedGauge(const DelayedGauge&) = delete;
+  DelayedGauge& operator=(const DelayedGauge&) = delete;
+
+ private:
+  ThreadMetrics* metrics_;
+};
+
 template <typename Fn>
 auto Visit(AnyStream& stream, Fn&& fn) {
   return std::visit(std::forward<Fn>(fn), stream);
@@ -73,9 +95,16 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
   // without room, a streamed body would arrive in tiny reads.
   buffer_.reserve(kRelayChunk);
   worker_.Register(this);
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    metric_listener_ = generation_->state->listener_ids[listener_];
+    metrics->AddConnections(metric_listener_, 1);
+  }
 }
 
-Session::~Session() { worker_.Unregister(this); }
+Session::~Session() {
+  if (ThreadMetrics* metrics = worker_.metrics()) metrics->AddConnections(metric_listener_, -1);
+  worker_.Unregister(this);
+}
 
 Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
 
@@ -139,6 +168,7 @@ Task<bool> Session::ServeOne() {
   const store::Clock& clock = *generation_->state->clock;
   Exchange ex;
   ex.start_ms = clock.NowMs();
+  if (worker_.metrics() != nullptr) ex.started = std::chrono::steady_clock::now();
   ex.deadline_ms = ex.start_ms + config_->timeouts.request_ms;
 
   HeadParser head;
@@ -182,6 +212,9 @@ Task<bool> Session::ServeOne() {
     co_await ReplyError(ex, http::status::not_found, "no_route", "no route matches this request");
   } else {
     ex.route = route->name;
+    if (worker_.metrics() != nullptr) {
+      ex.route_metric = generation_->state->route_ids[route - config_->routes.data()];
+    }
     if (std::optional<LimitOutcome> limits = co_await Limit(head, *route, ex)) {
       co_await Forward(head, *route, ex, *limits);
     }
@@ -202,11 +235,18 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
   const rules::Identity identity = state.identity->Resolve(facts);
   const LimitContext context = MakeLimitContext(state);
   LimitOutcome outcome;
+  const auto asked = context.metrics != nullptr ? std::chrono::steady_clock::now()
+                                                : std::chrono::steady_clock::time_point();
   if (std::optional<LimitOutcome> early =
           StartLimits(context, facts, identity, evaluation_, hits_, batch_)) {
     outcome = std::move(*early);
   } else {
     if (!batch_.done()) co_await batch_.Wait();
+    if (context.metrics != nullptr) {
+      context.metrics->RecordStore(
+          context.store_kind,
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+    }
     outcome = FinishLimits(context, hits_, batch_);
   }
   ex.ratelimit = outcome.log;
@@ -235,6 +275,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
   }
   if (outcome.verdict == Verdict::kDelay) {
     // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
+    const DelayedGauge gauge(worker_.metrics());
     const Turn turn = co_await WaitForTurn(outcome, ex);
     if (turn == Turn::kClientGone) co_return std::nullopt;
     if (turn == Turn::kRejected) outcome.verdict = Verdict::kReject;
@@ -251,6 +292,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     // on a timer; the thread serves others meanwhile.
     const Executor executor = co_await asio::this_coro::executor;
     Timer turn(executor, Ms(outcome.delay_ms));
+    const DelayedGauge gauge(worker_.metrics());
     co_await turn.async_wait(kUseTuple);
   }
   co_return outcome;
@@ -396,6 +438,10 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
 
   UpstreamPool& pool = *generation_->pools[route.upstream_index];
   ex.upstream_start_ms = clock.NowMs();
+  if (worker_.metrics() != nullptr) {
+    ex.upstream_started = std::chrono::steady_clock::now();
+    ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
+  }
   std::unique_ptr<UpstreamConnection> conn;
   std::optional<http::response_parser<http::empty_body>> res_head;
   const auto upstream_budget = [&] { return Budget(timeouts.upstream_response_ms, ex); };
@@ -420,6 +466,13 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   auto fail_upstream = [&](ConnectFailure failure, const ErrorCode& ec) -> Task<void> {
     // An unread request body would be taken for the next request.
     ex.close = ex.close || !buffered;
+    if (ThreadMetrics* metrics = worker_.metrics()) {
+      const UpstreamFailure kind =
+          failure == ConnectFailure::kTimeout || ec == beast::error::timeout ? UpstreamFailure::kTimeout
+          : failure == ConnectFailure::kRefused                               ? UpstreamFailure::kConnect
+                                                                              : UpstreamFailure::kReset;
+      metrics->RecordUpstreamFailure(generation_->state->upstream_ids[route.upstream_index], kind);
+    }
     if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
       co_await ReplyError(ex, http::status::gateway_timeout, "gateway_timeout",
                           "the upstream did not answer in time");
@@ -538,6 +591,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   bool complete = false;
   if (no_body) {
     ex.upstream_end_ms = clock.NowMs();
+    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     Lowest(stream_).expires_after(to_client.write);
@@ -550,6 +604,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     auto [rec, rn] = co_await Visit(
         conn->stream, [&](auto& s) { return http::async_read(s, conn->buffer, body, kUseTuple); });
     ex.upstream_end_ms = clock.NowMs();
+    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
     if (rec) {
       ex.close = true;
       co_await fail_upstream(ConnectFailure::kNone, rec);
@@ -569,6 +624,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     RelayResult relayed =
         co_await Relay(conn->stream, conn->buffer, streamed, stream_, RelayBuffer(), to_client);
     ex.upstream_end_ms = clock.NowMs();
+    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
     ex.bytes_out = relayed.bytes;
     if (relayed.failure != RelayFailure::kNone) {
       // Headers are out: the only honest signal left is closing the connection.
@@ -605,8 +661,14 @@ LimitContext Session::MakeLimitContext(const GatewayState& state) const {
   const bool wall_clock =
       store.kind == rules::StoreKind::kRedis && store.redis.time == store::RedisTime::kClient;
   const std::int64_t now = clock.NowMs();
-  return {*state.identity,        *state.rule_set, worker_.store(), *state.local_store,
-          store.on_error,         now,             wall_clock ? clock.UnixMs() : now};
+  LimitContext context{*state.identity, *state.rule_set, worker_.store(), *state.local_store,
+                       store.on_error,   now,              wall_clock ? clock.UnixMs() : now};
+  context.metrics = worker_.metrics();
+  context.rule_ids = &state.rule_ids;
+  context.rules_base = config_->rules.data();
+  context.store_kind =
+      store.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
+  return context;
 }
 
 Task<void> Session::ReplyError(Exchange& ex, http::status status, std::string_view code,
@@ -624,6 +686,17 @@ Task<void> Session::ReplyError(Exchange& ex, http::status status, std::string_vi
 }
 
 void Session::Log(const Exchange& ex) {
+  if (ThreadMetrics* metrics = worker_.metrics(); metrics != nullptr && ex.status != 0) {
+    const GatewayState& state = *generation_->state;
+    const auto now = std::chrono::steady_clock::now();
+    const int route = ex.route_metric >= 0 ? ex.route_metric : state.unrouted_id;
+    metrics->RecordRequest(route, ex.status, std::chrono::duration<double>(now - ex.started).count());
+    if (ex.upstream_metric >= 0) {
+      const auto end = ex.upstream_ended > ex.upstream_started ? ex.upstream_ended : now;
+      metrics->RecordUpstream(ex.upstream_metric,
+                              std::chrono::duration<double>(end - ex.upstream_started).count());
+    }
+  }
   AccessLog* log = generation_->state->access_log;
   if (log == nullptr || !log->enabled()) return;
   const std::int64_t now = generation_->state->clock->NowMs();

@@ -72,6 +72,7 @@ class Session {
   std::string wire_;           // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
+  int metric_listener_ = 0;
 };
 
 Task<void> RunSession(std::unique_ptr<Session> session);

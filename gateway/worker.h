@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "gateway/access_log.h"
+#include "gateway/metrics.h"
 #include "gateway/net.h"
 #include "gateway/tls.h"
 #include "gateway/upstream_pool.h"
@@ -39,6 +40,10 @@ struct GatewayState {
   WaitingRoom* waiting_room = nullptr;  // likewise
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
+  // Metric label ids (see Metrics) by index in config->routes, ->rules,
+  // ->upstreams and ->listeners; empty when metrics are off.
+  std::vector<int> route_ids, rule_ids, upstream_ids, listener_ids;
+  int unrouted_id = 0;  // requests that matched no route
 };
 
 class Session;
@@ -68,6 +73,9 @@ class Worker {
   ~Worker();
 
   asio::io_context& io() { return io_; }
+  // This thread's metrics; null when metrics are off.
+  ThreadMetrics* metrics() const { return metrics_; }
+  void SetMetrics(ThreadMetrics* metrics) { metrics_ = metrics; }
   // The rate-limit store this worker's sessions use.
   store::Store& store() { return *store_; }
   // A store shared with other workers (not owned), or this worker's own one
@@ -113,6 +121,7 @@ class Worker {
   // destroys them.
   std::unique_ptr<store::Store> own_store_;
   store::Store* store_ = nullptr;
+  ThreadMetrics* metrics_ = nullptr;
 };
 
 }  // namespace tollgate::gateway

@@ -71,6 +71,7 @@ void ReadListener(TableReader r, std::vector<ListenerConfig>& out) {
 
 void ReadAdmin(TableReader r, AdminConfig& out) {
   if (auto a = r.Address("address")) out.address = *a;
+  if (auto m = r.Bool("metrics")) out.metrics = *m;
   r.Finish();
 }
 

@@ -34,6 +34,7 @@ struct ServerConfig {
 
 struct AdminConfig {
   HostPort address{"127.0.0.1", 9090};
+  bool metrics = true;  // false: nothing is recorded, /metrics answers 404
 };
 
 struct TimeoutsConfig {

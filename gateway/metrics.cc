@@ -1,0 +1,289 @@
+#include "gateway/metrics.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iterator>
+
+namespace tollgate::gateway {
+namespace {
+
+constexpr std::string_view kDecisionNames[kDecisionKinds] = {"allowed", "limited", "delayed",
+                                                             "dry_run", "exempt",  "error"};
+constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect", "timeout",
+                                                                       "reset"};
+constexpr std::string_view kStoreNames[2] = {"local", "redis"};
+constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable",
+                                                                 "error"};
+constexpr std::string_view kPolicyNames[3] = {"allow", "deny", "local"};
+
+template <typename T>
+std::unique_ptr<T[]> Zeroed(std::size_t n) {
+  return std::unique_ptr<T[]>(new T[n]());
+}
+
+std::uint64_t Load(const std::atomic<std::uint64_t>& a) {
+  return a.load(std::memory_order_relaxed);
+}
+
+// Label values: backslash, double quote and line feed escaped.
+std::string Escape(std::string_view value) {
+  std::string out;
+  for (char c : value) {
+    if (c == '\\') {
+      out += "\\\\";
+    } else if (c == '"') {
+      out += "\\\"";
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+class Writer {
+ public:
+  explicit Writer(std::string& out) : out_(out) {}
+  void Family(std::string_view name, std::string_view type, std::string_view help) {
+    fmt::format_to(std::back_inserter(out_), "# HELP tollgate_{} {}\n# TYPE tollgate_{} {}\n",
+                   name, help, name, type);
+  }
+  // labels: `a="x",b="y"` (already escaped) or empty.
+  template <typename V>
+  void Sample(std::string_view name, std::string_view labels, V value) {
+    if (labels.empty()) {
+      fmt::format_to(std::back_inserter(out_), "tollgate_{} {}\n", name, value);
+    } else {
+      fmt::format_to(std::back_inserter(out_), "tollgate_{}{{{}}} {}\n", name, labels, value);
+    }
+  }
+  void Histogram(std::string_view name, std::string_view labels, const Histogram::Snapshot& h) {
+    const std::string prefix = labels.empty() ? std::string() : std::string(labels) + ",";
+    std::uint64_t cumulative = 0;
+    for (std::size_t i = 0; i < kDurationBuckets.size(); ++i) {
+      cumulative += h.buckets[i];
+      Sample(fmt::format("{}_bucket", name), fmt::format("{}le=\"{}\"", prefix, kDurationBuckets[i]),
+             cumulative);
+    }
+    cumulative += h.buckets.back();
+    Sample(fmt::format("{}_bucket", name), prefix + "le=\"+Inf\"", cumulative);
+    Sample(fmt::format("{}_sum", name), labels, h.sum);
+    Sample(fmt::format("{}_count", name), labels, cumulative);
+  }
+
+ private:
+  std::string& out_;
+};
+
+}  // namespace
+
+void Histogram::Observe(double seconds) {
+  const std::size_t i = static_cast<std::size_t>(
+      std::lower_bound(kDurationBuckets.begin(), kDurationBuckets.end(), seconds) -
+      kDurationBuckets.begin());
+  buckets_[i].store(buckets_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  sum_.store(sum_.load(std::memory_order_relaxed) + seconds, std::memory_order_relaxed);
+}
+
+void Histogram::Snapshot::Add(const Histogram& h) {
+  for (std::size_t i = 0; i < buckets.size(); ++i) buckets[i] += Load(h.buckets_[i]);
+  sum += h.sum_.load(std::memory_order_relaxed);
+}
+
+std::uint64_t Histogram::Snapshot::count() const {
+  std::uint64_t n = 0;
+  for (std::uint64_t b : buckets) n += b;
+  return n;
+}
+
+ThreadMetrics::ThreadMetrics()
+    : requests_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kStatuses)),
+      request_duration_(new Histogram[kMaxNames]),
+      decisions_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kDecisionKinds)),
+      upstream_duration_(new Histogram[kMaxNames]),
+      upstream_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
+      connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)) {}
+
+void ThreadMetrics::RecordRequest(int route, unsigned status, double seconds) {
+  if (status >= 100 && status < 600) Bump(requests_[route * kStatuses + (status - 100)]);
+  request_duration_[route].Observe(seconds);
+}
+
+void ThreadMetrics::RecordDecision(int rule, DecisionKind kind) {
+  Bump(decisions_[rule * kDecisionKinds + static_cast<int>(kind)]);
+}
+
+void ThreadMetrics::RecordUpstream(int upstream, double seconds) {
+  upstream_duration_[upstream].Observe(seconds);
+}
+
+void ThreadMetrics::RecordUpstreamFailure(int upstream, UpstreamFailure failure) {
+  Bump(upstream_failures_[upstream * kUpstreamFailures + static_cast<int>(failure)]);
+}
+
+void ThreadMetrics::RecordStore(StoreKindLabel store, double seconds) {
+  store_duration_[static_cast<int>(store)].Observe(seconds);
+}
+
+void ThreadMetrics::RecordStoreError(StoreKindLabel store, StoreErrorKind kind) {
+  Bump(store_errors_[static_cast<int>(store) * kStoreErrorKinds + static_cast<int>(kind)]);
+}
+
+void ThreadMetrics::RecordFallback(rules::StoreFailurePolicy policy) {
+  Bump(fallbacks_[static_cast<int>(policy)]);
+}
+
+void ThreadMetrics::AddConnections(int listener, int delta) {
+  auto& c = connections_[listener];
+  c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+void ThreadMetrics::AddDelayed(int delta) {
+  delayed_.store(delayed_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+Metrics::Metrics(std::size_t threads, std::string version) : version_(std::move(version)) {
+  for (std::size_t i = 0; i < threads; ++i) threads_.push_back(std::make_unique<ThreadMetrics>());
+}
+
+int Metrics::Intern(std::vector<std::string>& names, std::string_view name) {
+  std::lock_guard lock(mutex_);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (names[i] == name) return static_cast<int>(i);
+  }
+  if (names.size() + 1 >= static_cast<std::size_t>(kMaxNames)) {
+    if (names.size() + 1 == static_cast<std::size_t>(kMaxNames)) names.emplace_back("_other");
+    return kMaxNames - 1;
+  }
+  names.emplace_back(name);
+  return static_cast<int>(names.size() - 1);
+}
+
+void Metrics::RecordReload(bool success) {
+  std::lock_guard lock(mutex_);
+  ++(success ? reloads_ok_ : reloads_failed_);
+}
+
+void Metrics::ConfigInForce(double unix_seconds) {
+  std::lock_guard lock(mutex_);
+  last_reload_success_ = unix_seconds;
+}
+
+std::string Metrics::Render(const ExternalGauges& external) const {
+  std::lock_guard lock(mutex_);
+  std::string out;
+  out.reserve(64 * 1024);
+  Writer w(out);
+  const auto label = [](std::string_view key, std::string_view value) {
+    return fmt::format("{}=\"{}\"", key, Escape(value));
+  };
+
+  w.Family("build_info", "gauge", "Always 1; the version label says which tollgate runs.");
+  w.Sample("build_info", label("version", version_), 1);
+
+  w.Family("requests_total", "counter", "Requests answered, by route and HTTP status code.");
+  for (std::size_t r = 0; r < routes_.size(); ++r) {
+    for (int s = 0; s < ThreadMetrics::kStatuses; ++s) {
+      std::uint64_t n = 0;
+      for (const auto& t : threads_) n += Load(t->requests_[r * ThreadMetrics::kStatuses + s]);
+      if (n == 0) continue;
+      w.Sample("requests_total",
+               label("route", routes_[r]) + fmt::format(",code=\"{}\"", s + 100), n);
+    }
+  }
+
+  w.Family("request_duration_seconds", "histogram",
+           "Time from the first byte of a request to the end of its response, by route.");
+  for (std::size_t r = 0; r < routes_.size(); ++r) {
+    Histogram::Snapshot h;
+    for (const auto& t : threads_) h.Add(t->request_duration_[r]);
+    if (h.count() > 0) w.Histogram("request_duration_seconds", label("route", routes_[r]), h);
+  }
+
+  w.Family("ratelimit_decisions_total", "counter",
+           "Rate-limit decisions, by rule and decision (allowed, limited, delayed, dry_run, "
+           "exempt, error).");
+  for (std::size_t r = 0; r < rules_.size(); ++r) {
+    for (int k = 0; k < kDecisionKinds; ++k) {
+      std::uint64_t n = 0;
+      for (const auto& t : threads_) n += Load(t->decisions_[r * kDecisionKinds + k]);
+      w.Sample("ratelimit_decisions_total",
+               label("rule", rules_[r]) + "," + label("decision", kDecisionNames[k]), n);
+    }
+  }
+
+  w.Family("upstream_duration_seconds", "histogram",
+           "Time from sending a request upstream to the end of its response, by upstream.");
+  for (std::size_t u = 0; u < upstreams_.size(); ++u) {
+    Histogram::Snapshot h;
+    for (const auto& t : threads_) h.Add(t->upstream_duration_[u]);
+    if (h.count() > 0) w.Histogram("upstream_duration_seconds", label("upstream", upstreams_[u]), h);
+  }
+
+  w.Family("upstream_errors_total", "counter",
+           "Upstream exchanges that failed, by upstream and kind (connect, timeout, reset).");
+  for (std::size_t u = 0; u < upstreams_.size(); ++u) {
+    for (int k = 0; k < kUpstreamFailures; ++k) {
+      std::uint64_t n = 0;
+      for (const auto& t : threads_) n += Load(t->upstream_failures_[u * kUpstreamFailures + k]);
+      w.Sample("upstream_errors_total",
+               label("upstream", upstreams_[u]) + "," + label("kind", kUpstreamFailureNames[k]),
+               n);
+    }
+  }
+
+  const int store = external.redis ? 1 : 0;
+  w.Family("store_duration_seconds", "histogram",
+           "Time to get a request's rate-limit decisions from the store.");
+  {
+    Histogram::Snapshot h;
+    for (const auto& t : threads_) h.Add(t->store_duration_[store]);
+    w.Histogram("store_duration_seconds", label("store", kStoreNames[store]), h);
+  }
+  w.Family("store_errors_total", "counter",
+           "Decisions the store could not make, by kind (timeout, unavailable, error).");
+  for (int k = 0; k < kStoreErrorKinds; ++k) {
+    std::uint64_t n = 0;
+    for (const auto& t : threads_) n += Load(t->store_errors_[store * kStoreErrorKinds + k]);
+    w.Sample("store_errors_total",
+             label("store", kStoreNames[store]) + "," + label("kind", kStoreErrorNames[k]), n);
+  }
+  w.Family("store_fallback_total", "counter",
+           "Decisions made by the on_error policy because the store could not decide.");
+  for (int p = 0; p < 3; ++p) {
+    std::uint64_t n = 0;
+    for (const auto& t : threads_) n += Load(t->fallbacks_[p]);
+    w.Sample("store_fallback_total", label("policy", kPolicyNames[p]), n);
+  }
+  w.Family("store_circuit_open", "gauge",
+           "Redis connections whose circuit breaker is open (0 with the local store).");
+  w.Sample("store_circuit_open", "", external.redis_circuits_open);
+  w.Family("local_store_keys", "gauge", "Keys held by the local store.");
+  w.Sample("local_store_keys", "", external.local_store_keys);
+  w.Family("local_store_evictions_total", "counter",
+           "Keys the local store evicted to stay within max_keys.");
+  w.Sample("local_store_evictions_total", "", external.local_store_evictions);
+
+  std::int64_t delayed = 0;
+  for (const auto& t : threads_) delayed += t->delayed_.load(std::memory_order_relaxed);
+  w.Family("delayed_requests", "gauge", "Requests held right now by delay and shaping.");
+  w.Sample("delayed_requests", "", delayed);
+  w.Family("active_connections", "gauge", "Client connections open right now, by listener.");
+  for (std::size_t l = 0; l < listeners_.size(); ++l) {
+    std::int64_t n = 0;
+    for (const auto& t : threads_) n += t->connections_[l].load(std::memory_order_relaxed);
+    w.Sample("active_connections", label("listener", listeners_[l]), n);
+  }
+
+  w.Family("config_reloads_total", "counter", "Configuration reloads, by result.");
+  w.Sample("config_reloads_total", "result=\"success\"", reloads_ok_);
+  w.Sample("config_reloads_total", "result=\"failure\"", reloads_failed_);
+  w.Family("config_last_reload_success_timestamp_seconds", "gauge",
+           "Unix time of the last configuration that took effect (startup included).");
+  w.Sample("config_last_reload_success_timestamp_seconds", "", last_reload_success_);
+  return out;
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,124 @@
+// Prometheus metrics. Each worker thread writes only its own ThreadMetrics
+// (relaxed atomic loads and stores, no read-modify-write, no lock, nothing
+// shared between threads); a scrape sums the threads' values. Label values
+// come from the configuration only (route, rule, upstream and listener
+// names), interned once per name and bounded by kMaxNames.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "rules/rule.h"
+
+namespace tollgate::gateway {
+
+// Seconds: 100 µs ... 10 s.
+inline constexpr std::array<double, 16> kDurationBuckets = {
+    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+    0.05,   0.1,     0.25,   0.5,   1,     2.5,   5,    10};
+
+// A histogram with one writer thread and any number of readers.
+class Histogram {
+ public:
+  void Observe(double seconds);
+  struct Snapshot {
+    std::array<std::uint64_t, kDurationBuckets.size() + 1> buckets{};  // not cumulative; last: +Inf
+    double sum = 0;
+    void Add(const Histogram& h);
+    std::uint64_t count() const;
+  };
+
+ private:
+  std::array<std::atomic<std::uint64_t>, kDurationBuckets.size() + 1> buckets_{};
+  std::atomic<double> sum_{0};
+};
+
+enum class DecisionKind : std::uint8_t { kAllowed, kLimited, kDelayed, kDryRun, kExempt, kError };
+inline constexpr int kDecisionKinds = 6;
+enum class UpstreamFailure : std::uint8_t { kConnect, kTimeout, kReset };
+inline constexpr int kUpstreamFailures = 3;
+enum class StoreKindLabel : std::uint8_t { kLocal, kRedis };
+enum class StoreErrorKind : std::uint8_t { kTimeout, kUnavailable, kError };
+inline constexpr int kStoreErrorKinds = 3;
+
+inline constexpr int kMaxNames = 256;  // per kind of name; more share "_other"
+
+// One worker's metrics. Record*() only from the owning thread.
+class ThreadMetrics {
+ public:
+  ThreadMetrics();
+  void RecordRequest(int route, unsigned status, double seconds);
+  void RecordDecision(int rule, DecisionKind kind);
+  void RecordUpstream(int upstream, double seconds);
+  void RecordUpstreamFailure(int upstream, UpstreamFailure failure);
+  void RecordStore(StoreKindLabel store, double seconds);
+  void RecordStoreError(StoreKindLabel store, StoreErrorKind kind);
+  void RecordFallback(rules::StoreFailurePolicy policy);
+  void AddConnections(int listener, int delta);
+  void AddDelayed(int delta);
+
+ private:
+  friend class Metrics;
+  static constexpr int kStatuses = 500;  // 100..599
+  static void Bump(std::atomic<std::uint64_t>& c) {
+    c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  std::unique_ptr<std::atomic<std::uint64_t>[]> requests_;  // [route][status - 100]
+  std::unique_ptr<Histogram[]> request_duration_;           // [route]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> decisions_;  // [rule][kind]
+  std::unique_ptr<Histogram[]> upstream_duration_;           // [upstream]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> upstream_failures_;  // [upstream][failure]
+  std::array<Histogram, 2> store_duration_;
+  std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};
+  std::array<std::atomic<std::uint64_t>, 3> fallbacks_{};
+  std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
+  std::atomic<std::int64_t> delayed_{0};
+};
+
+// Values kept elsewhere, read at scrape time.
+struct ExternalGauges {
+  std::int64_t local_store_keys = 0;
+  std::uint64_t local_store_evictions = 0;
+  bool redis = false;
+  std::int64_t redis_circuits_open = 0;
+};
+
+// The process's metrics. Thread-safe.
+class Metrics {
+ public:
+  Metrics(std::size_t threads, std::string version);
+
+  // Stable ids for label values (configuration names), for the lifetime of
+  // the process. Called while building a configuration, not per request.
+  int RouteId(std::string_view name) { return Intern(routes_, name); }
+  int RuleId(std::string_view name) { return Intern(rules_, name); }
+  int UpstreamId(std::string_view name) { return Intern(upstreams_, name); }
+  int ListenerId(std::string_view name) { return Intern(listeners_, name); }
+
+  ThreadMetrics& thread(std::size_t index) { return *threads_[index]; }
+  void RecordReload(bool success);
+  // A configuration took effect (startup or reload) at this Unix time.
+  void ConfigInForce(double unix_seconds);
+
+  // Prometheus text exposition format 0.0.4.
+  std::string Render(const ExternalGauges& external) const;
+
+ private:
+  int Intern(std::vector<std::string>& names, std::string_view name);
+
+  mutable std::mutex mutex_;  // names_ and reload figures
+  std::vector<std::string> routes_, rules_, upstreams_, listeners_;
+  std::vector<std::unique_ptr<ThreadMetrics>> threads_;
+  std::string version_;
+  std::uint64_t reloads_ok_ = 0;
+  std::uint64_t reloads_failed_ = 0;
+  double last_reload_success_ = 0;
+};
+
+}  // namespace tollgate::gateway
