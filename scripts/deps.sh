@@ -10,6 +10,7 @@ packages=(
   libhiredis-dev libtoml11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools nginx-light wrk curl
+  prometheus
 )
 
 missing=()
@@ -34,3 +35,6 @@ $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now nginx >/dev/null 2>&1 || true; fi
 $SUDO service nginx stop >/dev/null 2>&1 || true
 $SUDO service redis-server stop >/dev/null 2>&1 || true
+# Likewise Debian's prometheus service (on :9090, tollgate's default admin port).
+if command -v systemctl >/dev/null 2>&1; then $SUDO systemctl disable --now prometheus >/dev/null 2>&1 || true; fi
+$SUDO service prometheus stop >/dev/null 2>&1 || true

@@ -1,0 +1,187 @@
+// /metrics: values that match what clients saw, the text format validated by
+// promtool, and a real Prometheus server scraping the gateway.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <chrono>
+#include <cstdio>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <regex>
+#include <thread>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+constexpr const char* kRules = R"(
+[[routes]]
+path_prefix = "/down"
+upstream = "down"
+[[upstreams]]
+name = "down"
+servers = ["127.0.0.1:1"]
+[[rules]]
+name = "vip"
+match = { header = { "X-Vip" = "1" } }
+exempt = true
+[[rules]]
+name = "two \"per\" minute"
+key = "ip"
+algorithm = "fixed_window"
+limit = 2
+window = "1m"
+)";
+
+// The value of the first sample whose line starts with `series`.
+double Sample(const std::string& text, const std::string& series) {
+  const std::size_t at = text.find("\n" + series + " ");
+  if (at == std::string::npos) return -1;
+  return std::stod(text.substr(at + series.size() + 2));
+}
+
+// Runs `command` with `input` on stdin; returns its exit code, output in `out`.
+int RunCommand(const std::string& command, const std::string& input, std::string& out) {
+  const std::string file = "/tmp/tollgate-metrics-" + std::to_string(getpid()) + ".txt";
+  FILE* f = fopen(file.c_str(), "w");
+  fwrite(input.data(), 1, input.size(), f);
+  fclose(f);
+  FILE* p = popen((command + " < " + file + " 2>&1").c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  std::remove(file.c_str());
+  return WEXITSTATUS(status);
+}
+
+TEST(Metrics, CountWhatClientsSawInTheExpositionFormat) {
+  auto echo = StartEcho();
+  std::string config = BasicConfig(kRules);
+  // Routes are matched longest prefix first; "/down" goes to a dead upstream.
+  TestGateway gateway(config, echo->port());
+  Client client(gateway.port());
+  int ok = 0, limited = 0;
+  for (int i = 0; i < 5; ++i) {
+    const int status = client.Get("/x").result_int();
+    (status == 200 ? ok : limited) += 1;
+  }
+  EXPECT_EQ(client.Get("/x", "X-Vip: 1\r\n").result_int(), 200);
+  Client other(gateway.port());
+  EXPECT_EQ(other.Get("/down").result_int(), 429);  // the IP's 2 per minute are used up
+
+  Client admin(gateway.admin_port());
+  const Response res = admin.Get("/metrics");
+  ASSERT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res["Content-Type"], "text/plain; version=0.0.4; charset=utf-8");
+  const std::string& text = res.body();
+  EXPECT_EQ(ok, 2);
+  const std::string rule = R"(rule="two \"per\" minute")";
+  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{" + rule + ",decision=\"allowed\"}"), 2);
+  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{" + rule + ",decision=\"limited\"}"),
+            limited + 1);
+  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{rule=\"vip\",decision=\"exempt\"}"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_requests_total{route=\"/\",code=\"200\"}"), 3) << text;
+  EXPECT_EQ(Sample(text, "tollgate_requests_total{route=\"/\",code=\"429\"}"), limited);
+  EXPECT_EQ(Sample(text, "tollgate_request_duration_seconds_count{route=\"/\"}"), 3 + limited);
+  EXPECT_EQ(Sample(text, "tollgate_request_duration_seconds_bucket{route=\"/\",le=\"+Inf\"}"),
+            3 + limited);
+  EXPECT_EQ(Sample(text, "tollgate_upstream_duration_seconds_count{upstream=\"api\"}"), 3);
+  EXPECT_EQ(Sample(text, "tollgate_active_connections{listener=\"127.0.0.1:0\"}"), 2);
+  EXPECT_EQ(Sample(text, "tollgate_build_info{version=\"" TOLLGATE_VERSION "\"}"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_local_store_keys"), 1);
+
+  std::string promtool;
+  EXPECT_EQ(RunCommand("promtool check metrics", text, promtool), 0) << promtool;
+  EXPECT_EQ(promtool, "") << promtool;
+}
+
+TEST(Metrics, UpstreamErrorsByKind) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(R"(
+[[routes]]
+path_prefix = "/down"
+upstream = "down"
+[[upstreams]]
+name = "down"
+servers = ["127.0.0.1:1"]
+)"),
+                      echo->port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/down").result_int(), 502);
+  Client admin(gateway.admin_port());
+  const std::string text = admin.Get("/metrics").body();
+  EXPECT_EQ(Sample(text, "tollgate_upstream_errors_total{upstream=\"down\",kind=\"connect\"}"), 1)
+      << text;
+  EXPECT_EQ(Sample(text, "tollgate_requests_total{route=\"/down\",code=\"502\"}"), 1);
+}
+
+TEST(Metrics, CanBeSwitchedOff) {
+  auto echo = StartEcho();
+  std::string config = BasicConfig();
+  config.replace(config.find("[admin]\n"), 8, "[admin]\nmetrics = false\n");
+  TestGateway gateway(config, echo->port());
+  Client admin(gateway.admin_port());
+  EXPECT_EQ(admin.Get("/metrics").result_int(), 404);
+}
+
+// A real Prometheus scrapes the gateway every second; the number of 429s it
+// holds equals the number the client saw.
+TEST(Metrics, ScrapedByARealPrometheus) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "token_bucket"
+limit = 5
+window = "1h"
+)"),
+                      echo->port());
+  int limited = 0;
+  {
+    Client client(gateway.port());
+    for (int i = 0; i < 40; ++i) limited += client.Get("/").result_int() == 429 ? 1 : 0;
+  }
+  ASSERT_EQ(limited, 35);
+
+  TempDir dir;
+  const std::string config = dir.Write("prometheus.yml", R"(global:
+  scrape_interval: 1s
+scrape_configs:
+  - job_name: tollgate
+    static_configs:
+      - targets: ["127.0.0.1:)" + std::to_string(gateway.admin_port()) + R"("]
+)");
+  // A free port for Prometheus's own API.
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  const std::uint16_t port = probe.local_endpoint().port();
+  probe.close();
+  Process prometheus({"/usr/bin/prometheus", "--config.file=" + config,
+                      "--storage.tsdb.path=" + dir.path() + "/data",
+                      "--web.listen-address=127.0.0.1:" + std::to_string(port)});
+  double seen = -1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline && seen != limited) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+    try {
+      Client api(port, 2000);
+      const Response r = api.Get(
+          "/api/v1/query?query=tollgate_ratelimit_decisions_total%7Bdecision%3D%22limited%22%7D");
+      if (r.result_int() != 200) continue;
+      const auto json = boost::json::parse(r.body());
+      const auto& result = json.at("data").at("result").as_array();
+      if (result.empty()) continue;
+      seen = std::stod(std::string(result[0].at("value").as_array()[1].as_string()));
+    } catch (const std::exception&) {
+      // Prometheus is still starting.
+    }
+  }
+  EXPECT_EQ(seen, limited);
+}
+
+}  // namespace
+}  // namespace tollgate::testing
