@@ -88,6 +88,7 @@ threads = 1
 address = "127.0.0.1:$port"
 [admin]
 address = "127.0.0.1:$admin"
+metrics = ${TOLLGATE_METRICS:-true}
 [log]
 access = "off"
 level = "${TOLLGATE_LOG_LEVEL:-warn}"

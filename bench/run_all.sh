@@ -7,4 +7,5 @@ bench/store.sh
 bench/proxy.sh
 bench/ratelimit.sh
 bench/redis_store.sh
+bench/metrics.sh
 bench/reload.sh

@@ -53,19 +53,50 @@ std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
-      "upstream={} in={} rl={}{}{}",
+      "upstream={} in={} rl={}{}{}{}{}{}",
       r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10, r.version % 10,
       r.status, r.bytes_out, Escape(OrDash(r.referer)), Escape(OrDash(r.user_agent)), r.duration_s,
       upstream_s, OrDash(r.route), OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
+      r.limit_key.empty() ? "" : " key=", r.limit_key,
+      r.retry_after_ms < 0 ? "" : fmt::format(" retry_after_ms={}", r.retry_after_ms),
       r.error.empty() ? "" : " error=", r.error);
+}
+
+// Request data may hold any bytes; JSON must be UTF-8. Invalid sequences
+// become U+FFFD.
+std::string ValidUtf8(std::string_view in) {
+  std::string out;
+  out.reserve(in.size());
+  for (std::size_t i = 0; i < in.size();) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    bool ok = len > 0 && i + len <= in.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;
+    }
+    if (ok && len > 1) {
+      // Overlong forms and surrogates are invalid too.
+      const auto c1 = static_cast<unsigned char>(in[i + 1]);
+      ok = !(c == 0xC0 || c == 0xC1 || (c == 0xE0 && c1 < 0xA0) || (c == 0xED && c1 >= 0xA0) ||
+             (c == 0xF0 && c1 < 0x90) || c > 0xF4 || (c == 0xF4 && c1 >= 0x90));
+    }
+    if (ok) {
+      out.append(in.substr(i, len));
+      i += len;
+    } else {
+      out += "\xEF\xBF\xBD";
+      i += 1;
+    }
+  }
+  return out;
 }
 
 std::string FormatJson(const AccessRecord& r) {
   boost::json::object o;
   o["time"] = CommonLogTime();
   o["client"] = r.client;
-  o["method"] = r.method;
-  o["target"] = r.target;
+  o["method"] = ValidUtf8(r.method);
+  o["target"] = ValidUtf8(r.target);
   o["protocol"] = fmt::format("HTTP/{}.{}", r.version / 10, r.version % 10);
   o["status"] = r.status;
   o["bytes_in"] = r.bytes_in;
@@ -74,10 +105,12 @@ std::string FormatJson(const AccessRecord& r) {
   if (r.upstream_s >= 0) o["upstream_s"] = r.upstream_s;
   if (!r.route.empty()) o["route"] = r.route;
   if (!r.upstream.empty()) o["upstream"] = r.upstream;
-  if (!r.user_agent.empty()) o["user_agent"] = r.user_agent;
-  if (!r.referer.empty()) o["referer"] = r.referer;
+  if (!r.user_agent.empty()) o["user_agent"] = ValidUtf8(r.user_agent);
+  if (!r.referer.empty()) o["referer"] = ValidUtf8(r.referer);
   if (!r.error.empty()) o["error"] = r.error;
-  if (!r.ratelimit.empty()) o["ratelimit"] = r.ratelimit;
+  if (!r.ratelimit.empty()) o["ratelimit"] = ValidUtf8(r.ratelimit);
+  if (!r.limit_key.empty()) o["limit_key"] = ValidUtf8(r.limit_key);
+  if (r.retry_after_ms >= 0) o["retry_after_ms"] = r.retry_after_ms;
   return boost::json::serialize(o);
 }
 

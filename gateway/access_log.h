@@ -32,6 +32,11 @@ struct AccessRecord {
   std::string_view referer;
   std::string_view error;      // tollgate's error code when it answered itself
   std::string_view ratelimit;  // "rule:decision[,rule:decision...]"
+  // The rule shown to the client (the limiting one, or the closest to its
+  // limit): its key's kind ("ip", "user", "header:X-Api-Key", "ip+route"),
+  // never the key's value; and the wait it announced when it limited.
+  std::string_view limit_key;
+  std::int64_t retry_after_ms = -1;  // < 0: not limited
 };
 
 class AccessLog {

@@ -31,6 +31,8 @@ struct Exchange {
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point upstream_started;
   std::chrono::steady_clock::time_point upstream_ended;
+  std::string limit_key;              // kind of the shown rule's key
+  std::int64_t retry_after_ms = -1;   // announced to a limited client
   int route_metric = -1;     // metric id of the route; -1: no route matched
   int upstream_metric = -1;  // metric id of the upstream asked; -1: none
   std::string route;
@@ -250,6 +252,9 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     outcome = FinishLimits(context, hits_, batch_);
   }
   ex.ratelimit = outcome.log;
+  if (outcome.shown != nullptr && generation_->state->access_log->enabled()) {
+    ex.limit_key = outcome.shown->KeyKind();
+  }
   if (!identity.peer_trusted) {
     // Identity headers count only from trusted proxies; nobody else may
     // pass them on to the upstream either.
@@ -300,6 +305,7 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
 
 void Session::PrepareReject(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                             Exchange& ex) {
+  ex.retry_after_ms = decision.retry_after_ms;
   wire_.clear();
   ex.status = rule.status;
   ex.bytes_out = AppendLimitedResponse(rule, decision, !ex.close, wire_);
@@ -719,6 +725,8 @@ void Session::Log(const Exchange& ex) {
   r.referer = ex.referer;
   r.error = ex.error;
   r.ratelimit = ex.ratelimit;
+  r.limit_key = ex.limit_key;
+  r.retry_after_ms = ex.retry_after_ms;
   log->Write(r);
 }
 

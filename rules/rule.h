@@ -47,6 +47,9 @@ struct RuleConfig {
   RuleMatch match;
   bool exempt = false;  // a match lets the request through, no later rule applies
   std::vector<KeyPart> key;
+  // "ip", "user", "header:X-Api-Key", "user+route": what the key is made
+  // of (never a key's value), for logs.
+  std::string KeyKind() const;
   std::shared_ptr<const store::LimitSpec> limit;  // null for exempt rules
   std::vector<WindowLabel> windows;               // parallel to limit->windows
   std::int64_t cost = 1;

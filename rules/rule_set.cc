@@ -105,4 +105,32 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
   }
 }
 
+std::string RuleConfig::KeyKind() const {
+  std::string out;
+  for (const KeyPart& part : key) {
+    if (!out.empty()) out += '+';
+    switch (part.kind) {
+      case KeyPartKind::kIp:
+        out += "ip";
+        break;
+      case KeyPartKind::kUser:
+        out += "user";
+        break;
+      case KeyPartKind::kRole:
+        out += "role";
+        break;
+      case KeyPartKind::kGlobal:
+        out += "global";
+        break;
+      case KeyPartKind::kRoute:
+        out += "route";
+        break;
+      case KeyPartKind::kHeader:
+        out += "header:" + part.header;
+        break;
+    }
+  }
+  return out;
+}
+
 }  // namespace tollgate::rules
