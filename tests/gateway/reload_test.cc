@@ -68,6 +68,15 @@ TEST(Reload, ListenerChangesAreRefusedAndTheOldConfigurationStays) {
   EXPECT_EQ(client.Get("/x")["RateLimit"], "\"kept\";r=2;t=20");
 }
 
+TEST(Reload, StoreChangesAreRefused) {
+  auto echo = StartEcho();
+  TestGateway gateway(WithRules(kRulesA), echo->port());
+  const std::string changed = WithRules("[store]\nmax_keys = 5\n" + std::string(kRulesA));
+  std::string error;
+  EXPECT_FALSE(gateway.server().Reload(Parse(changed, echo->port()), error));
+  EXPECT_NE(error.find("[store] changed"), std::string::npos) << error;
+}
+
 TEST(DryRun, CountsButForwards) {
   auto echo = StartEcho();
   TestGateway gateway(WithRules(R"(
