@@ -4,14 +4,14 @@
 // same script with the same pipelining (bench/redis_store.sh).
 // Usage: redis_store_bench PORT DEPTH DECISIONS        -> "decisions_per_s"
 //        redis_store_bench --command                   -> the EVALSHA arguments
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
-
-#include <spdlog/spdlog.h>
 
 #include "store/redis_store.h"
 

@@ -69,7 +69,11 @@ std::string ValidUtf8(std::string_view in) {
   out.reserve(in.size());
   for (std::size_t i = 0; i < in.size();) {
     const auto c = static_cast<unsigned char>(in[i]);
-    std::size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+    std::size_t len = c < 0x80         ? 1
+                      : (c >> 5) == 6  ? 2
+                      : (c >> 4) == 14 ? 3
+                      : (c >> 3) == 30 ? 4
+                                       : 0;
     bool ok = len > 0 && i + len <= in.size();
     for (std::size_t k = 1; ok && k < len; ++k) {
       ok = (static_cast<unsigned char>(in[i + k]) & 0xC0) == 0x80;

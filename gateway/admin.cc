@@ -25,7 +25,10 @@ http::response<http::string_body> JsonResponse(http::status status, std::string 
 
 AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready,
                          MetricsRenderer metrics)
-    : io_(io), acceptor_(std::move(acceptor)), ready_(std::move(ready)), metrics_(std::move(metrics)) {}
+    : io_(io),
+      acceptor_(std::move(acceptor)),
+      ready_(std::move(ready)),
+      metrics_(std::move(metrics)) {}
 
 void AdminServer::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
 

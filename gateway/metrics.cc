@@ -13,8 +13,7 @@ constexpr std::string_view kDecisionNames[kDecisionKinds] = {"allowed", "limited
 constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect", "timeout",
                                                                        "reset"};
 constexpr std::string_view kStoreNames[2] = {"local", "redis"};
-constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable",
-                                                                 "error"};
+constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable", "error"};
 constexpr std::string_view kPolicyNames[3] = {"allow", "deny", "local"};
 
 template <typename T>
@@ -47,8 +46,8 @@ class Writer {
  public:
   explicit Writer(std::string& out) : out_(out) {}
   void Family(std::string_view name, std::string_view type, std::string_view help) {
-    fmt::format_to(std::back_inserter(out_), "# HELP tollgate_{} {}\n# TYPE tollgate_{} {}\n",
-                   name, help, name, type);
+    fmt::format_to(std::back_inserter(out_), "# HELP tollgate_{} {}\n# TYPE tollgate_{} {}\n", name,
+                   help, name, type);
   }
   // labels: `a="x",b="y"` (already escaped) or empty.
   template <typename V>
@@ -64,8 +63,8 @@ class Writer {
     std::uint64_t cumulative = 0;
     for (std::size_t i = 0; i < kDurationBuckets.size(); ++i) {
       cumulative += h.buckets[i];
-      Sample(fmt::format("{}_bucket", name), fmt::format("{}le=\"{}\"", prefix, kDurationBuckets[i]),
-             cumulative);
+      Sample(fmt::format("{}_bucket", name),
+             fmt::format("{}le=\"{}\"", prefix, kDurationBuckets[i]), cumulative);
     }
     cumulative += h.buckets.back();
     Sample(fmt::format("{}_bucket", name), prefix + "le=\"+Inf\"", cumulative);
@@ -189,8 +188,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
       std::uint64_t n = 0;
       for (const auto& t : threads_) n += Load(t->requests_[r * ThreadMetrics::kStatuses + s]);
       if (n == 0) continue;
-      w.Sample("requests_total",
-               label("route", routes_[r]) + fmt::format(",code=\"{}\"", s + 100), n);
+      w.Sample("requests_total", label("route", routes_[r]) + fmt::format(",code=\"{}\"", s + 100),
+               n);
     }
   }
 
@@ -219,7 +218,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   for (std::size_t u = 0; u < upstreams_.size(); ++u) {
     Histogram::Snapshot h;
     for (const auto& t : threads_) h.Add(t->upstream_duration_[u]);
-    if (h.count() > 0) w.Histogram("upstream_duration_seconds", label("upstream", upstreams_[u]), h);
+    if (h.count() > 0)
+      w.Histogram("upstream_duration_seconds", label("upstream", upstreams_[u]), h);
   }
 
   w.Family("upstream_errors_total", "counter",
@@ -229,8 +229,7 @@ std::string Metrics::Render(const ExternalGauges& external) const {
       std::uint64_t n = 0;
       for (const auto& t : threads_) n += Load(t->upstream_failures_[u * kUpstreamFailures + k]);
       w.Sample("upstream_errors_total",
-               label("upstream", upstreams_[u]) + "," + label("kind", kUpstreamFailureNames[k]),
-               n);
+               label("upstream", upstreams_[u]) + "," + label("kind", kUpstreamFailureNames[k]), n);
     }
   }
 

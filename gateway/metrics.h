@@ -21,7 +21,7 @@ namespace tollgate::gateway {
 // Seconds: 100 µs ... 10 s.
 inline constexpr std::array<double, 16> kDurationBuckets = {
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-    0.05,   0.1,     0.25,   0.5,   1,     2.5,   5,    10};
+    0.05,   0.1,     0.25,   0.5,   1,      2.5,   5,    10};
 
 // A histogram with one writer thread and any number of readers.
 class Histogram {
@@ -69,10 +69,10 @@ class ThreadMetrics {
   static void Bump(std::atomic<std::uint64_t>& c) {
     c.store(c.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   }
-  std::unique_ptr<std::atomic<std::uint64_t>[]> requests_;  // [route][status - 100]
-  std::unique_ptr<Histogram[]> request_duration_;           // [route]
-  std::unique_ptr<std::atomic<std::uint64_t>[]> decisions_;  // [rule][kind]
-  std::unique_ptr<Histogram[]> upstream_duration_;           // [upstream]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> requests_;           // [route][status - 100]
+  std::unique_ptr<Histogram[]> request_duration_;                    // [route]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> decisions_;          // [rule][kind]
+  std::unique_ptr<Histogram[]> upstream_duration_;                   // [upstream]
   std::unique_ptr<std::atomic<std::uint64_t>[]> upstream_failures_;  // [upstream][failure]
   std::array<Histogram, 2> store_duration_;
   std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};

@@ -72,8 +72,7 @@ Task<void> DecisionBatch::Wait() {
 
 std::optional<LimitOutcome> StartLimits(const LimitContext& context,
                                         const rules::RequestFacts& request,
-                                        const rules::Identity& identity,
-                                        rules::Evaluation& scratch,
+                                        const rules::Identity& identity, rules::Evaluation& scratch,
                                         std::vector<const rules::RuleHit*>& hits,
                                         DecisionBatch& batch) {
   LimitOutcome outcome;
@@ -101,12 +100,11 @@ algorithms::Decision ResolveDecision(const LimitContext& context, const rules::R
   error = result.status != store::StoreStatus::kOk;
   if (!error) return result.decision;
   if (context.metrics != nullptr) {
-    context.metrics->RecordStoreError(context.store_kind,
-                                      result.status == store::StoreStatus::kTimeout
-                                          ? StoreErrorKind::kTimeout
-                                      : result.status == store::StoreStatus::kUnavailable
-                                          ? StoreErrorKind::kUnavailable
-                                          : StoreErrorKind::kError);
+    context.metrics->RecordStoreError(
+        context.store_kind, result.status == store::StoreStatus::kTimeout ? StoreErrorKind::kTimeout
+                            : result.status == store::StoreStatus::kUnavailable
+                                ? StoreErrorKind::kUnavailable
+                                : StoreErrorKind::kError);
     context.metrics->RecordFallback(context.on_error);
   }
   algorithms::Decision d;
@@ -127,8 +125,7 @@ algorithms::Decision ResolveDecision(const LimitContext& context, const rules::R
       {hit.key, hit.rule->limit.get(), hit.rule->cost, context.now_ms});
 }
 
-LimitOutcome FinishLimits(const LimitContext& context,
-                          std::span<const rules::RuleHit* const> hits,
+LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch) {
   LimitOutcome outcome;
   for (std::size_t i = 0; i < hits.size(); ++i) {

@@ -40,12 +40,12 @@ struct LimitOutcome {
 struct LimitContext {
   const rules::IdentityResolver& identity;
   const rules::RuleSet& rules;
-  store::Store& store;             // the configured store (this worker's)
-  store::LocalStore& fallback;     // decides when `store` cannot and on_error = "local"
+  store::Store& store;          // the configured store (this worker's)
+  store::LocalStore& fallback;  // decides when `store` cannot and on_error = "local"
   rules::StoreFailurePolicy on_error;
-  std::int64_t now_ms;             // the gateway's clock (local store)
-  std::int64_t store_now_ms;       // the configured store's clock
-  ThreadMetrics* metrics = nullptr;    // null: not recorded
+  std::int64_t now_ms;                         // the gateway's clock (local store)
+  std::int64_t store_now_ms;                   // the configured store's clock
+  ThreadMetrics* metrics = nullptr;            // null: not recorded
   const std::vector<int>* rule_ids = nullptr;  // metric ids by index in `rules_base`
   const rules::RuleConfig* rules_base = nullptr;
   StoreKindLabel store_kind = StoreKindLabel::kLocal;
@@ -62,8 +62,7 @@ class DecisionBatch {
   DecisionBatch& operator=(const DecisionBatch&) = delete;
 
   // Asks `store` for one decision per hit.
-  void Start(store::Store& store, std::span<const rules::RuleHit* const> hits,
-             std::int64_t now_ms);
+  void Start(store::Store& store, std::span<const rules::RuleHit* const> hits, std::int64_t now_ms);
   bool done() const { return pending_ == 0; }
   // Resumes once every decision is in.
   Task<void> Wait();
@@ -85,15 +84,13 @@ class DecisionBatch {
 // are in `scratch.hits` and their decisions are started in `batch`.
 std::optional<LimitOutcome> StartLimits(const LimitContext& context,
                                         const rules::RequestFacts& request,
-                                        const rules::Identity& identity,
-                                        rules::Evaluation& scratch,
+                                        const rules::Identity& identity, rules::Evaluation& scratch,
                                         std::vector<const rules::RuleHit*>& hits,
                                         DecisionBatch& batch);
 
 // Step 2, once `batch` is done: what the decisions mean for the request.
 // Decisions the store could not make follow `context.on_error`.
-LimitOutcome FinishLimits(const LimitContext& context,
-                          std::span<const rules::RuleHit* const> hits,
+LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch);
 
 // A decision of `batch` with the failure policy applied: `error` is set when

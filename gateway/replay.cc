@@ -3,15 +3,14 @@
 #include <fmt/format.h>
 #include <fmt/ostream.h>
 #include <spdlog/spdlog.h>
-
 #include <unistd.h>
 
 #include <charconv>
 #include <chrono>
-#include <limits>
-#include <memory>
 #include <istream>
+#include <limits>
 #include <map>
+#include <memory>
 #include <ostream>
 #include <string_view>
 
@@ -120,8 +119,7 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     for (const Row& row : rows) {
       if (row.result.status != store::StoreStatus::kOk) {
         out.flush();
-        fmt::print(err, "{}:{}: {}\n", options.input_name, row.line,
-                   StatusWord(row.result.status));
+        fmt::print(err, "{}:{}: {}\n", options.input_name, row.line, StatusWord(row.result.status));
         return false;
       }
       const algorithms::Decision& d = row.result.decision;

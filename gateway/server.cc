@@ -110,8 +110,10 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   }
   state->rule_set = std::make_unique<rules::RuleSet>(config->rules);
   if (metrics) {
-    for (const rules::RouteConfig& r : config->routes) state->route_ids.push_back(metrics->RouteId(r.name));
-    for (const rules::RuleConfig& r : config->rules) state->rule_ids.push_back(metrics->RuleId(r.name));
+    for (const rules::RouteConfig& r : config->routes)
+      state->route_ids.push_back(metrics->RouteId(r.name));
+    for (const rules::RuleConfig& r : config->rules)
+      state->rule_ids.push_back(metrics->RuleId(r.name));
     for (const rules::UpstreamConfig& u : config->upstreams) {
       state->upstream_ids.push_back(metrics->UpstreamId(u.name));
     }
@@ -228,9 +230,9 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   Impl* raw = impl.get();
   AdminServer::MetricsRenderer metrics;
   if (impl->metrics) metrics = [raw] { return raw->RenderMetrics(); };
-  impl->admin =
-      std::make_unique<AdminServer>(impl->workers.front()->io(), std::move(*admin_acceptor),
-                                    [raw] { return raw->Readiness(); }, std::move(metrics));
+  impl->admin = std::make_unique<AdminServer>(
+      impl->workers.front()->io(), std::move(*admin_acceptor), [raw] { return raw->Readiness(); },
+      std::move(metrics));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 

@@ -31,10 +31,10 @@ struct Exchange {
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point upstream_started;
   std::chrono::steady_clock::time_point upstream_ended;
-  std::string limit_key;              // kind of the shown rule's key
-  std::int64_t retry_after_ms = -1;   // announced to a limited client
-  int route_metric = -1;     // metric id of the route; -1: no route matched
-  int upstream_metric = -1;  // metric id of the upstream asked; -1: none
+  std::string limit_key;             // kind of the shown rule's key
+  std::int64_t retry_after_ms = -1;  // announced to a limited client
+  int route_metric = -1;             // metric id of the route; -1: no route matched
+  int upstream_metric = -1;          // metric id of the upstream asked; -1: none
   std::string route;
   std::string upstream;
   std::string error;
@@ -474,9 +474,10 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     ex.close = ex.close || !buffered;
     if (ThreadMetrics* metrics = worker_.metrics()) {
       const UpstreamFailure kind =
-          failure == ConnectFailure::kTimeout || ec == beast::error::timeout ? UpstreamFailure::kTimeout
-          : failure == ConnectFailure::kRefused                               ? UpstreamFailure::kConnect
-                                                                              : UpstreamFailure::kReset;
+          failure == ConnectFailure::kTimeout || ec == beast::error::timeout
+              ? UpstreamFailure::kTimeout
+          : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
+                                                : UpstreamFailure::kReset;
       metrics->RecordUpstreamFailure(generation_->state->upstream_ids[route.upstream_index], kind);
     }
     if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
@@ -667,8 +668,13 @@ LimitContext Session::MakeLimitContext(const GatewayState& state) const {
   const bool wall_clock =
       store.kind == rules::StoreKind::kRedis && store.redis.time == store::RedisTime::kClient;
   const std::int64_t now = clock.NowMs();
-  LimitContext context{*state.identity, *state.rule_set, worker_.store(), *state.local_store,
-                       store.on_error,   now,              wall_clock ? clock.UnixMs() : now};
+  LimitContext context{*state.identity,
+                       *state.rule_set,
+                       worker_.store(),
+                       *state.local_store,
+                       store.on_error,
+                       now,
+                       wall_clock ? clock.UnixMs() : now};
   context.metrics = worker_.metrics();
   context.rule_ids = &state.rule_ids;
   context.rules_base = config_->rules.data();
@@ -696,7 +702,8 @@ void Session::Log(const Exchange& ex) {
     const GatewayState& state = *generation_->state;
     const auto now = std::chrono::steady_clock::now();
     const int route = ex.route_metric >= 0 ? ex.route_metric : state.unrouted_id;
-    metrics->RecordRequest(route, ex.status, std::chrono::duration<double>(now - ex.started).count());
+    metrics->RecordRequest(route, ex.status,
+                           std::chrono::duration<double>(now - ex.started).count());
     if (ex.upstream_metric >= 0) {
       const auto end = ex.upstream_ended > ex.upstream_started ? ex.upstream_ended : now;
       metrics->RecordUpstream(ex.upstream_metric,

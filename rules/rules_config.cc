@@ -261,7 +261,8 @@ void ReadStore(TableReader r, StoreConfig& out) {
   }
   if (const toml::value* redis = r.Find("redis")) {
     if (!redis->is_table()) {
-      r.errors().Add(*redis, fmt::format("\"redis\" must be a table; got {}", DescribeType(*redis)));
+      r.errors().Add(*redis,
+                     fmt::format("\"redis\" must be a table; got {}", DescribeType(*redis)));
     } else {
       ReadRedis(TableReader(*redis, r.errors()), out);
     }

@@ -29,15 +29,15 @@ std::optional<RedisAddress> ParseRedisUrl(std::string_view url, std::string& err
 struct RedisOptions {
   RedisAddress address;
   std::string prefix = "tollgate:";
-  std::int64_t timeout_ms = 20;          // per decision, from Decide() to completion
-  std::size_t pool = 1;                  // connections per I/O thread
+  std::int64_t timeout_ms = 20;  // per decision, from Decide() to completion
+  std::size_t pool = 1;          // connections per I/O thread
   RedisTime time = RedisTime::kServer;
-  std::int64_t min_ttl_ms = 0;           // floor of every key's TTL (replay: virtual time)
-  std::size_t max_pending = 4096;        // commands awaiting a reply, per connection
-  int breaker_failures = 5;              // consecutive failures that open the circuit
-  std::int64_t breaker_open_ms = 250;    // how long it stays open before a probe
+  std::int64_t min_ttl_ms = 0;         // floor of every key's TTL (replay: virtual time)
+  std::size_t max_pending = 4096;      // commands awaiting a reply, per connection
+  int breaker_failures = 5;            // consecutive failures that open the circuit
+  std::int64_t breaker_open_ms = 250;  // how long it stays open before a probe
   std::int64_t connect_timeout_ms = 500;
-  std::int64_t max_backoff_ms = 400;     // reconnect delays double up to this
+  std::int64_t max_backoff_ms = 400;  // reconnect delays double up to this
 };
 
 // Counts over every connection of every thread, for /readyz and metrics.

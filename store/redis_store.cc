@@ -6,11 +6,11 @@
 #include <openssl/sha.h>
 #include <spdlog/spdlog.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/posix/stream_descriptor.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <array>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <charconv>
 #include <chrono>
 #include <deque>
@@ -49,9 +49,8 @@ int ScriptIndex(const LimitSpec& limit) {
 }
 
 bool SafeKeyByte(unsigned char c) {
-  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-         c == '.' || c == '_' || c == '~' || c == '/' || c == '@' || c == '+' || c == '=' ||
-         c == '-';
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+         c == '_' || c == '~' || c == '/' || c == '@' || c == '+' || c == '=' || c == '-';
 }
 
 // RESP: "*<n>\r\n" then "$<len>\r\n<bytes>\r\n" per argument. On every
@@ -152,9 +151,7 @@ std::string_view RedisScriptFor(const LimitSpec& limit) {
   return kRedisScripts[ScriptIndex(limit)].body;
 }
 
-const std::string& RedisScriptSha(const LimitSpec& limit) {
-  return ScriptSha(ScriptIndex(limit));
-}
+const std::string& RedisScriptSha(const LimitSpec& limit) { return ScriptSha(ScriptIndex(limit)); }
 
 std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
                             std::int64_t min_ttl_ms, char separator) {
@@ -508,27 +505,29 @@ class RedisStore::Connection {
   void ArmRead() {
     if (reading_ || !descriptor_) return;
     reading_ = true;
-    descriptor_->async_wait(asio::posix::stream_descriptor::wait_read,
-                            [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
-                              if (life.expired()) return;
-                              reading_ = false;
-                              if (ec || ac_ == nullptr) return;
-                              if (want_read_) redisAsyncHandleRead(ac_);
-                              if (want_read_ && ac_ != nullptr) ArmRead();
-                            });
+    descriptor_->async_wait(
+        asio::posix::stream_descriptor::wait_read,
+        [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+          if (life.expired()) return;
+          reading_ = false;
+          if (ec || ac_ == nullptr) return;
+          if (want_read_) redisAsyncHandleRead(ac_);
+          if (want_read_ && ac_ != nullptr) ArmRead();
+        });
   }
 
   void ArmWrite() {
     if (writing_ || !descriptor_) return;
     writing_ = true;
-    descriptor_->async_wait(asio::posix::stream_descriptor::wait_write,
-                            [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
-                              if (life.expired()) return;
-                              writing_ = false;
-                              if (ec || ac_ == nullptr) return;
-                              if (want_write_) redisAsyncHandleWrite(ac_);
-                              if (want_write_ && ac_ != nullptr) ArmWrite();
-                            });
+    descriptor_->async_wait(
+        asio::posix::stream_descriptor::wait_write,
+        [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
+          if (life.expired()) return;
+          writing_ = false;
+          if (ec || ac_ == nullptr) return;
+          if (want_write_) redisAsyncHandleWrite(ac_);
+          if (want_write_ && ac_ != nullptr) ArmWrite();
+        });
   }
 
   void ArmDeadline(std::int64_t deadline) {

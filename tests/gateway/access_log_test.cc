@@ -30,8 +30,10 @@ window = "1m"
     TestGateway gateway(config, echo->port());
     Client client(gateway.port());
     EXPECT_EQ(client.Get("/a?q=\"quoted\"").result_int(), 200);
-    EXPECT_EQ(client.Get("/b", "User-Agent: caf\xc3\xa9 \xff\xfe bytes\r\n"
-                               "Authorization: Bearer secret-token-value\r\n")
+    EXPECT_EQ(client
+                  .Get("/b",
+                       "User-Agent: caf\xc3\xa9 \xff\xfe bytes\r\n"
+                       "Authorization: Bearer secret-token-value\r\n")
                   .result_int(),
               200);
     EXPECT_EQ(client.Get("/c").result_int(), 429);

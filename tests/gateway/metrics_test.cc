@@ -1,13 +1,12 @@
 // /metrics: values that match what clients saw, the text format validated by
 // promtool, and a real Prometheus server scraping the gateway.
 #include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <boost/json/parse.hpp>
 #include <chrono>
 #include <cstdio>
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <regex>
 #include <thread>
 
@@ -79,10 +78,12 @@ TEST(Metrics, CountWhatClientsSawInTheExpositionFormat) {
   const std::string& text = res.body();
   EXPECT_EQ(ok, 2);
   const std::string rule = R"(rule="two \"per\" minute")";
-  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{" + rule + ",decision=\"allowed\"}"), 2);
+  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{" + rule + ",decision=\"allowed\"}"),
+            2);
   EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{" + rule + ",decision=\"limited\"}"),
             limited + 1);
-  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{rule=\"vip\",decision=\"exempt\"}"), 1);
+  EXPECT_EQ(Sample(text, "tollgate_ratelimit_decisions_total{rule=\"vip\",decision=\"exempt\"}"),
+            1);
   EXPECT_EQ(Sample(text, "tollgate_requests_total{route=\"/\",code=\"200\"}"), 3) << text;
   EXPECT_EQ(Sample(text, "tollgate_requests_total{route=\"/\",code=\"429\"}"), limited);
   EXPECT_EQ(Sample(text, "tollgate_request_duration_seconds_count{route=\"/\"}"), 3 + limited);
@@ -153,7 +154,8 @@ window = "1h"
 scrape_configs:
   - job_name: tollgate
     static_configs:
-      - targets: ["127.0.0.1:)" + std::to_string(gateway.admin_port()) + R"("]
+      - targets: ["127.0.0.1:)" + std::to_string(gateway.admin_port()) +
+                                                             R"("]
 )");
   // A free port for Prometheus's own API.
   boost::asio::io_context io;

@@ -30,12 +30,15 @@ LimitParams Make(Algorithm a, std::int64_t limit, std::int64_t window_ms, std::i
 
 std::vector<std::vector<LimitParams>> Limits() {
   std::vector<std::vector<LimitParams>> out;
-  for (auto [l, w, b] : {std::tuple{1, 1000, 1}, {5, 1000, 5}, {7, 1000, 3}, {3, 60000, 10},
-                         {100, 1000, 100}}) {
+  for (auto [l, w, b] :
+       {std::tuple{1, 1000, 1}, {5, 1000, 5}, {7, 1000, 3}, {3, 60000, 10}, {100, 1000, 100}}) {
     out.push_back({Make(Algorithm::kTokenBucket, l, w, b)});
   }
-  for (auto [l, w, b, nodelay] : {std::tuple{1, 1000, 0, false}, {5, 1000, 2, false},
-                                  {5, 1000, 2, true}, {2, 60000, 5, false}, {50, 100, 10, true}}) {
+  for (auto [l, w, b, nodelay] : {std::tuple{1, 1000, 0, false},
+                                  {5, 1000, 2, false},
+                                  {5, 1000, 2, true},
+                                  {2, 60000, 5, false},
+                                  {50, 100, 10, true}}) {
     out.push_back({Make(Algorithm::kLeakyBucket, l, w, b, 10, nodelay)});
   }
   for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kSlidingLog, Algorithm::kTwoBucket}) {
@@ -43,8 +46,8 @@ std::vector<std::vector<LimitParams>> Limits() {
       out.push_back({Make(a, l, w)});
     }
   }
-  for (auto [l, w, n] : {std::tuple{10, 1000, 10}, {5, 600, 3}, {3, 1000, 1}, {20, 60000, 6},
-                         {4, 10, 10}}) {
+  for (auto [l, w, n] :
+       {std::tuple{10, 1000, 10}, {5, 600, 3}, {3, 1000, 1}, {20, 60000, 6}, {4, 10, 10}}) {
     out.push_back({Make(Algorithm::kSubWindow, l, w, -1, n)});
   }
   // Several windows, all or nothing (one script for every algorithm).
@@ -77,11 +80,25 @@ std::string Trace(const std::vector<LimitParams>& windows, unsigned seed) {
   std::int64_t t = static_cast<std::int64_t>(rng() % 100000);
   for (int i = 0; i < 250; ++i) {
     switch (kind(rng)) {
-      case 0: case 1: case 2: break;                          // same instant
-      case 3: case 4: case 5: t += 1 + rng() % 5; break;      // a burst
-      case 6: case 7: t += rng() % (w / 4 + 1); break;        // within the window
-      case 8: t += rng() % (2 * w + 1); break;                // across windows
-      default: t += w - 1 + rng() % 3; break;                 // at a boundary
+      case 0:
+      case 1:
+      case 2:
+        break;  // same instant
+      case 3:
+      case 4:
+      case 5:
+        t += 1 + rng() % 5;
+        break;  // a burst
+      case 6:
+      case 7:
+        t += rng() % (w / 4 + 1);
+        break;  // within the window
+      case 8:
+        t += rng() % (2 * w + 1);
+        break;  // across windows
+      default:
+        t += w - 1 + rng() % 3;
+        break;  // at a boundary
     }
     out << t << ",k" << key(rng) << "," << cost(rng) << "\n";
   }

@@ -20,9 +20,11 @@ std::string RedisConfig(const RedisServer& redis, const std::string& on_error,
 [store]
 kind = "redis"
 [store.redis]
-url = ")" + redis.url() + R"("
+url = ")" + redis.url() +
+                     R"("
 timeout = "50ms"
-on_error = ")" + on_error + R"("
+on_error = ")" + on_error +
+                     R"("
 )" + rules);
 }
 
@@ -110,8 +112,8 @@ TEST(RedisGateway, WrongPasswordIsAClearStartupError) {
   ASSERT_TRUE(loaded.config);
   store::ManualClock clock;
   std::string error;
-  auto server = gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config),
-                                        clock, error);
+  auto server =
+      gateway::Server::Create(std::make_shared<const rules::Config>(*loaded.config), clock, error);
   EXPECT_EQ(server, nullptr);
   EXPECT_NE(error.find("authentication failed"), std::string::npos) << error;
 }

@@ -1,5 +1,6 @@
 #include "redis_server.h"
 
+#include <fcntl.h>
 #include <hiredis/hiredis.h>
 #include <netinet/in.h>
 #include <signal.h>
@@ -8,7 +9,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <fcntl.h>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -57,8 +57,8 @@ RedisServer::RedisServer(std::string password) : password_(std::move(password)) 
 RedisServer::~RedisServer() { Kill(); }
 
 std::string RedisServer::url() const {
-  return "redis://" + (password_.empty() ? "" : ":" + password_ + "@") + "127.0.0.1:" +
-         std::to_string(port_);
+  return "redis://" + (password_.empty() ? "" : ":" + password_ + "@") +
+         "127.0.0.1:" + std::to_string(port_);
 }
 
 void RedisServer::Kill() {
@@ -69,10 +69,9 @@ void RedisServer::Kill() {
 }
 
 void RedisServer::Start() {
-  std::vector<std::string> argv{"redis-server",   "--port",       std::to_string(port_),
-                                "--bind",         "127.0.0.1",    "--save",
-                                "",               "--appendonly", "no",
-                                "--enable-debug-command", "yes"};
+  std::vector<std::string> argv{
+      "redis-server", "--port", std::to_string(port_),    "--bind", "127.0.0.1", "--save", "",
+      "--appendonly", "no",     "--enable-debug-command", "yes"};
   if (!password_.empty()) {
     argv.push_back("--requirepass");
     argv.push_back(password_);
@@ -111,8 +110,8 @@ std::string RedisServer::Command(const std::vector<std::string>& args) {
       lens.push_back(a.size());
     }
     std::unique_ptr<redisReply, void (*)(void*)> reply(
-        static_cast<redisReply*>(redisCommandArgv(c.get(), static_cast<int>(argv.size()),
-                                                  argv.data(), lens.data())),
+        static_cast<redisReply*>(
+            redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data())),
         &freeReplyObject);
     if (!reply) throw std::runtime_error("redis connection lost");
     return ReplyText(reply.get());
