@@ -128,6 +128,28 @@ run_wrk() {
   ' <<<"$out"
 }
 
+# wrk against http://127.0.0.1:${port[T]}/api/hello for every target T in
+# $2..., $1 rounds, alternating the order (neither side always runs on a
+# warmer machine); results appended to $WORK/T. `port` is the caller's
+# associative array.
+run_rounds() {
+  local rounds=$1; shift
+  local targets="$*" order result round t
+  for t in $targets; do : > "$WORK/$t"; done
+  for round in $(seq "$rounds"); do
+    order=$targets
+    if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for t in $order; do
+      result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
+      echo "round $round $t: $result (req/s p50_ms p99_ms non2xx requests)" >&2
+      echo "$result" >> "$WORK/$t"
+    done
+  done
+}
+
+# Median of column $2 of the results of target $1.
+col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
+
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
 # Replaces the block between <!-- NAME:begin --> and <!-- NAME:end --> in

@@ -18,16 +18,7 @@ echo_port=$(free_port); start_echo "$echo_port"
 declare -A port
 port[on]=$(free_port); TOLLGATE_METRICS=true start_tollgate "${port[on]}" "$echo_port" "$rule"
 port[off]=$(free_port); TOLLGATE_METRICS=false start_tollgate "${port[off]}" "$echo_port" "$rule"
-for t in on off; do : > "$WORK/$t"; done
-for round in $(seq "$rounds"); do
-  order="on off"; if [ $((round % 2)) -eq 0 ]; then order="off on"; fi
-  for t in $order; do
-    result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
-    echo "round $round metrics $t: $result" >&2
-    echo "$result" >> "$WORK/$t"
-  done
-done
-col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
+run_rounds "$rounds" on off
 report=$WORK/report.md
 {
   echo "## Cost of metrics (bench/metrics.sh)"

@@ -6,27 +6,12 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rounds=${1:-5}
 
-echo_port=$(free_port); start_echo "$echo_port"
-nginx_port=$(free_port); start_nginx "$nginx_port" "$echo_port"
-tg_port=$(free_port); start_tollgate "$tg_port" "$echo_port"
+declare -A port
+port[upstream]=$(free_port); start_echo "${port[upstream]}"
+port[nginx]=$(free_port); start_nginx "${port[nginx]}" "${port[upstream]}"
+port[tollgate]=$(free_port); start_tollgate "${port[tollgate]}" "${port[upstream]}"
 
-for target in upstream nginx tollgate; do : > "$WORK/$target"; done
-for round in $(seq "$rounds"); do
-  # Alternate the order so that neither side always runs on a warmer machine.
-  if [ $((round % 2)) -eq 1 ]; then order="upstream nginx tollgate"; else order="tollgate nginx upstream"; fi
-  for target in $order; do
-    case $target in
-      upstream) port=$echo_port ;;
-      nginx) port=$nginx_port ;;
-      tollgate) port=$tg_port ;;
-    esac
-    result=$(run_wrk "http://127.0.0.1:$port/api/hello")
-    echo "round $round $target: $result (req/s p50_ms p99_ms non2xx)" >&2
-    echo "$result" >> "$WORK/$target"
-  done
-done
-
-col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
+run_rounds "$rounds" upstream nginx tollgate
 report=$WORK/report.md
 {
   echo "## Proxy: tollgate vs nginx (bench/proxy.sh)"

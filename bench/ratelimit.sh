@@ -46,16 +46,7 @@ port[tollgate_redis]=$(free_port); start_tollgate "${port[tollgate_redis]}" "$ec
 $(rule 1000000 1000000)"
 
 targets="nginx_pass tollgate_pass tollgate_plain tollgate_redis nginx_limit tollgate_limit"
-for t in $targets; do : > "$WORK/$t"; done
-for round in $(seq "$rounds"); do
-  order=$targets
-  if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
-  for t in $order; do
-    result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
-    echo "round $round $t: $result (req/s p50_ms p99_ms non2xx)" >&2
-    echo "$result" >> "$WORK/$t"
-  done
-done
+run_rounds "$rounds" $targets
 
 # Redis commands per request through the Redis-backed gateway.
 redis-cli -p "$redis_port" config resetstat >/dev/null
@@ -66,7 +57,6 @@ evalsha=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p')
 per_command=$(echo "$stats" | sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\).*/\1 \2/p' |
   awk -v n="$requests" '$1 != "evalsha" && $1 != "config|resetstat" { printf "%s%s %.3f", sep, toupper($1), $2 / n; sep = ", " }')
 
-col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 report=$WORK/report.md
 {
