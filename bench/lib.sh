@@ -19,7 +19,8 @@ trap cleanup EXIT
 free_port() {
   local port
   while :; do
-    port=$((20000 + RANDOM % 30000))
+    # Below the ephemeral range (32768+), where outgoing connections take ports.
+    port=$((20000 + RANDOM % 12000))
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
   done
 }
