@@ -126,7 +126,7 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
   if (config.access == "off") return log;
   static std::atomic<int> counter{0};
   const std::string name = "access" + std::to_string(counter.fetch_add(1));
-  if (spdlog::thread_pool() == nullptr) spdlog::init_thread_pool(kQueueSize, 1);
+  log->pool_ = std::make_shared<spdlog::details::thread_pool>(kQueueSize, 1);
   try {
     std::shared_ptr<spdlog::sinks::sink> sink;
     if (config.access == "stdout") {
@@ -136,7 +136,7 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
     }
     sink->set_pattern("%v");
     // Block rather than drop: an access log that loses lines cannot be trusted.
-    log->logger_ = std::make_shared<spdlog::async_logger>(name, sink, spdlog::thread_pool(),
+    log->logger_ = std::make_shared<spdlog::async_logger>(name, sink, log->pool_,
                                                           spdlog::async_overflow_policy::block);
     log->logger_->set_level(spdlog::level::info);
     log->logger_->flush_on(spdlog::level::err);
@@ -148,7 +148,10 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
 }
 
 AccessLog::~AccessLog() {
-  if (logger_) logger_->flush();
+  if (!logger_) return;
+  logger_->flush();
+  pool_.reset();  // joins the writer after the queue is drained
+  logger_.reset();
 }
 
 void AccessLog::Write(const AccessRecord& record) {

@@ -12,7 +12,10 @@
 
 namespace spdlog {
 class logger;
+namespace details {
+class thread_pool;
 }
+}  // namespace spdlog
 
 namespace tollgate::gateway {
 
@@ -51,6 +54,9 @@ class AccessLog {
 
  private:
   AccessLog() = default;
+  // Its own writer thread: destroying the log drains it (every line written,
+  // the thread joined) before the sink goes away.
+  std::shared_ptr<spdlog::details::thread_pool> pool_;
   std::shared_ptr<spdlog::logger> logger_;
   rules::LogFormat format_ = rules::LogFormat::kCombined;
 };
