@@ -40,15 +40,15 @@ window = "1m"
     Client bad(gateway.port());
     bad.Send("GET /x HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n");
     EXPECT_EQ(bad.Read().result_int(), 400);
-  }
-  // The log is written by spdlog's background thread: wait for the 4 lines.
-  for (int i = 0; i < 250; ++i) {
-    std::ifstream count(log);
-    std::string l;
-    int n = 0;
-    while (std::getline(count, l)) ++n;
-    if (n >= 4) break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    // A line is written after its response: wait (while serving) for all 4.
+    for (int i = 0; i < 250; ++i) {
+      std::ifstream count(log);
+      std::string l;
+      int n = 0;
+      while (std::getline(count, l)) ++n;
+      if (n >= 4) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
   }
   std::ifstream in(log);
   std::string line;
