@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     // EVALSHA <sha> 2 <key> <key>:n <args...>, space-separated ("" = server time).
     const std::string key = store::RedisKey("tollgate:", "hot", limit.fingerprint, 0);
     std::printf("EVALSHA %s 2 %s %s:n %s\n", store::RedisScriptSha(limit).c_str(), key.c_str(),
-                key.c_str(), store::RedisScriptArgs(limit, 1, "\"\"", 0, ' ').c_str());
+                key.c_str(), store::RedisScriptArgs(limit, 1, std::nullopt, 0).c_str());
     return 0;
   }
   if (argc != 4) {

@@ -103,21 +103,68 @@ std::string_view ErrorText(const redisReply& reply) {
   return std::string_view(reply.str, reply.len);
 }
 
-// Commands that set a connection up, sent before anything else on it.
-void AppendHandshake(const RedisAddress& address, std::string& out) {
-  RespWriter w(out);
+using Command = std::vector<std::string>;
+
+// The commands that set a connection up (AUTH, SELECT), sent before anything
+// else on it, by CheckRedis() and by every asynchronous connection.
+std::vector<Command> HandshakeCommands(const RedisAddress& address) {
+  std::vector<Command> out;
   if (!address.password.empty()) {
-    w.Count(address.user.empty() ? 2 : 3);
-    w.Arg("AUTH");
-    if (!address.user.empty()) w.Arg(address.user);
-    w.Arg(address.password);
+    Command auth{"AUTH"};
+    if (!address.user.empty()) auth.push_back(address.user);
+    auth.push_back(address.password);
+    out.push_back(std::move(auth));
   }
-  if (address.db != 0) {
-    w.Count(2);
-    w.Arg("SELECT");
-    w.Arg(address.db);
+  if (address.db != 0) out.push_back({"SELECT", std::to_string(address.db)});
+  return out;
+}
+
+Command ScriptLoad(int script) {
+  return {"SCRIPT", "LOAD", std::string(kRedisScripts[script].body)};
+}
+
+std::string Resp(const Command& command) {
+  std::string out;
+  RespWriter w(out);
+  w.Count(command.size());
+  for (const std::string& arg : command) w.Arg(arg);
+  return out;
+}
+
+// The script's ARGV (see store/lua/decide.lua) into `out`, which has
+// Arg(std::string_view) and Arg(std::int64_t). nullopt now_ms: server time.
+template <typename Writer>
+void WriteScriptArgs(const LimitSpec& limit, std::int64_t cost, std::optional<std::int64_t> now_ms,
+                     std::int64_t min_ttl_ms, Writer& out) {
+  if (now_ms) {
+    out.Arg(*now_ms);
+  } else {
+    out.Arg(std::string_view());
+  }
+  out.Arg(cost);
+  out.Arg(min_ttl_ms);
+  out.Arg(static_cast<std::int64_t>(limit.windows.size()));
+  for (const algorithms::LimitParams& p : limit.windows) {
+    out.Arg(algorithms::AlgorithmName(p.algorithm));
+    out.Arg(p.limit);
+    out.Arg(p.window_ms);
+    out.Arg(p.burst);
+    out.Arg(p.sub_windows);
+    out.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
   }
 }
+constexpr std::size_t kScriptArgsBefore = 4;  // now, cost, min_ttl, window count
+constexpr std::size_t kScriptArgsPerWindow = 6;
+
+// Space-separated arguments as a shell reads them ("" for an empty one).
+struct ShellWriter {
+  std::string out;
+  void Arg(std::string_view s) {
+    if (!out.empty()) out += ' ';
+    out += s.empty() ? std::string_view("\"\"") : s;
+  }
+  void Arg(std::int64_t v) { Arg(std::string_view(std::to_string(v))); }
+};
 
 }  // namespace
 
@@ -153,17 +200,11 @@ std::string_view RedisScriptFor(const LimitSpec& limit) {
 
 const std::string& RedisScriptSha(const LimitSpec& limit) { return ScriptSha(ScriptIndex(limit)); }
 
-std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
-                            std::int64_t min_ttl_ms, char separator) {
-  std::string out(now_ms);
-  fmt::format_to(std::back_inserter(out), "{0}{1}{0}{2}{0}{3}", separator, cost, min_ttl_ms,
-                 limit.windows.size());
-  for (const algorithms::LimitParams& p : limit.windows) {
-    fmt::format_to(std::back_inserter(out), "{0}{1}{0}{2}{0}{3}{0}{4}{0}{5}{0}{6}", separator,
-                   algorithms::AlgorithmName(p.algorithm), p.limit, p.window_ms, p.burst,
-                   p.sub_windows, p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0);
-  }
-  return out;
+std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost,
+                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms) {
+  ShellWriter w;
+  WriteScriptArgs(limit, cost, now_ms, min_ttl_ms, w);
+  return w.out;
 }
 
 std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) {
@@ -178,7 +219,7 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
     return fmt::format("{}: cannot connect: {}", where, c ? c->errstr : "out of memory");
   }
   redisSetTimeout(c.get(), timeout);
-  auto command = [&](std::vector<std::string> args,
+  auto command = [&](const Command& args,
                      std::string& text) -> std::unique_ptr<redisReply, void (*)(void*)> {
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
@@ -197,25 +238,17 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
     return reply;
   };
   std::string text;
-  if (!a.password.empty()) {
-    std::vector<std::string> args{"AUTH"};
-    if (!a.user.empty()) args.push_back(a.user);
-    args.push_back(a.password);
-    auto r = command(args, text);
-    if (!text.empty()) {
-      fatal = r != nullptr;
+  for (const Command& handshake : HandshakeCommands(a)) {
+    auto r = command(handshake, text);
+    if (text.empty()) continue;
+    fatal = r != nullptr;
+    if (handshake.front() == "AUTH") {
       return fmt::format("{}: authentication failed: {}", where, text);
     }
-  }
-  if (a.db != 0) {
-    auto r = command({"SELECT", std::to_string(a.db)}, text);
-    if (!text.empty()) {
-      fatal = r != nullptr;
-      return fmt::format("{}: cannot select database {}: {}", where, a.db, text);
-    }
+    return fmt::format("{}: cannot select database {}: {}", where, a.db, text);
   }
   for (int i = 0; i < kRedisScriptCount; ++i) {
-    auto r = command({"SCRIPT", "LOAD", std::string(kRedisScripts[i].body)}, text);
+    auto r = command(ScriptLoad(i), text);
     if (!text.empty()) {
       fatal = r != nullptr && text.rfind("NOAUTH", 0) == 0;
       return fmt::format("{}: cannot load the {} script: {}", where, kRedisScripts[i].name, text);
@@ -231,9 +264,8 @@ struct RedisStore::Shared {
   asio::io_context& io;
   RedisOptions options;
   RedisHealth& health;
-  std::string handshake;     // AUTH/SELECT as RESP, may be empty
-  std::string script_loads;  // SCRIPT LOAD of every script as RESP
-  std::size_t handshake_commands = 0;
+  std::vector<std::string> handshake;     // AUTH/SELECT as RESP (HandshakeCommands)
+  std::vector<std::string> script_loads;  // SCRIPT LOAD of every script as RESP
 };
 
 // One hiredis asynchronous connection on Asio: hiredis's event hooks
@@ -337,46 +369,25 @@ class RedisStore::Connection {
     redisAsyncSetDisconnectCallback(ac, &OnDisconnect);
     // Sending is what completes hiredis's non-blocking connect.
     const std::int64_t deadline = NowMs() + shared_.options.connect_timeout_ms;
-    std::size_t offset = 0;
-    for (std::size_t i = 0; i < shared_.handshake_commands; ++i) {
-      const std::size_t end = NextCommand(shared_.handshake, offset);
-      if (!SendRaw(std::string_view(shared_.handshake).substr(offset, end - offset))) return;
+    for (const std::string& command : shared_.handshake) {
+      if (!Send(command)) return;
       pending_.push_back({Kind::kHandshake, nullptr, deadline, {}});
-      offset = end;
     }
     SendScriptLoads(deadline);
     ArmDeadline(deadline);
   }
 
-  // The end of the RESP command that starts at `offset` (handshake only:
-  // every argument is a bulk string).
-  static std::size_t NextCommand(std::string_view resp, std::size_t offset) {
-    std::size_t pos = resp.find("\r\n", offset);
-    std::size_t args = std::stoul(std::string(resp.substr(offset + 1, pos - offset - 1)));
-    pos += 2;
-    for (std::size_t i = 0; i < args; ++i) {
-      const std::size_t eol = resp.find("\r\n", pos);
-      const std::size_t len = std::stoul(std::string(resp.substr(pos + 1, eol - pos - 1)));
-      pos = eol + 2 + len + 2;
-    }
-    return pos;
-  }
-
   void SendScriptLoads(std::int64_t deadline) {
-    std::size_t offset = 0;
-    for (int i = 0; i < kRedisScriptCount; ++i) {
-      const std::size_t end = NextCommand(shared_.script_loads, offset);
-      if (!SendRaw(std::string_view(shared_.script_loads).substr(offset, end - offset))) return;
+    for (const std::string& command : shared_.script_loads) {
+      if (!Send(command)) return;
       pending_.push_back({Kind::kScriptLoad, nullptr, deadline, {}});
-      offset = end;
     }
   }
 
-  bool SendRaw(std::string_view command) {
+  bool Send(std::string_view command) {
     return ac_ != nullptr && redisAsyncFormattedCommand(ac_, &OnReply, this, command.data(),
                                                         command.size()) == REDIS_OK;
   }
-  bool Send(const std::string& command) { return SendRaw(command); }
 
   void HandleReply(redisReply* reply) {
     if (pending_.empty()) return;
@@ -592,17 +603,9 @@ class RedisStore::Connection {
 };
 
 RedisStore::RedisStore(asio::io_context& io, const RedisOptions& options, RedisHealth& health)
-    : shared_(new Shared{io, options, health, {}, {}, 0}) {
-  AppendHandshake(options.address, shared_->handshake);
-  shared_->handshake_commands =
-      (options.address.password.empty() ? 0 : 1) + (options.address.db != 0 ? 1 : 0);
-  RespWriter w(shared_->script_loads);
-  for (int i = 0; i < kRedisScriptCount; ++i) {
-    w.Count(3);
-    w.Arg("SCRIPT");
-    w.Arg("LOAD");
-    w.Arg(kRedisScripts[i].body);
-  }
+    : shared_(new Shared{io, options, health, {}, {}}) {
+  for (const Command& c : HandshakeCommands(options.address)) shared_->handshake.push_back(Resp(c));
+  for (int i = 0; i < kRedisScriptCount; ++i) shared_->script_loads.push_back(Resp(ScriptLoad(i)));
   for (std::size_t i = 0; i < std::max<std::size_t>(1, options.pool); ++i) {
     connections_.push_back(std::make_unique<Connection>(*shared_));
   }
@@ -628,7 +631,7 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   command.reserve(256);
   RespWriter w(command);
   const std::size_t windows = limit.windows.size();
-  w.Count(3 + 2 * windows + 4 + 6 * windows);
+  w.Count(3 + 2 * windows + kScriptArgsBefore + kScriptArgsPerWindow * windows);
   w.Arg("EVALSHA");
   w.Arg(ScriptSha(ScriptIndex(limit)));
   w.Arg(static_cast<std::int64_t>(2 * windows));
@@ -638,22 +641,9 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
     key += ":n";
     w.Arg(key);
   }
-  if (o.time == RedisTime::kServer) {
-    w.Arg(std::string_view());
-  } else {
-    w.Arg(request.now_ms);
-  }
-  w.Arg(request.cost);
-  w.Arg(o.min_ttl_ms);
-  w.Arg(static_cast<std::int64_t>(windows));
-  for (const algorithms::LimitParams& p : limit.windows) {
-    w.Arg(algorithms::AlgorithmName(p.algorithm));
-    w.Arg(p.limit);
-    w.Arg(p.window_ms);
-    w.Arg(p.burst);
-    w.Arg(p.sub_windows);
-    w.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
-  }
+  const std::optional<std::int64_t> now_ms =
+      o.time == RedisTime::kServer ? std::nullopt : std::optional(request.now_ms);
+  WriteScriptArgs(limit, request.cost, now_ms, o.min_ttl_ms, w);
   connection->SendDecision(std::move(command), sink, now + o.timeout_ms);
 }
 

@@ -46,9 +46,10 @@ std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_
 std::string_view RedisScriptFor(const LimitSpec& limit);
 // Its SHA-1 as EVALSHA takes it.
 const std::string& RedisScriptSha(const LimitSpec& limit);
-// The EVALSHA arguments after the keys (now_ms "" = server time).
-std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost, std::string_view now_ms,
-                            std::int64_t min_ttl_ms, char separator);
+// The EVALSHA arguments after the keys, space-separated for a shell
+// ("" for the empty now_ms of server time).
+std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost,
+                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms);
 
 class RedisStore final : public Store {
  public:
