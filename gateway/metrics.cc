@@ -185,8 +185,9 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("requests_total", "counter", "Requests answered, by route and HTTP status code.");
   for (std::size_t r = 0; r < routes_.size(); ++r) {
     for (int s = 0; s < ThreadMetrics::kStatuses; ++s) {
-      std::uint64_t n = 0;
-      for (const auto& t : threads_) n += Load(t->requests_[r * ThreadMetrics::kStatuses + s]);
+      const std::uint64_t n = Sum([&](const ThreadMetrics& t) {
+        return Load(t.requests_[r * ThreadMetrics::kStatuses + s]);
+      });
       if (n == 0) continue;
       w.Sample("requests_total", label("route", routes_[r]) + fmt::format(",code=\"{}\"", s + 100),
                n);
@@ -196,8 +197,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("request_duration_seconds", "histogram",
            "Time from the first byte of a request to the end of its response, by route.");
   for (std::size_t r = 0; r < routes_.size(); ++r) {
-    Histogram::Snapshot h;
-    for (const auto& t : threads_) h.Add(t->request_duration_[r]);
+    const Histogram::Snapshot h =
+        Merged([&](const ThreadMetrics& t) -> const Histogram& { return t.request_duration_[r]; });
     if (h.count() > 0) w.Histogram("request_duration_seconds", label("route", routes_[r]), h);
   }
 
@@ -206,8 +207,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "exempt, error).");
   for (std::size_t r = 0; r < rules_.size(); ++r) {
     for (int k = 0; k < kDecisionKinds; ++k) {
-      std::uint64_t n = 0;
-      for (const auto& t : threads_) n += Load(t->decisions_[r * kDecisionKinds + k]);
+      const std::uint64_t n =
+          Sum([&](const ThreadMetrics& t) { return Load(t.decisions_[r * kDecisionKinds + k]); });
       w.Sample("ratelimit_decisions_total",
                label("rule", rules_[r]) + "," + label("decision", kDecisionNames[k]), n);
     }
@@ -216,8 +217,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("upstream_duration_seconds", "histogram",
            "Time from sending a request upstream to the end of its response, by upstream.");
   for (std::size_t u = 0; u < upstreams_.size(); ++u) {
-    Histogram::Snapshot h;
-    for (const auto& t : threads_) h.Add(t->upstream_duration_[u]);
+    const Histogram::Snapshot h =
+        Merged([&](const ThreadMetrics& t) -> const Histogram& { return t.upstream_duration_[u]; });
     if (h.count() > 0)
       w.Histogram("upstream_duration_seconds", label("upstream", upstreams_[u]), h);
   }
@@ -226,8 +227,9 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "Upstream exchanges that failed, by upstream and kind (connect, timeout, reset).");
   for (std::size_t u = 0; u < upstreams_.size(); ++u) {
     for (int k = 0; k < kUpstreamFailures; ++k) {
-      std::uint64_t n = 0;
-      for (const auto& t : threads_) n += Load(t->upstream_failures_[u * kUpstreamFailures + k]);
+      const std::uint64_t n = Sum([&](const ThreadMetrics& t) {
+        return Load(t.upstream_failures_[u * kUpstreamFailures + k]);
+      });
       w.Sample("upstream_errors_total",
                label("upstream", upstreams_[u]) + "," + label("kind", kUpstreamFailureNames[k]), n);
     }
@@ -237,23 +239,23 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("store_duration_seconds", "histogram",
            "Time to get a request's rate-limit decisions from the store.");
   {
-    Histogram::Snapshot h;
-    for (const auto& t : threads_) h.Add(t->store_duration_[store]);
+    const Histogram::Snapshot h = Merged(
+        [&](const ThreadMetrics& t) -> const Histogram& { return t.store_duration_[store]; });
     w.Histogram("store_duration_seconds", label("store", kStoreNames[store]), h);
   }
   w.Family("store_errors_total", "counter",
            "Decisions the store could not make, by kind (timeout, unavailable, error).");
   for (int k = 0; k < kStoreErrorKinds; ++k) {
-    std::uint64_t n = 0;
-    for (const auto& t : threads_) n += Load(t->store_errors_[store * kStoreErrorKinds + k]);
+    const std::uint64_t n = Sum([&](const ThreadMetrics& t) {
+      return Load(t.store_errors_[store * kStoreErrorKinds + k]);
+    });
     w.Sample("store_errors_total",
              label("store", kStoreNames[store]) + "," + label("kind", kStoreErrorNames[k]), n);
   }
   w.Family("store_fallback_total", "counter",
            "Decisions made by the on_error policy because the store could not decide.");
   for (int p = 0; p < 3; ++p) {
-    std::uint64_t n = 0;
-    for (const auto& t : threads_) n += Load(t->fallbacks_[p]);
+    const std::uint64_t n = Sum([&](const ThreadMetrics& t) { return Load(t.fallbacks_[p]); });
     w.Sample("store_fallback_total", label("policy", kPolicyNames[p]), n);
   }
   w.Family("store_circuit_open", "gauge",
@@ -265,14 +267,14 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "Keys the local store evicted to stay within max_keys.");
   w.Sample("local_store_evictions_total", "", external.local_store_evictions);
 
-  std::int64_t delayed = 0;
-  for (const auto& t : threads_) delayed += t->delayed_.load(std::memory_order_relaxed);
+  const std::int64_t delayed =
+      Sum([](const ThreadMetrics& t) { return t.delayed_.load(std::memory_order_relaxed); });
   w.Family("delayed_requests", "gauge", "Requests held right now by delay and shaping.");
   w.Sample("delayed_requests", "", delayed);
   w.Family("active_connections", "gauge", "Client connections open right now, by listener.");
   for (std::size_t l = 0; l < listeners_.size(); ++l) {
-    std::int64_t n = 0;
-    for (const auto& t : threads_) n += t->connections_[l].load(std::memory_order_relaxed);
+    const std::int64_t n = Sum(
+        [&](const ThreadMetrics& t) { return t.connections_[l].load(std::memory_order_relaxed); });
     w.Sample("active_connections", label("listener", listeners_[l]), n);
   }
 

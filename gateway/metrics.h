@@ -111,6 +111,20 @@ class Metrics {
 
  private:
   int Intern(std::vector<std::string>& names, std::string_view name);
+  // `value(thread)` summed over the threads.
+  template <typename F>
+  auto Sum(F value) const {
+    decltype(value(*threads_.front())) total{};
+    for (const auto& t : threads_) total += value(*t);
+    return total;
+  }
+  // The histogram `pick(thread)` merged over the threads.
+  template <typename F>
+  Histogram::Snapshot Merged(F pick) const {
+    Histogram::Snapshot merged;
+    for (const auto& t : threads_) merged.Add(pick(*t));
+    return merged;
+  }
 
   mutable std::mutex mutex_;  // names_ and reload figures
   std::vector<std::string> routes_, rules_, upstreams_, listeners_;
