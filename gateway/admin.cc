@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gateway/http_util.h"
+#include "gateway/status_page.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -23,19 +24,34 @@ http::response<http::string_body> JsonResponse(http::status status, std::string 
 
 }  // namespace
 
-AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready,
-                         MetricsRenderer metrics)
+AdminServer::AdminServer(asio::io_context& io, Acceptor acceptor, Handlers handlers)
     : io_(io),
       acceptor_(std::move(acceptor)),
-      ready_(std::move(ready)),
-      metrics_(std::move(metrics)) {}
+      handlers_(std::move(handlers)),
+      sample_timer_(io.get_executor()) {}
 
-void AdminServer::Start() { asio::co_spawn(io_, AcceptLoop(), asio::detached); }
+void AdminServer::Start() {
+  asio::co_spawn(io_, AcceptLoop(), asio::detached);
+  if (handlers_.sample) asio::co_spawn(io_, SampleLoop(), asio::detached);
+}
 
 void AdminServer::Stop() {
   stopped_ = true;
   ErrorCode ec;
   acceptor_.close(ec);
+  sample_timer_.cancel();
+}
+
+Task<void> AdminServer::SampleLoop() {
+  // A fixed schedule, so that samples stay one interval apart however long
+  // each one takes.
+  auto next = Timer::clock_type::now();
+  while (!stopped_) {
+    handlers_.sample();
+    next += kSampleInterval;
+    sample_timer_.expires_at(next);
+    co_await sample_timer_.async_wait(kUseTuple);
+  }
 }
 
 Task<void> AdminServer::AcceptLoop() {
@@ -75,16 +91,32 @@ http::response<http::string_body> AdminServer::Handle(const http::request<http::
   }
   if (path == "/healthz") return JsonResponse(http::status::ok, "{\"status\":\"ok\"}\n");
   if (path == "/readyz") {
-    const Readiness r = ready_();
+    const Readiness r = handlers_.ready();
     const bool ready = !stopped_ && r.ready;
     return JsonResponse(ready ? http::status::ok : http::status::service_unavailable,
                         fmt::format("{{\"status\":\"{}\",\"store\":{}}}\n",
                                     ready ? "ready" : "not_ready", r.store_json));
   }
-  if (path == "/metrics" && metrics_) {
+  if (path == "/metrics" && handlers_.metrics) {
     http::response<http::string_body> res{http::status::ok, 11};
     res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = metrics_();
+    res.body() = handlers_.metrics();
+    res.prepare_payload();
+    return res;
+  }
+  if (path == "/status.json" && handlers_.status) {
+    return JsonResponse(http::status::ok, handlers_.status());
+  }
+  if (path == "/" && handlers_.status) {
+    http::response<http::string_body> res{http::status::ok, 11};
+    res.set(http::field::server, "tollgate");
+    res.set(http::field::content_type, "text/html; charset=utf-8");
+    res.set(http::field::cache_control, "no-store");
+    // The page is self-contained: nothing else may load into it.
+    res.set("Content-Security-Policy",
+            "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
+            "connect-src 'self'");
+    res.body() = std::string(kStatusPage);
     res.prepare_payload();
     return res;
   }

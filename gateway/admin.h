@@ -1,6 +1,7 @@
-// The admin listener: /healthz (the process serves) and /readyz (listeners
-// are up and the store is reachable). Runs on one worker's io_context; the
-// readiness probe is called on that thread.
+// The admin listener: /healthz (the process serves), /readyz (listeners
+// are up and the store is reachable), /metrics (Prometheus), and the status
+// page: GET / (HTML) drawing /status.json. Runs on one worker's io_context;
+// every handler is called on that thread.
 #pragma once
 
 #include <functional>
@@ -19,10 +20,14 @@ class AdminServer {
     bool ready = false;
     std::string store_json = "{}";
   };
-  using ReadyProbe = std::function<Readiness()>;
-  // The /metrics body; empty function: metrics are off (404).
-  using MetricsRenderer = std::function<std::string()>;
-  AdminServer(asio::io_context& io, Acceptor acceptor, ReadyProbe ready, MetricsRenderer metrics);
+  struct Handlers {
+    std::function<Readiness()> ready;
+    std::function<std::string()> metrics;  // the /metrics body; empty: metrics are off (404)
+    std::function<std::string()> status;   // the /status.json body; empty: no status page (404)
+    std::function<void()> sample;          // called every kSampleInterval while serving
+  };
+  static constexpr std::chrono::seconds kSampleInterval{1};
+  AdminServer(asio::io_context& io, Acceptor acceptor, Handlers handlers);
 
   void Start();
   void Stop();  // closes the acceptor; open admin connections end on their own
@@ -30,13 +35,14 @@ class AdminServer {
 
  private:
   Task<void> AcceptLoop();
+  Task<void> SampleLoop();
   Task<void> Serve(TcpStream stream);
   http::response<http::string_body> Handle(const http::request<http::string_body>& req);
 
   asio::io_context& io_;
   Acceptor acceptor_;
-  ReadyProbe ready_;
-  MetricsRenderer metrics_;
+  Handlers handlers_;
+  Timer sample_timer_;
   bool stopped_ = false;
 };
 

@@ -72,7 +72,7 @@ void Reload(const std::string& path, Server& server) {
       spdlog::error("reload: {}", e.ToString());
     }
     spdlog::error("reload failed: the running configuration stays in force");
-    server.RecordReload(false);
+    server.RecordReload(false, loaded.errors.empty() ? "" : loaded.errors.front().ToString());
     return;
   }
   std::string error;

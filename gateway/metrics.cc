@@ -160,14 +160,76 @@ int Metrics::Intern(std::vector<std::string>& names, std::string_view name) {
   return static_cast<int>(names.size() - 1);
 }
 
-void Metrics::RecordReload(bool success) {
+void ThreadMetrics::RecordLimitedKey(std::string_view key) {
+  std::lock_guard lock(tally_mutex_);
+  if (auto it = tally_.counts.find(key); it != tally_.counts.end()) {
+    ++it->second;
+  } else if (tally_.counts.size() < kMaxTrackedKeys) {
+    tally_.counts.emplace(key, 1);
+  } else {
+    ++tally_.untracked;
+  }
+}
+
+void Metrics::RecordReload(bool success, double unix_seconds, std::string_view error) {
   std::lock_guard lock(mutex_);
-  ++(success ? reloads_ok_ : reloads_failed_);
+  ++(success ? reloads_.ok : reloads_.failed);
+  reloads_.last_attempt = unix_seconds;
+  reloads_.last_ok = success;
+  reloads_.last_error = success ? std::string() : std::string(error);
 }
 
 void Metrics::ConfigInForce(double unix_seconds) {
   std::lock_guard lock(mutex_);
-  last_reload_success_ = unix_seconds;
+  reloads_.last_success = unix_seconds;
+}
+
+Metrics::ReloadStatus Metrics::Reloads() const {
+  std::lock_guard lock(mutex_);
+  return reloads_;
+}
+
+Metrics::Counts Metrics::Snapshot() const {
+  Counts c;
+  {
+    std::lock_guard lock(mutex_);
+    c.rules = rules_;
+    c.upstreams = upstreams_;
+  }
+  c.decisions.resize(c.rules.size());
+  for (std::size_t r = 0; r < c.rules.size(); ++r) {
+    for (int k = 0; k < kDecisionKinds; ++k) {
+      c.decisions[r][k] =
+          Sum([&](const ThreadMetrics& t) { return Load(t.decisions_[r * kDecisionKinds + k]); });
+    }
+  }
+  for (std::size_t u = 0; u < c.upstreams.size(); ++u) {
+    c.upstream_responses.push_back(Merged([&](const ThreadMetrics& t) -> const Histogram& {
+                                     return t.upstream_duration_[u];
+                                   }).count());
+    c.upstream_failures.push_back(Sum([&](const ThreadMetrics& t) {
+      std::uint64_t n = 0;
+      for (int k = 0; k < kUpstreamFailures; ++k) {
+        n += Load(t.upstream_failures_[u * kUpstreamFailures + k]);
+      }
+      return n;
+    }));
+  }
+  return c;
+}
+
+ThreadMetrics::KeyTally Metrics::TakeLimitedKeys() {
+  ThreadMetrics::KeyTally merged;
+  for (const auto& t : threads_) {
+    ThreadMetrics::KeyTally taken;
+    {
+      std::lock_guard lock(t->tally_mutex_);
+      std::swap(taken, t->tally_);
+    }
+    for (auto& [key, n] : taken.counts) merged.counts[key] += n;
+    merged.untracked += taken.untracked;
+  }
+  return merged;
 }
 
 std::string Metrics::Render(const ExternalGauges& external) const {
@@ -279,11 +341,11 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   }
 
   w.Family("config_reloads_total", "counter", "Configuration reloads, by result.");
-  w.Sample("config_reloads_total", "result=\"success\"", reloads_ok_);
-  w.Sample("config_reloads_total", "result=\"failure\"", reloads_failed_);
+  w.Sample("config_reloads_total", "result=\"success\"", reloads_.ok);
+  w.Sample("config_reloads_total", "result=\"failure\"", reloads_.failed);
   w.Family("config_last_reload_success_timestamp_seconds", "gauge",
            "Unix time of the last configuration that took effect (startup included).");
-  w.Sample("config_last_reload_success_timestamp_seconds", "", last_reload_success_);
+  w.Sample("config_last_reload_success_timestamp_seconds", "", reloads_.last_success);
   return out;
 }
 

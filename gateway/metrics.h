@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "rules/rule.h"
@@ -62,6 +63,23 @@ class ThreadMetrics {
   void RecordFallback(rules::StoreFailurePolicy policy);
   void AddConnections(int listener, int delta);
   void AddDelayed(int delta);
+  // A request limited for `key` (a store key, which begins with the rule's
+  // name), for the status page's top limited keys. The tally is the one
+  // exception to "nothing shared": a mutex taken by this thread and by the
+  // once-per-second sampler. At most kMaxTrackedKeys keys per interval;
+  // further keys only count as untracked.
+  void RecordLimitedKey(std::string_view key);
+
+  // Counts per key since the last take, and the untracked count.
+  struct KeyTally {
+    struct Hash {
+      using is_transparent = void;
+      std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+    };
+    std::unordered_map<std::string, std::uint64_t, Hash, std::equal_to<>> counts;
+    std::uint64_t untracked = 0;
+  };
+  static constexpr std::size_t kMaxTrackedKeys = 1024;
 
  private:
   friend class Metrics;
@@ -79,6 +97,8 @@ class ThreadMetrics {
   std::array<std::atomic<std::uint64_t>, 3> fallbacks_{};
   std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
   std::atomic<std::int64_t> delayed_{0};
+  std::mutex tally_mutex_;
+  KeyTally tally_;
 };
 
 // Values kept elsewhere, read at scrape time.
@@ -102,12 +122,31 @@ class Metrics {
   int ListenerId(std::string_view name) { return Intern(listeners_, name); }
 
   ThreadMetrics& thread(std::size_t index) { return *threads_[index]; }
-  void RecordReload(bool success);
+  // A reload at this Unix time; `error` says why a failed one failed.
+  void RecordReload(bool success, double unix_seconds, std::string_view error = {});
   // A configuration took effect (startup or reload) at this Unix time.
   void ConfigInForce(double unix_seconds);
 
   // Prometheus text exposition format 0.0.4.
   std::string Render(const ExternalGauges& external) const;
+
+  // Cumulative counts for the status page, indexed by id.
+  struct Counts {
+    std::vector<std::string> rules, upstreams;  // names
+    std::vector<std::array<std::uint64_t, kDecisionKinds>> decisions;
+    std::vector<std::uint64_t> upstream_responses, upstream_failures;
+  };
+  Counts Snapshot() const;
+  // Every thread's limited-key tally since the last call, merged.
+  ThreadMetrics::KeyTally TakeLimitedKeys();
+  struct ReloadStatus {
+    std::uint64_t ok = 0, failed = 0;
+    double last_success = 0;  // Unix seconds the configuration in force took effect
+    double last_attempt = 0;  // Unix seconds of the last reload; 0: none yet
+    bool last_ok = true;
+    std::string last_error;
+  };
+  ReloadStatus Reloads() const;
 
  private:
   int Intern(std::vector<std::string>& names, std::string_view name);
@@ -130,9 +169,7 @@ class Metrics {
   std::vector<std::string> routes_, rules_, upstreams_, listeners_;
   std::vector<std::unique_ptr<ThreadMetrics>> threads_;
   std::string version_;
-  std::uint64_t reloads_ok_ = 0;
-  std::uint64_t reloads_failed_ = 0;
-  double last_reload_success_ = 0;
+  ReloadStatus reloads_;
 };
 
 }  // namespace tollgate::gateway

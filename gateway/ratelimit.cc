@@ -148,6 +148,7 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
     }
     outcome.log += DecisionWord(d.allowed, rule.action);
     Record(context, rule, KindOf(d.allowed, rule.action));
+    if (!d.allowed && context.metrics != nullptr) context.metrics->RecordLimitedKey(hit.key);
     if (batch.result(i).status != store::StoreStatus::kOk) outcome.log += "(local)";
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {

@@ -10,6 +10,7 @@
 
 #include "gateway/admin.h"
 #include "gateway/listen.h"
+#include "gateway/status.h"
 #include "gateway/worker.h"
 #include "store/local_store.h"
 #include "store/redis_store.h"
@@ -40,7 +41,8 @@ struct Server::Impl final : StateSource {
   // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
   store::RedisHealth redis_health;
-  std::unique_ptr<Metrics> metrics;  // null when [admin] metrics = false
+  std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
+  std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
@@ -64,6 +66,19 @@ struct Server::Impl final : StateSource {
     external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
     external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
     return metrics->Render(external);
+  }
+
+  std::string RenderStatus() const {
+    StatusBoard::Context context;
+    const std::shared_ptr<const GatewayState> current = state.load();
+    context.config = current->config.get();
+    context.generation = generation();
+    const AdminServer::Readiness r = Readiness();
+    context.ready = r.ready;
+    context.store_json = r.store_json;
+    context.version = kVersion;
+    context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
+    return status->RenderJson(context);
   }
 
   // Not ready while draining, or when Redis is unreachable from every
@@ -228,11 +243,18 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     return nullptr;
   }
   Impl* raw = impl.get();
-  AdminServer::MetricsRenderer metrics;
-  if (impl->metrics) metrics = [raw] { return raw->RenderMetrics(); };
-  impl->admin = std::make_unique<AdminServer>(
-      impl->workers.front()->io(), std::move(*admin_acceptor), [raw] { return raw->Readiness(); },
-      std::move(metrics));
+  AdminServer::Handlers handlers;
+  handlers.ready = [raw] { return raw->Readiness(); };
+  if (impl->metrics) {
+    impl->status = std::make_unique<StatusBoard>(*impl->metrics);
+    handlers.metrics = [raw] { return raw->RenderMetrics(); };
+    handlers.status = [raw] { return raw->RenderStatus(); };
+    handlers.sample = [raw] {
+      raw->status->Sample(static_cast<std::int64_t>(UnixSeconds() * 1000));
+    };
+  }
+  impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
+                                              std::move(*admin_acceptor), std::move(handlers));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
 }
 
@@ -266,12 +288,12 @@ bool Server::ReloadConfig(std::shared_ptr<const rules::Config> config, std::stri
 
 bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& error) {
   const bool ok = ReloadConfig(std::move(config), error);
-  RecordReload(ok);
+  RecordReload(ok, error);
   return ok;
 }
 
-void Server::RecordReload(bool success) {
-  if (impl_->metrics) impl_->metrics->RecordReload(success);
+void Server::RecordReload(bool success, std::string_view error) {
+  if (impl_->metrics) impl_->metrics->RecordReload(success, UnixSeconds(), error);
 }
 
 void Server::Start() {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "rules/config.h"
@@ -36,8 +37,8 @@ class Server {
   // stays.
   bool Reload(std::shared_ptr<const rules::Config> config, std::string& error);
   // Counts a reload that failed before reaching Reload() (a file that does
-  // not load), for tollgate_config_reloads_total.
-  void RecordReload(bool success);
+  // not load), for tollgate_config_reloads_total and the status page.
+  void RecordReload(bool success, std::string_view error = {});
   // Graceful: stop accepting, let in-flight exchanges finish, close idle
   // connections. Wait() returns once every connection is gone.
   void Drain();

@@ -1,6 +1,8 @@
 #include "rules/config.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
 #include <cstring>
@@ -263,6 +265,13 @@ std::string FirstLine(const std::string& what) {
   return line;
 }
 
+// The first 12 hex digits of the text's SHA-256.
+std::string Digest(std::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), digest);
+  return fmt::format("{:02x}", fmt::join(digest, digest + 6, ""));
+}
+
 LoadResult Parse(std::istream& in, const std::string& name) {
   try {
     return Build(toml::parse(in, name), name);
@@ -283,12 +292,16 @@ LoadResult LoadConfigFile(const std::string& path) {
         std::nullopt,
         {{path, 0, 0, fmt::format("cannot open configuration file: {}", std::strerror(errno))}}};
   }
-  return Parse(in, path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return LoadConfigText(text.str(), path);
 }
 
 LoadResult LoadConfigText(std::string_view text, const std::string& name) {
   std::istringstream in{std::string(text)};
-  return Parse(in, name);
+  LoadResult result = Parse(in, name);
+  if (result.config) result.config->digest = Digest(text);
+  return result;
 }
 
 }  // namespace tollgate::rules

@@ -85,6 +85,7 @@ struct RouteConfig {
 
 struct Config {
   std::string path;
+  std::string digest;  // 12 hex digits of the file's SHA-256: the config's version
   ServerConfig server;
   std::vector<ListenerConfig> listeners;
   AdminConfig admin;

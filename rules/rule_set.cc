@@ -9,20 +9,44 @@
 namespace tollgate::rules {
 namespace {
 
+constexpr char kHex[] = "0123456789abcdef";
+
+// '#' and the first `bytes` bytes of the value's SHA-256 in hex.
+void AppendFingerprint(std::string_view value, int bytes, std::string& out) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
+  out.push_back('#');
+  for (int i = 0; i < bytes; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+}
+
 void AppendBounded(std::string_view value, std::string& out) {
   out.push_back('\x1f');
   if (value.size() <= kMaxKeyPart) {
     out.append(value);
     return;
   }
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(reinterpret_cast<const unsigned char*>(value.data()), value.size(), digest);
-  static constexpr char kHex[] = "0123456789abcdef";
-  out.push_back('#');
-  for (int i = 0; i < 16; ++i) {
-    out.push_back(kHex[digest[i] >> 4]);
-    out.push_back(kHex[digest[i] & 15]);
+  AppendFingerprint(value, 16, out);
+}
+
+std::string_view PartName(const KeyPart& part) {
+  switch (part.kind) {
+    case KeyPartKind::kIp:
+      return "ip";
+    case KeyPartKind::kUser:
+      return "user";
+    case KeyPartKind::kRole:
+      return "role";
+    case KeyPartKind::kGlobal:
+      return "global";
+    case KeyPartKind::kRoute:
+      return "route";
+    case KeyPartKind::kHeader:
+      return "header:";
   }
+  return "";
 }
 
 }  // namespace
@@ -87,6 +111,38 @@ std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& 
     }
   }
   return key;
+}
+
+std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
+  std::string out;
+  if (key.substr(0, rule.name.size()) != rule.name) return out;
+  std::string_view rest = key.substr(rule.name.size());
+  for (const KeyPart& part : rule.key) {
+    if (rest.empty() || rest.front() != '\x1f') break;
+    rest.remove_prefix(1);
+    // An address is 16 raw bytes (which may contain the separator).
+    const std::size_t size = part.kind == KeyPartKind::kIp
+                                 ? std::min<std::size_t>(16, rest.size())
+                                 : rest.substr(0, rest.find('\x1f')).size();
+    const std::string_view value = rest.substr(0, size);
+    rest.remove_prefix(size);
+    if (!out.empty()) out.push_back(' ');
+    out += PartName(part);
+    if (part.kind == KeyPartKind::kHeader) out += part.header;
+    out.push_back('=');
+    if (part.kind == KeyPartKind::kIp && value.size() == 16) {
+      IpAddress ip;
+      std::copy(value.begin(), value.end(), ip.bytes.begin());
+      static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+      ip.v4 = std::equal(std::begin(kMapped), std::end(kMapped), ip.bytes.begin());
+      out += ip.ToString();
+    } else if (part.kind == KeyPartKind::kHeader) {
+      AppendFingerprint(value, 4, out);
+    } else {
+      out += value;
+    }
+  }
+  return out;
 }
 
 RuleSet::RuleSet(const std::vector<RuleConfig>& rules) : rules_(rules) {}

@@ -44,4 +44,9 @@ inline constexpr std::size_t kMaxKeyPart = 64;
 std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,
                                     const Identity& identity);
 
+// A key built by BuildKey for `rule`, for people: its parts after the rule's
+// name as "ip=192.0.2.1 user=alice route=api". Header values are shown as a
+// fingerprint ("header:x-api-key=#1f2e3d4c"): they may be credentials.
+std::string DisplayKey(const RuleConfig& rule, std::string_view key);
+
 }  // namespace tollgate::rules

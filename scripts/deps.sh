@@ -10,7 +10,7 @@ packages=(
   libhiredis-dev libtoml11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools nginx-light wrk curl
-  prometheus
+  prometheus chromium fonts-dejavu-core
 )
 
 missing=()

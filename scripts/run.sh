@@ -13,5 +13,6 @@ cat >&2 <<'MSG'
 run: try   curl -i localhost:8080/api/hello
            curl -ik https://localhost:8443/api/hello
            curl -i localhost:9090/readyz
+     status page: http://localhost:9090/
 MSG
 "$build_dir/tollgate" --config conf/tollgate.toml

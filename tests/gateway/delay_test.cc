@@ -2,14 +2,12 @@
 // waiting room is bounded, and a client that leaves gives its place back.
 // Real timers (a steady clock): the assertions are about outcomes, not time.
 #include <gtest/gtest.h>
-
-#include <future>
-#include <thread>
-#include <vector>
-
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <future>
+#include <thread>
+#include <vector>
 
 #include "test_support.h"
 
@@ -80,7 +78,7 @@ TEST(Delay, WaitingRoomIsBoundedAndALeavingClientFreesItsPlace) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     Client full(gateway.port());
     EXPECT_EQ(full.Get("/").result_int(), 429);  // the one place is taken
-  }  // `waiting` hangs up while it waits
+  }                                              // `waiting` hangs up while it waits
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
   // The place is free again: the next request is held, not rejected.
   Client next(gateway.port(), 300);

@@ -41,21 +41,6 @@ double Sample(const std::string& text, const std::string& series) {
   return std::stod(text.substr(at + series.size() + 2));
 }
 
-// Runs `command` with `input` on stdin; returns its exit code, output in `out`.
-int RunCommand(const std::string& command, const std::string& input, std::string& out) {
-  const std::string file = "/tmp/tollgate-metrics-" + std::to_string(getpid()) + ".txt";
-  FILE* f = fopen(file.c_str(), "w");
-  fwrite(input.data(), 1, input.size(), f);
-  fclose(f);
-  FILE* p = popen((command + " < " + file + " 2>&1").c_str(), "r");
-  char buf[4096];
-  std::size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int status = pclose(p);
-  std::remove(file.c_str());
-  return WEXITSTATUS(status);
-}
-
 TEST(Metrics, CountWhatClientsSawInTheExpositionFormat) {
   auto echo = StartEcho();
   std::string config = BasicConfig(kRules);
@@ -126,6 +111,9 @@ TEST(Metrics, CanBeSwitchedOff) {
   TestGateway gateway(config, echo->port());
   Client admin(gateway.admin_port());
   EXPECT_EQ(admin.Get("/metrics").result_int(), 404);
+  // The status page is drawn from the metrics: off with them.
+  EXPECT_EQ(admin.Get("/").result_int(), 404);
+  EXPECT_EQ(admin.Get("/status.json").result_int(), 404);
 }
 
 // A real Prometheus scrapes the gateway every second; the number of 429s it

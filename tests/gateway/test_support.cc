@@ -210,4 +210,15 @@ std::uint16_t WaitForPort(Process& gateway) {
   return static_cast<std::uint16_t>(std::stoi(match[1]));
 }
 
+int RunCommand(const std::string& command, const std::string& input, std::string& out) {
+  TempDir dir;
+  const std::string file = dir.Write("stdin", input);
+  FILE* p = popen((command + " < " + file + " 2>&1").c_str(), "r");
+  char buf[4096];
+  std::size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  const int status = pclose(p);
+  return WEXITSTATUS(status);
+}
+
 }  // namespace tollgate::testing

@@ -104,6 +104,10 @@ class Process {
   bool exited_ = false;
 };
 
+// Runs `command` through the shell with `input` on stdin; returns its exit
+// code, with its standard output and error in `out`.
+int RunCommand(const std::string& command, const std::string& input, std::string& out);
+
 // Reads the gateway's stderr until "serving on port(s) N": returns N.
 std::uint16_t WaitForPort(Process& gateway);
 

@@ -314,6 +314,41 @@ window = "1s"
   Identity anonymous = id;
   anonymous.user.clear();
   EXPECT_FALSE(BuildKey(rule, facts, anonymous));
+  // For people: named parts, the header value (maybe a credential) fingerprinted.
+  const std::string shown = DisplayKey(rule, *BuildKey(rule, facts, id));
+  EXPECT_EQ(shown.substr(0, 39), "user=alice route=main header:X-Tenant=#");
+  EXPECT_EQ(shown.size(), 39u + 8u) << shown;
+}
+
+TEST(Rules, DisplayKeyShowsAddressesWhateverTheirBytes) {
+  LoadResult loaded = LoadConfigText(R"(
+[[listeners]]
+address = "127.0.0.1:0"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9"]
+[[routes]]
+upstream = "api"
+[[rules]]
+name = "per-ip"
+key = ["ip", "user"]
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  const RuleConfig& rule = loaded.config->rules[0];
+  Headers h;
+  Identity id;
+  id.user = "bob";
+  // 31 = 0x1f, the separator: an address is read by its size, not split.
+  for (const char* ip : {"10.31.31.1", "2001:db8::1f1f"}) {
+    id.client_ip = Ip(ip);
+    RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
+    EXPECT_EQ(DisplayKey(rule, *BuildKey(rule, facts, id)), std::string("ip=") + ip + " user=bob");
+  }
+  EXPECT_EQ(DisplayKey(rule, "other\x1fx"), "");
 }
 
 TEST(Rules, ConfigErrorsHavePositions) {
