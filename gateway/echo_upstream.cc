@@ -1,10 +1,13 @@
 #include "gateway/echo_upstream.h"
 
+#include <fmt/format.h>
 #include <sys/socket.h>
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <charconv>
+#include <map>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -22,9 +25,97 @@ std::uint64_t Number(std::string_view text) {
   return n;
 }
 
+// The value of `name` in the query of `target`, as a number (0 if absent).
+std::uint64_t QueryNumber(std::string_view target, std::string_view name) {
+  const std::size_t q = target.find('?');
+  if (q == std::string_view::npos) return 0;
+  std::string_view query = target.substr(q + 1);
+  while (!query.empty()) {
+    const std::string_view pair = query.substr(0, query.find('&'));
+    if (pair.size() > name.size() && pair.substr(0, name.size()) == name &&
+        pair[name.size()] == '=') {
+      return Number(pair.substr(name.size() + 1));
+    }
+    query.remove_prefix(std::min(query.size(), pair.size() + 1));
+  }
+  return 0;
+}
+
+// A partner API with its own limits, for tests of learned limits: per
+// bucket a fixed window on the real clock; shared by every connection.
+class PartnerApi {
+ public:
+  struct Answer {
+    bool allowed = true;
+    std::uint64_t limit = 0, remaining = 0, reset_after_ms = 0;
+    bool global = false;
+  };
+  Answer Take(const std::string& bucket, std::uint64_t limit, std::uint64_t window_ms,
+              bool global_block) {
+    const auto now =
+        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                       std::chrono::steady_clock::now().time_since_epoch())
+                                       .count());
+    std::lock_guard lock(mutex_);
+    Bucket& b = buckets_[bucket];
+    const std::uint64_t index = now / window_ms;
+    if (b.window != index) {
+      b.window = index;
+      b.used = 0;
+    }
+    Answer a;
+    a.limit = limit;
+    a.reset_after_ms = (index + 1) * window_ms - now;
+    if (global_until_ > now) {
+      a.allowed = false;
+      a.global = true;
+      a.reset_after_ms = global_until_ - now;
+    } else if (b.used < limit) {
+      ++b.used;
+      ++b.served;
+      b.max_in_window = std::max(b.max_in_window, b.used);
+    } else {
+      a.allowed = false;
+      a.global = global_block;
+      if (global_block) global_until_ = (index + 1) * window_ms;
+    }
+    if (!a.allowed) ++b.refused;
+    a.remaining = limit - std::min(limit, b.used);
+    return a;
+  }
+  void Enter() {
+    std::lock_guard lock(mutex_);
+    max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
+  }
+  void Leave() {
+    std::lock_guard lock(mutex_);
+    --concurrent_;
+  }
+  std::string Stats() {
+    std::lock_guard lock(mutex_);
+    boost::json::object out;
+    for (const auto& [name, b] : buckets_) {
+      out[name] = {
+          {"served", b.served}, {"refused", b.refused}, {"max_in_window", b.max_in_window}};
+    }
+    out["_max_concurrent"] = max_concurrent_;
+    return boost::json::serialize(out);
+  }
+
+ private:
+  struct Bucket {
+    std::uint64_t window = 0, used = 0, served = 0, refused = 0, max_in_window = 0;
+  };
+  std::mutex mutex_;
+  std::map<std::string, Bucket> buckets_;
+  std::uint64_t global_until_ = 0;
+  std::int64_t concurrent_ = 0, max_concurrent_ = 0;
+};
+
 class Connection {
  public:
-  Connection(TcpSocket socket, std::uint16_t port) : stream_(std::move(socket)), port_(port) {}
+  Connection(TcpSocket socket, std::uint16_t port, PartnerApi& partner)
+      : stream_(std::move(socket)), port_(port), partner_(partner) {}
 
   Task<void> Run() {
     for (;;) {
@@ -88,8 +179,29 @@ class Connection {
     } else if (path.rfind("/_test/sleep/", 0) == 0) {
       asio::steady_timer timer(co_await asio::this_coro::executor,
                                std::chrono::milliseconds(Number(path.substr(13))));
+      partner_.Enter();
       co_await timer.async_wait(kUseTuple);
+      partner_.Leave();
       res.body() = "slept\n";
+    } else if (path.rfind("/_test/limited/", 0) == 0) {
+      const std::uint64_t limit = std::max<std::uint64_t>(1, QueryNumber(target, "limit"));
+      const std::uint64_t window = std::max<std::uint64_t>(1, QueryNumber(target, "window"));
+      const PartnerApi::Answer a = partner_.Take(std::string(path.substr(15)), limit, window,
+                                                 QueryNumber(target, "global") != 0);
+      res.set("X-RateLimit-Limit", std::to_string(a.limit));
+      res.set("X-RateLimit-Remaining", std::to_string(a.remaining));
+      res.set("X-RateLimit-Reset-After", fmt::format("{:.3f}", a.reset_after_ms / 1000.0));
+      if (a.allowed) {
+        res.body() = "partner ok\n";
+      } else {
+        res.result(http::status::too_many_requests);
+        res.set(http::field::retry_after, std::to_string((a.reset_after_ms + 999) / 1000));
+        if (a.global) res.set("X-RateLimit-Global", "true");
+        res.body() = "partner limit\n";
+      }
+    } else if (path == "/_test/partner-stats") {
+      res.set(http::field::content_type, "application/json");
+      res.body() = partner_.Stats();
     } else if (path == "/_test/headers") {
       // The body was filled in before the request body was consumed.
     } else if (path == "/_test/close") {
@@ -206,12 +318,13 @@ class Connection {
   TcpStream stream_;
   beast::flat_buffer buffer_;
   std::uint16_t port_;
+  PartnerApi& partner_;
   std::uint64_t requests_ = 0;  // on this connection
 };
 
 Task<void> RunConnection(std::unique_ptr<Connection> c) { co_await c->Run(); }
 
-Task<void> AcceptLoop(Acceptor& acceptor) {
+Task<void> AcceptLoop(Acceptor& acceptor, PartnerApi& partner) {
   const std::uint16_t port = acceptor.local_endpoint().port();
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
@@ -222,7 +335,7 @@ Task<void> AcceptLoop(Acceptor& acceptor) {
     ErrorCode ignored;
     socket.set_option(tcp::no_delay(true), ignored);
     asio::co_spawn(acceptor.get_executor(),
-                   RunConnection(std::make_unique<Connection>(std::move(socket), port)),
+                   RunConnection(std::make_unique<Connection>(std::move(socket), port, partner)),
                    asio::detached);
   }
 }
@@ -230,6 +343,7 @@ Task<void> AcceptLoop(Acceptor& acceptor) {
 }  // namespace
 
 struct EchoUpstream::Impl {
+  PartnerApi partner;
   std::vector<std::unique_ptr<asio::io_context>> ios;
   std::vector<std::unique_ptr<Acceptor>> acceptors;
   std::vector<std::thread> threads;
@@ -266,7 +380,8 @@ std::unique_ptr<EchoUpstream> EchoUpstream::Create(const std::string& host, std:
 
 void EchoUpstream::Start() {
   for (std::size_t i = 0; i < impl_->ios.size(); ++i) {
-    asio::co_spawn(*impl_->ios[i], AcceptLoop(*impl_->acceptors[i]), asio::detached);
+    asio::co_spawn(*impl_->ios[i], AcceptLoop(*impl_->acceptors[i], impl_->partner),
+                   asio::detached);
     impl_->threads.emplace_back([io = impl_->ios[i].get()] { io->run(); });
   }
 }

@@ -164,6 +164,11 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
       std::cerr << "tollgate: rule \"" << rule_name << "\" is exempt: it limits nothing\n";
       return 1;
     }
+    if (rule.max_inflight > 0) {
+      std::cerr << "tollgate: rule \"" << rule_name
+                << "\" limits requests in flight, which a trace of arrivals cannot replay\n";
+      return 1;
+    }
     ReplayOptions options;
     options.windows = rule.limit->windows;
     options.default_cost = rule.cost;

@@ -177,6 +177,27 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
   return outcome;
 }
 
+const rules::RuleConfig* AcquireInflight(const LimitContext& context,
+                                         std::span<const rules::RuleHit> hits,
+                                         store::InflightTable& table, LimitOutcome& outcome) {
+  for (const rules::RuleHit& hit : hits) {
+    std::optional<store::InflightGuard> place = table.TryAcquire(hit.key, hit.rule->max_inflight);
+    if (!outcome.log.empty()) outcome.log += ',';
+    outcome.log += hit.rule->name;
+    if (!place) {
+      outcome.log += ":limited";
+      Record(context, *hit.rule, DecisionKind::kLimited);
+      if (context.metrics != nullptr) context.metrics->RecordLimitedKey(hit.key);
+      outcome.inflight.clear();
+      return hit.rule;
+    }
+    outcome.log += ":allowed";
+    Record(context, *hit.rule, DecisionKind::kAllowed);
+    outcome.inflight.push_back(std::move(*place));
+  }
+  return nullptr;
+}
+
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                       std::size_t queued, std::int64_t now_ms) {
   const auto& windows = rule.limit->windows;

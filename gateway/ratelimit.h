@@ -13,6 +13,7 @@
 #include "gateway/net.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
+#include "store/inflight.h"
 #include "store/local_store.h"
 #include "store/store.h"
 
@@ -35,6 +36,8 @@ struct LimitOutcome {
   std::int64_t delay_ms = 0;        // leaky_bucket shaping: hold the request this long
   std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
   std::string log;                  // "rule:decision,..." for the access log
+  // Places held for the concurrency rules until the exchange ends.
+  std::vector<store::InflightGuard> inflight;
 };
 
 struct LimitContext {
@@ -98,6 +101,14 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
 // decision; local asks the local store).
 algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
                                      const store::StoreResult& result, bool& error);
+
+// Step 3, for a request the rate rules let through: a place in `table` for
+// each concurrency rule in `hits` (max_inflight per key), kept in
+// `outcome.inflight`. Returns the rule that refused (its places are given
+// back at once), or null when every rule admitted the request.
+const rules::RuleConfig* AcquireInflight(const LimitContext& context,
+                                         std::span<const rules::RuleHit> hits,
+                                         store::InflightTable& table, LimitOutcome& outcome);
 
 // How long a delayed request waits before it is decided again. For
 // fixed_window (one window), the delayed-queue estimate of the spec: with

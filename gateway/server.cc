@@ -44,6 +44,9 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
+  store::InflightTable inflight_rules;
+  store::InflightTable inflight_upstreams;
+  store::LearnedLimits learned_limits;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
   std::atomic<std::shared_ptr<const GatewayState>> state;
@@ -106,16 +109,19 @@ struct Server::Impl final : StateSource {
   // Everything a configuration needs besides sockets: resolved upstreams,
   // TLS contexts, identity, rules. nullptr with `error` on failure.
   std::shared_ptr<const GatewayState> Build(std::shared_ptr<const rules::Config> config,
-                                            std::string& error) const;
+                                            std::string& error);
 };
 
 std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const rules::Config> config,
-                                                        std::string& error) const {
+                                                        std::string& error) {
   auto state = std::make_shared<GatewayState>();
   state->config = config;
   state->clock = clock;
   state->local_store = store.get();
   state->waiting_room = waiting_room.get();
+  state->inflight_rules = &inflight_rules;
+  state->inflight_upstreams = &inflight_upstreams;
+  state->learned_limits = &learned_limits;
   state->access_log = access_log.get();
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);

@@ -10,6 +10,7 @@
 
 #include "gateway/http_util.h"
 #include "gateway/relay.h"
+#include "gateway/upstream_limits.h"
 
 namespace tollgate::gateway {
 
@@ -300,6 +301,18 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     const DelayedGauge gauge(worker_.metrics());
     co_await turn.async_wait(kUseTuple);
   }
+  if (!evaluation_.inflight.empty()) {
+    // Places are taken after any wait: a held request does not occupy one.
+    if (const rules::RuleConfig* refused =
+            AcquireInflight(context, evaluation_.inflight, *state.inflight_rules, outcome)) {
+      ex.ratelimit = outcome.log;
+      if (!head.is_done()) ex.close = true;
+      co_await ReplyError(ex, static_cast<http::status>(refused->status), "too_many_inflight",
+                          "too many requests of this client are in flight", 1);
+      co_return std::nullopt;
+    }
+    ex.ratelimit = outcome.log;
+  }
   co_return outcome;
 }
 
@@ -383,6 +396,30 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
   }
 }
 
+Task<bool> Session::WaitForUpstreamLimit(const rules::UpstreamConfig& upstream,
+                                         const std::string& bucket, Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  store::LearnedLimits& learned = *generation_->state->learned_limits;
+  const std::int64_t deadline = clock.NowMs() + upstream.learn_max_delay_ms;
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor);
+  std::optional<DelayedGauge> gauge;
+  for (;;) {
+    const std::int64_t now = clock.NowMs();
+    const std::int64_t wait = learned.Check(upstream.name, bucket, now);
+    if (wait == 0) co_return true;
+    if (now + wait > deadline) {
+      // The upstream would refuse it: answer for it, as it would.
+      co_await ReplyError(ex, http::status::too_many_requests, "upstream_rate_limited",
+                          "the upstream's rate limit is reached", (wait + 999) / 1000);
+      co_return false;
+    }
+    if (!gauge) gauge.emplace(worker_.metrics());
+    timer.expires_after(Ms(wait));
+    co_await timer.async_wait(kUseTuple);
+  }
+}
+
 Task<ErrorCode> Session::WriteContinue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
@@ -440,6 +477,29 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       co_return;
     }
     ex.bytes_in = whole->get().body().size();
+  }
+
+  const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
+  std::optional<store::InflightGuard> upstream_place;
+  if (upstream.max_connections > 0) {
+    upstream_place =
+        generation_->state->inflight_upstreams->TryAcquire(upstream.name, upstream.max_connections);
+    if (!upstream_place) {
+      ex.close = ex.close || !buffered;  // an unread body would be taken for the next request
+      co_await ReplyError(ex, static_cast<http::status>(upstream.max_connections_status),
+                          "upstream_busy", "too many requests are in flight to the upstream", 1);
+      co_return;
+    }
+  }
+  std::string learned_bucket;
+  if (upstream.learn_limits) {
+    learned_bucket =
+        LearnedBucketOf(upstream, route.name, req.target().substr(0, req.target().find('?')));
+    const bool go = co_await WaitForUpstreamLimit(upstream, learned_bucket, ex);
+    if (!go) {
+      ex.close = ex.close || !buffered;
+      co_return;
+    }
   }
 
   UpstreamPool& pool = *generation_->pools[route.upstream_index];
@@ -563,6 +623,11 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
 
   // The response as the client sees it.
   auto& res = res_head->get();
+  if (upstream.learn_limits) {
+    generation_->state->learned_limits->Learn(
+        upstream.name, learned_bucket, ReadLearnedFacts(res.result_int(), res, clock.UnixMs()),
+        clock.NowMs());
+  }
   bool upstream_reusable = res.keep_alive();
   const bool res_chunked = res_head->chunked();
   const auto res_length = res_head->content_length();

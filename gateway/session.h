@@ -39,6 +39,10 @@ class Session {
                         std::string_view message, std::int64_t retry_after_s = 0);
   LimitContext MakeLimitContext(const GatewayState& state) const;
   Task<ErrorCode> WriteContinue();
+  // Holds the request while the limits learned from `upstream` say it would
+  // be refused (up to learn_max_delay); false once it was answered 429.
+  Task<bool> WaitForUpstreamLimit(const rules::UpstreamConfig& upstream, const std::string& bucket,
+                                  Exchange& ex);
   enum class Turn { kReady, kRejected, kClientGone };
   // Holds a request limited by delay rules until they allow it. kRejected:
   // it cannot be served within max_delay or the waiting room is full

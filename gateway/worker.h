@@ -15,10 +15,14 @@
 #include "gateway/upstream_pool.h"
 #include "gateway/waiting_room.h"
 #include "rules/config.h"
+#include "store/inflight.h"
+#include "store/learned_limits.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"
 #include "rules/rule_set.h"
 #include "store/clock.h"
+#include "store/inflight.h"
+#include "store/learned_limits.h"
 #include "store/local_store.h"
 #include "store/store.h"
 
@@ -38,6 +42,9 @@ struct GatewayState {
   // Redis store (Worker::store()).
   store::LocalStore* local_store = nullptr;
   WaitingRoom* waiting_room = nullptr;  // likewise
+  store::InflightTable* inflight_rules = nullptr;      // likewise: max_inflight, by rule key
+  store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
+  store::LearnedLimits* learned_limits = nullptr;      // likewise: learn_limits
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,

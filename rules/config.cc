@@ -147,6 +147,38 @@ void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
     u.tls.emplace();
     ReadUpstreamTls(*tls, *u.tls, r.errors());
   }
+  if (auto b = r.Bool("learn_limits")) u.learn_limits = *b;
+  if (auto bucket = r.String("learn_bucket")) {
+    if (*bucket == "route") {
+      u.learn_bucket = LearnBucket::kRoute;
+    } else if (*bucket == "upstream") {
+      u.learn_bucket = LearnBucket::kUpstream;
+    } else if (!bucket->empty() && bucket->front() == '/') {
+      u.learn_bucket = LearnBucket::kPattern;
+      for (std::size_t at = 1; at <= bucket->size();) {
+        const std::size_t end = std::min(bucket->find('/', at), bucket->size());
+        u.learn_pattern.push_back(bucket->substr(at, end - at));
+        at = end + 1;
+      }
+    } else {
+      r.errors().Add(*r.Find("learn_bucket"),
+                     fmt::format("\"learn_bucket\" must be \"route\", \"upstream\" or a path "
+                                 "pattern such as \"/channels/{{id}}/messages\"; got \"{}\"",
+                                 *bucket));
+    }
+  }
+  if (auto d = r.DurationMs("learn_max_delay")) u.learn_max_delay_ms = *d;
+  if (!u.learn_limits) {
+    for (const char* key : {"learn_bucket", "learn_max_delay"}) {
+      if (const toml::value* v = r.Find(key)) {
+        r.errors().Add(*v, fmt::format("\"{}\" needs learn_limits = true", key));
+      }
+    }
+  }
+  if (auto n = r.Integer("max_connections", 1, 10'000'000)) u.max_connections = *n;
+  if (auto s = r.Integer("max_connections_status", 400, 599)) {
+    u.max_connections_status = static_cast<unsigned>(*s);
+  }
   for (const UpstreamConfig& other : out) {
     if (!u.name.empty() && other.name == u.name) {
       r.errors().Add(*r.Find("name"), fmt::format("upstream \"{}\" is defined twice", u.name));

@@ -66,6 +66,9 @@ struct UpstreamTlsConfig {
   std::string sni;      // empty: the server's host
 };
 
+// Which requests share a bucket of limits learned from an upstream.
+enum class LearnBucket : std::uint8_t { kRoute, kUpstream, kPattern };
+
 struct UpstreamConfig {
   std::string name;
   std::vector<HostPort> servers;
@@ -73,6 +76,14 @@ struct UpstreamConfig {
   std::int64_t max_idle = 64;  // idle keep-alive connections per server and thread
   std::int64_t idle_timeout_ms = 60'000;
   std::optional<UpstreamTlsConfig> tls;
+  // Honour the upstream's own rate-limit headers (algorithms/learned.h).
+  bool learn_limits = false;
+  LearnBucket learn_bucket = LearnBucket::kRoute;
+  std::vector<std::string> learn_pattern;  // kPattern: path segments, "{x}" matches any one
+  std::int64_t learn_max_delay_ms = 5'000;
+  // Requests in flight towards this upstream (all threads); 0: no cap.
+  std::int64_t max_connections = 0;
+  unsigned max_connections_status = 503;
 };
 
 struct RouteConfig {

@@ -50,7 +50,10 @@ struct RuleConfig {
   // "ip", "user", "header:X-Api-Key", "user+route": what the key is made
   // of (never a key's value), for logs.
   std::string KeyKind() const;
-  std::shared_ptr<const store::LimitSpec> limit;  // null for exempt rules
+  std::shared_ptr<const store::LimitSpec> limit;  // null for exempt and concurrency rules
+  // > 0: a concurrency rule: at most this many requests of one key in
+  // flight at once (like nginx's limit_conn, per request); no `limit`.
+  std::int64_t max_inflight = 0;
   std::vector<WindowLabel> windows;               // parallel to limit->windows
   std::int64_t cost = 1;
   RuleAction action = RuleAction::kReject;

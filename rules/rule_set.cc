@@ -151,13 +151,18 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
                        Evaluation& out) const {
   out.exempt = nullptr;
   out.hits.clear();
+  out.inflight.clear();
   for (const RuleConfig& rule : rules_) {
     if (!Matches(rule.match, request, identity)) continue;
     if (rule.exempt) {
       out.exempt = &rule;
+      out.hits.clear();
+      out.inflight.clear();
       return;
     }
-    if (auto key = BuildKey(rule, request, identity)) out.hits.push_back({&rule, std::move(*key)});
+    if (auto key = BuildKey(rule, request, identity)) {
+      (rule.max_inflight > 0 ? out.inflight : out.hits).push_back({&rule, std::move(*key)});
+    }
   }
 }
 

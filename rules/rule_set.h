@@ -21,7 +21,8 @@ struct RuleHit {
 
 struct Evaluation {
   const RuleConfig* exempt = nullptr;  // the exempt rule that matched, if any
-  std::vector<RuleHit> hits;           // the limiting rules that apply, in file order
+  std::vector<RuleHit> hits;           // the rate rules that apply, in file order
+  std::vector<RuleHit> inflight;       // the concurrency rules (max_inflight) that apply
 };
 
 class RuleSet {

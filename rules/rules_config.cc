@@ -286,8 +286,9 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   if (auto b = r.Bool("exempt")) rule.exempt = *b;
   if (rule.exempt) {
     // An exempt rule only matches: limits, keys and actions do not apply.
-    for (const char* key : {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows",
-                            "nodelay", "cost", "action", "max_delay", "status", "headers"}) {
+    for (const char* key :
+         {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows", "nodelay",
+          "cost", "action", "max_delay", "status", "headers", "max_inflight"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
       }
@@ -298,6 +299,22 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   }
   if (const toml::value* key = r.Require("key")) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
+  }
+  if (auto n = r.Integer("max_inflight", 1, 10'000'000)) {
+    // A concurrency rule counts requests in flight: no algorithm or window.
+    rule.max_inflight = *n;
+    for (const char* key : {"algorithm", "limit", "window", "limits", "burst", "sub_windows",
+                            "nodelay", "cost", "action", "max_delay", "max_waiting", "headers"}) {
+      if (const toml::value* v = r.Find(key)) {
+        errors.Add(*v, fmt::format("\"{}\" has no meaning with max_inflight (a concurrency "
+                                   "rule); put a rate limit in a rule of its own",
+                                   key));
+      }
+    }
+    if (auto s = r.Integer("status", 400, 599)) rule.status = static_cast<unsigned>(*s);
+    r.Finish();
+    out.push_back(std::move(rule));
+    return;
   }
   r.Require("algorithm");
   auto algorithm_name = r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window",
