@@ -96,6 +96,7 @@ level = "${TOLLGATE_LOG_LEVEL:-warn}"
 [[upstreams]]
 name = "api"
 servers = ["127.0.0.1:$upstream"]
+${TOLLGATE_UPSTREAM_OPTIONS:-}
 [[routes]]
 path_prefix = "/"
 upstream = "api"
@@ -129,7 +130,7 @@ run_wrk() {
   ' <<<"$out"
 }
 
-# wrk against http://127.0.0.1:${port[T]}/api/hello for every target T in
+# wrk against http://127.0.0.1:${port[T]}${BENCH_PATH:-/api/hello} for every target T in
 # $2..., $1 rounds, alternating the order (neither side always runs on a
 # warmer machine); results appended to $WORK/T. `port` is the caller's
 # associative array.
@@ -141,7 +142,7 @@ run_rounds() {
     order=$targets
     if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
     for t in $order; do
-      result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
+      result=$(run_wrk "http://127.0.0.1:${port[$t]}${BENCH_PATH:-/api/hello}")
       echo "round $round $t: $result (req/s p50_ms p99_ms non2xx requests)" >&2
       echo "$result" >> "$WORK/$t"
     done

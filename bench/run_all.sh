@@ -8,4 +8,5 @@ bench/proxy.sh
 bench/ratelimit.sh
 bench/redis_store.sh
 bench/metrics.sh
+bench/upstream_limits.sh "$@"
 bench/reload.sh

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Protecting an upstream that has its own limit (the echo upstream's partner
+# API, /_test/limited/..., which answers X-RateLimit-* headers and 429s):
+#  1. the cost of the learned-limit check: tollgate with learn_limits in
+#     front of a partner limit it never reaches, versus a plain per-IP
+#     token bucket that passes everything, same path, same wrk load, one
+#     worker each, alternating rounds (goal: within 5%);
+#  2. wrk against a partner limit of 500 per second through tollgate: how
+#     many requests reached the partner beyond its limit (goal: 0 after
+#     the first learning response).
+# Usage: bench/upstream_limits.sh [rounds]
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-5}
+bucket='[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "token_bucket"
+limit = 1000000
+window = "1s"
+headers = "none"'
+learn='learn_limits = true
+learn_bucket = "/_test/limited/{name}"
+learn_max_delay = "5s"'
+
+echo_port=$(free_port); start_echo "$echo_port"
+declare -A port
+port[learned]=$(free_port); TOLLGATE_UPSTREAM_OPTIONS=$learn start_tollgate "${port[learned]}" "$echo_port"
+port[token_bucket]=$(free_port); start_tollgate "${port[token_bucket]}" "$echo_port" "$bucket"
+BENCH_PATH="/_test/limited/open?limit=1000000000&window=1000" run_rounds "$rounds" learned token_bucket
+
+# The partner's limit, reached: 500 per 1000 ms.
+limited=$(run_wrk "http://127.0.0.1:${port[learned]}/_test/limited/tight?limit=500&window=1000")
+stats=$(curl -s "http://127.0.0.1:$echo_port/_test/partner-stats")
+served=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tight"]["served"])' "$stats")
+refused=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tight"]["refused"])' "$stats")
+most=$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["tight"]["max_in_window"])' "$stats")
+
+report=$WORK/report.md
+{
+  echo "## Upstream protection: learned limits (bench/upstream_limits.sh)"
+  echo
+  echo "\`bench/upstream_limits.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians; one worker each; both in front of the same partner path."
+  echo
+  echo "| tollgate in front of the partner | req/s | p50 ms | p99 ms |"
+  echo "|---|---:|---:|---:|"
+  echo "| learn_limits (limit never reached) | $(col learned 1) | $(col learned 2) | $(col learned 3) |"
+  echo "| plain token_bucket rule | $(col token_bucket 1) | $(col token_bucket 2) | $(col token_bucket 3) |"
+  echo
+  echo "learned ÷ token bucket: $(awk -v a="$(col learned 1)" -v b="$(col token_bucket 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned 2)" -v b="$(col token_bucket 2)" 'BEGIN { printf "%.3f", a / b }')× (goal: within 5%)."
+  echo
+  echo "Partner limit of 500 per second, wrk for ${WRK_DURATION:-5s} with ${WRK_CONNECTIONS:-64} connections through tollgate: the partner served $served requests and refused $refused (goal: 0 beyond the first learning answer); the most it served in one window: $most (its limit: 500). Client view: $(awk '{ print $1 " req/s, " $4 " non-2xx (tollgate held requests up to learn_max_delay, then answered 429)" }' <<<"$limited")."
+} > "$report"
+cat "$report"
+write_results upstream_limits "$report"
