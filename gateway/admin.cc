@@ -12,14 +12,19 @@ constexpr auto kAdminTimeout = std::chrono::seconds(10);
 constexpr std::uint32_t kAdminHeaderLimit = 8 * 1024;
 constexpr std::uint64_t kAdminBodyLimit = 64 * 1024;
 
-http::response<http::string_body> JsonResponse(http::status status, std::string body) {
+http::response<http::string_body> Response(http::status status, std::string_view content_type,
+                                           std::string body) {
   http::response<http::string_body> res{status, 11};
   res.set(http::field::server, "tollgate");
-  res.set(http::field::content_type, "application/json");
+  res.set(http::field::content_type, content_type);
   res.set(http::field::cache_control, "no-store");
   res.body() = std::move(body);
   res.prepare_payload();
   return res;
+}
+
+http::response<http::string_body> JsonResponse(http::status status, std::string body) {
+  return Response(status, "application/json", std::move(body));
 }
 
 }  // namespace
@@ -98,26 +103,18 @@ http::response<http::string_body> AdminServer::Handle(const http::request<http::
                                     ready ? "ready" : "not_ready", r.store_json));
   }
   if (path == "/metrics" && handlers_.metrics) {
-    http::response<http::string_body> res{http::status::ok, 11};
-    res.set(http::field::content_type, "text/plain; version=0.0.4; charset=utf-8");
-    res.body() = handlers_.metrics();
-    res.prepare_payload();
-    return res;
+    return Response(http::status::ok, "text/plain; version=0.0.4; charset=utf-8",
+                    handlers_.metrics());
   }
   if (path == "/status.json" && handlers_.status) {
     return JsonResponse(http::status::ok, handlers_.status());
   }
   if (path == "/" && handlers_.status) {
-    http::response<http::string_body> res{http::status::ok, 11};
-    res.set(http::field::server, "tollgate");
-    res.set(http::field::content_type, "text/html; charset=utf-8");
-    res.set(http::field::cache_control, "no-store");
+    auto res = Response(http::status::ok, "text/html; charset=utf-8", std::string(kStatusPage));
     // The page is self-contained: nothing else may load into it.
     res.set("Content-Security-Policy",
             "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; "
             "connect-src 'self'");
-    res.body() = std::string(kStatusPage);
-    res.prepare_payload();
     return res;
   }
   return MakeErrorResponse(http::status::not_found, "not_found", "no such admin endpoint");

@@ -22,6 +22,15 @@ void Record(const LimitContext& context, const rules::RuleConfig& rule, Decision
   context.metrics->RecordDecision((*context.rule_ids)[&rule - context.rules_base], kind);
 }
 
+// A decision about `hit`'s key; one that is not kAllowed (limited, delayed,
+// dry_run) also counts for the top limited keys.
+void Record(const LimitContext& context, const rules::RuleHit& hit, DecisionKind kind) {
+  Record(context, *hit.rule, kind);
+  if (kind != DecisionKind::kAllowed && context.metrics != nullptr) {
+    context.metrics->RecordLimitedKey(hit.key);
+  }
+}
+
 DecisionKind KindOf(bool allowed, rules::RuleAction action) {
   if (allowed) return DecisionKind::kAllowed;
   if (action == rules::RuleAction::kDelay) return DecisionKind::kDelayed;
@@ -147,8 +156,7 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
       continue;
     }
     outcome.log += DecisionWord(d.allowed, rule.action);
-    Record(context, rule, KindOf(d.allowed, rule.action));
-    if (!d.allowed && context.metrics != nullptr) context.metrics->RecordLimitedKey(hit.key);
+    Record(context, hit, KindOf(d.allowed, rule.action));
     if (batch.result(i).status != store::StoreStatus::kOk) outcome.log += "(local)";
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
@@ -186,13 +194,12 @@ const rules::RuleConfig* AcquireInflight(const LimitContext& context,
     outcome.log += hit.rule->name;
     if (!place) {
       outcome.log += ":limited";
-      Record(context, *hit.rule, DecisionKind::kLimited);
-      if (context.metrics != nullptr) context.metrics->RecordLimitedKey(hit.key);
+      Record(context, hit, DecisionKind::kLimited);
       outcome.inflight.clear();
       return hit.rule;
     }
     outcome.log += ":allowed";
-    Record(context, *hit.rule, DecisionKind::kAllowed);
+    Record(context, hit, DecisionKind::kAllowed);
     outcome.inflight.push_back(std::move(*place));
   }
   return nullptr;

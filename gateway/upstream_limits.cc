@@ -5,6 +5,8 @@
 #include <cmath>
 #include <optional>
 
+#include "gateway/ratelimit.h"
+
 namespace tollgate::gateway {
 namespace {
 
@@ -38,39 +40,36 @@ std::int64_t SecondsToMs(double seconds) {
   return static_cast<std::int64_t>(std::ceil(std::min(seconds, 1e9) * 1000));
 }
 
-std::string_view Field(const http::fields& fields, std::string_view name) {
-  const auto it = fields.find(name);
-  return it == fields.end() ? std::string_view() : std::string_view(it->value());
-}
-
 }  // namespace
 
 algorithms::LearnedFacts ReadLearnedFacts(unsigned status, const http::fields& fields,
                                           std::int64_t unix_ms) {
+  const FieldsLookup lookup(fields);
+  const auto field = [&](std::string_view name) { return lookup.Get(name); };
   algorithms::LearnedFacts facts;
-  std::optional<double> limit = LeadingNumber(Field(fields, "X-RateLimit-Limit"));
-  if (!limit) limit = Parameter(Field(fields, "RateLimit-Policy"), "q");
-  if (!limit) limit = LeadingNumber(Field(fields, "RateLimit-Policy"));
-  if (!limit) limit = LeadingNumber(Field(fields, "RateLimit-Limit"));
+  std::optional<double> limit = LeadingNumber(field("X-RateLimit-Limit"));
+  if (!limit) limit = Parameter(field("RateLimit-Policy"), "q");
+  if (!limit) limit = LeadingNumber(field("RateLimit-Policy"));
+  if (!limit) limit = LeadingNumber(field("RateLimit-Limit"));
   if (limit && *limit >= 1) facts.limit = static_cast<std::int64_t>(*limit);
 
-  if (auto after = LeadingNumber(Field(fields, "X-RateLimit-Reset-After"))) {
+  if (auto after = LeadingNumber(field("X-RateLimit-Reset-After"))) {
     facts.reset_after_ms = SecondsToMs(*after);
-  } else if (auto reset = LeadingNumber(Field(fields, "X-RateLimit-Reset"))) {
+  } else if (auto reset = LeadingNumber(field("X-RateLimit-Reset"))) {
     facts.reset_after_ms = *reset > 1e9 ? std::max<std::int64_t>(0, SecondsToMs(*reset) - unix_ms)
                                         : SecondsToMs(*reset);
-  } else if (auto t = Parameter(Field(fields, "RateLimit"), "t")) {
+  } else if (auto t = Parameter(field("RateLimit"), "t")) {
     facts.reset_after_ms = SecondsToMs(*t);
-  } else if (auto r = LeadingNumber(Field(fields, "RateLimit-Reset"))) {
+  } else if (auto r = LeadingNumber(field("RateLimit-Reset"))) {
     facts.reset_after_ms = SecondsToMs(*r);
   }
 
-  const std::optional<double> retry_after = LeadingNumber(Field(fields, "Retry-After"));
+  const std::optional<double> retry_after = LeadingNumber(field("Retry-After"));
   if (status == 429 || (status == 503 && retry_after)) {
     facts.limited = true;
     if (retry_after) facts.retry_after_ms = SecondsToMs(*retry_after);
-    facts.global = beast::iequals(Field(fields, "X-RateLimit-Global"), "true") ||
-                   beast::iequals(Field(fields, "X-RateLimit-Scope"), "global");
+    facts.global = beast::iequals(field("X-RateLimit-Global"), "true") ||
+                   beast::iequals(field("X-RateLimit-Scope"), "global");
   }
   return facts;
 }

@@ -31,6 +31,8 @@ void AppendBounded(std::string_view value, std::string& out) {
   AppendFingerprint(value, 16, out);
 }
 
+// A part's kind as configured: "ip", "user", ... ("header:" before the
+// header's name).
 std::string_view PartName(const KeyPart& part) {
   switch (part.kind) {
     case KeyPartKind::kIp:
@@ -170,26 +172,8 @@ std::string RuleConfig::KeyKind() const {
   std::string out;
   for (const KeyPart& part : key) {
     if (!out.empty()) out += '+';
-    switch (part.kind) {
-      case KeyPartKind::kIp:
-        out += "ip";
-        break;
-      case KeyPartKind::kUser:
-        out += "user";
-        break;
-      case KeyPartKind::kRole:
-        out += "role";
-        break;
-      case KeyPartKind::kGlobal:
-        out += "global";
-        break;
-      case KeyPartKind::kRoute:
-        out += "route";
-        break;
-      case KeyPartKind::kHeader:
-        out += "header:" + part.header;
-        break;
-    }
+    out += PartName(part);
+    if (part.kind == KeyPartKind::kHeader) out += part.header;
   }
   return out;
 }

@@ -30,7 +30,7 @@ TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) {
   std::string config = BasicConfig(
       "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
       "window = \"1m\"\n");
-  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  config = WithEchoPort(config, echo->port());
   const std::string file = dir.Write("tollgate.toml", config);
   Process gateway({TOLLGATE_BINARY, "--config", file});
   const std::uint16_t port = WaitForPort(gateway);
@@ -58,7 +58,7 @@ TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   auto echo = StartEcho();
   TempDir dir;
   std::string config = BasicConfig();
-  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  config = WithEchoPort(config, echo->port());
   const std::string file = dir.Write("tollgate.toml", config);
   Process gateway({TOLLGATE_BINARY, "--config", file});
   const std::uint16_t port = WaitForPort(gateway);

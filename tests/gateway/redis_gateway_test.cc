@@ -107,7 +107,7 @@ TEST(RedisGateway, WrongPasswordIsAClearStartupError) {
   RedisServer redis("s3cret");
   std::string toml = RedisConfig(redis, "deny", kThreePerHour);
   toml.replace(toml.find("s3cret"), 6, "wrong!");
-  toml.replace(toml.find("{ECHO}"), 6, "1");
+  toml = WithEchoPort(toml, 1);
   rules::LoadResult loaded = rules::LoadConfigText(toml, "test.toml");
   ASSERT_TRUE(loaded.config);
   store::ManualClock clock;
@@ -140,7 +140,7 @@ limit = 25
 window = "1h"
 )");
   config.replace(config.find("threads = 1"), 11, "threads = 2");
-  config.replace(config.find("{ECHO}"), 6, std::to_string(echo->port()));
+  config = WithEchoPort(config, echo->port());
   config.replace(config.find("timeout = \"50ms\""), 16, "timeout = \"2s\"");
   TempDir dir;
   const std::string file = dir.Write("tollgate.toml", config);

@@ -28,9 +28,7 @@ window = "1m"
 )";
 
 std::shared_ptr<const rules::Config> Parse(const std::string& toml, std::uint16_t echo_port) {
-  std::string text = toml;
-  text.replace(text.find("{ECHO}"), 6, std::to_string(echo_port));
-  rules::LoadResult r = rules::LoadConfigText(text, "reload.toml");
+  rules::LoadResult r = rules::LoadConfigText(WithEchoPort(toml, echo_port), "reload.toml");
   for (const auto& e : r.errors) ADD_FAILURE() << e.ToString();
   return std::make_shared<const rules::Config>(*r.config);
 }

@@ -24,9 +24,8 @@ namespace {
 namespace json = boost::json;
 
 rules::Config LoadConfig(const std::string& extra) {
-  std::string text = BasicConfig(extra);
-  text.replace(text.find("{ECHO}"), 6, "9");
-  rules::LoadResult loaded = rules::LoadConfigText(text, "status.toml");
+  rules::LoadResult loaded =
+      rules::LoadConfigText(WithEchoPort(BasicConfig(extra), 9), "status.toml");
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.ToString();
   return std::move(*loaded.config);
 }

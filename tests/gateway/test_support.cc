@@ -80,11 +80,16 @@ upstream = "api"
 )" + extra;
 }
 
-TestGateway::TestGateway(std::string toml, std::uint16_t echo_port, TestClock clock) {
+std::string WithEchoPort(std::string toml, std::uint16_t port) {
   for (std::size_t at; (at = toml.find("{ECHO}")) != std::string::npos;) {
-    toml.replace(at, 6, std::to_string(echo_port));
+    toml.replace(at, 6, std::to_string(port));
   }
-  rules::LoadResult loaded = rules::LoadConfigText(toml, "test.toml");
+  return toml;
+}
+
+TestGateway::TestGateway(std::string toml, std::uint16_t echo_port, TestClock clock) {
+  rules::LoadResult loaded =
+      rules::LoadConfigText(WithEchoPort(std::move(toml), echo_port), "test.toml");
   for (const auto& e : loaded.errors) ADD_FAILURE() << e.ToString();
   if (!loaded.config) std::abort();
   std::string error;

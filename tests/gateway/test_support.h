@@ -60,6 +60,10 @@ class TestGateway {
   std::unique_ptr<gateway::Server> server_;
 };
 
+// `toml` with every "{ECHO}" replaced by `port` (the echo upstream's, or
+// any port for a configuration that is only loaded).
+std::string WithEchoPort(std::string toml, std::uint16_t port);
+
 // Minimal proxy config: one plain listener on a free port, no access log,
 // one upstream "api" = the echo server, route "/" to it. `extra` is appended.
 std::string BasicConfig(const std::string& extra = "");

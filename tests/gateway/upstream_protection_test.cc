@@ -15,26 +15,13 @@ namespace {
 
 namespace json = boost::json;
 
+// BasicConfig on two threads, with `upstream_options` added to its upstream.
 std::string Config(const std::string& upstream_options, const std::string& rules = "") {
-  return R"(
-[server]
-threads = 2
-[[listeners]]
-address = "127.0.0.1:0"
-[admin]
-address = "127.0.0.1:0"
-[log]
-access = "off"
-[[upstreams]]
-name = "partner"
-servers = ["127.0.0.1:{ECHO}"]
-)" + upstream_options +
-         R"(
-[[routes]]
-name = "partner"
-path_prefix = "/"
-upstream = "partner"
-)" + rules;
+  std::string text = BasicConfig(rules);
+  text.replace(text.find("threads = 1"), 11, "threads = 2");
+  const std::string servers = "servers = [\"127.0.0.1:{ECHO}\"]\n";
+  text.insert(text.find(servers) + servers.size(), upstream_options);
+  return text;
 }
 
 json::object PartnerStats(std::uint16_t echo_port) {
@@ -232,8 +219,7 @@ key = "ip"
 max_inflight = 2
 algorithm = "fixed_window"
 )");
-  text.replace(text.find("{ECHO}"), 6, "9");
-  rules::LoadResult r = rules::LoadConfigText(text, "t.toml");
+  rules::LoadResult r = rules::LoadConfigText(WithEchoPort(text, 9), "t.toml");
   ASSERT_EQ(r.errors.size(), 2u);
   EXPECT_NE(r.errors[0].ToString().find("\"learn_bucket\" needs learn_limits = true"),
             std::string::npos);
