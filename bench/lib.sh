@@ -107,6 +107,16 @@ TOML
   wait_port "$port"
 }
 
+# A per-IP token bucket that lets everything through (headers off): the
+# cost of a rate-limit decision on every request, without any 429.
+PASS_ALL_RULE='[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "token_bucket"
+limit = 1000000
+window = "1s"
+headers = "none"'
+
 # A throwaway redis-server on $1 (no persistence).
 start_redis() {
   redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &

@@ -6,18 +6,11 @@
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rounds=${1:-5}
-rule='[[rules]]
-name = "per-ip"
-key = "ip"
-algorithm = "token_bucket"
-limit = 1000000
-window = "1s"
-headers = "none"'
 
 echo_port=$(free_port); start_echo "$echo_port"
 declare -A port
-port[on]=$(free_port); TOLLGATE_METRICS=true start_tollgate "${port[on]}" "$echo_port" "$rule"
-port[off]=$(free_port); TOLLGATE_METRICS=false start_tollgate "${port[off]}" "$echo_port" "$rule"
+port[on]=$(free_port); TOLLGATE_METRICS=true start_tollgate "${port[on]}" "$echo_port" "$PASS_ALL_RULE"
+port[off]=$(free_port); TOLLGATE_METRICS=false start_tollgate "${port[off]}" "$echo_port" "$PASS_ALL_RULE"
 run_rounds "$rounds" on off
 report=$WORK/report.md
 {
