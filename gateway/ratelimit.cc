@@ -185,24 +185,26 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
   return outcome;
 }
 
-const rules::RuleConfig* AcquireInflight(const LimitContext& context,
-                                         std::span<const rules::RuleHit> hits,
-                                         store::InflightTable& table, LimitOutcome& outcome) {
-  for (const rules::RuleHit& hit : hits) {
-    std::optional<store::InflightGuard> place = table.TryAcquire(hit.key, hit.rule->max_inflight);
-    if (!outcome.log.empty()) outcome.log += ',';
-    outcome.log += hit.rule->name;
-    if (!place) {
-      outcome.log += ":limited";
-      Record(context, hit, DecisionKind::kLimited);
-      outcome.inflight.clear();
-      return hit.rule;
-    }
-    outcome.log += ":allowed";
-    Record(context, hit, DecisionKind::kAllowed);
-    outcome.inflight.push_back(std::move(*place));
+void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
+                  LimitOutcome& outcome) {
+  if (!outcome.log.empty()) outcome.log += ',';
+  outcome.log += hit.rule->name;
+  outcome.log += admitted ? ":allowed" : ":limited";
+  Record(context, hit, admitted ? DecisionKind::kAllowed : DecisionKind::kLimited);
+}
+
+void CountCall::OnCount(const store::CountResult& result) {
+  result_ = result;
+  done_ = true;
+  timer_.cancel();
+}
+
+Task<store::CountResult> CountCall::Wait() {
+  while (!done_) {
+    timer_.expires_at(Timer::time_point::max());
+    co_await timer_.async_wait(kUseTuple);
   }
-  return nullptr;
+  co_return result_;
 }
 
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,

@@ -13,6 +13,7 @@
 #include "gateway/net.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
+#include "store/coordinator.h"
 #include "store/inflight.h"
 #include "store/local_store.h"
 #include "store/store.h"
@@ -102,13 +103,27 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
 algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
                                      const store::StoreResult& result, bool& error);
 
-// Step 3, for a request the rate rules let through: a place in `table` for
-// each concurrency rule in `hits` (max_inflight per key), kept in
-// `outcome.inflight`. Returns the rule that refused (its places are given
-// back at once), or null when every rule admitted the request.
-const rules::RuleConfig* AcquireInflight(const LimitContext& context,
-                                         std::span<const rules::RuleHit> hits,
-                                         store::InflightTable& table, LimitOutcome& outcome);
+// Step 3, for a request the rate rules let through: whether concurrency rule
+// `hit` (max_inflight) gave it a place; for the log and metrics.
+void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
+                  LimitOutcome& outcome);
+
+// One Coordinator call awaited by a request: pass it as the call's sink,
+// then Wait(). The answer may come inline or later on this thread.
+class CountCall final : public store::CountSink {
+ public:
+  explicit CountCall(const Executor& executor) : timer_(executor) {}
+  CountCall(const CountCall&) = delete;
+  CountCall& operator=(const CountCall&) = delete;
+  void OnCount(const store::CountResult& result) override;
+  // Resumes once answered.
+  Task<store::CountResult> Wait();
+
+ private:
+  bool done_ = false;
+  store::CountResult result_;
+  Timer timer_;
+};
 
 // How long a delayed request waits before it is decided again. For
 // fixed_window (one window), the delayed-queue estimate of the spec: with

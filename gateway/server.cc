@@ -13,6 +13,7 @@
 #include "gateway/status.h"
 #include "gateway/worker.h"
 #include "store/local_store.h"
+#include "store/redis_coordinator.h"
 #include "store/redis_store.h"
 
 namespace tollgate::gateway {
@@ -44,9 +45,8 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
-  store::InflightTable inflight_rules;
+  store::LocalCoordinator coordinator;
   store::InflightTable inflight_upstreams;
-  store::LearnedLimits learned_limits;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
   std::atomic<std::shared_ptr<const GatewayState>> state;
@@ -119,9 +119,8 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->clock = clock;
   state->local_store = store.get();
   state->waiting_room = waiting_room.get();
-  state->inflight_rules = &inflight_rules;
+  state->local_coordinator = &coordinator;
   state->inflight_upstreams = &inflight_upstreams;
-  state->learned_limits = &learned_limits;
   state->access_log = access_log.get();
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
@@ -220,10 +219,13 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     auto worker = std::make_unique<Worker>(*impl, i);
     if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
-      worker->SetStore(std::make_unique<store::RedisStore>(worker->io(), store_config.redis,
-                                                           impl->redis_health));
+      auto redis = std::make_unique<store::RedisStore>(worker->io(), store_config.redis,
+                                                       impl->redis_health);
+      worker->SetCoordinator(std::make_unique<store::RedisCoordinator>(*redis));
+      worker->SetStore(std::move(redis));
     } else {
       worker->SetStore(impl->store.get());
+      worker->SetCoordinator(&impl->coordinator);
     }
     impl->workers.push_back(std::move(worker));
   }

@@ -49,6 +49,9 @@ namespace {
 // write; larger or chunked bodies are streamed through the relay buffer.
 constexpr std::uint64_t kBufferedBody = 64 * 1024;
 constexpr std::uint32_t kUpstreamHeaderLimit = 64 * 1024;
+// Waiting-room keys of requests waiting for an upstream place; rule keys
+// start with the rule's name, never with the separator.
+constexpr std::string_view kUpstreamWaitingPrefix = "\x1fupstream\x1f";
 
 bool IsStaleConnectionError(const ErrorCode& ec) {
   return ec == http::error::end_of_stream || ec == asio::error::eof ||
@@ -303,17 +306,130 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
   }
   if (!evaluation_.inflight.empty()) {
     // Places are taken after any wait: a held request does not occupy one.
-    if (const rules::RuleConfig* refused =
-            AcquireInflight(context, evaluation_.inflight, *state.inflight_rules, outcome)) {
-      ex.ratelimit = outcome.log;
-      if (!head.is_done()) ex.close = true;
+    const rules::RuleConfig* refused = nullptr;
+    const Place place = co_await AcquirePlaces(context, outcome, refused);
+    ex.ratelimit = outcome.log;
+    if (place != Place::kAdmitted && !head.is_done()) ex.close = true;
+    if (place == Place::kStoreDown) {
+      co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
+                          "the rate-limit store is unavailable", 1);
+      co_return std::nullopt;
+    }
+    if (place == Place::kRefused) {
       co_await ReplyError(ex, static_cast<http::status>(refused->status), "too_many_inflight",
                           "too many requests of this client are in flight", 1);
       co_return std::nullopt;
     }
-    ex.ratelimit = outcome.log;
   }
   co_return outcome;
+}
+
+Task<store::CountResult> Session::Coordinate(const LimitContext& context, CoordinatorCall call) {
+  const Executor executor = co_await asio::this_coro::executor;
+  store::Coordinator& coordinator = worker_.coordinator();
+  store::CountResult result;
+  {
+    CountCall answer(executor);
+    call(coordinator, answer);
+    result = co_await answer.Wait();
+  }
+  if (result.status == store::StoreStatus::kOk) co_return result;
+  if (context.metrics != nullptr) {
+    context.metrics->RecordStoreError(context.store_kind,
+                                      result.status == store::StoreStatus::kTimeout
+                                          ? StoreErrorKind::kTimeout
+                                      : result.status == store::StoreStatus::kUnavailable
+                                          ? StoreErrorKind::kUnavailable
+                                          : StoreErrorKind::kError);
+    context.metrics->RecordFallback(context.on_error);
+  }
+  store::LocalCoordinator& local = *generation_->state->local_coordinator;
+  if (context.on_error == rules::StoreFailurePolicy::kLocal && &coordinator != &local) {
+    CountCall answer(executor);
+    call(local, answer);
+    result = co_await answer.Wait();
+  }
+  co_return result;
+}
+
+Task<bool> Session::PlaceBackoff(std::int64_t deadline_ms, int& attempt) {
+  const std::int64_t left = deadline_ms - generation_->state->clock->NowMs();
+  if (left <= 0) co_return false;
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor, Ms(std::min<std::int64_t>(left, std::int64_t{1} << std::min(attempt, 5))));
+  ++attempt;
+  co_await timer.async_wait(kUseTuple);
+  co_return true;
+}
+
+Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOutcome& outcome,
+                                            const rules::RuleConfig*& refused) {
+  const GatewayState& state = *generation_->state;
+  for (const rules::RuleHit& hit : evaluation_.inflight) {
+    const rules::RuleConfig& rule = *hit.rule;
+    const std::int64_t deadline = state.clock->NowMs() + rule.max_delay_ms;
+    std::optional<WaitingRoom::Ticket> waiting;  // held while this request waits
+    std::optional<DelayedGauge> gauge;
+    for (int attempt = 0;;) {
+      store::InflightGuard place;
+      const store::CountResult got =
+          co_await Coordinate(context, [&](store::Coordinator& c, store::CountSink& sink) {
+            c.AcquirePlace(hit.key, rule.max_inflight, context.store_now_ms, place, sink);
+          });
+      if (got.status != store::StoreStatus::kOk) {
+        if (context.on_error == rules::StoreFailurePolicy::kDeny) {
+          outcome.inflight.clear();
+          co_return Place::kStoreDown;
+        }
+        NoteInflight(context, hit, true, outcome);  // on_error = "allow": no place to count
+        break;
+      }
+      if (got.value == 1) {
+        NoteInflight(context, hit, true, outcome);
+        outcome.inflight.push_back(std::move(place));
+        break;
+      }
+      if (!waiting && rule.max_delay_ms > 0) {
+        std::size_t before = 0;
+        waiting = state.waiting_room->Enter(hit.key, static_cast<std::size_t>(rule.max_waiting),
+                                            before);
+        if (waiting) gauge.emplace(worker_.metrics());
+      }
+      bool again = false;
+      if (waiting) again = co_await PlaceBackoff(deadline, attempt);
+      if (!again) {
+        NoteInflight(context, hit, false, outcome);
+        outcome.inflight.clear();  // the places already taken go back at once
+        refused = &rule;
+        co_return Place::kRefused;
+      }
+    }
+  }
+  co_return Place::kAdmitted;
+}
+
+Task<std::optional<store::InflightGuard>> Session::AcquireUpstreamPlace(
+    const rules::UpstreamConfig& upstream) {
+  const GatewayState& state = *generation_->state;
+  const std::int64_t deadline = state.clock->NowMs() + upstream.max_connections_delay_ms;
+  std::optional<WaitingRoom::Ticket> waiting;
+  std::optional<DelayedGauge> gauge;
+  for (int attempt = 0;;) {
+    std::optional<store::InflightGuard> place =
+        state.inflight_upstreams->TryAcquire(upstream.name, upstream.max_connections);
+    if (place) co_return place;
+    if (!waiting && upstream.max_connections_delay_ms > 0) {
+      std::size_t before = 0;
+      // Bounded by the process's waiting room only: an upstream has one key.
+      waiting = state.waiting_room->Enter(std::string(kUpstreamWaitingPrefix) + upstream.name,
+                                          static_cast<std::size_t>(config_->limits.max_waiting),
+                                          before);
+      if (waiting) gauge.emplace(worker_.metrics());
+    }
+    bool again = false;
+    if (waiting) again = co_await PlaceBackoff(deadline, attempt);
+    if (!again) co_return std::nullopt;
+  }
 }
 
 void Session::PrepareReject(const rules::RuleConfig& rule, const algorithms::Decision& decision,
@@ -331,13 +447,19 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
   const std::int64_t start = clock.NowMs();
   std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
   std::int64_t wait = 0;
-  std::vector<WaitingRoom::Ticket> tickets;  // places held until this function returns
-  for (const DelayedHit& d : outcome.delayed) {
+  // Places held until this function returns: in this process's waiting room
+  // (its bound) and in the key's waiting line (shared with other gateways
+  // on Redis: it spreads their waiting requests over later windows too).
+  std::vector<WaitingRoom::Ticket> tickets;
+  std::vector<store::InflightGuard> lines(outcome.delayed.size());
+  const LimitContext line_context = MakeLimitContext(state);
+  for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
+    const DelayedHit& d = outcome.delayed[i];
     const rules::RuleConfig& rule = *d.hit->rule;
     deadline = std::min(deadline, start + rule.max_delay_ms);
-    std::size_t queued = 0;
-    std::optional<WaitingRoom::Ticket> ticket =
-        state.waiting_room->Enter(d.hit->key, static_cast<std::size_t>(rule.max_waiting), queued);
+    std::size_t local_queued = 0;
+    std::optional<WaitingRoom::Ticket> ticket = state.waiting_room->Enter(
+        d.hit->key, static_cast<std::size_t>(rule.max_waiting), local_queued);
     if (!ticket) {
       ex.error = "waiting_room_full";
       outcome.shown = &rule;
@@ -345,7 +467,15 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
       co_return Turn::kRejected;
     }
     tickets.push_back(std::move(*ticket));
-    wait = std::max(wait, DelayFor(rule, d.decision, queued, start));
+    const store::CountResult queued =
+        co_await Coordinate(line_context, [&](store::Coordinator& c, store::CountSink& sink) {
+          c.EnterQueue(d.hit->key, rule.max_delay_ms + 1000, lines[i], sink);
+        });
+    // Without an answer, this process's own count is the estimate.
+    const std::size_t before = queued.status == store::StoreStatus::kOk
+                                   ? static_cast<std::size_t>(std::max<std::int64_t>(0, queued.value))
+                                   : local_queued;
+    wait = std::max(wait, DelayFor(rule, d.decision, before, start));
   }
   // (GCC 12 also mishandles co_await inside a constructor's arguments.)
   const Executor executor = co_await asio::this_coro::executor;
@@ -399,14 +529,24 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
 Task<bool> Session::WaitForUpstreamLimit(const rules::UpstreamConfig& upstream,
                                          const std::string& bucket, Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
-  store::LearnedLimits& learned = *generation_->state->learned_limits;
+  const LimitContext context = MakeLimitContext(*generation_->state);
   const std::int64_t deadline = clock.NowMs() + upstream.learn_max_delay_ms;
   const Executor executor = co_await asio::this_coro::executor;
   Timer timer(executor);
   std::optional<DelayedGauge> gauge;
   for (;;) {
     const std::int64_t now = clock.NowMs();
-    const std::int64_t wait = learned.Check(upstream.name, bucket, now);
+    const store::CountResult checked =
+        co_await Coordinate(context, [&](store::Coordinator& c, store::CountSink& sink) {
+          c.CheckLearned(upstream.name, bucket, now, sink);
+        });
+    if (checked.status != store::StoreStatus::kOk) {
+      if (context.on_error != rules::StoreFailurePolicy::kDeny) co_return true;
+      co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
+                          "the rate-limit store is unavailable", 1);
+      co_return false;
+    }
+    const std::int64_t wait = checked.value;
     if (wait == 0) co_return true;
     if (now + wait > deadline) {
       // The upstream would refuse it: answer for it, as it would.
@@ -482,8 +622,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
   std::optional<store::InflightGuard> upstream_place;
   if (upstream.max_connections > 0) {
-    upstream_place =
-        generation_->state->inflight_upstreams->TryAcquire(upstream.name, upstream.max_connections);
+    upstream_place = co_await AcquireUpstreamPlace(upstream);
     if (!upstream_place) {
       ex.close = ex.close || !buffered;  // an unread body would be taken for the next request
       co_await ReplyError(ex, static_cast<http::status>(upstream.max_connections_status),
@@ -624,9 +763,16 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   // The response as the client sees it.
   auto& res = res_head->get();
   if (upstream.learn_limits) {
-    generation_->state->learned_limits->Learn(
-        upstream.name, learned_bucket, ReadLearnedFacts(res.result_int(), res, clock.UnixMs()),
-        clock.NowMs());
+    const algorithms::LearnedFacts facts = ReadLearnedFacts(res.result_int(), res, clock.UnixMs());
+    const std::int64_t now = clock.NowMs();
+    store::Coordinator& local = *generation_->state->local_coordinator;
+    worker_.coordinator().Learn(upstream.name, learned_bucket, facts, now);
+    // The local fallback of a shared store learns too: it decides while the
+    // shared one cannot.
+    if (&worker_.coordinator() != &local &&
+        config_->store.on_error == rules::StoreFailurePolicy::kLocal) {
+      local.Learn(upstream.name, learned_bucket, facts, now);
+    }
   }
   bool upstream_reusable = res.keep_alive();
   const bool res_chunked = res_head->chunked();

@@ -3,6 +3,7 @@
 // Lives on one worker thread; owned by its coroutine (see Worker).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -43,6 +44,24 @@ class Session {
   // be refused (up to learn_max_delay); false once it was answered 429.
   Task<bool> WaitForUpstreamLimit(const rules::UpstreamConfig& upstream, const std::string& bucket,
                                   Exchange& ex);
+  // Runs `call` on this worker's coordinator; a call it cannot answer is
+  // counted as a store error and, with on_error = "local", made again on
+  // the process's own coordinator.
+  using CoordinatorCall = std::function<void(store::Coordinator&, store::CountSink&)>;
+  Task<store::CountResult> Coordinate(const LimitContext& context, CoordinatorCall call);
+  enum class Place { kAdmitted, kRefused, kStoreDown };
+  // A place for each concurrency rule of the request (max_inflight), into
+  // outcome.inflight; a request beyond a rule's limit waits for one up to
+  // its max_delay. kRefused: `refused` says by which rule.
+  Task<Place> AcquirePlaces(const LimitContext& context, LimitOutcome& outcome,
+                            const rules::RuleConfig*& refused);
+  // A place towards `upstream` (max_connections), waiting up to its
+  // max_connections_delay; nullopt when none came.
+  Task<std::optional<store::InflightGuard>> AcquireUpstreamPlace(
+      const rules::UpstreamConfig& upstream);
+  // Sleeps before the next try for a place: 1 ms, doubling up to 32 ms, never
+  // past `deadline_ms`. False when the deadline has passed.
+  Task<bool> PlaceBackoff(std::int64_t deadline_ms, int& attempt);
   enum class Turn { kReady, kRejected, kClientGone };
   // Holds a request limited by delay rules until they allow it. kRejected:
   // it cannot be served within max_delay or the waiting room is full

@@ -10,6 +10,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 
 namespace tollgate::gateway {
 
@@ -22,7 +23,14 @@ class WaitingRoom {
     Ticket(Ticket&& other) noexcept : room_(other.room_), key_(std::move(other.key_)) {
       other.room_ = nullptr;
     }
-    Ticket& operator=(Ticket&&) = delete;
+    Ticket& operator=(Ticket&& other) noexcept {
+      if (this != &other) {
+        if (room_ != nullptr) room_->Leave(key_);
+        room_ = std::exchange(other.room_, nullptr);
+        key_ = std::move(other.key_);
+      }
+      return *this;
+    }
     ~Ticket() {
       if (room_ != nullptr) room_->Leave(key_);
     }

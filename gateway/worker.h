@@ -15,14 +15,12 @@
 #include "gateway/upstream_pool.h"
 #include "gateway/waiting_room.h"
 #include "rules/config.h"
-#include "store/inflight.h"
-#include "store/learned_limits.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"
 #include "rules/rule_set.h"
 #include "store/clock.h"
+#include "store/coordinator.h"
 #include "store/inflight.h"
-#include "store/learned_limits.h"
 #include "store/local_store.h"
 #include "store/store.h"
 
@@ -42,9 +40,11 @@ struct GatewayState {
   // Redis store (Worker::store()).
   store::LocalStore* local_store = nullptr;
   WaitingRoom* waiting_room = nullptr;  // likewise
-  store::InflightTable* inflight_rules = nullptr;      // likewise: max_inflight, by rule key
+  // Likewise: learned limits, max_inflight places and waiting lines of this
+  // process; with Redis the fallback of on_error = "local" (each worker has
+  // its own Redis coordinator, Worker::coordinator()).
+  store::LocalCoordinator* local_coordinator = nullptr;
   store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
-  store::LearnedLimits* learned_limits = nullptr;      // likewise: learn_limits
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,
@@ -92,6 +92,15 @@ class Worker {
     own_store_ = std::move(own);
     store_ = own_store_.get();
   }
+  // Where learned limits, in-flight places and waiting lines are kept:
+  // shared (not owned) or this worker's own, like the store. Call before
+  // serving.
+  store::Coordinator& coordinator() { return *coordinator_; }
+  void SetCoordinator(store::Coordinator* shared) { coordinator_ = shared; }
+  void SetCoordinator(std::unique_ptr<store::Coordinator> own) {
+    own_coordinator_ = std::move(own);
+    coordinator_ = own_coordinator_.get();
+  }
   std::size_t index() const { return index_; }
   // The current generation, rebuilt when the configuration changed.
   const std::shared_ptr<Generation>& Current();
@@ -128,6 +137,9 @@ class Worker {
   // destroys them.
   std::unique_ptr<store::Store> own_store_;
   store::Store* store_ = nullptr;
+  // Uses own_store_: declared after it, destroyed before it.
+  std::unique_ptr<store::Coordinator> own_coordinator_;
+  store::Coordinator* coordinator_ = nullptr;
   ThreadMetrics* metrics_ = nullptr;
 };
 

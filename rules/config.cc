@@ -179,6 +179,14 @@ void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
   if (auto s = r.Integer("max_connections_status", 400, 599)) {
     u.max_connections_status = static_cast<unsigned>(*s);
   }
+  if (auto d = r.DurationMs("max_connections_delay")) u.max_connections_delay_ms = *d;
+  if (u.max_connections == 0) {
+    for (const char* key : {"max_connections_status", "max_connections_delay"}) {
+      if (const toml::value* v = r.Find(key)) {
+        r.errors().Add(*v, fmt::format("\"{}\" needs max_connections", key));
+      }
+    }
+  }
   for (const UpstreamConfig& other : out) {
     if (!u.name.empty() && other.name == u.name) {
       r.errors().Add(*r.Find("name"), fmt::format("upstream \"{}\" is defined twice", u.name));

@@ -84,6 +84,9 @@ struct UpstreamConfig {
   // Requests in flight towards this upstream (all threads); 0: no cap.
   std::int64_t max_connections = 0;
   unsigned max_connections_status = 503;
+  // How long a request beyond max_connections waits for a place (0: refused
+  // at once); at most limits.max_waiting wait per upstream.
+  std::int64_t max_connections_delay_ms = 0;
 };
 
 struct RouteConfig {

@@ -57,8 +57,11 @@ struct RuleConfig {
   std::vector<WindowLabel> windows;               // parallel to limit->windows
   std::int64_t cost = 1;
   RuleAction action = RuleAction::kReject;
-  std::int64_t max_delay_ms = 0;   // kDelay: the longest a request is held
-  std::int64_t max_waiting = 100;  // kDelay: requests held at once per key
+  // kDelay, or a concurrency rule with a wait: the longest a request is held
+  // (0 for a concurrency rule: refused at once), and how many of one key
+  // may be held at once.
+  std::int64_t max_delay_ms = 0;
+  std::int64_t max_waiting = 100;
   unsigned status = 429;
   RateLimitHeaders headers = RateLimitHeaders::kAll;
 };

@@ -249,6 +249,7 @@ void ReadRedis(TableReader r, StoreConfig& out) {
   if (auto time = r.OneOf("time", {"server", "client"})) {
     redis.time = *time == "server" ? store::RedisTime::kServer : store::RedisTime::kClient;
   }
+  if (auto ms = r.DurationMs("inflight_ttl", 1)) redis.inflight_ttl_ms = *ms;
   r.Finish();
 }
 
@@ -304,7 +305,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     // A concurrency rule counts requests in flight: no algorithm or window.
     rule.max_inflight = *n;
     for (const char* key : {"algorithm", "limit", "window", "limits", "burst", "sub_windows",
-                            "nodelay", "cost", "action", "max_delay", "max_waiting", "headers"}) {
+                            "nodelay", "cost", "action", "headers"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning with max_inflight (a concurrency "
                                    "rule); put a rate limit in a rule of its own",
@@ -312,6 +313,14 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
       }
     }
     if (auto s = r.Integer("status", 400, 599)) rule.status = static_cast<unsigned>(*s);
+    // With max_delay a request beyond the limit waits for a place.
+    if (auto d = r.DurationMs("max_delay", 1)) rule.max_delay_ms = *d;
+    if (auto w = r.Integer("max_waiting", 1, 1'000'000)) {
+      rule.max_waiting = *w;
+      if (!r.Has("max_delay")) {
+        errors.Add(*r.Find("max_waiting"), "\"max_waiting\" needs \"max_delay\"");
+      }
+    }
     r.Finish();
     out.push_back(std::move(rule));
     return;

@@ -168,13 +168,8 @@ struct ShellWriter {
 
 }  // namespace
 
-std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
-                     std::size_t window) {
+void AppendEscapedKey(std::string_view key, std::string& out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
-  std::string out;
-  out.reserve(prefix.size() + key.size() + 24);
-  out.append(prefix);
-  out += '{';
   for (char ch : key) {
     const auto c = static_cast<unsigned char>(ch);
     if (SafeKeyByte(c)) {
@@ -186,6 +181,31 @@ std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_
       out.append(escaped, 3);
     }
   }
+}
+
+std::string RedisTaggedKey(std::string_view prefix, std::string_view tag, std::string_view middle,
+                           std::string_view suffix) {
+  std::string out;
+  out.reserve(prefix.size() + tag.size() + middle.size() + suffix.size() + 8);
+  out.append(prefix);
+  out += '{';
+  AppendEscapedKey(tag, out);
+  out += "}:";
+  if (!middle.empty()) {
+    AppendEscapedKey(middle, out);
+    out += ':';
+  }
+  out.append(suffix);
+  return out;
+}
+
+std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
+                     std::size_t window) {
+  std::string out;
+  out.reserve(prefix.size() + key.size() + 24);
+  out.append(prefix);
+  out += '{';
+  AppendEscapedKey(key, out);
   char tail[40] = "}:";
   for (int i = 0; i < 8; ++i) tail[2 + i] = "0123456789abcdef"[(fingerprint >> (28 - 4 * i)) & 15];
   tail[10] = ':';
@@ -291,7 +311,9 @@ class RedisStore::Connection {
   // Whether a decision may be sent now. While the circuit is open one probe
   // per breaker_open_ms goes through.
   bool Usable(std::int64_t now) {
-    if (ac_ == nullptr || pending_.size() >= shared_.options.max_pending) return false;
+    if (ac_ == nullptr || pending_.size() - setup_pending_ >= shared_.options.max_pending) {
+      return false;
+    }
     if (!open_) return true;
     if (now < open_until_) return false;
     open_until_ = now + shared_.options.breaker_open_ms;
@@ -299,21 +321,35 @@ class RedisStore::Connection {
   }
 
   void SendDecision(std::string command, DecisionSink& sink, std::int64_t deadline) {
-    if (!Send(command)) {
-      Complete(&sink, {StoreStatus::kUnavailable, {}});
+    Pending p{Kind::kDecide, &sink, nullptr, deadline, std::move(command)};
+    if (!Send(p.command)) {
+      Fail(p, StoreStatus::kUnavailable);
       return;
     }
-    pending_.push_back({Kind::kDecide, &sink, deadline, std::move(command)});
+    pending_.push_back(std::move(p));
+    ArmDeadline(deadline);
+  }
+
+  // `sink` null: nobody waits for the answer.
+  void SendCount(std::string command, CountSink* sink, std::int64_t deadline) {
+    Pending p{Kind::kCount, nullptr, sink, deadline, std::move(command)};
+    if (!Send(p.command)) {
+      Fail(p, StoreStatus::kUnavailable);
+      return;
+    }
+    pending_.push_back(std::move(p));
     ArmDeadline(deadline);
   }
 
  private:
-  enum class Kind : std::uint8_t { kDecide, kHandshake, kScriptLoad };
+  enum class Kind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad };
   struct Pending {
     Kind kind;
-    DecisionSink* sink;  // null once completed (timed out)
-    std::int64_t deadline;
-    std::string command;  // kDecide: resent after NOSCRIPT
+    DecisionSink* sink = nullptr;  // kDecide
+    CountSink* count = nullptr;    // kCount; null: nobody waits
+    std::int64_t deadline = 0;
+    std::string command;  // kDecide, kCount: resent after NOSCRIPT
+    bool done = false;    // completed (timed out): its reply is dropped
   };
 
   static void OnReply(redisAsyncContext*, void* reply, void* privdata) {
@@ -371,7 +407,8 @@ class RedisStore::Connection {
     const std::int64_t deadline = NowMs() + shared_.options.connect_timeout_ms;
     for (const std::string& command : shared_.handshake) {
       if (!Send(command)) return;
-      pending_.push_back({Kind::kHandshake, nullptr, deadline, {}});
+      pending_.push_back({Kind::kHandshake, nullptr, nullptr, deadline, {}});
+      ++setup_pending_;
     }
     SendScriptLoads(deadline);
     ArmDeadline(deadline);
@@ -380,7 +417,8 @@ class RedisStore::Connection {
   void SendScriptLoads(std::int64_t deadline) {
     for (const std::string& command : shared_.script_loads) {
       if (!Send(command)) return;
-      pending_.push_back({Kind::kScriptLoad, nullptr, deadline, {}});
+      pending_.push_back({Kind::kScriptLoad, nullptr, nullptr, deadline, {}});
+      ++setup_pending_;
     }
   }
 
@@ -391,10 +429,9 @@ class RedisStore::Connection {
 
   void HandleReply(redisReply* reply) {
     if (pending_.empty()) return;
-    Pending p = std::move(pending_.front());
-    pending_.pop_front();
+    Pending p = Pop();
     if (reply == nullptr) {
-      Complete(p.sink, {StoreStatus::kUnavailable, {}});
+      Fail(p, StoreStatus::kUnavailable);
       return;
     }
     if (!up_) {
@@ -415,18 +452,23 @@ class RedisStore::Connection {
       case Kind::kScriptLoad:
         return;
       case Kind::kDecide:
+      case Kind::kCount:
         break;
     }
     if (reply->type == REDIS_REPLY_ERROR && ErrorText(*reply).starts_with("NOSCRIPT")) {
       // SCRIPT FLUSH or a restarted Redis: load the scripts and send again.
       shared_.health.noscript.fetch_add(1, std::memory_order_relaxed);
-      if (p.sink == nullptr) return;
+      if (p.done) return;
       SendScriptLoads(p.deadline);
       if (!Send(p.command)) {
-        Complete(p.sink, {StoreStatus::kUnavailable, {}});
+        Fail(p, StoreStatus::kUnavailable);
         return;
       }
       pending_.push_back(std::move(p));
+      return;
+    }
+    if (p.kind == Kind::kCount) {
+      HandleCount(p, *reply);
       return;
     }
     StoreResult result;
@@ -441,7 +483,40 @@ class RedisStore::Connection {
     } else {
       Success();
     }
-    Complete(p.sink, result);
+    if (!p.done) Complete(p.sink, result);
+  }
+
+  void HandleCount(Pending& p, const redisReply& reply) {
+    if (reply.type != REDIS_REPLY_INTEGER) {
+      shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
+      if (reply.type == REDIS_REPLY_ERROR && !error_logged_) {
+        error_logged_ = true;
+        spdlog::error("redis: an upstream-protection script failed: {}", ErrorText(reply));
+      }
+      Failure(NowMs());
+      Fail(p, StoreStatus::kError);
+      return;
+    }
+    Success();
+    if (!p.done && p.count != nullptr) p.count->OnCount({StoreStatus::kOk, reply.integer});
+  }
+
+  Pending Pop() {
+    Pending p = std::move(pending_.front());
+    pending_.pop_front();
+    if (p.kind == Kind::kHandshake || p.kind == Kind::kScriptLoad) --setup_pending_;
+    return p;
+  }
+
+  // Completes `p` (once) with a failure.
+  void Fail(Pending& p, StoreStatus status) {
+    if (p.done) return;
+    p.done = true;
+    if (status == StoreStatus::kUnavailable) {
+      shared_.health.unavailable.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (p.kind == Kind::kDecide) p.sink->OnDecision({status, {}});
+    if (p.kind == Kind::kCount && p.count != nullptr) p.count->OnCount({status, 0});
   }
 
   void Complete(DecisionSink* sink, const StoreResult& result) {
@@ -454,9 +529,8 @@ class RedisStore::Connection {
 
   void FailAll(StoreStatus status) {
     while (!pending_.empty()) {
-      DecisionSink* sink = pending_.front().sink;
-      pending_.pop_front();
-      Complete(sink, {status, {}});
+      Pending p = Pop();
+      Fail(p, status);
     }
   }
 
@@ -559,20 +633,21 @@ class RedisStore::Connection {
     // By index: a sink may send another decision, which appends.
     for (std::size_t i = 0; i < pending_.size(); ++i) {
       Pending& p = pending_[i];
-      if (p.kind != Kind::kDecide) {
+      if (p.kind != Kind::kDecide && p.kind != Kind::kCount) {
         if (p.deadline <= now && !up_) handshake_overdue = true;
         continue;
       }
-      if (p.sink == nullptr) continue;
+      if (p.done) continue;
       if (p.deadline > now) {
         next = std::min(next, p.deadline);
         continue;
       }
-      DecisionSink* sink = p.sink;
-      p.sink = nullptr;
       shared_.health.timeouts.fetch_add(1, std::memory_order_relaxed);
       Failure(now);
-      Complete(sink, {StoreStatus::kTimeout, {}});
+      // A copy: the sink may send another command, which appends.
+      Pending overdue{p.kind, p.sink, p.count, p.deadline, {}, false};
+      p.done = true;
+      Fail(overdue, StoreStatus::kTimeout);
     }
     if (handshake_overdue) {
       Drop();
@@ -588,6 +663,7 @@ class RedisStore::Connection {
   asio::steady_timer retry_;  // reconnect backoff
   std::int64_t armed_for_ = std::numeric_limits<std::int64_t>::max();
   std::deque<Pending> pending_;
+  std::size_t setup_pending_ = 0;  // handshake and script loads in pending_: not bounded
   std::shared_ptr<char> life_ = std::make_shared<char>();  // handlers check it
   bool want_read_ = false;
   bool want_write_ = false;
@@ -613,15 +689,40 @@ RedisStore::RedisStore(asio::io_context& io, const RedisOptions& options, RedisH
 
 RedisStore::~RedisStore() = default;
 
+RedisStore::Connection* RedisStore::PickConnection(std::int64_t now) {
+  for (std::size_t i = 0; i < connections_.size(); ++i) {
+    Connection* c = connections_[next_++ % connections_.size()].get();
+    if (c->Usable(now)) return c;
+  }
+  shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
+  return nullptr;
+}
+
+const RedisOptions& RedisStore::options() const { return shared_->options; }
+
+void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> keys,
+                     std::initializer_list<std::string_view> args, CountSink* sink) {
+  const std::int64_t now = NowMs();
+  Connection* connection = PickConnection(now);
+  if (connection == nullptr) {
+    if (sink != nullptr) sink->OnCount({StoreStatus::kUnavailable, 0});
+    return;
+  }
+  std::string command;
+  RespWriter w(command);
+  w.Count(3 + keys.size() + args.size());
+  w.Arg("EVALSHA");
+  w.Arg(ScriptSha(static_cast<int>(script)));
+  w.Arg(static_cast<std::int64_t>(keys.size()));
+  for (std::string_view k : keys) w.Arg(k);
+  for (std::string_view a : args) w.Arg(a);
+  connection->SendCount(std::move(command), sink, now + shared_->options.timeout_ms);
+}
+
 void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const std::int64_t now = NowMs();
-  Connection* connection = nullptr;
-  for (std::size_t i = 0; i < connections_.size() && connection == nullptr; ++i) {
-    Connection* c = connections_[next_++ % connections_.size()].get();
-    if (c->Usable(now)) connection = c;
-  }
+  Connection* connection = PickConnection(now);
   if (connection == nullptr) {
-    shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
     sink.OnDecision({StoreStatus::kUnavailable, {}});
     return;
   }

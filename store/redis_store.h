@@ -13,12 +13,14 @@
 #pragma once
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
 #include "store/redis_options.h"
+#include "store/redis_scripts.h"
 #include "store/store.h"
 
 namespace boost::asio {
@@ -41,6 +43,12 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal);
 std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
                      std::size_t window);
 
+// <prefix>{<tag>}:[<middle>:]<suffix>, tag and middle escaped as above: the
+// keys of the upstream-protection scripts (all keys of one tag share a
+// Cluster slot, as one script needs).
+std::string RedisTaggedKey(std::string_view prefix, std::string_view tag, std::string_view middle,
+                           std::string_view suffix);
+
 // The script for a limit: one per algorithm for single windows, "multi" for
 // several windows. Exposed for tests and benchmarks.
 std::string_view RedisScriptFor(const LimitSpec& limit);
@@ -62,9 +70,17 @@ class RedisStore final : public Store {
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return "redis"; }
 
+  // Runs an upstream-protection script (store/lua/protect) with `keys` and
+  // `args`, pipelined like decisions: `sink` gets its integer reply within
+  // `timeout`; a null sink means nobody waits for it.
+  void Run(RedisAux script, std::initializer_list<std::string_view> keys,
+           std::initializer_list<std::string_view> args, CountSink* sink);
+  const RedisOptions& options() const;
+
  private:
   struct Shared;
   class Connection;
+  Connection* PickConnection(std::int64_t now);
   std::unique_ptr<Shared> shared_;
   std::vector<std::unique_ptr<Connection>> connections_;
   std::size_t next_ = 0;

@@ -52,6 +52,23 @@ class DecisionSink {
   ~DecisionSink() = default;
 };
 
+// The integer answer of a call that is not a decision (the upstream
+// protection of store/coordinator.h): `value` is valid when status is kOk.
+struct CountResult {
+  StoreStatus status = StoreStatus::kOk;
+  std::int64_t value = 0;
+};
+
+// Receives exactly one result per call, inline or later on the caller's
+// I/O thread, like DecisionSink.
+class CountSink {
+ public:
+  virtual void OnCount(const CountResult& result) = 0;
+
+ protected:
+  ~CountSink() = default;
+};
+
 class Store {
  public:
   virtual ~Store() = default;
