@@ -50,12 +50,14 @@ class PartnerApi {
     std::uint64_t limit = 0, remaining = 0, reset_after_ms = 0;
     bool global = false;
   };
+  // Windows are aligned on the steady clock, or on Unix time when
+  // `unix_clock` (as Redis TIME is).
   Answer Take(const std::string& bucket, std::uint64_t limit, std::uint64_t window_ms,
-              bool global_block) {
-    const auto now =
-        static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                       std::chrono::steady_clock::now().time_since_epoch())
-                                       .count());
+              bool global_block, bool unix_clock) {
+    const auto since_epoch = unix_clock ? std::chrono::system_clock::now().time_since_epoch()
+                                        : std::chrono::steady_clock::now().time_since_epoch();
+    const auto now = static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::milliseconds>(since_epoch).count());
     std::lock_guard lock(mutex_);
     Bucket& b = buckets_[bucket];
     const std::uint64_t index = now / window_ms;
@@ -186,8 +188,9 @@ class Connection {
     } else if (path.rfind("/_test/limited/", 0) == 0) {
       const std::uint64_t limit = std::max<std::uint64_t>(1, QueryNumber(target, "limit"));
       const std::uint64_t window = std::max<std::uint64_t>(1, QueryNumber(target, "window"));
-      const PartnerApi::Answer a = partner_.Take(std::string(path.substr(15)), limit, window,
-                                                 QueryNumber(target, "global") != 0);
+      const PartnerApi::Answer a =
+          partner_.Take(std::string(path.substr(15)), limit, window,
+                        QueryNumber(target, "global") != 0, QueryNumber(target, "unix") != 0);
       res.set("X-RateLimit-Limit", std::to_string(a.limit));
       res.set("X-RateLimit-Remaining", std::to_string(a.remaining));
       res.set("X-RateLimit-Reset-After", fmt::format("{:.3f}", a.reset_after_ms / 1000.0));

@@ -7,11 +7,12 @@
 //   /_test/echo         the request body back, streamed
 //   /_test/headers      the request headers as JSON
 //   /_test/close        200, then closes the connection
-//   /_test/limited/B?limit=N&window=MS[&global=1]
+//   /_test/limited/B?limit=N&window=MS[&global=1][&unix=1]
 //                       a partner API with its own limit: N per fixed window
 //                       of MS for bucket B, X-RateLimit-* headers, 429 with
 //                       Retry-After beyond (global=1: a global 429 that
-//                       blocks every bucket until the window ends)
+//                       blocks every bucket until the window ends; unix=1:
+//                       windows aligned on Unix time, as Redis TIME is)
 //   /_test/partner-stats per bucket: served, refused, max_in_window; and
 //                       the most /_test/sleep requests in flight at once
 // Each response carries "X-Upstream-Port" so tests can see which server

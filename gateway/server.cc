@@ -219,8 +219,8 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     auto worker = std::make_unique<Worker>(*impl, i);
     if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
-      auto redis = std::make_unique<store::RedisStore>(worker->io(), store_config.redis,
-                                                       impl->redis_health);
+      auto redis =
+          std::make_unique<store::RedisStore>(worker->io(), store_config.redis, impl->redis_health);
       worker->SetCoordinator(std::make_unique<store::RedisCoordinator>(*redis));
       worker->SetStore(std::move(redis));
     } else {

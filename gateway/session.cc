@@ -335,12 +335,11 @@ Task<store::CountResult> Session::Coordinate(const LimitContext& context, Coordi
   }
   if (result.status == store::StoreStatus::kOk) co_return result;
   if (context.metrics != nullptr) {
-    context.metrics->RecordStoreError(context.store_kind,
-                                      result.status == store::StoreStatus::kTimeout
-                                          ? StoreErrorKind::kTimeout
-                                      : result.status == store::StoreStatus::kUnavailable
-                                          ? StoreErrorKind::kUnavailable
-                                          : StoreErrorKind::kError);
+    context.metrics->RecordStoreError(
+        context.store_kind, result.status == store::StoreStatus::kTimeout ? StoreErrorKind::kTimeout
+                            : result.status == store::StoreStatus::kUnavailable
+                                ? StoreErrorKind::kUnavailable
+                                : StoreErrorKind::kError);
     context.metrics->RecordFallback(context.on_error);
   }
   store::LocalCoordinator& local = *generation_->state->local_coordinator;
@@ -391,8 +390,8 @@ Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOu
       }
       if (!waiting && rule.max_delay_ms > 0) {
         std::size_t before = 0;
-        waiting = state.waiting_room->Enter(hit.key, static_cast<std::size_t>(rule.max_waiting),
-                                            before);
+        waiting =
+            state.waiting_room->Enter(hit.key, static_cast<std::size_t>(rule.max_waiting), before);
         if (waiting) gauge.emplace(worker_.metrics());
       }
       bool again = false;
@@ -421,9 +420,9 @@ Task<std::optional<store::InflightGuard>> Session::AcquireUpstreamPlace(
     if (!waiting && upstream.max_connections_delay_ms > 0) {
       std::size_t before = 0;
       // Bounded by the process's waiting room only: an upstream has one key.
-      waiting = state.waiting_room->Enter(std::string(kUpstreamWaitingPrefix) + upstream.name,
-                                          static_cast<std::size_t>(config_->limits.max_waiting),
-                                          before);
+      waiting =
+          state.waiting_room->Enter(std::string(kUpstreamWaitingPrefix) + upstream.name,
+                                    static_cast<std::size_t>(config_->limits.max_waiting), before);
       if (waiting) gauge.emplace(worker_.metrics());
     }
     bool again = false;
@@ -472,9 +471,10 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
           c.EnterQueue(d.hit->key, rule.max_delay_ms + 1000, lines[i], sink);
         });
     // Without an answer, this process's own count is the estimate.
-    const std::size_t before = queued.status == store::StoreStatus::kOk
-                                   ? static_cast<std::size_t>(std::max<std::int64_t>(0, queued.value))
-                                   : local_queued;
+    const std::size_t before =
+        queued.status == store::StoreStatus::kOk
+            ? static_cast<std::size_t>(std::max<std::int64_t>(0, queued.value))
+            : local_queued;
     wait = std::max(wait, DelayFor(rule, d.decision, before, start));
   }
   // (GCC 12 also mishandles co_await inside a constructor's arguments.)

@@ -54,7 +54,7 @@ struct RuleConfig {
   // > 0: a concurrency rule: at most this many requests of one key in
   // flight at once (like nginx's limit_conn, per request); no `limit`.
   std::int64_t max_inflight = 0;
-  std::vector<WindowLabel> windows;               // parallel to limit->windows
+  std::vector<WindowLabel> windows;  // parallel to limit->windows
   std::int64_t cost = 1;
   RuleAction action = RuleAction::kReject;
   // kDelay, or a concurrency rule with a wait: the longest a request is held

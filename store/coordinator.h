@@ -27,8 +27,8 @@ class Coordinator {
 
   // algorithms::CheckLearned for `bucket` of `upstream`: `sink` gets 0 (go;
   // the request is counted) or the ms to wait before checking again.
-  virtual void CheckLearned(std::string_view upstream, std::string_view bucket,
-                            std::int64_t now_ms, CountSink& sink) = 0;
+  virtual void CheckLearned(std::string_view upstream, std::string_view bucket, std::int64_t now_ms,
+                            CountSink& sink) = 0;
   // algorithms::LearnFrom with what a response of `upstream` said. Nobody
   // waits for it.
   virtual void Learn(std::string_view upstream, std::string_view bucket,

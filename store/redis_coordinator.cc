@@ -48,7 +48,8 @@ class RedisCoordinator::Holder final : public CountSink {
   void OnCount(const CountResult& result) override {
     // Owned by the pending call: deleted once answered.
     std::unique_ptr<Holder> self(this);
-    const bool granted = result.status == StoreStatus::kOk && (granted_on_any_ || result.value == 1);
+    const bool granted =
+        result.status == StoreStatus::kOk && (granted_on_any_ || result.value == 1);
     if (granted) target_ = InflightGuard(std::move(keeper_), std::move(key_), std::move(lease_));
     sink_.OnCount(result);  // may destroy target_'s owner: nothing after it
   }
@@ -76,24 +77,24 @@ void RedisCoordinator::CheckLearned(std::string_view upstream, std::string_view 
                                     std::int64_t, CountSink& sink) {
   const std::string& prefix = redis_.options().prefix;
   const std::string tag = UpstreamTag(upstream);
-  redis_.Run(RedisAux::kLearnedCheck,
-             {RedisTaggedKey(prefix, tag, "", "global"),
-              RedisTaggedKey(prefix, tag, bucket, "remaining"),
-              RedisTaggedKey(prefix, tag, bucket, "limit")},
-             {}, &sink);
+  redis_.Run(
+      RedisAux::kLearnedCheck,
+      {RedisTaggedKey(prefix, tag, "", "global"), RedisTaggedKey(prefix, tag, bucket, "remaining"),
+       RedisTaggedKey(prefix, tag, bucket, "limit")},
+      {}, &sink);
 }
 
 void RedisCoordinator::Learn(std::string_view upstream, std::string_view bucket,
                              const algorithms::LearnedFacts& facts, std::int64_t) {
   const std::string& prefix = redis_.options().prefix;
   const std::string tag = UpstreamTag(upstream);
-  redis_.Run(RedisAux::kLearnedLearn,
-             {RedisTaggedKey(prefix, tag, "", "global"),
-              RedisTaggedKey(prefix, tag, bucket, "remaining"),
-              RedisTaggedKey(prefix, tag, bucket, "limit")},
-             {Int(facts.limit), Int(facts.reset_after_ms), Int(facts.retry_after_ms),
-              facts.limited ? "1" : "0", facts.global ? "1" : "0"},
-             nullptr);
+  redis_.Run(
+      RedisAux::kLearnedLearn,
+      {RedisTaggedKey(prefix, tag, "", "global"), RedisTaggedKey(prefix, tag, bucket, "remaining"),
+       RedisTaggedKey(prefix, tag, bucket, "limit")},
+      {Int(facts.limit), Int(facts.reset_after_ms), Int(facts.retry_after_ms),
+       facts.limited ? "1" : "0", facts.global ? "1" : "0"},
+      nullptr);
 }
 
 void RedisCoordinator::AcquirePlace(std::string_view key, std::int64_t max, std::int64_t now_ms,

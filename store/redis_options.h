@@ -32,11 +32,11 @@ struct RedisOptions {
   std::int64_t timeout_ms = 20;  // per decision, from Decide() to completion
   std::size_t pool = 1;          // connections per I/O thread
   RedisTime time = RedisTime::kServer;
-  std::int64_t min_ttl_ms = 0;         // floor of every key's TTL (replay: virtual time)
+  std::int64_t min_ttl_ms = 0;            // floor of every key's TTL (replay: virtual time)
   std::int64_t inflight_ttl_ms = 60'000;  // an in-flight lease (max_inflight) expires after this
-  std::size_t max_pending = 4096;      // commands awaiting a reply, per connection
-  int breaker_failures = 5;            // consecutive failures that open the circuit
-  std::int64_t breaker_open_ms = 250;  // how long it stays open before a probe
+  std::size_t max_pending = 4096;         // commands awaiting a reply, per connection
+  int breaker_failures = 5;               // consecutive failures that open the circuit
+  std::int64_t breaker_open_ms = 250;     // how long it stays open before a probe
   std::int64_t connect_timeout_ms = 500;
   std::int64_t max_backoff_ms = 400;  // reconnect delays double up to this
 };

@@ -1,13 +1,18 @@
 // Protecting upstreams (issue 7) through a real gateway in front of the echo
 // upstream's partner API (/_test/limited/..., its own fixed-window limit and
 // X-RateLimit-* headers): limits learned from the upstream, concurrency
-// limits per rule key and per upstream with clients aborting at random.
+// limits per rule key and per upstream with clients aborting at random,
+// delayed requests spread over windows. Each runs on the local store and on
+// a real redis-server (where two gateways also share what they know).
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <future>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "redis_server.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -15,13 +20,55 @@ namespace {
 
 namespace json = boost::json;
 
-// BasicConfig on two threads, with `upstream_options` added to its upstream.
-std::string Config(const std::string& upstream_options, const std::string& rules = "") {
+// BasicConfig on two threads, with `upstream_options` added to its upstream;
+// on `redis` when given.
+std::string Config(const std::string& upstream_options, const std::string& rules = "",
+                   const RedisServer* redis = nullptr, const std::string& redis_options = "") {
   std::string text = BasicConfig(rules);
   text.replace(text.find("threads = 1"), 11, "threads = 2");
   const std::string servers = "servers = [\"127.0.0.1:{ECHO}\"]\n";
   text.insert(text.find(servers) + servers.size(), upstream_options);
+  if (redis != nullptr) {
+    text += "[store]\nkind = \"redis\"\n[store.redis]\nurl = \"" + redis->url() +
+            "\"\ntimeout = \"500ms\"\non_error = \"deny\"\n" + redis_options;
+  }
   return text;
+}
+
+enum class Backend { kLocal, kRedis };
+
+// The same behaviour on either store.
+class Protection : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    if (GetParam() == Backend::kRedis) redis_.emplace();
+  }
+  const RedisServer* redis() const { return redis_ ? &*redis_ : nullptr; }
+  std::string Config(const std::string& upstream_options, const std::string& rules = "",
+                     const std::string& redis_options = "") const {
+    return testing::Config(upstream_options, rules, redis(), redis_options);
+  }
+  // The partner's windows follow the store's clock: steady locally, Unix
+  // time (Redis TIME) on Redis.
+  std::string Partner(const std::string& bucket, int limit, int window_ms) const {
+    return "/_test/limited/" + bucket + "?limit=" + std::to_string(limit) +
+           "&window=" + std::to_string(window_ms) + (redis_ ? "&unix=1" : "");
+  }
+  // Sleeps until just after a window of `window_ms` begins on that clock,
+  // so that a burst and its answers stay inside one partner window.
+  void AlignToWindow(std::int64_t window_ms) const {
+    using namespace std::chrono;
+    const auto now =
+        redis_ ? system_clock::now().time_since_epoch() : steady_clock::now().time_since_epoch();
+    const std::int64_t ms = duration_cast<milliseconds>(now).count();
+    std::this_thread::sleep_for(milliseconds(window_ms - ms % window_ms + 5));
+  }
+
+  std::optional<RedisServer> redis_;
+};
+
+std::string BackendName(const ::testing::TestParamInfo<Backend>& info) {
+  return info.param == Backend::kLocal ? "Local" : "Redis";
 }
 
 json::object PartnerStats(std::uint16_t echo_port) {
@@ -53,11 +100,11 @@ learn_bucket = "/_test/limited/{name}"
 learn_max_delay = "10s"
 )";
 
-TEST(LearnedLimits, ABurstNeverMeetsTheUpstreamsRefusal) {
+TEST_P(Protection, ABurstNeverMeetsTheUpstreamsRefusal) {
   auto echo = StartEcho();
   TestGateway gateway(Config(kLearnByPath), echo->port(), TestClock::kSteady);
   // The partner allows 8 requests per 400 ms per bucket; 40 arrive at once.
-  const std::string target = "/_test/limited/a?limit=8&window=400";
+  const std::string target = Partner("a", 8, 400);
   const std::vector<Response> responses = Burst(gateway.port(), 10, 4, target);
   int ok = 0;
   for (const Response& r : responses) {
@@ -73,29 +120,30 @@ TEST(LearnedLimits, ABurstNeverMeetsTheUpstreamsRefusal) {
   EXPECT_LE(a.at("max_in_window").as_int64(), 8);
 }
 
-TEST(LearnedLimits, AGlobalRefusalHoldsTheWholeUpstream) {
+TEST_P(Protection, AGlobalRefusalHoldsTheWholeUpstream) {
   auto echo = StartEcho();
   TestGateway gateway(Config(kLearnByPath), echo->port(), TestClock::kSteady);
   // Someone else exhausts the partner, which then refuses everything
   // (globally) until its window ends.
+  AlignToWindow(1500);
   Client direct(echo->port());
-  const std::string other = "/_test/limited/x?limit=1&window=1500&global=1";
+  const std::string other = Partner("x", 1, 1500) + "&global=1";
   EXPECT_EQ(direct.Get(other).result_int(), 200);
   EXPECT_EQ(direct.Get(other).result_int(), 429);
   Client client(gateway.port(), 20'000);
   // The learning answer: the upstream's own global 429 passes through ...
-  const Response first = client.Get("/_test/limited/y?limit=5&window=1500");
+  const Response first = client.Get(Partner("y", 5, 1500));
   EXPECT_EQ(first.result_int(), 429);
   EXPECT_EQ(first["X-RateLimit-Global"], "true");
   // ... after which no bucket is tried before the block ends.
-  const Response second = client.Get("/_test/limited/z?limit=5&window=1500");
+  const Response second = client.Get(Partner("z", 5, 1500));
   EXPECT_EQ(second.result_int(), 200) << second;
   const json::object stats = PartnerStats(echo->port());
   EXPECT_EQ(stats.at("z").at("refused").as_int64(), 0);
   EXPECT_EQ(stats.at("y").at("refused").as_int64(), 1);
 }
 
-TEST(LearnedLimits, ABucketWithoutResetTimeWaitsTheDefaultOrIsRefused) {
+TEST_P(Protection, ABucketWithoutResetTimeWaitsTheDefaultOrIsRefused) {
   auto echo = StartEcho();
   // No rate-limit headers at all: the limit stays 1 and an empty bucket
   // waits 1 s, longer than learn_max_delay: tollgate answers 429 itself.
@@ -169,7 +217,7 @@ bool AllAdmitted(std::uint16_t port, int n, const std::string& target) {
   return false;
 }
 
-TEST(Concurrency, PerKeyPlacesComeBackWhateverClientsDo) {
+TEST_P(Protection, PerKeyPlacesComeBackWhateverClientsDo) {
   auto echo = StartEcho();
   TestGateway gateway(Config("", kPerIp), echo->port(), TestClock::kSteady);
   // Six at once, each held 300 ms upstream: never more than two upstream.
@@ -193,7 +241,109 @@ TEST(Concurrency, PerKeyPlacesComeBackWhateverClientsDo) {
   EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
 }
 
-TEST(Concurrency, UpstreamCapAnswers503Beyond) {
+TEST_P(Protection, BeyondMaxInflightARequestWaitsForAPlace) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config("", std::string(kPerIp) + "max_delay = \"5s\"\nmax_waiting = 4\n"),
+                      echo->port(), TestClock::kSteady);
+  // Six at once, 300 ms each, two places: all served, two by two.
+  const std::vector<Response> rs = Burst(gateway.port(), 6, 1, "/_test/sleep/300");
+  for (const Response& r : rs) EXPECT_EQ(r.result_int(), 200) << r;
+  EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
+  // The line is bounded: with 2 in flight and 4 waiting, more are refused.
+  const std::vector<Response> more = Burst(gateway.port(), 9, 1, "/_test/sleep/300");
+  int refused = 0;
+  for (const Response& r : more) refused += r.result_int() == 429;
+  EXPECT_GE(refused, 3);
+  EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
+}
+
+// action = "delay" on a fixed window: 3x the limit in one burst. Every
+// request is served within max_delay, spread over the following windows,
+// and the partner (same window, same clock) never sees more than the limit.
+TEST_P(Protection, DelayedRequestsSpreadOverWindows) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config("", R"(
+[[rules]]
+name = "spread"
+key = "global"
+algorithm = "fixed_window"
+limit = 4
+window = "400ms"
+action = "delay"
+max_delay = "3s"
+)"),
+                      echo->port(), TestClock::kSteady);
+  AlignToWindow(400);
+  const std::vector<Response> rs = Burst(gateway.port(), 12, 1, Partner("spread", 4, 400));
+  for (const Response& r : rs) EXPECT_EQ(r.result_int(), 200) << r;
+  const json::object stats = PartnerStats(echo->port());
+  EXPECT_EQ(stats.at("spread").at("served").as_int64(), 12);
+  EXPECT_EQ(stats.at("spread").at("refused").as_int64(), 0);
+  EXPECT_LE(stats.at("spread").at("max_in_window").as_int64(), 4);
+  if (redis_) {
+    // Every waiting request left the shared line.
+    EXPECT_EQ(redis_->Command({"KEYS", "*enqueued"}), "tollgate:{spread:%2A}:enqueued");
+    EXPECT_EQ(redis_->Command({"GET", "tollgate:{spread:%2A}:enqueued"}), "0");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, Protection, ::testing::Values(Backend::kLocal, Backend::kRedis),
+                         BackendName);
+
+// Two gateways on one Redis learn together: the partner refuses nothing
+// although both send it bursts.
+TEST(SharedRedis, TwoGatewaysShareWhatTheyLearned) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway a(Config(kLearnByPath, "", &redis), echo->port(), TestClock::kSteady);
+  TestGateway b(Config(kLearnByPath, "", &redis), echo->port(), TestClock::kSteady);
+  const std::string target = "/_test/limited/shared?limit=6&window=400&unix=1";
+  auto from_b = std::async(std::launch::async, [&] { return Burst(b.port(), 5, 3, target); });
+  const std::vector<Response> from_a = Burst(a.port(), 5, 3, target);
+  int ok = 0;
+  for (const Response& r : from_a) ok += r.result_int() == 200;
+  for (const Response& r : from_b.get()) ok += r.result_int() == 200;
+  EXPECT_EQ(ok, 30);
+  const json::object stats = PartnerStats(echo->port());
+  EXPECT_EQ(stats.at("shared").at("served").as_int64(), 30);
+  EXPECT_EQ(stats.at("shared").at("refused").as_int64(), 0);
+  EXPECT_LE(stats.at("shared").at("max_in_window").as_int64(), 6);
+}
+
+// max_inflight holds across gateways: leases in Redis.
+TEST(SharedRedis, TwoGatewaysShareThePlaces) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  const std::string rules = std::string(kPerIp) + "max_delay = \"5s\"\n";
+  TestGateway a(Config("", rules, &redis), echo->port(), TestClock::kSteady);
+  TestGateway b(Config("", rules, &redis), echo->port(), TestClock::kSteady);
+  auto from_b =
+      std::async(std::launch::async, [&] { return Burst(b.port(), 4, 1, "/_test/sleep/250"); });
+  const std::vector<Response> from_a = Burst(a.port(), 4, 1, "/_test/sleep/250");
+  for (const Response& r : from_a) EXPECT_EQ(r.result_int(), 200) << r;
+  for (const Response& r : from_b.get()) EXPECT_EQ(r.result_int(), 200) << r;
+  EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
+  EXPECT_EQ(redis.Command({"KEYS", "*inflight*"}), "");  // every lease given back
+}
+
+// A lease outlives nothing: after inflight_ttl a place comes back even if
+// its holder never gives it back (a crashed gateway).
+TEST(SharedRedis, LeasesExpireAfterInflightTtl) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  TestGateway gateway(Config("", kPerIp, &redis, "inflight_ttl = \"300ms\"\n"), echo->port(),
+                      TestClock::kSteady);
+  auto held = std::async(std::launch::async,
+                         [&] { return Burst(gateway.port(), 2, 1, "/_test/sleep/1500"); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 429);  // both places held
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  EXPECT_EQ(client.Get("/").result_int(), 200);  // their leases expired
+  for (const Response& r : held.get()) EXPECT_EQ(r.result_int(), 200);
+}
+
+TEST(UpstreamCap, Answers503Beyond) {
   auto echo = StartEcho();
   TestGateway gateway(Config("max_connections = 3\n"), echo->port(), TestClock::kSteady);
   const std::vector<Response> rs = Burst(gateway.port(), 8, 1, "/_test/sleep/300");
@@ -211,7 +361,16 @@ TEST(Concurrency, UpstreamCapAnswers503Beyond) {
   EXPECT_TRUE(AllAdmitted(gateway.port(), 3, "/_test/sleep/200"));
 }
 
-TEST(Concurrency, ConfigErrorsSayWhatIsWrong) {
+TEST(UpstreamCap, WaitsForAPlaceWithinMaxConnectionsDelay) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config("max_connections = 2\nmax_connections_delay = \"5s\"\n"), echo->port(),
+                      TestClock::kSteady);
+  const std::vector<Response> rs = Burst(gateway.port(), 6, 1, "/_test/sleep/200");
+  for (const Response& r : rs) EXPECT_EQ(r.result_int(), 200) << r;
+  EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
+}
+
+TEST(UpstreamProtectionConfig, ErrorsSayWhatIsWrong) {
   std::string text = Config("learn_bucket = \"route\"\n", R"(
 [[rules]]
 name = "c"
