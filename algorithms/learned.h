@@ -2,7 +2,9 @@
 // from its response headers (issue 7): a bucket's `remaining` counter, with
 // an optional expiry set by the upstream's reset time, and a global block.
 // Pure functions over a small state value; no I/O, clock or locks. The Redis
-// script store/lua/learned.lua follows them line for line.
+// scripts store/lua/protect/learned_{check,learn}.lua follow them line for
+// line (learn also ignores a reset that is over by the time it runs: a
+// lesson applied late, after pipelining, must not shorten the next window).
 #pragma once
 
 #include <cstdint>

@@ -5,7 +5,9 @@
 #     front of a partner limit it never reaches, versus a plain per-IP
 #     token bucket that passes everything, same path, same wrk load, one
 #     worker each, alternating rounds (goal: within 5%);
-#  2. wrk against a partner limit of 500 per second through tollgate: how
+#  2. the same two on the Redis store (the learned check is then a script
+#     in Redis, like the token bucket's decision);
+#  3. wrk against a partner limit of 500 per second through tollgate: how
 #     many requests reached the partner beyond its limit (goal: 0 after
 #     the first learning response).
 # Usage: bench/upstream_limits.sh [rounds]
@@ -24,9 +26,20 @@ open_path="/_test/limited/open?limit=1000000000&window=1000"
 # One request teaches tollgate the partner's limit; until the partner's
 # window ends, that first bucket (started at the default limit of 1) is
 # empty and others would wait: a one-off cost, not the check's.
+redis_port=$(free_port); start_redis "$redis_port"
+on_redis="[store]
+kind = \"redis\"
+[store.redis]
+url = \"redis://127.0.0.1:$redis_port\""
+port[learned_redis]=$(free_port)
+TOLLGATE_UPSTREAM_OPTIONS=$learn start_tollgate "${port[learned_redis]}" "$echo_port" "$on_redis"
+port[token_bucket_redis]=$(free_port)
+start_tollgate "${port[token_bucket_redis]}" "$echo_port" "$PASS_ALL_RULE
+$on_redis"
 curl -s -o /dev/null "http://127.0.0.1:${port[learned]}$open_path"
+curl -s -o /dev/null "http://127.0.0.1:${port[learned_redis]}$open_path"
 sleep 1.1
-BENCH_PATH=$open_path run_rounds "$rounds" learned token_bucket
+BENCH_PATH=$open_path run_rounds "$rounds" learned token_bucket learned_redis token_bucket_redis
 
 # The partner's limit, reached: 500 per 1000 ms.
 limited=$(run_wrk "http://127.0.0.1:${port[learned]}/_test/limited/tight?limit=500&window=1000")
@@ -45,8 +58,12 @@ report=$WORK/report.md
   echo "|---|---:|---:|---:|"
   echo "| learn_limits (limit never reached) | $(col learned 1) | $(col learned 2) | $(col learned 3) |"
   echo "| plain token_bucket rule | $(col token_bucket 1) | $(col token_bucket 2) | $(col token_bucket 3) |"
+  echo "| learn_limits, Redis store | $(col learned_redis 1) | $(col learned_redis 2) | $(col learned_redis 3) |"
+  echo "| plain token_bucket rule, Redis store | $(col token_bucket_redis 1) | $(col token_bucket_redis 2) | $(col token_bucket_redis 3) |"
   echo
-  echo "learned ÷ token bucket: $(awk -v a="$(col learned 1)" -v b="$(col token_bucket 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned 2)" -v b="$(col token_bucket 2)" 'BEGIN { printf "%.3f", a / b }')× (goal: within 5%)."
+  echo "learned ÷ token bucket, local store: $(awk -v a="$(col learned 1)" -v b="$(col token_bucket 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned 2)" -v b="$(col token_bucket 2)" 'BEGIN { printf "%.3f", a / b }')× (goal: within 5%)."
+  echo
+  echo "learned ÷ token bucket, Redis store: $(awk -v a="$(col learned_redis 1)" -v b="$(col token_bucket_redis 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned_redis 2)" -v b="$(col token_bucket_redis 2)" 'BEGIN { printf "%.3f", a / b }')× (one check script plus one fire-and-forget learn script per request, against one decision script)."
   echo
   echo "Partner limit of 500 per second, wrk for ${WRK_DURATION:-5s} with ${WRK_CONNECTIONS:-64} connections through tollgate: the partner served $served requests and refused $refused (goal: 0 beyond the first learning answer); the most it served in one window: $most (its limit: 500). Client view: $(awk '{ print $1 " req/s, " $4 " non-2xx (tollgate held requests up to learn_max_delay, then answered 429)" }' <<<"$limited")."
 } > "$report"

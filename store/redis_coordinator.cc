@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <openssl/rand.h>
 
+#include <chrono>
 #include <string_view>
 
 namespace tollgate::store {
@@ -17,6 +18,16 @@ std::string UpstreamTag(std::string_view upstream) {
 }
 
 std::string Int(std::int64_t v) { return std::to_string(v); }
+
+// A delay from now as a Unix time in ms (-1 stays "not said"): the learn
+// script compares it with Redis TIME (learned_learn.lua).
+std::int64_t At(std::int64_t delay_ms) {
+  if (delay_ms < 0) return -1;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+             .count() +
+         delay_ms;
+}
 
 }  // namespace
 
@@ -92,7 +103,7 @@ void RedisCoordinator::Learn(std::string_view upstream, std::string_view bucket,
       RedisAux::kLearnedLearn,
       {RedisTaggedKey(prefix, tag, "", "global"), RedisTaggedKey(prefix, tag, bucket, "remaining"),
        RedisTaggedKey(prefix, tag, bucket, "limit")},
-      {Int(facts.limit), Int(facts.reset_after_ms), Int(facts.retry_after_ms),
+      {Int(facts.limit), Int(At(facts.reset_after_ms)), Int(At(facts.retry_after_ms)),
        facts.limited ? "1" : "0", facts.global ? "1" : "0"},
       nullptr);
 }

@@ -2,16 +2,25 @@
 -- LearnFrom line for line. It only ever sets the bucket's limit, the expiry
 -- of its remaining (and remaining = 0 on a 429) and the global block.
 -- KEYS: the upstream's global block, the bucket's remaining, its limit.
--- ARGV: limit, reset_after_ms, retry_after_ms (each -1: not said),
+-- ARGV: limit, reset_at_ms, retry_at_ms (Unix ms when the gateway read the
+--       response plus Reset-After / Retry-After; each -1: not said),
 --       limited (1/0), global (1/0).
+-- The one addition to LearnFrom: this script runs a little after the
+-- response was read (pipelining); a reset that is already over by then
+-- belongs to a window that has ended, and the bucket's present counter
+-- (perhaps started in the next window) must not take its expiry.
 local limit = tonumber(ARGV[1])
-local reset_after = tonumber(ARGV[2])
-local retry_after = tonumber(ARGV[3])
+local reset_at = tonumber(ARGV[2])
+local retry_at = tonumber(ARGV[3])
 local limited = ARGV[4] == '1'
 local global = ARGV[5] == '1'
 if limit > 0 then redis.call('SET', KEYS[3], string.format('%d', limit)) end
-local reset = reset_after
-if retry_after >= 0 then reset = retry_after end
+local now = redis.call('TIME')
+local t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local reset = -1
+if reset_at >= 0 then reset = reset_at - t end
+if retry_at >= 0 then reset = retry_at - t end
+if (reset_at >= 0 or retry_at >= 0) and reset < 0 then return 0 end
 if limited and global then
   local ttl = 1000
   if reset > 0 then ttl = reset end
