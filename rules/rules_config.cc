@@ -231,9 +231,28 @@ void ReadRedis(TableReader r, StoreConfig& out) {
     }
   }
   if (const toml::value* nodes = r.Find("nodes")) {
-    r.errors().Add(*nodes,
-                   "Redis Cluster (\"nodes\") is not supported by this version; use \"url\" "
-                   "with a single Redis");
+    // Redis Cluster seeds: "host:port" or redis:// URLs (credentials: the first's).
+    if (!nodes->is_array() || nodes->as_array().empty()) {
+      r.errors().Add(*nodes, "\"nodes\" must be a non-empty array of \"host:port\" strings");
+    } else {
+      if (r.Has("url")) {
+        r.errors().Add(*nodes, "use either \"url\" (one Redis) or \"nodes\" (Redis Cluster)");
+      }
+      for (const toml::value& node : nodes->as_array()) {
+        auto text = ReadString(node, "nodes", r.errors());
+        if (!text) continue;
+        std::string error;
+        const std::string url = text->starts_with("redis://") ? *text : "redis://" + *text;
+        if (auto address = store::ParseRedisUrl(url, error)) {
+          if (address->db != 0) {
+            r.errors().Add(node, "Redis Cluster has database 0 only");
+          }
+          redis.nodes.push_back(*address);
+        } else {
+          r.errors().Add(node, error);
+        }
+      }
+    }
   }
   if (auto prefix = r.String("prefix")) redis.prefix = *prefix;
   if (auto ms = r.DurationMs("timeout", 1)) redis.timeout_ms = *ms;
@@ -438,7 +457,13 @@ bool operator==(const StoreConfig& a, const StoreConfig& b) {
          x.address.host == y.address.host && x.address.port == y.address.port &&
          x.address.user == y.address.user && x.address.password == y.address.password &&
          x.address.db == y.address.db && x.prefix == y.prefix && x.timeout_ms == y.timeout_ms &&
-         x.pool == y.pool && x.time == y.time && x.max_pending == y.max_pending;
+         x.pool == y.pool && x.time == y.time && x.max_pending == y.max_pending &&
+         x.inflight_ttl_ms == y.inflight_ttl_ms && x.nodes.size() == y.nodes.size() &&
+         std::equal(x.nodes.begin(), x.nodes.end(), y.nodes.begin(),
+                    [](const store::RedisAddress& m, const store::RedisAddress& n) {
+                      return m.host == n.host && m.port == n.port && m.user == n.user &&
+                             m.password == n.password;
+                    });
 }
 
 }  // namespace tollgate::rules

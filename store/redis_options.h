@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tollgate::store {
 
@@ -28,6 +29,8 @@ std::optional<RedisAddress> ParseRedisUrl(std::string_view url, std::string& err
 
 struct RedisOptions {
   RedisAddress address;
+  // Redis Cluster seeds; empty: `address` alone. Credentials: the first's.
+  std::vector<RedisAddress> nodes;
   std::string prefix = "tollgate:";
   std::int64_t timeout_ms = 20;  // per decision, from Decide() to completion
   std::size_t pool = 1;          // connections per I/O thread
@@ -49,6 +52,7 @@ struct RedisHealth {
   std::atomic<std::uint64_t> errors{0};       // error replies (not NOSCRIPT)
   std::atomic<std::uint64_t> unavailable{0};  // decisions refused without sending
   std::atomic<std::uint64_t> noscript{0};     // NOSCRIPT answers (script reloaded)
+  std::atomic<std::uint64_t> redirects{0};    // Redis Cluster MOVED/ASK/TRYAGAIN followed
 };
 
 }  // namespace tollgate::store

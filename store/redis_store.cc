@@ -227,20 +227,22 @@ std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost,
   return w.out;
 }
 
-std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) {
-  fatal = false;
-  const RedisAddress& a = options.address;
-  const timeval timeout{options.connect_timeout_ms / 1000,
-                        static_cast<suseconds_t>(options.connect_timeout_ms % 1000 * 1000)};
-  std::unique_ptr<redisContext, decltype(&redisFree)> c(
-      redisConnectWithTimeout(a.host.c_str(), a.port, timeout), &redisFree);
-  const std::string where = fmt::format("redis {}:{}", a.host, a.port);
-  if (!c || c->err) {
-    return fmt::format("{}: cannot connect: {}", where, c ? c->errstr : "out of memory");
+// A blocking connection for startup checks (never on an I/O thread).
+class SyncConnection {
+ public:
+  SyncConnection(const RedisAddress& a, std::int64_t timeout_ms)
+      : where_(fmt::format("redis {}:{}", a.host, a.port)),
+        c_(redisConnectWithTimeout(a.host.c_str(), a.port, Timeval(timeout_ms)), &redisFree) {
+    if (c_ && c_->err == 0) redisSetTimeout(c_.get(), Timeval(timeout_ms));
   }
-  redisSetTimeout(c.get(), timeout);
-  auto command = [&](const Command& args,
-                     std::string& text) -> std::unique_ptr<redisReply, void (*)(void*)> {
+  bool ok() const { return c_ && c_->err == 0; }
+  std::string error() const {
+    return fmt::format("{}: cannot connect: {}", where_, c_ ? c_->errstr : "out of memory");
+  }
+  const std::string& where() const { return where_; }
+  // The reply (null when the connection failed); `text` is set to the
+  // error when there is one.
+  std::unique_ptr<redisReply, void (*)(void*)> Run(const Command& args, std::string& text) {
     std::vector<const char*> argv;
     std::vector<std::size_t> lens;
     for (const std::string& s : args) {
@@ -248,18 +250,36 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
       lens.push_back(s.size());
     }
     auto* r = static_cast<redisReply*>(
-        redisCommandArgv(c.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+        redisCommandArgv(c_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
     std::unique_ptr<redisReply, void (*)(void*)> reply(r, &freeReplyObject);
+    text.clear();
     if (!reply) {
-      text = c->errstr;
+      text = c_->errstr;
     } else if (reply->type == REDIS_REPLY_ERROR) {
       text = std::string(ErrorText(*reply));
     }
     return reply;
-  };
+  }
+
+ private:
+  static timeval Timeval(std::int64_t ms) {
+    return timeval{ms / 1000, static_cast<suseconds_t>(ms % 1000 * 1000)};
+  }
+  std::string where_;
+  std::unique_ptr<redisContext, decltype(&redisFree)> c_;
+};
+
+std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) {
+  fatal = false;
+  // A cluster: its first seed that answers stands for it (every node loads
+  // the scripts again when the gateway connects to it).
+  const RedisAddress& a = options.nodes.empty() ? options.address : options.nodes[0];
+  SyncConnection c(a, options.connect_timeout_ms);
+  if (!c.ok()) return c.error();
+  const std::string& where = c.where();
   std::string text;
   for (const Command& handshake : HandshakeCommands(a)) {
-    auto r = command(handshake, text);
+    auto r = c.Run(handshake, text);
     if (text.empty()) continue;
     fatal = r != nullptr;
     if (handshake.front() == "AUTH") {
@@ -268,7 +288,7 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
     return fmt::format("{}: cannot select database {}: {}", where, a.db, text);
   }
   for (int i = 0; i < kRedisScriptCount; ++i) {
-    auto r = command(ScriptLoad(i), text);
+    auto r = c.Run(ScriptLoad(i), text);
     if (!text.empty()) {
       fatal = r != nullptr && text.rfind("NOAUTH", 0) == 0;
       return fmt::format("{}: cannot load the {} script: {}", where, kRedisScripts[i].name, text);
@@ -280,12 +300,45 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
   return std::nullopt;
 }
 
+enum class PendingKind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad, kAsking };
+
+// A command awaiting its reply on a connection.
+struct RedisStore::Pending {
+  PendingKind kind;
+  DecisionSink* sink = nullptr;  // kDecide
+  CountSink* count = nullptr;    // kCount; null: nobody waits
+  std::int64_t deadline = 0;
+  std::string command;     // kDecide, kCount: resent after NOSCRIPT or a redirect
+  bool done = false;       // completed (timed out): its reply is dropped
+  int redirects = 0;       // Redis Cluster MOVED/ASK/TRYAGAIN followed so far
+  std::uint16_t slot = 0;  // of its keys (Redis Cluster routing)
+
+  // Completes it (once) with a failure.
+  void Fail(StoreStatus status, RedisHealth& health) {
+    if (done) return;
+    done = true;
+    if (status == StoreStatus::kUnavailable) {
+      health.unavailable.fetch_add(1, std::memory_order_relaxed);
+    }
+    if (kind == PendingKind::kDecide) sink->OnDecision({status, {}});
+    if (kind == PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
+  }
+};
+
+bool IsRedirect(std::string_view error) {
+  return error.starts_with("MOVED ") || error.starts_with("ASK ") || error.starts_with("TRYAGAIN");
+}
+
 struct RedisStore::Shared {
+  Shared(asio::io_context& i, const RedisOptions& o, RedisHealth& h)
+      : io(i), options(o), health(h), retry_timer(i) {}
   asio::io_context& io;
   RedisOptions options;
   RedisHealth& health;
   std::vector<std::string> handshake;     // AUTH/SELECT as RESP (HandshakeCommands)
   std::vector<std::string> script_loads;  // SCRIPT LOAD of every script as RESP
+  std::deque<Pending> retry;              // TRYAGAIN: sent again when retry_timer fires
+  asio::steady_timer retry_timer;
 };
 
 // One hiredis asynchronous connection on Asio: hiredis's event hooks
@@ -294,7 +347,8 @@ struct RedisStore::Shared {
 // so pending_ is a FIFO matched one to one with hiredis's callbacks.
 class RedisStore::Connection {
  public:
-  explicit Connection(Shared& shared) : shared_(shared), timer_(shared.io), retry_(shared.io) {
+  Connection(Shared& shared, RedisStore& owner, const RedisAddress& address)
+      : shared_(shared), owner_(owner), address_(address), timer_(shared.io), retry_(shared.io) {
     Connect();
   }
 
@@ -320,8 +374,10 @@ class RedisStore::Connection {
     return true;
   }
 
-  void SendDecision(std::string command, DecisionSink& sink, std::int64_t deadline) {
+  void SendDecision(std::string command, DecisionSink& sink, std::int64_t deadline,
+                    std::uint16_t slot) {
     Pending p{Kind::kDecide, &sink, nullptr, deadline, std::move(command)};
+    p.slot = slot;
     if (!Send(p.command)) {
       Fail(p, StoreStatus::kUnavailable);
       return;
@@ -331,8 +387,9 @@ class RedisStore::Connection {
   }
 
   // `sink` null: nobody waits for the answer.
-  void SendCount(std::string command, CountSink* sink, std::int64_t deadline) {
+  void SendCount(std::string command, CountSink* sink, std::int64_t deadline, std::uint16_t slot) {
     Pending p{Kind::kCount, nullptr, sink, deadline, std::move(command)};
+    p.slot = slot;
     if (!Send(p.command)) {
       Fail(p, StoreStatus::kUnavailable);
       return;
@@ -341,16 +398,30 @@ class RedisStore::Connection {
     ArmDeadline(deadline);
   }
 
+  // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
+  void Resend(Pending p, bool asking) {
+    if (p.done) return;
+    if (asking) {
+      static constexpr std::string_view kAsking = "*1\r\n$6\r\nASKING\r\n";
+      if (Send(kAsking)) {
+        pending_.push_back({Kind::kAsking, nullptr, nullptr, p.deadline, {}});
+        ++setup_pending_;
+      }
+    }
+    if (!Send(p.command)) {
+      Fail(p, StoreStatus::kUnavailable);
+      return;
+    }
+    const std::int64_t deadline = p.deadline;
+    pending_.push_back(std::move(p));
+    ArmDeadline(deadline);
+  }
+
+  // Completes `p` (once) with a failure.
+  void Fail(Pending& p, StoreStatus status) { p.Fail(status, shared_.health); }
+
  private:
-  enum class Kind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad };
-  struct Pending {
-    Kind kind;
-    DecisionSink* sink = nullptr;  // kDecide
-    CountSink* count = nullptr;    // kCount; null: nobody waits
-    std::int64_t deadline = 0;
-    std::string command;  // kDecide, kCount: resent after NOSCRIPT
-    bool done = false;    // completed (timed out): its reply is dropped
-  };
+  using Kind = PendingKind;
 
   static void OnReply(redisAsyncContext*, void* reply, void* privdata) {
     static_cast<Connection*>(privdata)->HandleReply(static_cast<redisReply*>(reply));
@@ -385,7 +456,7 @@ class RedisStore::Connection {
   }
 
   void Connect() {
-    const RedisAddress& a = shared_.options.address;
+    const RedisAddress& a = address_;
     redisAsyncContext* ac = redisAsyncConnect(a.host.c_str(), a.port);
     if (ac == nullptr || ac->err != 0) {
       if (ac != nullptr) redisAsyncFree(ac);
@@ -438,18 +509,17 @@ class RedisStore::Connection {
       up_ = true;
       backoff_ms_ = 0;
       shared_.health.connections_up.fetch_add(1, std::memory_order_relaxed);
-      spdlog::info("redis {}:{}: connected", shared_.options.address.host,
-                   shared_.options.address.port);
+      spdlog::info("redis {}:{}: connected", address_.host, address_.port);
     }
     switch (p.kind) {
       case Kind::kHandshake:
         if (reply->type == REDIS_REPLY_ERROR) {
-          spdlog::error("redis {}:{}: {}", shared_.options.address.host,
-                        shared_.options.address.port, ErrorText(*reply));
+          spdlog::error("redis {}:{}: {}", address_.host, address_.port, ErrorText(*reply));
           Drop();
         }
         return;
       case Kind::kScriptLoad:
+      case Kind::kAsking:
         return;
       case Kind::kDecide:
       case Kind::kCount:
@@ -465,6 +535,11 @@ class RedisStore::Connection {
         return;
       }
       pending_.push_back(std::move(p));
+      return;
+    }
+    if (reply->type == REDIS_REPLY_ERROR && IsRedirect(ErrorText(*reply))) {
+      // Redis Cluster: the slot lives (or is moving) elsewhere.
+      owner_.Redirect(std::move(p), ErrorText(*reply));
       return;
     }
     if (p.kind == Kind::kCount) {
@@ -504,19 +579,8 @@ class RedisStore::Connection {
   Pending Pop() {
     Pending p = std::move(pending_.front());
     pending_.pop_front();
-    if (p.kind == Kind::kHandshake || p.kind == Kind::kScriptLoad) --setup_pending_;
+    if (p.kind != Kind::kDecide && p.kind != Kind::kCount) --setup_pending_;
     return p;
-  }
-
-  // Completes `p` (once) with a failure.
-  void Fail(Pending& p, StoreStatus status) {
-    if (p.done) return;
-    p.done = true;
-    if (status == StoreStatus::kUnavailable) {
-      shared_.health.unavailable.fetch_add(1, std::memory_order_relaxed);
-    }
-    if (p.kind == Kind::kDecide) p.sink->OnDecision({status, {}});
-    if (p.kind == Kind::kCount && p.count != nullptr) p.count->OnCount({status, 0});
   }
 
   void Complete(DecisionSink* sink, const StoreResult& result) {
@@ -561,8 +625,7 @@ class RedisStore::Connection {
       up_ = false;
       shared_.health.connections_up.fetch_sub(1, std::memory_order_relaxed);
       if (!shutting_down_) {
-        spdlog::warn("redis {}:{}: connection lost: {}", shared_.options.address.host,
-                     shared_.options.address.port, why);
+        spdlog::warn("redis {}:{}: connection lost: {}", address_.host, address_.port, why);
       }
     }
     if (!shutting_down_) ScheduleReconnect();
@@ -657,6 +720,8 @@ class RedisStore::Connection {
   }
 
   Shared& shared_;
+  RedisStore& owner_;
+  const RedisAddress address_;
   redisAsyncContext* ac_ = nullptr;
   std::optional<asio::posix::stream_descriptor> descriptor_;
   asio::steady_timer timer_;  // the earliest deadline of pending_
@@ -678,24 +743,196 @@ class RedisStore::Connection {
   std::int64_t backoff_ms_ = 0;
 };
 
+std::uint16_t RedisSlot(std::string_view key) {
+  // CRC16-CCITT (XMODEM), as Redis Cluster computes it, over the hash tag:
+  // the bytes between the first '{' and the next '}' when not empty.
+  const std::size_t open = key.find('{');
+  if (open != std::string_view::npos) {
+    const std::size_t close = key.find('}', open + 1);
+    if (close != std::string_view::npos && close > open + 1) {
+      key = key.substr(open + 1, close - open - 1);
+    }
+  }
+  std::uint16_t crc = 0;
+  for (char ch : key) {
+    crc ^= static_cast<std::uint16_t>(static_cast<unsigned char>(ch) << 8);
+    for (int bit = 0; bit < 8; ++bit) {
+      crc = static_cast<std::uint16_t>((crc & 0x8000) ? (crc << 1) ^ 0x1021 : crc << 1);
+    }
+  }
+  return static_cast<std::uint16_t>(crc % kRedisSlots);
+}
+
+std::optional<RedisSlotMap> FetchClusterSlots(const RedisOptions& options, std::string& error) {
+  for (const RedisAddress& seed : options.nodes) {
+    SyncConnection c(seed, options.connect_timeout_ms);
+    if (!c.ok()) {
+      error = c.error();
+      continue;
+    }
+    bool setup_failed = false;
+    for (const Command& handshake : HandshakeCommands(seed)) {
+      std::string text;
+      c.Run(handshake, text);
+      if (!text.empty()) {
+        error = fmt::format("redis {}:{}: {}", seed.host, seed.port, text);
+        setup_failed = true;
+      }
+    }
+    if (setup_failed) continue;
+    std::string text;
+    auto reply = c.Run({"CLUSTER", "SLOTS"}, text);
+    if (!text.empty() || reply->type != REDIS_REPLY_ARRAY) {
+      error = fmt::format("redis {}:{}: CLUSTER SLOTS failed: {}", seed.host, seed.port, text);
+      continue;
+    }
+    RedisSlotMap map;
+    for (std::size_t i = 0; i < reply->elements; ++i) {
+      const redisReply& range = *reply->element[i];
+      if (range.type != REDIS_REPLY_ARRAY || range.elements < 3) continue;
+      const redisReply& master = *range.element[2];
+      if (master.type != REDIS_REPLY_ARRAY || master.elements < 2) continue;
+      RedisAddress node = seed;
+      if (master.element[0]->type == REDIS_REPLY_STRING && master.element[0]->len > 0) {
+        node.host.assign(master.element[0]->str, master.element[0]->len);
+      }
+      node.port = static_cast<std::uint16_t>(master.element[1]->integer);
+      map.push_back({range.element[0]->integer, range.element[1]->integer, node});
+    }
+    return map;
+  }
+  return std::nullopt;
+}
+
 RedisStore::RedisStore(asio::io_context& io, const RedisOptions& options, RedisHealth& health)
-    : shared_(new Shared{io, options, health, {}, {}}) {
-  for (const Command& c : HandshakeCommands(options.address)) shared_->handshake.push_back(Resp(c));
+    : shared_(std::make_unique<Shared>(io, options, health)) {
+  const RedisAddress& credentials = options.nodes.empty() ? options.address : options.nodes[0];
+  for (const Command& c : HandshakeCommands(credentials)) shared_->handshake.push_back(Resp(c));
   for (int i = 0; i < kRedisScriptCount; ++i) shared_->script_loads.push_back(Resp(ScriptLoad(i)));
-  for (std::size_t i = 0; i < std::max<std::size_t>(1, options.pool); ++i) {
-    connections_.push_back(std::make_unique<Connection>(*shared_));
+  if (options.nodes.empty()) {
+    NodeIndex(options.address);
+    return;
+  }
+  // Redis Cluster: the slot map now (startup), then MOVED keeps it current.
+  slots_.assign(kRedisSlots, 0);
+  std::string error;
+  if (std::optional<RedisSlotMap> map = FetchClusterSlots(options, error)) {
+    for (const RedisSlotRange& range : *map) {
+      const int node = NodeIndex(range.node);
+      for (std::int64_t slot = range.first; slot <= range.last && slot < kRedisSlots; ++slot) {
+        slots_[static_cast<std::size_t>(slot)] = node;
+      }
+    }
+  } else {
+    spdlog::warn("redis cluster: no slot map yet ({}); redirects will teach it", error);
+    NodeIndex(options.nodes[0]);
   }
 }
 
-RedisStore::~RedisStore() = default;
+RedisStore::~RedisStore() {
+  for (Pending& p : shared_->retry) p.Fail(StoreStatus::kUnavailable, shared_->health);
+  shared_->retry.clear();
+  nodes_.clear();  // completes what is pending on the connections
+}
 
-RedisStore::Connection* RedisStore::PickConnection(std::int64_t now) {
-  for (std::size_t i = 0; i < connections_.size(); ++i) {
-    Connection* c = connections_[next_++ % connections_.size()].get();
+int RedisStore::NodeIndex(const RedisAddress& address) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (nodes_[i].address.host == address.host && nodes_[i].address.port == address.port) {
+      return static_cast<int>(i);
+    }
+  }
+  Node& node = nodes_.emplace_back();
+  node.address = address;
+  if (!shared_->options.nodes.empty()) {
+    // Credentials and database come from the first seed.
+    const RedisAddress& seed = shared_->options.nodes[0];
+    node.address.user = seed.user;
+    node.address.password = seed.password;
+  }
+  for (std::size_t i = 0; i < std::max<std::size_t>(1, shared_->options.pool); ++i) {
+    node.connections.push_back(std::make_unique<Connection>(*shared_, *this, node.address));
+  }
+  return static_cast<int>(nodes_.size() - 1);
+}
+
+RedisStore::Connection* RedisStore::PickConnection(std::int64_t now, std::uint16_t slot) {
+  Node& node = nodes_[slots_.empty() ? 0 : static_cast<std::size_t>(slots_[slot])];
+  const std::size_t n = node.connections.size();
+  for (std::size_t i = 0; i < n; ++i) {
+    Connection* c = node.connections[node.next++ % n].get();
     if (c->Usable(now)) return c;
   }
   shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
+}
+
+void RedisStore::Redirect(Pending p, std::string_view error) {
+  if (p.done) return;
+  // A run of MOVED means a map that does not settle; ASK and TRYAGAIN last
+  // as long as a migration does and are bounded by the command's deadline.
+  if (error.starts_with("MOVED ") && ++p.redirects > kMaxRedirects) {
+    spdlog::warn("redis cluster: gave up after {} redirects: {}", kMaxRedirects, error);
+    p.Fail(StoreStatus::kError, shared_->health);
+    return;
+  }
+  shared_->health.redirects.fetch_add(1, std::memory_order_relaxed);
+  const std::int64_t now = NowMs();
+  if (error.starts_with("TRYAGAIN")) {
+    // A multi-key script during a slot migration: its keys are split
+    // between the two nodes for a moment. Sent again shortly, routed anew.
+    shared_->retry.push_back(std::move(p));
+    if (shared_->retry.size() == 1) {
+      shared_->retry_timer.expires_after(std::chrono::milliseconds(5));
+      shared_->retry_timer.async_wait([this](boost::system::error_code ec) {
+        if (!ec) RetryNow();
+      });
+    }
+    return;
+  }
+  // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
+  const bool ask = error.starts_with("ASK ");
+  std::string_view rest = error.substr(ask ? 4 : 6);
+  const std::size_t space = rest.find(' ');
+  const std::size_t colon = rest.rfind(':');
+  std::int64_t slot = -1;
+  unsigned port = 0;
+  if (space == std::string_view::npos || colon == std::string_view::npos || colon < space ||
+      std::from_chars(rest.data(), rest.data() + space, slot).ec != std::errc() ||
+      std::from_chars(rest.data() + colon + 1, rest.data() + rest.size(), port).ec != std::errc() ||
+      slot < 0 || slot >= kRedisSlots || port == 0 || port > 65535) {
+    p.Fail(StoreStatus::kError, shared_->health);
+    return;
+  }
+  RedisAddress target;
+  target.host = std::string(rest.substr(space + 1, colon - space - 1));
+  target.port = static_cast<std::uint16_t>(port);
+  const int node = NodeIndex(target);
+  if (!ask && !slots_.empty()) slots_[static_cast<std::size_t>(slot)] = node;
+  Node& to = nodes_[static_cast<std::size_t>(node)];
+  for (std::size_t i = 0; i < to.connections.size(); ++i) {
+    Connection* c = to.connections[to.next++ % to.connections.size()].get();
+    if (c->Usable(now)) {
+      c->Resend(std::move(p), ask);
+      return;
+    }
+  }
+  p.Fail(StoreStatus::kUnavailable, shared_->health);
+}
+
+void RedisStore::RetryNow() {
+  std::deque<Pending> ready;
+  ready.swap(shared_->retry);
+  const std::int64_t now = NowMs();
+  for (Pending& p : ready) {
+    if (now >= p.deadline) {
+      shared_->health.timeouts.fetch_add(1, std::memory_order_relaxed);
+      p.Fail(StoreStatus::kTimeout, shared_->health);
+    } else if (Connection* c = PickConnection(now, p.slot)) {
+      c->Resend(std::move(p), false);
+    } else {
+      p.Fail(StoreStatus::kUnavailable, shared_->health);
+    }
+  }
 }
 
 const RedisOptions& RedisStore::options() const { return shared_->options; }
@@ -703,7 +940,8 @@ const RedisOptions& RedisStore::options() const { return shared_->options; }
 void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> keys,
                      std::initializer_list<std::string_view> args, CountSink* sink) {
   const std::int64_t now = NowMs();
-  Connection* connection = PickConnection(now);
+  const std::uint16_t slot = keys.size() > 0 && !slots_.empty() ? RedisSlot(*keys.begin()) : 0;
+  Connection* connection = PickConnection(now, slot);
   if (connection == nullptr) {
     if (sink != nullptr) sink->OnCount({StoreStatus::kUnavailable, 0});
     return;
@@ -716,16 +954,11 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
   for (std::string_view a : args) w.Arg(a);
-  connection->SendCount(std::move(command), sink, now + shared_->options.timeout_ms);
+  connection->SendCount(std::move(command), sink, now + shared_->options.timeout_ms, slot);
 }
 
 void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const std::int64_t now = NowMs();
-  Connection* connection = PickConnection(now);
-  if (connection == nullptr) {
-    sink.OnDecision({StoreStatus::kUnavailable, {}});
-    return;
-  }
   const LimitSpec& limit = *request.limit;
   const RedisOptions& o = shared_->options;
   std::string command;
@@ -736,8 +969,10 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   w.Arg("EVALSHA");
   w.Arg(ScriptSha(ScriptIndex(limit)));
   w.Arg(static_cast<std::int64_t>(2 * windows));
+  std::uint16_t slot = 0;
   for (std::size_t i = 0; i < windows; ++i) {
     std::string key = RedisKey(o.prefix, request.key, limit.fingerprint, i);
+    if (i == 0 && !slots_.empty()) slot = RedisSlot(key);
     w.Arg(key);
     key += ":n";
     w.Arg(key);
@@ -745,7 +980,12 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const std::optional<std::int64_t> now_ms =
       o.time == RedisTime::kServer ? std::nullopt : std::optional(request.now_ms);
   WriteScriptArgs(limit, request.cost, now_ms, o.min_ttl_ms, w);
-  connection->SendDecision(std::move(command), sink, now + o.timeout_ms);
+  Connection* connection = PickConnection(now, slot);
+  if (connection == nullptr) {
+    sink.OnDecision({StoreStatus::kUnavailable, {}});
+    return;
+  }
+  connection->SendDecision(std::move(command), sink, now + o.timeout_ms, slot);
 }
 
 }  // namespace tollgate::store

@@ -4,7 +4,12 @@
 // shared/spec/algorithms.md exactly as the local store does.
 //
 // One RedisStore per I/O thread: it owns `pool` hiredis asynchronous
-// connections driven by that thread's io_context, pipelines commands (all
+// connections (per master, on Redis Cluster: commands go to the master of
+// their keys' slot; MOVED updates the slot map, ASK is followed once with
+// ASKING, TRYAGAIN during a migration is retried after 5 ms; at most
+// kMaxRedirects MOVED per command, ASK and TRYAGAIN within its deadline)
+// driven by that thread's io_context, pipelines
+// commands (all
 // commands issued in one turn of the event loop leave in one write) and
 // completes every Decide() within `timeout_ms`, inline when it cannot send
 // (disconnected, circuit open, too many commands pending). Not thread-safe:
@@ -34,6 +39,19 @@ namespace tollgate::store {
 // sentence naming the problem. `fatal` is set for answers that retrying
 // cannot fix (wrong password, unknown database).
 std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal);
+
+// Redis Cluster: the slot of a key (CRC16 of its hash tag, mod 16384).
+inline constexpr int kRedisSlots = 16384;
+std::uint16_t RedisSlot(std::string_view key);
+
+// The masters of a cluster by slot range, as CLUSTER SLOTS tells.
+struct RedisSlotRange {
+  std::int64_t first = 0, last = 0;
+  RedisAddress node;
+};
+using RedisSlotMap = std::vector<RedisSlotRange>;
+// Blocking: asks the seeds (`options.nodes`) in turn. For startup.
+std::optional<RedisSlotMap> FetchClusterSlots(const RedisOptions& options, std::string& error);
 
 // The Redis key of window `window` of a rule key:
 // <prefix>{<escaped key>}:<fingerprint>:<window>. The braces are a Redis
@@ -78,12 +96,26 @@ class RedisStore final : public Store {
   const RedisOptions& options() const;
 
  private:
+  static constexpr int kMaxRedirects = 5;
   struct Shared;
+  struct Pending;
   class Connection;
-  Connection* PickConnection(std::int64_t now);
+  struct Node {
+    RedisAddress address;
+    std::vector<std::unique_ptr<Connection>> connections;
+    std::size_t next = 0;
+  };
+  // A usable connection to the node of `slot`; null when none is.
+  Connection* PickConnection(std::int64_t now, std::uint16_t slot);
+  // The node at `address`, connected to when new.
+  int NodeIndex(const RedisAddress& address);
+  // Follows a cluster redirect (MOVED, ASK, TRYAGAIN) for `p`.
+  void Redirect(Pending p, std::string_view error);
+  void RetryNow();
+
   std::unique_ptr<Shared> shared_;
-  std::vector<std::unique_ptr<Connection>> connections_;
-  std::size_t next_ = 0;
+  std::vector<Node> nodes_;
+  std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
 };
 
 }  // namespace tollgate::store

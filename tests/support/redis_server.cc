@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <stdexcept>
 #include <thread>
@@ -49,7 +50,8 @@ std::string ReplyText(const redisReply* r) {
 
 }  // namespace
 
-RedisServer::RedisServer(std::string password) : password_(std::move(password)) {
+RedisServer::RedisServer(std::string password, RedisMode mode)
+    : password_(std::move(password)), mode_(mode) {
   port_ = FreePort();
   Start();
 }
@@ -75,6 +77,19 @@ void RedisServer::Start() {
   if (!password_.empty()) {
     argv.push_back("--requirepass");
     argv.push_back(password_);
+  }
+  if (mode_ == RedisMode::kCluster) {
+    const std::string conf = "/tmp/tollgate-cluster-" + std::to_string(port_) + ".conf";
+    unlink(conf.c_str());
+    // The bus port is port + 10000 unless set: past 65535 for high ports.
+    for (const char* a :
+         {"--cluster-enabled", "yes", "--cluster-node-timeout", "5000", "--cluster-port"}) {
+      argv.push_back(a);
+    }
+    if (cluster_port_ == 0) cluster_port_ = FreePort();
+    argv.push_back(std::to_string(cluster_port_));
+    argv.push_back("--cluster-config-file");
+    argv.push_back(conf);
   }
   pid_ = fork();
   if (pid_ == 0) {
@@ -118,6 +133,53 @@ std::string RedisServer::Command(const std::vector<std::string>& args) {
   };
   if (!password_.empty()) run({"AUTH", password_});
   return run(args);
+}
+
+RedisCluster::RedisCluster() {
+  // `timeout`: redis-cli waits for ever for a node that never joins.
+  std::string command = "timeout 30 redis-cli --cluster create";
+  for (int i = 0; i < 3; ++i) {
+    nodes_.push_back(std::make_unique<RedisServer>("", RedisMode::kCluster));
+    command += " 127.0.0.1:" + std::to_string(nodes_.back()->port());
+  }
+  command += " --cluster-replicas 0 --cluster-yes >/dev/null 2>&1";
+  if (std::system(command.c_str()) != 0) throw std::runtime_error("redis-cli --cluster create");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  for (auto& node : nodes_) {
+    while (node->Command({"CLUSTER", "INFO"}).find("cluster_state:ok") == std::string::npos) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        throw std::runtime_error("the cluster did not become ready");
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+std::string RedisCluster::seed() const { return "127.0.0.1:" + std::to_string(nodes_[0]->port()); }
+
+std::size_t RedisCluster::OwnerOf(const std::string& key) {
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const std::string answer = nodes_[i]->Command({"TYPE", key});
+    if (answer.rfind("MOVED", 0) != 0 && answer.rfind("ASK", 0) != 0) return i;
+  }
+  throw std::runtime_error("no node owns " + key);
+}
+
+void RedisCluster::MoveSlot(int slot, std::size_t from, std::size_t to, int pause_ms) {
+  RedisServer& src = *nodes_[from];
+  RedisServer& dst = *nodes_[to];
+  const std::string src_id = src.Command({"CLUSTER", "MYID"});
+  const std::string dst_id = dst.Command({"CLUSTER", "MYID"});
+  const std::string s = std::to_string(slot);
+  dst.Command({"CLUSTER", "SETSLOT", s, "IMPORTING", src_id});
+  src.Command({"CLUSTER", "SETSLOT", s, "MIGRATING", dst_id});
+  for (;;) {
+    const std::string keys = src.Command({"CLUSTER", "GETKEYSINSLOT", s, "1"});
+    if (keys.empty()) break;
+    src.Command({"MIGRATE", "127.0.0.1", std::to_string(dst.port()), keys, "0", "5000"});
+    std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  }
+  for (auto& node : nodes_) node->Command({"CLUSTER", "SETSLOT", s, "NODE", dst_id});
 }
 
 }  // namespace tollgate::testing

@@ -6,14 +6,17 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
 namespace tollgate::testing {
 
+enum class RedisMode { kStandalone, kCluster };
+
 class RedisServer {
  public:
-  explicit RedisServer(std::string password = "");
+  explicit RedisServer(std::string password = "", RedisMode mode = RedisMode::kStandalone);
   ~RedisServer();
   RedisServer(const RedisServer&) = delete;
   RedisServer& operator=(const RedisServer&) = delete;
@@ -31,8 +34,29 @@ class RedisServer {
 
  private:
   std::string password_;
+  RedisMode mode_;
   std::uint16_t port_ = 0;
+  std::uint16_t cluster_port_ = 0;  // the cluster bus (RedisMode::kCluster)
   pid_t pid_ = -1;
+};
+
+// Three masters in one Redis Cluster on loopback (redis-cli --cluster
+// create, no replicas), each owning a third of the slots.
+class RedisCluster {
+ public:
+  RedisCluster();
+  RedisServer& node(std::size_t i) { return *nodes_[i]; }
+  // "127.0.0.1:port" of node 0, a seed.
+  std::string seed() const;
+  // The node that owns `key`'s slot now.
+  std::size_t OwnerOf(const std::string& key);
+  // Moves `slot` from node `from` to node `to` as redis-cli --cluster
+  // reshard does (IMPORTING/MIGRATING, MIGRATE key by key, SETSLOT NODE),
+  // pausing `pause_ms` between keys so that traffic meets the migration.
+  void MoveSlot(int slot, std::size_t from, std::size_t to, int pause_ms);
+
+ private:
+  std::vector<std::unique_ptr<RedisServer>> nodes_;
 };
 
 }  // namespace tollgate::testing
