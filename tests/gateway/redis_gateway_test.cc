@@ -37,6 +37,35 @@ limit = 3
 window = "1h"
 )";
 
+TEST(RedisGateway, LimitsThroughARedisCluster) {
+  RedisCluster cluster;
+  auto echo = StartEcho();
+  // Many clients (X-Forwarded-For from a trusted proxy): their keys land on
+  // every master; each gets exactly its three.
+  TestGateway gateway(BasicConfig(R"(
+[identity]
+trusted_proxies = ["127.0.0.1/32"]
+[store]
+kind = "redis"
+[store.redis]
+nodes = [")" + cluster.seed() + R"("]
+timeout = "500ms"
+on_error = "deny"
+)" + kThreePerHour),
+                      echo->port());
+  Client client(gateway.port());
+  for (int c = 0; c < 12; ++c) {
+    const std::string from = "X-Forwarded-For: 198.51.100." + std::to_string(c) + "\r\n";
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(client.Get("/", from).result_int(), 200) << c;
+    EXPECT_EQ(client.Get("/", from).result_int(), 429) << c;
+  }
+  std::size_t masters_with_keys = 0;
+  for (std::size_t i = 0; i < 3; ++i) {
+    masters_with_keys += cluster.node(i).Command({"DBSIZE"}) != "0";
+  }
+  EXPECT_EQ(masters_with_keys, 3u);
+}
+
 TEST(RedisGateway, LimitsThroughRedis) {
   RedisServer redis;
   auto echo = StartEcho();
