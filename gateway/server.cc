@@ -186,6 +186,9 @@ Server::~Server() {
 
 std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> config,
                                        const store::Clock& clock, std::string& error) {
+  // spdlog's registry is made on first use, inside libspdlog: make it here,
+  // before the workers log, rather than in a race TSan cannot see guarded.
+  spdlog::default_logger_raw();
   auto impl = std::make_unique<Impl>();
   impl->clock = &clock;
   store::LocalStoreOptions store_options;
