@@ -11,22 +11,29 @@
 #include <chrono>
 #include <cstdlib>
 #include <memory>
+#include <random>
 #include <stdexcept>
 #include <thread>
 
 namespace tollgate::testing {
 namespace {
 
+// A free port for a redis-server, from 20000-29999: outside the kernel's
+// ephemeral range, which every other test's port 0 draws from, so that a
+// killed server's port is not handed to someone else before it restarts.
 std::uint16_t FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  close(fd);
-  return ntohs(addr.sin_port);
+  static std::mt19937 random(std::random_device{}());
+  for (;;) {
+    const auto port = static_cast<std::uint16_t>(20000 + random() % 10000);
+    const int fd = socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    const bool free = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+    close(fd);
+    if (free) return port;
+  }
 }
 
 std::string ReplyText(const redisReply* r) {
