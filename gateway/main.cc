@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
+#include <sys/stat.h>
 
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "algorithms/limit.h"
@@ -83,6 +85,45 @@ void Reload(const std::string& path, Server& server) {
   spdlog::info("reload: {} is in force", path);
 }
 
+// [server] watch_config: the file's size and modification time, looked at
+// every second; a change is reloaded once it has held for one look (an
+// editor may write in several steps), as SIGHUP would.
+class ConfigWatcher {
+ public:
+  ConfigWatcher(boost::asio::io_context& io, std::string path, Server& server)
+      : timer_(io), path_(std::move(path)), server_(server), applied_(Look()), seen_(applied_) {}
+  void Start() {
+    timer_.expires_after(std::chrono::seconds(1));
+    timer_.async_wait([this](const boost::system::error_code& ec) {
+      if (ec) return;
+      const Signature now = Look();
+      if (now != applied_) {
+        if (now == seen_) {
+          applied_ = now;
+          Reload(path_, server_);
+        }
+        seen_ = now;
+      }
+      Start();
+    });
+  }
+  void Stop() { timer_.cancel(); }
+
+ private:
+  using Signature = std::pair<std::int64_t, std::int64_t>;  // mtime ns, size; -1: unreadable
+  Signature Look() const {
+    struct stat st {};
+    if (::stat(path_.c_str(), &st) != 0) return {-1, -1};
+    return {static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec,
+            static_cast<std::int64_t>(st.st_size)};
+  }
+  boost::asio::steady_timer timer_;
+  std::string path_;
+  Server& server_;
+  Signature applied_;
+  Signature seen_;
+};
+
 int Run(const std::string& path) {
   rules::LoadResult loaded = rules::LoadConfigFile(path);
   if (!loaded.config) {
@@ -125,6 +166,11 @@ int Run(const std::string& path) {
         signals.async_wait(on_signal);
       };
   signals.async_wait(on_signal);
+  std::optional<ConfigWatcher> watcher;
+  if (config->server.watch_config) {
+    watcher.emplace(signals_io, path, *server);
+    watcher->Start();
+  }
 
   server->Start();
   std::string ports;

@@ -28,6 +28,7 @@ void CheckReadable(const toml::value& at, const std::string& file, std::string_v
 void ReadServer(TableReader r, ServerConfig& out) {
   if (auto v = r.Integer("threads", 0, 256)) out.threads = static_cast<int>(*v);
   if (auto v = r.DurationMs("drain_timeout")) out.drain_timeout_ms = *v;
+  if (auto b = r.Bool("watch_config")) out.watch_config = *b;
   if (auto v = r.Bool("via")) out.via = *v;
   r.Finish();
 }

@@ -30,6 +30,9 @@ struct ServerConfig {
   int threads = 0;  // 0: one per core
   std::int64_t drain_timeout_ms = 10'000;
   bool via = false;  // add "Via: 1.1 tollgate" to forwarded messages
+  // Reload when the file changes (checked every second; read once it has
+  // stayed unchanged for a check), as SIGHUP does. Read at startup only.
+  bool watch_config = false;
 };
 
 struct AdminConfig {

@@ -54,6 +54,33 @@ TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) {
   EXPECT_EQ(gateway.Wait(), 0);
 }
 
+TEST(Reload, AWatchedFileIsReloadedWhenItChanges) {
+  auto echo = StartEcho();
+  TempDir dir;
+  std::string config = BasicConfig(
+      "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
+      "window = \"1m\"\n");
+  config.replace(config.find("[[listeners]]"), 13, "watch_config = true\n[[listeners]]");
+  config = WithEchoPort(config, echo->port());
+  const std::string file = dir.Write("tollgate.toml", config);
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t port = WaitForPort(gateway);
+  Client client(port);
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  EXPECT_EQ(client.Get("/").result_int(), 429);
+  // A broken file is refused like on SIGHUP; no signal is sent here.
+  dir.Write("tollgate.toml", config + "[[rules]]\nname = \"bad\"\nalgorithm = \"nope\"\n");
+  EXPECT_NE(LineWith(gateway, "reload failed"), "");
+  EXPECT_EQ(client.Get("/").result_int(), 429);
+  std::string raised = config;
+  raised.replace(raised.find("limit = 1"), 9, "limit = 9");
+  dir.Write("tollgate.toml", raised);
+  EXPECT_NE(LineWith(gateway, "is in force"), "");
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
 TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   auto echo = StartEcho();
   TempDir dir;
