@@ -24,12 +24,19 @@ std::string LineWith(Process& process, const std::string& needle) {
   return "";
 }
 
-TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) {
+enum class ReloadBy { kSighup, kWatching };
+
+// A broken file is refused with its position and the old rule stays; a good
+// one takes effect (a changed limit starts afresh).
+void ReloadScenario(ReloadBy by) {
   auto echo = StartEcho();
   TempDir dir;
   std::string config = BasicConfig(
       "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
       "window = \"1m\"\n");
+  if (by == ReloadBy::kWatching) {
+    config.replace(config.find("[[listeners]]"), 13, "watch_config = true\n[[listeners]]");
+  }
   config = WithEchoPort(config, echo->port());
   const std::string file = dir.Write("tollgate.toml", config);
   Process gateway({TOLLGATE_BINARY, "--config", file});
@@ -37,49 +44,29 @@ TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) {
   Client client(port);
   EXPECT_EQ(client.Get("/").result_int(), 200);
   EXPECT_EQ(client.Get("/").result_int(), 429);
+  const auto changed = [&](const std::string& text) {
+    dir.Write("tollgate.toml", text);
+    if (by == ReloadBy::kSighup) gateway.Signal(SIGHUP);
+  };
 
-  dir.Write("tollgate.toml", config + "[[rules]]\nname = \"bad\"\nalgorithm = \"nope\"\n");
-  gateway.Signal(SIGHUP);
+  changed(config + "[[rules]]\nname = \"bad\"\nalgorithm = \"nope\"\n");
   EXPECT_NE(LineWith(gateway, "reload:").find("tollgate.toml:"), std::string::npos);
   EXPECT_NE(LineWith(gateway, "reload failed"), "");
   EXPECT_EQ(client.Get("/").result_int(), 429);  // the old rule is still in force
 
   std::string raised = config;
   raised.replace(raised.find("limit = 1"), 9, "limit = 9");
-  dir.Write("tollgate.toml", raised);
-  gateway.Signal(SIGHUP);
+  changed(raised);
   EXPECT_NE(LineWith(gateway, "is in force"), "");
-  EXPECT_EQ(client.Get("/").result_int(), 200);  // a changed limit starts afresh
+  EXPECT_EQ(client.Get("/").result_int(), 200);
   gateway.Signal(SIGTERM);
   EXPECT_EQ(gateway.Wait(), 0);
 }
 
-TEST(Reload, AWatchedFileIsReloadedWhenItChanges) {
-  auto echo = StartEcho();
-  TempDir dir;
-  std::string config = BasicConfig(
-      "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
-      "window = \"1m\"\n");
-  config.replace(config.find("[[listeners]]"), 13, "watch_config = true\n[[listeners]]");
-  config = WithEchoPort(config, echo->port());
-  const std::string file = dir.Write("tollgate.toml", config);
-  Process gateway({TOLLGATE_BINARY, "--config", file});
-  const std::uint16_t port = WaitForPort(gateway);
-  Client client(port);
-  EXPECT_EQ(client.Get("/").result_int(), 200);
-  EXPECT_EQ(client.Get("/").result_int(), 429);
-  // A broken file is refused like on SIGHUP; no signal is sent here.
-  dir.Write("tollgate.toml", config + "[[rules]]\nname = \"bad\"\nalgorithm = \"nope\"\n");
-  EXPECT_NE(LineWith(gateway, "reload failed"), "");
-  EXPECT_EQ(client.Get("/").result_int(), 429);
-  std::string raised = config;
-  raised.replace(raised.find("limit = 1"), 9, "limit = 9");
-  dir.Write("tollgate.toml", raised);
-  EXPECT_NE(LineWith(gateway, "is in force"), "");
-  EXPECT_EQ(client.Get("/").result_int(), 200);
-  gateway.Signal(SIGTERM);
-  EXPECT_EQ(gateway.Wait(), 0);
-}
+TEST(Reload, SighupAppliesAGoodFileAndKeepsTheOldOneOnErrors) { ReloadScenario(ReloadBy::kSighup); }
+
+// No signal: watch_config notices the writes.
+TEST(Reload, AWatchedFileIsReloadedWhenItChanges) { ReloadScenario(ReloadBy::kWatching); }
 
 TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   auto echo = StartEcho();
