@@ -235,11 +235,11 @@ class SyncConnection {
         c_(redisConnectWithTimeout(a.host.c_str(), a.port, Timeval(timeout_ms)), &redisFree) {
     if (c_ && c_->err == 0) redisSetTimeout(c_.get(), Timeval(timeout_ms));
   }
-  bool ok() const { return c_ && c_->err == 0; }
-  std::string error() const {
+  bool Connected() const { return c_ && c_->err == 0; }
+  std::string ConnectError() const {
     return fmt::format("{}: cannot connect: {}", where_, c_ ? c_->errstr : "out of memory");
   }
-  const std::string& where() const { return where_; }
+  const std::string& Where() const { return where_; }
   // The reply (null when the connection failed); `text` is set to the
   // error when there is one.
   std::unique_ptr<redisReply, void (*)(void*)> Run(const Command& args, std::string& text) {
@@ -275,8 +275,8 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
   // the scripts again when the gateway connects to it).
   const RedisAddress& a = options.nodes.empty() ? options.address : options.nodes[0];
   SyncConnection c(a, options.connect_timeout_ms);
-  if (!c.ok()) return c.error();
-  const std::string& where = c.where();
+  if (!c.Connected()) return c.ConnectError();
+  const std::string& where = c.Where();
   std::string text;
   for (const Command& handshake : HandshakeCommands(a)) {
     auto r = c.Run(handshake, text);
@@ -766,8 +766,8 @@ std::uint16_t RedisSlot(std::string_view key) {
 std::optional<RedisSlotMap> FetchClusterSlots(const RedisOptions& options, std::string& error) {
   for (const RedisAddress& seed : options.nodes) {
     SyncConnection c(seed, options.connect_timeout_ms);
-    if (!c.ok()) {
-      error = c.error();
+    if (!c.Connected()) {
+      error = c.ConnectError();
       continue;
     }
     bool setup_failed = false;

@@ -84,7 +84,8 @@ TEST_F(CoordinatorConformance, LearnedLimitsDecideAlike) {
           random() % 3 == 0 ? -1 : static_cast<std::int64_t>(5000 + random() % 5000);
       facts.limited = random() % 8 == 0;
       facts.global = facts.limited && random() % 4 == 0;
-      if (facts.limited && random() % 2 == 0) facts.retry_after_ms = 3000 + random() % 3000;
+      if (facts.limited && random() % 2 == 0)
+        facts.retry_after_ms = static_cast<std::int64_t>(3000 + random() % 3000);
       const std::int64_t now = SteadyMs();
       local_.Learn(upstream, bucket, facts, now);
       remote_->Learn(upstream, bucket, facts, now);
