@@ -63,7 +63,14 @@ RedisServer::RedisServer(std::string password, RedisMode mode)
   Start();
 }
 
-RedisServer::~RedisServer() { Kill(); }
+RedisServer::~RedisServer() {
+  Kill();
+  if (mode_ == RedisMode::kCluster) unlink(ClusterConfigFile().c_str());
+}
+
+std::string RedisServer::ClusterConfigFile() const {
+  return "/tmp/tollgate-cluster-" + std::to_string(port_) + ".conf";
+}
 
 std::string RedisServer::url() const {
   return "redis://" + (password_.empty() ? "" : ":" + password_ + "@") +
@@ -86,7 +93,7 @@ void RedisServer::Start() {
     argv.push_back(password_);
   }
   if (mode_ == RedisMode::kCluster) {
-    const std::string conf = "/tmp/tollgate-cluster-" + std::to_string(port_) + ".conf";
+    const std::string conf = ClusterConfigFile();
     unlink(conf.c_str());
     // The bus port is port + 10000 unless set: past 65535 for high ports.
     for (const char* a :

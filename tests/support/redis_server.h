@@ -33,6 +33,7 @@ class RedisServer {
   std::string Command(const std::vector<std::string>& args);
 
  private:
+  std::string ClusterConfigFile() const;  // RedisMode::kCluster: the node's own state
   std::string password_;
   RedisMode mode_;
   std::uint16_t port_ = 0;
