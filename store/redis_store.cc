@@ -374,26 +374,14 @@ class RedisStore::Connection {
     return true;
   }
 
-  void SendDecision(std::string command, DecisionSink& sink, std::int64_t deadline,
-                    std::uint16_t slot) {
-    Pending p{Kind::kDecide, &sink, nullptr, deadline, std::move(command)};
-    p.slot = slot;
+  // Sends `p` (a decision or a count) and awaits its reply until its
+  // deadline; completes it at once when it cannot be sent.
+  void Submit(Pending p) {
     if (!Send(p.command)) {
       Fail(p, StoreStatus::kUnavailable);
       return;
     }
-    pending_.push_back(std::move(p));
-    ArmDeadline(deadline);
-  }
-
-  // `sink` null: nobody waits for the answer.
-  void SendCount(std::string command, CountSink* sink, std::int64_t deadline, std::uint16_t slot) {
-    Pending p{Kind::kCount, nullptr, sink, deadline, std::move(command)};
-    p.slot = slot;
-    if (!Send(p.command)) {
-      Fail(p, StoreStatus::kUnavailable);
-      return;
-    }
+    const std::int64_t deadline = p.deadline;
     pending_.push_back(std::move(p));
     ArmDeadline(deadline);
   }
@@ -408,13 +396,7 @@ class RedisStore::Connection {
         ++setup_pending_;
       }
     }
-    if (!Send(p.command)) {
-      Fail(p, StoreStatus::kUnavailable);
-      return;
-    }
-    const std::int64_t deadline = p.deadline;
-    pending_.push_back(std::move(p));
-    ArmDeadline(deadline);
+    Submit(std::move(p));
   }
 
   // Completes `p` (once) with a failure.
@@ -530,11 +512,7 @@ class RedisStore::Connection {
       shared_.health.noscript.fetch_add(1, std::memory_order_relaxed);
       if (p.done) return;
       SendScriptLoads(p.deadline);
-      if (!Send(p.command)) {
-        Fail(p, StoreStatus::kUnavailable);
-        return;
-      }
-      pending_.push_back(std::move(p));
+      Submit(std::move(p));
       return;
     }
     if (reply->type == REDIS_REPLY_ERROR && IsRedirect(ErrorText(*reply))) {
@@ -855,15 +833,24 @@ int RedisStore::NodeIndex(const RedisAddress& address) {
   return static_cast<int>(nodes_.size() - 1);
 }
 
-RedisStore::Connection* RedisStore::PickConnection(std::int64_t now, std::uint16_t slot) {
-  Node& node = nodes_[slots_.empty() ? 0 : static_cast<std::size_t>(slots_[slot])];
+RedisStore::Connection* RedisStore::PickOnNode(std::int64_t now, std::size_t node_index) {
+  Node& node = nodes_[node_index];
   const std::size_t n = node.connections.size();
   for (std::size_t i = 0; i < n; ++i) {
     Connection* c = node.connections[node.next++ % n].get();
     if (c->Usable(now)) return c;
   }
-  shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
   return nullptr;
+}
+
+std::size_t RedisStore::NodeOfSlot(std::uint16_t slot) const {
+  return slots_.empty() ? 0 : static_cast<std::size_t>(slots_[slot]);
+}
+
+RedisStore::Connection* RedisStore::PickConnection(std::int64_t now, std::uint16_t slot) {
+  Connection* c = PickOnNode(now, NodeOfSlot(slot));
+  if (c == nullptr) shared_->health.unavailable.fetch_add(1, std::memory_order_relaxed);
+  return c;
 }
 
 void RedisStore::Redirect(Pending p, std::string_view error) {
@@ -876,7 +863,6 @@ void RedisStore::Redirect(Pending p, std::string_view error) {
     return;
   }
   shared_->health.redirects.fetch_add(1, std::memory_order_relaxed);
-  const std::int64_t now = NowMs();
   if (error.starts_with("TRYAGAIN")) {
     // A multi-key script during a slot migration: its keys are split
     // between the two nodes for a moment. Sent again shortly, routed anew.
@@ -908,15 +894,11 @@ void RedisStore::Redirect(Pending p, std::string_view error) {
   target.port = static_cast<std::uint16_t>(port);
   const int node = NodeIndex(target);
   if (!ask && !slots_.empty()) slots_[static_cast<std::size_t>(slot)] = node;
-  Node& to = nodes_[static_cast<std::size_t>(node)];
-  for (std::size_t i = 0; i < to.connections.size(); ++i) {
-    Connection* c = to.connections[to.next++ % to.connections.size()].get();
-    if (c->Usable(now)) {
-      c->Resend(std::move(p), ask);
-      return;
-    }
+  if (Connection* c = PickOnNode(NowMs(), static_cast<std::size_t>(node))) {
+    c->Resend(std::move(p), ask);
+  } else {
+    p.Fail(StoreStatus::kUnavailable, shared_->health);
   }
-  p.Fail(StoreStatus::kUnavailable, shared_->health);
 }
 
 void RedisStore::RetryNow() {
@@ -927,7 +909,7 @@ void RedisStore::RetryNow() {
     if (now >= p.deadline) {
       shared_->health.timeouts.fetch_add(1, std::memory_order_relaxed);
       p.Fail(StoreStatus::kTimeout, shared_->health);
-    } else if (Connection* c = PickConnection(now, p.slot)) {
+    } else if (Connection* c = PickOnNode(now, NodeOfSlot(p.slot))) {
       c->Resend(std::move(p), false);
     } else {
       p.Fail(StoreStatus::kUnavailable, shared_->health);
@@ -954,7 +936,10 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
   for (std::string_view a : args) w.Arg(a);
-  connection->SendCount(std::move(command), sink, now + shared_->options.timeout_ms, slot);
+  Pending p{PendingKind::kCount, nullptr, sink, now + shared_->options.timeout_ms,
+            std::move(command)};
+  p.slot = slot;
+  connection->Submit(std::move(p));
 }
 
 void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
@@ -985,7 +970,9 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
     sink.OnDecision({StoreStatus::kUnavailable, {}});
     return;
   }
-  connection->SendDecision(std::move(command), sink, now + o.timeout_ms, slot);
+  Pending p{PendingKind::kDecide, &sink, nullptr, now + o.timeout_ms, std::move(command)};
+  p.slot = slot;
+  connection->Submit(std::move(p));
 }
 
 }  // namespace tollgate::store

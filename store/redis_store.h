@@ -105,8 +105,12 @@ class RedisStore final : public Store {
     std::vector<std::unique_ptr<Connection>> connections;
     std::size_t next = 0;
   };
-  // A usable connection to the node of `slot`; null when none is.
+  // A usable connection to the node of `slot`; null (counted as
+  // unavailable) when none is.
   Connection* PickConnection(std::int64_t now, std::uint16_t slot);
+  // A usable connection to node `node_index`, or null; not counted.
+  Connection* PickOnNode(std::int64_t now, std::size_t node_index);
+  std::size_t NodeOfSlot(std::uint16_t slot) const;
   // The node at `address`, connected to when new.
   int NodeIndex(const RedisAddress& address);
   // Follows a cluster redirect (MOVED, ASK, TRYAGAIN) for `p`.
