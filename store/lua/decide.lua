@@ -5,13 +5,7 @@
 --       nodelay (1/0).
 -- Returns {allowed, remaining, retry_after_ms, delay_ms, reset_ms, window,
 --          window_reset_ms}; window is 0-based.
-local t
-if ARGV[1] == '' then
-  local now = redis.call('TIME')
-  t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-else
-  t = tonumber(ARGV[1])
-end
+local t = now_ms(ARGV[1])
 local cost = tonumber(ARGV[2])
 local min_ttl = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])

@@ -3,13 +3,7 @@
 -- that dies loses only its own places, after inflight_ttl.
 -- KEYS: the key's lease set. ARGV: now_ms ("" = the server's TIME), max,
 -- ttl_ms, lease id. Returns 1 (the lease is held) or 0 (max are in flight).
-local t
-if ARGV[1] == '' then
-  local now = redis.call('TIME')
-  t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-else
-  t = tonumber(ARGV[1])
-end
+local t = now_ms(ARGV[1])
 local max = tonumber(ARGV[2])
 local ttl = tonumber(ARGV[3])
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', string.format('%d', t))

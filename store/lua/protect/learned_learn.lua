@@ -15,8 +15,7 @@ local retry_at = tonumber(ARGV[3])
 local limited = ARGV[4] == '1'
 local global = ARGV[5] == '1'
 if limit > 0 then redis.call('SET', KEYS[3], string.format('%d', limit)) end
-local now = redis.call('TIME')
-local t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+local t = now_ms('')
 local reset = -1
 if reset_at >= 0 then reset = reset_at - t end
 if retry_at >= 0 then reset = retry_at - t end
