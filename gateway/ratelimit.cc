@@ -104,18 +104,21 @@ std::optional<LimitOutcome> StartLimits(const LimitContext& context,
   return std::nullopt;
 }
 
+void RecordStoreFailure(const LimitContext& context, store::StoreStatus status) {
+  if (context.metrics == nullptr) return;
+  context.metrics->RecordStoreError(context.store_kind, status == store::StoreStatus::kTimeout
+                                                            ? StoreErrorKind::kTimeout
+                                                        : status == store::StoreStatus::kUnavailable
+                                                            ? StoreErrorKind::kUnavailable
+                                                            : StoreErrorKind::kError);
+  context.metrics->RecordFallback(context.on_error);
+}
+
 algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
                                      const store::StoreResult& result, bool& error) {
   error = result.status != store::StoreStatus::kOk;
   if (!error) return result.decision;
-  if (context.metrics != nullptr) {
-    context.metrics->RecordStoreError(
-        context.store_kind, result.status == store::StoreStatus::kTimeout ? StoreErrorKind::kTimeout
-                            : result.status == store::StoreStatus::kUnavailable
-                                ? StoreErrorKind::kUnavailable
-                                : StoreErrorKind::kError);
-    context.metrics->RecordFallback(context.on_error);
-  }
+  RecordStoreFailure(context, result.status);
   algorithms::Decision d;
   switch (context.on_error) {
     case rules::StoreFailurePolicy::kAllow:

@@ -97,6 +97,10 @@ std::optional<LimitOutcome> StartLimits(const LimitContext& context,
 LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch);
 
+// Counts a call the store could not answer (metrics: the store error and
+// the on_error fallback taken).
+void RecordStoreFailure(const LimitContext& context, store::StoreStatus status);
+
 // A decision of `batch` with the failure policy applied: `error` is set when
 // the store could not decide (on_error allow/deny give an allowed/limited
 // decision; local asks the local store).

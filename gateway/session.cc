@@ -334,14 +334,7 @@ Task<store::CountResult> Session::Coordinate(const LimitContext& context, Coordi
     result = co_await answer.Wait();
   }
   if (result.status == store::StoreStatus::kOk) co_return result;
-  if (context.metrics != nullptr) {
-    context.metrics->RecordStoreError(
-        context.store_kind, result.status == store::StoreStatus::kTimeout ? StoreErrorKind::kTimeout
-                            : result.status == store::StoreStatus::kUnavailable
-                                ? StoreErrorKind::kUnavailable
-                                : StoreErrorKind::kError);
-    context.metrics->RecordFallback(context.on_error);
-  }
+  RecordStoreFailure(context, result.status);
   store::LocalCoordinator& local = *generation_->state->local_coordinator;
   if (context.on_error == rules::StoreFailurePolicy::kLocal && &coordinator != &local) {
     CountCall answer(executor);
