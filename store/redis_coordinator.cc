@@ -11,11 +11,17 @@ namespace {
 
 constexpr std::string_view kUpstreamTag = "upstream/";
 
-std::string UpstreamTag(std::string_view upstream) {
-  std::string tag(kUpstreamTag);
-  tag += upstream;
-  return tag;
-}
+// The keys of the learned-limit scripts (learned_check.lua, learned_learn.lua).
+struct LearnedKeys {
+  LearnedKeys(std::string_view prefix, std::string_view upstream, std::string_view bucket) {
+    std::string tag(kUpstreamTag);
+    tag += upstream;
+    global = RedisTaggedKey(prefix, tag, "", "global");
+    remaining = RedisTaggedKey(prefix, tag, bucket, "remaining");
+    limit = RedisTaggedKey(prefix, tag, bucket, "limit");
+  }
+  std::string global, remaining, limit;
+};
 
 std::string Int(std::int64_t v) { return std::to_string(v); }
 
@@ -86,26 +92,17 @@ RedisCoordinator::~RedisCoordinator() = default;
 
 void RedisCoordinator::CheckLearned(std::string_view upstream, std::string_view bucket,
                                     std::int64_t, CountSink& sink) {
-  const std::string& prefix = redis_.options().prefix;
-  const std::string tag = UpstreamTag(upstream);
-  redis_.Run(
-      RedisAux::kLearnedCheck,
-      {RedisTaggedKey(prefix, tag, "", "global"), RedisTaggedKey(prefix, tag, bucket, "remaining"),
-       RedisTaggedKey(prefix, tag, bucket, "limit")},
-      {}, &sink);
+  const LearnedKeys k(redis_.options().prefix, upstream, bucket);
+  redis_.Run(RedisAux::kLearnedCheck, {k.global, k.remaining, k.limit}, {}, &sink);
 }
 
 void RedisCoordinator::Learn(std::string_view upstream, std::string_view bucket,
                              const algorithms::LearnedFacts& facts, std::int64_t) {
-  const std::string& prefix = redis_.options().prefix;
-  const std::string tag = UpstreamTag(upstream);
-  redis_.Run(
-      RedisAux::kLearnedLearn,
-      {RedisTaggedKey(prefix, tag, "", "global"), RedisTaggedKey(prefix, tag, bucket, "remaining"),
-       RedisTaggedKey(prefix, tag, bucket, "limit")},
-      {Int(facts.limit), Int(At(facts.reset_after_ms)), Int(At(facts.retry_after_ms)),
-       facts.limited ? "1" : "0", facts.global ? "1" : "0"},
-      nullptr);
+  const LearnedKeys k(redis_.options().prefix, upstream, bucket);
+  redis_.Run(RedisAux::kLearnedLearn, {k.global, k.remaining, k.limit},
+             {Int(facts.limit), Int(At(facts.reset_after_ms)), Int(At(facts.retry_after_ms)),
+              facts.limited ? "1" : "0", facts.global ? "1" : "0"},
+             nullptr);
 }
 
 void RedisCoordinator::AcquirePlace(std::string_view key, std::int64_t max, std::int64_t now_ms,
