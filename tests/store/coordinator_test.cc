@@ -12,20 +12,12 @@
 
 #include "redis_server.h"
 #include "store/redis_coordinator.h"
+#include "store_sinks.h"
 
 namespace tollgate::store {
 namespace {
 
 using testing::RedisServer;
-
-struct Answer final : CountSink {
-  CountResult result;
-  bool done = false;
-  void OnCount(const CountResult& r) override {
-    result = r;
-    done = true;
-  }
-};
 
 std::int64_t SteadyMs() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(

@@ -10,29 +10,13 @@
 #include <thread>
 
 #include "redis_server.h"
+#include "store_sinks.h"
 
 namespace tollgate::store {
 namespace {
 
 using testing::RedisServer;
 using Steady = std::chrono::steady_clock;
-
-struct Result final : DecisionSink {
-  StoreResult result;
-  bool done = false;
-  void OnDecision(const StoreResult& r) override {
-    result = r;
-    done = true;
-  }
-};
-
-LimitSpec FixedWindow(std::int64_t limit, std::int64_t window_ms) {
-  algorithms::LimitParams p;
-  p.algorithm = algorithms::Algorithm::kFixedWindow;
-  p.limit = limit;
-  p.window_ms = window_ms;
-  return LimitSpec::Make({p});
-}
 
 RedisOptions OptionsFor(const RedisServer& redis, std::int64_t timeout_ms = 50) {
   std::string error;
