@@ -16,16 +16,7 @@ namespace {
 
 std::string RedisConfig(const RedisServer& redis, const std::string& on_error,
                         const std::string& rules) {
-  return BasicConfig(R"(
-[store]
-kind = "redis"
-[store.redis]
-url = ")" + redis.url() +
-                     R"("
-timeout = "50ms"
-on_error = ")" + on_error +
-                     R"("
-)" + rules);
+  return BasicConfig(RedisStoreSection("url = \"" + redis.url() + "\"", on_error, "50ms") + rules);
 }
 
 constexpr const char* kThreePerHour = R"(
@@ -42,17 +33,11 @@ TEST(RedisGateway, LimitsThroughARedisCluster) {
   auto echo = StartEcho();
   // Many clients (X-Forwarded-For from a trusted proxy): their keys land on
   // every master; each gets exactly its three.
-  TestGateway gateway(BasicConfig(R"(
-[identity]
-trusted_proxies = ["127.0.0.1/32"]
-[store]
-kind = "redis"
-[store.redis]
-nodes = [")" + cluster.seed() + R"("]
-timeout = "500ms"
-on_error = "deny"
-)" + kThreePerHour),
-                      echo->port());
+  TestGateway gateway(
+      BasicConfig("[identity]\ntrusted_proxies = [\"127.0.0.1/32\"]\n" +
+                  RedisStoreSection("nodes = [\"" + cluster.seed() + "\"]", "deny", "500ms") +
+                  kThreePerHour),
+      echo->port());
   Client client(gateway.port());
   for (int c = 0; c < 12; ++c) {
     const std::string from = "X-Forwarded-For: 198.51.100." + std::to_string(c) + "\r\n";

@@ -80,6 +80,12 @@ upstream = "api"
 )" + extra;
 }
 
+std::string RedisStoreSection(const std::string& where, const std::string& on_error,
+                              const std::string& timeout, const std::string& more) {
+  return "[store]\nkind = \"redis\"\n[store.redis]\n" + where + "\ntimeout = \"" + timeout +
+         "\"\non_error = \"" + on_error + "\"\n" + more;
+}
+
 std::string WithEchoPort(std::string toml, std::uint16_t port) {
   for (std::size_t at; (at = toml.find("{ECHO}")) != std::string::npos;) {
     toml.replace(at, 6, std::to_string(port));

@@ -68,6 +68,11 @@ std::string WithEchoPort(std::string toml, std::uint16_t port);
 // one upstream "api" = the echo server, route "/" to it. `extra` is appended.
 std::string BasicConfig(const std::string& extra = "");
 
+// [store] on Redis: `where` is `url = "..."` or `nodes = [...]`; `more` is
+// appended to [store.redis].
+std::string RedisStoreSection(const std::string& where, const std::string& on_error,
+                              const std::string& timeout, const std::string& more = "");
+
 // A blocking client connection. Its receive timeout (SO_RCVTIMEO) bounds raw
 // recv() calls; Asio's own blocking reads poll without a timeout.
 class Client {

@@ -29,8 +29,7 @@ std::string Config(const std::string& upstream_options, const std::string& rules
   const std::string servers = "servers = [\"127.0.0.1:{ECHO}\"]\n";
   text.insert(text.find(servers) + servers.size(), upstream_options);
   if (redis != nullptr) {
-    text += "[store]\nkind = \"redis\"\n[store.redis]\nurl = \"" + redis->url() +
-            "\"\ntimeout = \"500ms\"\non_error = \"deny\"\n" + redis_options;
+    text += RedisStoreSection("url = \"" + redis->url() + "\"", "deny", "500ms", redis_options);
   }
   return text;
 }
