@@ -344,12 +344,31 @@ Task<store::CountResult> Session::Coordinate(const LimitContext& context, Coordi
   co_return result;
 }
 
-Task<bool> Session::PlaceBackoff(std::int64_t deadline_ms, int& attempt) {
-  const std::int64_t left = deadline_ms - generation_->state->clock->NowMs();
+struct Session::PlaceWait {
+  std::string key;  // in the waiting room
+  std::size_t max_waiting = 0;
+  std::int64_t delay_ms = 0;  // 0: refused at once
+  std::int64_t deadline_ms = 0;
+  int attempt = 0;
+  std::optional<WaitingRoom::Ticket> ticket;
+  std::optional<DelayedGauge> gauge;
+};
+
+Task<bool> Session::WaitForPlace(PlaceWait& wait) {
+  const GatewayState& state = *generation_->state;
+  if (!wait.ticket) {
+    if (wait.delay_ms <= 0) co_return false;
+    std::size_t before = 0;
+    wait.ticket = state.waiting_room->Enter(wait.key, wait.max_waiting, before);
+    if (!wait.ticket) co_return false;
+    wait.gauge.emplace(worker_.metrics());
+  }
+  const std::int64_t left = wait.deadline_ms - state.clock->NowMs();
   if (left <= 0) co_return false;
   const Executor executor = co_await asio::this_coro::executor;
-  Timer timer(executor, Ms(std::min<std::int64_t>(left, std::int64_t{1} << std::min(attempt, 5))));
-  ++attempt;
+  Timer timer(executor,
+              Ms(std::min<std::int64_t>(left, std::int64_t{1} << std::min(wait.attempt, 5))));
+  ++wait.attempt;
   co_await timer.async_wait(kUseTuple);
   co_return true;
 }
@@ -359,10 +378,9 @@ Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOu
   const GatewayState& state = *generation_->state;
   for (const rules::RuleHit& hit : evaluation_.inflight) {
     const rules::RuleConfig& rule = *hit.rule;
-    const std::int64_t deadline = state.clock->NowMs() + rule.max_delay_ms;
-    std::optional<WaitingRoom::Ticket> waiting;  // held while this request waits
-    std::optional<DelayedGauge> gauge;
-    for (int attempt = 0;;) {
+    PlaceWait wait{hit.key, static_cast<std::size_t>(rule.max_waiting), rule.max_delay_ms,
+                   state.clock->NowMs() + rule.max_delay_ms};
+    for (;;) {
       store::InflightGuard place;
       const store::CountResult got =
           co_await Coordinate(context, [&](store::Coordinator& c, store::CountSink& sink) {
@@ -381,14 +399,7 @@ Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOu
         outcome.inflight.push_back(std::move(place));
         break;
       }
-      if (!waiting && rule.max_delay_ms > 0) {
-        std::size_t before = 0;
-        waiting =
-            state.waiting_room->Enter(hit.key, static_cast<std::size_t>(rule.max_waiting), before);
-        if (waiting) gauge.emplace(worker_.metrics());
-      }
-      bool again = false;
-      if (waiting) again = co_await PlaceBackoff(deadline, attempt);
+      const bool again = co_await WaitForPlace(wait);
       if (!again) {
         NoteInflight(context, hit, false, outcome);
         outcome.inflight.clear();  // the places already taken go back at once
@@ -403,23 +414,16 @@ Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOu
 Task<std::optional<store::InflightGuard>> Session::AcquireUpstreamPlace(
     const rules::UpstreamConfig& upstream) {
   const GatewayState& state = *generation_->state;
-  const std::int64_t deadline = state.clock->NowMs() + upstream.max_connections_delay_ms;
-  std::optional<WaitingRoom::Ticket> waiting;
-  std::optional<DelayedGauge> gauge;
-  for (int attempt = 0;;) {
+  // Bounded by the process's waiting room only: an upstream has one key.
+  PlaceWait wait{std::string(kUpstreamWaitingPrefix) + upstream.name,
+                 static_cast<std::size_t>(config_->limits.max_waiting),
+                 upstream.max_connections_delay_ms,
+                 state.clock->NowMs() + upstream.max_connections_delay_ms};
+  for (;;) {
     std::optional<store::InflightGuard> place =
         state.inflight_upstreams->TryAcquire(upstream.name, upstream.max_connections);
     if (place) co_return place;
-    if (!waiting && upstream.max_connections_delay_ms > 0) {
-      std::size_t before = 0;
-      // Bounded by the process's waiting room only: an upstream has one key.
-      waiting =
-          state.waiting_room->Enter(std::string(kUpstreamWaitingPrefix) + upstream.name,
-                                    static_cast<std::size_t>(config_->limits.max_waiting), before);
-      if (waiting) gauge.emplace(worker_.metrics());
-    }
-    bool again = false;
-    if (waiting) again = co_await PlaceBackoff(deadline, attempt);
+    const bool again = co_await WaitForPlace(wait);
     if (!again) co_return std::nullopt;
   }
 }

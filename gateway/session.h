@@ -59,9 +59,13 @@ class Session {
   // max_connections_delay; nullopt when none came.
   Task<std::optional<store::InflightGuard>> AcquireUpstreamPlace(
       const rules::UpstreamConfig& upstream);
-  // Sleeps before the next try for a place: 1 ms, doubling up to 32 ms, never
-  // past `deadline_ms`. False when the deadline has passed.
-  Task<bool> PlaceBackoff(std::int64_t deadline_ms, int& attempt);
+  // A request waiting for a place (max_inflight, max_connections).
+  struct PlaceWait;
+  // Sleeps before the next try for a place: 1 ms, doubling up to 32 ms,
+  // never past the wait's deadline; from the first call on the request
+  // holds a place in the waiting room. False when it may not wait (no
+  // delay configured, waiting room full) or the deadline has passed.
+  Task<bool> WaitForPlace(PlaceWait& wait);
   enum class Turn { kReady, kRejected, kClientGone };
   // Holds a request limited by delay rules until they allow it. kRejected:
   // it cannot be served within max_delay or the waiting room is full
