@@ -256,15 +256,18 @@ TEST(Jwt, InvalidTokenMakesTheRequestAnonymous) {
 
 // ---- matching and keys -----------------------------------------------------
 
-TEST(Rules, MatchersAndKeys) {
-  LoadResult loaded = LoadConfigText(R"(
+// The parts of a configuration that the rules below need around them.
+constexpr const char* kSkeleton = R"(
 [[listeners]]
 address = "127.0.0.1:0"
 [[upstreams]]
 name = "api"
 servers = ["127.0.0.1:9"]
 [[routes]]
-upstream = "api"
+upstream = "api")";
+
+TEST(Rules, MatchersAndKeys) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
 [[rules]]
 name = "r"
 match = { path_prefix = "/api", methods = ["get", "POST"], role = ["user"], ip = ["10.0.0.0/8"], host = "API.example.com", header = { "X-Tenant" = "a" }, anonymous = false }
@@ -321,14 +324,7 @@ window = "1s"
 }
 
 TEST(Rules, DisplayKeyShowsAddressesWhateverTheirBytes) {
-  LoadResult loaded = LoadConfigText(R"(
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "api"
-servers = ["127.0.0.1:9"]
-[[routes]]
-upstream = "api"
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
 [[rules]]
 name = "per-ip"
 key = ["ip", "user"]
