@@ -100,6 +100,42 @@ TEST(Config, LargeIntegersDoNotWrap) {
   EXPECT_NE(errors[0].find("between 0 and 256; got 5000000000"), std::string::npos);
 }
 
+// The keys of upstream protection, Redis Cluster and file watching.
+TEST(Config, ProtectionClusterAndWatchErrorsArePlaced) {
+  const std::vector<std::string> errors = Errors(R"([[listeners]]
+address = "127.0.0.1:8080"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9000"]
+max_connections_delay = "1s"
+[[routes]]
+upstream = "api"
+[[rules]]
+name = "c"
+key = "ip"
+max_inflight = 2
+max_waiting = 5
+[store]
+kind = "redis"
+[store.redis]
+url = "redis://127.0.0.1:6379"
+nodes = ["127.0.0.1:7000", "redis://127.0.0.1:7001/2", "nope:port"]
+inflight_ttl = "soon"
+[server]
+watch_config = "yes"
+)");
+  const std::vector<std::string> expected{
+      "t.toml:6:25: \"max_connections_delay\" needs max_connections",
+      "t.toml:13:15: \"max_waiting\" needs \"max_delay\"",
+      "t.toml:18:9: use either \"url\" (one Redis) or \"nodes\" (Redis Cluster)",
+      "t.toml:18:28: Redis Cluster has database 0 only",
+      "t.toml:18:56: \"redis://nope:port\": the port must be 1..65535",
+      "t.toml:19:16: \"inflight_ttl\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
+      "\"1h\" or \"1d\"; got \"soon\"",
+      "t.toml:21:16: \"watch_config\" must be true or false; got a string"};
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, UnreadableCertificateIsNamed) {
   const std::vector<std::string> errors = Errors(R"([[listeners]]
 address = "127.0.0.1:8443"
