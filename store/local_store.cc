@@ -1,5 +1,6 @@
 #include "store/local_store.h"
 
+#include <algorithm>
 #include <bit>
 #include <cstdlib>
 #include <cstring>
@@ -17,12 +18,12 @@ namespace {
 using algorithms::Algorithm;
 
 // One malloc'd block per key: header, key bytes padded to 8, window states.
+// Its expiry and CLOCK bit live in its table slot, so that the sweeping hand
+// reads only the table, never the entries it passes.
 struct Entry {
-  std::int64_t expires_ms;    // state is equivalent to a fresh one from here
   std::uint32_t fingerprint;  // LimitSpec::fingerprint the state belongs to
   std::uint16_t key_len;
-  std::uint8_t referenced : 1;  // CLOCK bit: used since the hand last passed
-  std::uint8_t windows : 7;
+  std::uint8_t windows;
   Algorithm algorithm;
   // Followed by the key and the states.
 
@@ -34,18 +35,14 @@ struct Entry {
 
   static std::size_t PaddedKey(std::size_t len) { return (len + 7) & ~std::size_t{7}; }
 };
-static_assert(sizeof(Entry) == 16, "the per-key header stays compact");
+static_assert(sizeof(Entry) == 8, "the per-key header stays compact");
 
 Entry* NewEntry(std::string_view key, const LimitSpec& spec, std::int64_t now_ms) {
   const std::size_t size = sizeof(Entry) + Entry::PaddedKey(key.size()) + spec.state_bytes;
   auto* e = static_cast<Entry*>(std::malloc(size));
   if (e == nullptr) return nullptr;
-  new (e) Entry{0,
-                spec.fingerprint,
-                static_cast<std::uint16_t>(key.size()),
-                1,
-                static_cast<std::uint8_t>(spec.windows.size()),
-                spec.windows.front().algorithm};
+  new (e) Entry{spec.fingerprint, static_cast<std::uint16_t>(key.size()),
+                static_cast<std::uint8_t>(spec.windows.size()), spec.windows.front().algorithm};
   std::memcpy(e->bytes() + sizeof(Entry), key.data(), key.size());
   std::byte* state = e->states();
   for (const algorithms::LimitParams& p : spec.windows) {
@@ -68,6 +65,14 @@ void FreeEntry(Entry* e) {
 constexpr std::size_t kSweepStep = 2;
 constexpr std::size_t kInitialSlots = 16;
 
+// A slot's expiry is a count of 1024 ms ticks after its shard's first
+// decision, rounded up: an entry may be freed up to a second after its state
+// is fresh again, never before. 31 bits of ticks last 69 years; the top bit
+// of the same word is the CLOCK bit.
+constexpr int kTickShift = 10;
+constexpr std::uint32_t kReferenced = 1U << 31;
+constexpr std::uint32_t kNeverExpires = kReferenced - 1;
+
 }  // namespace
 
 // An open-addressing table (linear probing, backward-shift deletion) of
@@ -83,24 +88,27 @@ class alignas(64) LocalStore::Shard {
 
   algorithms::Decision Decide(std::uint64_t hash, const DecideRequest& r) {
     std::lock_guard lock(mutex_);
+    if (!based_) {
+      based_ = true;
+      base_ms_ = r.now_ms;
+    }
     Sweep(r.now_ms);
-    Entry* e = FindOrInsert(hash, r);
-    if (e == nullptr) {
+    const std::size_t i = FindOrInsert(static_cast<std::uint32_t>(hash), r);
+    if (i == kNoSlot) {
       // Out of memory: decide on a fresh state rather than fail the request.
       algorithms::OwnedState fresh(r.limit->windows, r.now_ms);
       return algorithms::Decide(r.limit->windows, fresh.windows(), r.now_ms, r.cost);
     }
     std::byte* pointers[algorithms::kMaxWindows];
-    std::byte* state = e->states();
-    for (std::size_t i = 0; i < r.limit->windows.size(); ++i) {
-      pointers[i] = state;
-      state += algorithms::StateSize(r.limit->windows[i]);
+    std::byte* state = slots_[i].entry->states();
+    for (std::size_t w = 0; w < r.limit->windows.size(); ++w) {
+      pointers[w] = state;
+      state += algorithms::StateSize(r.limit->windows[w]);
     }
     const algorithms::Decision d = algorithms::Decide(
         r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()), r.now_ms,
         r.cost);
-    e->expires_ms = r.now_ms + d.reset_ms;
-    e->referenced = 1;
+    slots_[i].meta = kReferenced | Tick(r.now_ms + d.reset_ms);
     return d;
   }
 
@@ -109,24 +117,39 @@ class alignas(64) LocalStore::Shard {
 
  private:
   struct Slot {
-    std::uint64_t hash = 0;
+    std::uint32_t hash = 0;  // low bits of the key's hash: its home slot
+    std::uint32_t meta = 0;  // kReferenced | expiry tick
     Entry* entry = nullptr;
   };
+  static constexpr std::size_t kNoSlot = ~std::size_t{0};
 
   std::size_t mask() const { return slots_.size() - 1; }
 
-  Entry* FindOrInsert(std::uint64_t hash, const DecideRequest& r) {
+  std::uint32_t Tick(std::int64_t expires_ms) const {
+    const std::int64_t after = expires_ms - base_ms_;
+    if (after <= 0) return 0;
+    const std::int64_t ticks = (after + (std::int64_t{1} << kTickShift) - 1) >> kTickShift;
+    return static_cast<std::uint32_t>(std::min<std::int64_t>(ticks, kNeverExpires));
+  }
+
+  bool Expired(std::uint32_t meta, std::int64_t now_ms) const {
+    const std::uint32_t tick = meta & ~kReferenced;
+    return tick != kNeverExpires && base_ms_ + (std::int64_t{tick} << kTickShift) <= now_ms;
+  }
+
+  // The slot of the request's key, inserted if new; kNoSlot when out of memory.
+  std::size_t FindOrInsert(std::uint32_t hash, const DecideRequest& r) {
     std::size_t i = hash & mask();
     while (slots_[i].entry != nullptr) {
       if (slots_[i].hash == hash && slots_[i].entry->key() == r.key) {
         Entry* e = slots_[i].entry;
-        if (e->fingerprint == r.limit->fingerprint) return e;
+        if (e->fingerprint == r.limit->fingerprint) return i;
         // The rule's limit changed: its state starts afresh.
         Entry* fresh = NewEntry(r.key, *r.limit, r.now_ms);
-        if (fresh == nullptr) return nullptr;
+        if (fresh == nullptr) return kNoSlot;
         FreeEntry(e);
         slots_[i].entry = fresh;
-        return fresh;
+        return i;
       }
       i = (i + 1) & mask();
     }
@@ -136,23 +159,23 @@ class alignas(64) LocalStore::Shard {
       Grow();
     }
     Entry* e = NewEntry(r.key, *r.limit, r.now_ms);
-    if (e == nullptr) return nullptr;
-    Place(hash, e);
+    if (e == nullptr) return kNoSlot;
     size_.store(size() + 1, std::memory_order_relaxed);
-    return e;
+    return Place({hash, kReferenced, e});
   }
 
-  void Place(std::uint64_t hash, Entry* e) {
-    std::size_t i = hash & mask();
+  std::size_t Place(const Slot& slot) {
+    std::size_t i = slot.hash & mask();
     while (slots_[i].entry != nullptr) i = (i + 1) & mask();
-    slots_[i] = {hash, e};
+    slots_[i] = slot;
+    return i;
   }
 
   void Grow() {
     std::vector<Slot> old(slots_.size() * 2);
     old.swap(slots_);
     for (const Slot& s : old) {
-      if (s.entry != nullptr) Place(s.hash, s.entry);
+      if (s.entry != nullptr) Place(s);
     }
     hand_ = 0;
   }
@@ -180,11 +203,11 @@ class alignas(64) LocalStore::Shard {
     for (std::size_t step = 0; step < kSweepStep; ++step) {
       Slot& s = slots_[hand_];
       if (s.entry != nullptr) {
-        if (s.entry->expires_ms <= now_ms) {
+        if (Expired(s.meta, now_ms)) {
           EraseAt(hand_);
           continue;  // a shifted entry may now sit under the hand
         }
-        s.entry->referenced = 0;
+        s.meta &= ~kReferenced;
       }
       hand_ = (hand_ + 1) & mask();
     }
@@ -194,12 +217,12 @@ class alignas(64) LocalStore::Shard {
     for (;;) {
       Slot& s = slots_[hand_];
       if (s.entry != nullptr) {
-        if (s.entry->referenced == 0) {
+        if ((s.meta & kReferenced) == 0) {
           EraseAt(hand_);
           evictions_.fetch_add(1, std::memory_order_relaxed);
           return;
         }
-        s.entry->referenced = 0;
+        s.meta &= ~kReferenced;
       }
       hand_ = (hand_ + 1) & mask();
     }
@@ -209,6 +232,8 @@ class alignas(64) LocalStore::Shard {
   const std::size_t max_keys_;
   std::vector<Slot> slots_;
   std::size_t hand_ = 0;
+  std::int64_t base_ms_ = 0;  // time of the first decision: tick 0
+  bool based_ = false;
   std::atomic<std::size_t> size_{0};
   std::atomic<std::uint64_t> evictions_{0};
 };
@@ -223,8 +248,7 @@ LocalStore::LocalStore(LocalStoreOptions options) {
 LocalStore::~LocalStore() = default;
 
 algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
-  // Never 0, so that a zero hash can mean nothing in debugging output.
-  const std::uint64_t hash = std::hash<std::string_view>{}(request.key) | 1;
+  const std::uint64_t hash = std::hash<std::string_view>{}(request.key);
   // High bits pick the shard; low bits the slot inside it.
   return shards_[(hash >> 40) & shard_mask_]->Decide(hash, request);
 }

@@ -74,6 +74,19 @@ TEST(LocalStore, ExpiredStateIsSweptIncrementally) {
   EXPECT_EQ(store.Evictions(), 0u);
 }
 
+TEST(LocalStore, StateIsNeverSweptBeforeItIsFresh) {
+  LocalStoreOptions options;
+  options.shards = 1;
+  LocalStore store(options);
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 3, 100);
+  for (int i = 0; i < 3; ++i) store.DecideNow({"spent", &spec, 1, 1'000'050});
+  // The hand passes over "spent" many times while its window is still on
+  // (expiries are kept in coarse ticks, rounded up).
+  for (int i = 0; i < 300; ++i) store.DecideNow({"other" + std::to_string(i), &spec, 1, 1'000'099});
+  EXPECT_FALSE(store.DecideNow({"spent", &spec, 1, 1'000'099}).allowed);
+  EXPECT_TRUE(store.DecideNow({"spent", &spec, 1, 1'000'100}).allowed);
+}
+
 TEST(LocalStore, FullStoreEvictsAndCountsEvictions) {
   LocalStoreOptions options;
   options.shards = 4;
