@@ -350,8 +350,8 @@ struct Session::PlaceWait {
   std::int64_t delay_ms = 0;  // 0: refused at once
   std::int64_t deadline_ms = 0;
   int attempt = 0;
-  std::optional<WaitingRoom::Ticket> ticket;
-  std::optional<DelayedGauge> gauge;
+  std::optional<WaitingRoom::Ticket> ticket = std::nullopt;
+  std::optional<DelayedGauge> gauge = std::nullopt;
 };
 
 Task<bool> Session::WaitForPlace(PlaceWait& wait) {

@@ -239,7 +239,10 @@ class alignas(64) LocalStore::Shard {
 };
 
 LocalStore::LocalStore(LocalStoreOptions options) {
-  const std::size_t shards = std::bit_ceil(std::max<std::size_t>(1, options.shards));
+  const std::size_t shards =
+      options.shards != 0
+          ? std::bit_ceil(options.shards)
+          : std::clamp<std::size_t>(std::bit_ceil(options.max_keys / 1024), 64, 1024);
   const std::size_t per_shard = std::max<std::size_t>(1, (options.max_keys + shards - 1) / shards);
   for (std::size_t i = 0; i < shards; ++i) shards_.push_back(std::make_unique<Shard>(per_shard));
   shard_mask_ = shards - 1;

@@ -22,7 +22,10 @@ namespace tollgate::store {
 
 struct LocalStoreOptions {
   std::size_t max_keys = 1'000'000;
-  std::size_t shards = 64;  // rounded up to a power of two
+  // Rounded up to a power of two; 0: one per 1024 of max_keys, from 64 to
+  // 1024. Two threads that want the same shard at once make one of them
+  // sleep in the kernel, so busier stores get more shards.
+  std::size_t shards = 0;
 };
 
 class LocalStore final : public Store {
