@@ -71,6 +71,30 @@ Snapshot TokenPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
   return {level / p.window_ms, CeilDiv(p.burst * p.window_ms - level, p.limit)};
 }
 
+// The single-window decision in one pass: the level is computed once (the
+// general path computes it for retry_after, consume and peek alike). After a
+// consume the level seen by peek is the consumed one, since last_ms becomes
+// max(last_ms, now_ms) and no time has elapsed since then.
+// store/lua/token_bucket.lua's FUSED.token_bucket mirrors it.
+Decision TokenDecideFused(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t cost) {
+  Decision d;
+  int64_t level = TokenLevel(p, s, now_ms);
+  const int64_t need = cost * p.window_ms;
+  d.allowed = level >= need;
+  if (d.allowed) {
+    level -= need;
+    s.level = level;
+    s.last_ms = std::max(s.last_ms, now_ms);
+  } else {
+    d.retry_after_ms = CeilDiv(need - level, p.limit);
+  }
+  d.remaining = level / p.window_ms;
+  d.reset_ms = CeilDiv(p.burst * p.window_ms - level, p.limit);
+  d.window = 0;
+  d.window_reset_ms = d.reset_ms;
+  return d;
+}
+
 // ---- leaky_bucket -------------------------------------------------------
 
 int64_t LeakyLevel(const LimitParams& p, const BucketState& s, int64_t now_ms) {
@@ -458,6 +482,9 @@ Snapshot Peek(const LimitParams& p, std::byte* state, int64_t now_ms) {
 
 Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
                 int64_t now_ms, int64_t cost) {
+  if (windows.size() == 1 && windows[0].algorithm == Algorithm::kTokenBucket) {
+    return TokenDecideFused(windows[0], As<BucketState>(states[0]), now_ms, cost);
+  }
   Decision d;
   if (windows.size() == 1 && windows[0].algorithm == Algorithm::kSubWindow &&
       SubDecideFused(windows[0], states[0], now_ms, cost, d)) {

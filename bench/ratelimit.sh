@@ -54,6 +54,7 @@ counted=$(run_wrk "http://127.0.0.1:${port[tollgate_redis]}/api/hello")
 requests=$(echo "$counted" | awk '{ print $5 }')
 stats=$(redis-cli -p "$redis_port" info commandstats | tr -d '\r')
 evalsha=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:calls=\([0-9]*\).*/\1/p')
+usec_per_evalsha=$(echo "$stats" | sed -n 's/^cmdstat_evalsha:.*usec_per_call=\([0-9.]*\).*/\1/p')
 per_command=$(echo "$stats" | sed -n 's/^cmdstat_\([a-z|]*\):calls=\([0-9]*\).*/\1 \2/p' |
   awk -v n="$requests" '$1 != "evalsha" && $1 != "config|resetstat" { printf "%s%s %.3f", sep, toupper($1), $2 / n; sep = ", " }')
 
@@ -78,7 +79,7 @@ report=$WORK/report.md
   echo "Goals: tollgate ≥ 1.00× nginx req/s in both scenarios, p99 ≤ nginx's."
   echo
   echo "Redis store (pass rule, \`[store] kind = \"redis\"\`, defaults: pool 1, timeout 20ms, time = server; redis-server on the same 2 cores): $(col tollgate_redis 1) req/s vs local store $(col tollgate_pass 1) req/s = $(ratio "$(col tollgate_redis 1)" "$(col tollgate_pass 1)")× (goal ≥ 0.7×); p99 $(col tollgate_redis 3) ms vs $(col tollgate_pass 3) ms; non-2xx $(col tollgate_redis 4) per run."
-  echo "Redis commands sent per request: $(awk -v a="$evalsha" -v b="$requests" 'BEGIN { printf "%.3f", a / b }') EVALSHA ($evalsha for $requests requests completed by wrk; INFO commandstats; goal: 1). Run inside that script, per request: $per_command."
+  echo "Redis commands sent per request: $(awk -v a="$evalsha" -v b="$requests" 'BEGIN { printf "%.3f", a / b }') EVALSHA ($evalsha for $requests requests completed by wrk; INFO commandstats; goal: 1). Run inside that script, per request: $per_command. redis-server time per EVALSHA under this load: $usec_per_evalsha µs (INFO commandstats usec_per_call)."
 } > "$report"
 cat "$report"
 write_results ratelimit "$report"

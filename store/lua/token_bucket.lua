@@ -28,3 +28,36 @@ ALG.token_bucket = {
     redis.call('SET', w.key, int(s.level) .. ' ' .. int(s.last), 'PX', ttl(reset_ms, min_ttl))
   end,
 }
+
+-- The single-window decision in one pass (TokenDecideFused in
+-- algorithms/decide.cc): the level is computed once. KEYS[1]: the state;
+-- ARGV[6..8]: limit, window_ms, burst. Returns what decide.lua returns.
+FUSED.token_bucket = function(t, cost, min_ttl)
+  local p = {limit = tonumber(ARGV[6]), window = tonumber(ARGV[7]), burst = tonumber(ARGV[8])}
+  local s
+  local value = redis.call('GET', KEYS[1])
+  if value then
+    local level, last = string.match(value, '^(%-?%d+) (%-?%d+)$')
+    s = {level = tonumber(level), last = tonumber(last)}
+  else
+    s = {level = p.burst * p.window, last = t}
+  end
+  local level = ALG.token_bucket.level(p, s, t)
+  local need = cost * p.window
+  local allowed = level >= need
+  local retry_after = 0
+  if allowed then
+    level = level - need
+    s.level = level
+    s.last = math.max(s.last, t)
+  else
+    retry_after = ceil_div(need - level, p.limit)
+  end
+  local remaining = math.floor(level / p.window)
+  local reset = ceil_div(p.burst * p.window - level, p.limit)
+  if allowed then
+    redis.call('SET', KEYS[1], string.format('%d %d', s.level, s.last), 'PX', ttl(reset, min_ttl))
+    return {1, remaining, 0, 0, reset, 0, reset}
+  end
+  return {0, remaining, retry_after, 0, reset, 0, reset}
+end
