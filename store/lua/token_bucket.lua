@@ -34,14 +34,8 @@ ALG.token_bucket = {
 -- ARGV[6..8]: limit, window_ms, burst. Returns what decide.lua returns.
 FUSED.token_bucket = function(t, cost, min_ttl)
   local p = {limit = tonumber(ARGV[6]), window = tonumber(ARGV[7]), burst = tonumber(ARGV[8])}
-  local s
-  local value = redis.call('GET', KEYS[1])
-  if value then
-    local level, last = string.match(value, '^(%-?%d+) (%-?%d+)$')
-    s = {level = tonumber(level), last = tonumber(last)}
-  else
-    s = {level = p.burst * p.window, last = t}
-  end
+  local w = {key = KEYS[1]}
+  local s = ALG.token_bucket.load(p, w, t)
   local level = ALG.token_bucket.level(p, s, t)
   local need = cost * p.window
   local allowed = level >= need
@@ -56,7 +50,7 @@ FUSED.token_bucket = function(t, cost, min_ttl)
   local remaining = math.floor(level / p.window)
   local reset = ceil_div(p.burst * p.window - level, p.limit)
   if allowed then
-    redis.call('SET', KEYS[1], string.format('%d %d', s.level, s.last), 'PX', ttl(reset, min_ttl))
+    ALG.token_bucket.save(p, w, s, reset, min_ttl)
     return {1, remaining, 0, 0, reset, 0, reset}
   end
   return {0, remaining, retry_after, 0, reset, 0, reset}
