@@ -150,49 +150,74 @@ Snapshot FixedPeek(const LimitParams& p, const FixedWindowState& s, int64_t now_
 
 // ---- sliding_log --------------------------------------------------------
 
+// The live part of a log, wherever it is kept: runs [head, end).
+struct LogView {
+  const SlidingLog::Run* runs;
+  std::size_t head;
+  std::size_t end;
+  int64_t units;
+};
+
+LogView ViewLog(const SlidingLogState& s) {
+  if (s.log == nullptr) return {&s.single, 0, s.single.count > 0 ? 1U : 0U, s.single.count};
+  return {s.log->runs.data(), s.log->head, s.log->runs.size(), s.log->units};
+}
+
 // Units whose timestamp left the window (t - W, t], and the first live run.
 struct Expiry {
   int64_t units;
   std::size_t first_live;
 };
 
-Expiry FindExpired(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
+Expiry FindExpired(const LimitParams& p, const LogView& log, int64_t now_ms) {
   Expiry e{0, log.head};
-  while (e.first_live < log.runs.size() && log.runs[e.first_live].ts <= now_ms - p.window_ms) {
+  while (e.first_live < log.end && log.runs[e.first_live].ts <= now_ms - p.window_ms) {
     e.units += log.runs[e.first_live].count;
     ++e.first_live;
   }
   return e;
 }
 
-int64_t LogRetryAfter(const LimitParams& p, const SlidingLog& log, int64_t now_ms, int64_t cost) {
+int64_t LogRetryAfter(const LimitParams& p, const LogView& log, int64_t now_ms, int64_t cost) {
   const Expiry expired = FindExpired(p, log, now_ms);
   const int64_t n = log.units - expired.units;
   if (n + cost <= p.limit) return 0;
   // log[k - 1], the k-th oldest kept unit, leaves the window at log[k-1] + W.
   const int64_t k = n + cost - p.limit;
   int64_t seen = 0;
-  for (std::size_t i = expired.first_live; i < log.runs.size(); ++i) {
+  for (std::size_t i = expired.first_live; i < log.end; ++i) {
     seen += log.runs[i].count;
     if (seen >= k) return log.runs[i].ts + p.window_ms - now_ms;
   }
   return p.window_ms;  // unreachable: k <= n because cost <= L
 }
 
-void LogConsume(const LimitParams& p, SlidingLog& log, int64_t now_ms, int64_t cost) {
-  const Expiry expired = FindExpired(p, log, now_ms);
-  log.units -= expired.units;
-  log.head = expired.first_live;
-  if (log.head == log.runs.size()) {
-    log.runs.clear();
-    log.head = 0;
-  } else if (log.head >= 16 && log.head * 2 >= log.runs.size()) {
-    log.runs.erase(log.runs.begin(), log.runs.begin() + static_cast<std::ptrdiff_t>(log.head));
-    log.head = 0;
+void LogConsume(const LimitParams& p, SlidingLogState& s, int64_t now_ms, int64_t cost) {
+  const Expiry expired = FindExpired(p, ViewLog(s), now_ms);
+  if (expired.first_live == ViewLog(s).end) {
+    // Nothing live: the log starts over inline.
+    delete s.log;
+    s = SlidingLogState{{now_ms, cost}, nullptr};
+    return;
   }
   // A clock that steps back must not unsort the log: such a request is
   // recorded at the newest timestamp.
-  if (log.runs.size() > log.head && log.runs.back().ts >= now_ms) {
+  if (s.log == nullptr) {
+    if (s.single.ts >= now_ms) {
+      s.single.count += cost;
+      return;
+    }
+    s.log = new SlidingLog{{s.single}, 0, s.single.count};
+    s.single = {0, 0};
+  }
+  SlidingLog& log = *s.log;
+  log.units -= expired.units;
+  log.head = expired.first_live;
+  if (log.head >= 16 && log.head * 2 >= log.runs.size()) {
+    log.runs.erase(log.runs.begin(), log.runs.begin() + static_cast<std::ptrdiff_t>(log.head));
+    log.head = 0;
+  }
+  if (log.runs.back().ts >= now_ms) {
     log.runs.back().count += cost;
   } else {
     log.runs.push_back({now_ms, cost});
@@ -200,10 +225,10 @@ void LogConsume(const LimitParams& p, SlidingLog& log, int64_t now_ms, int64_t c
   log.units += cost;
 }
 
-Snapshot LogPeek(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
+Snapshot LogPeek(const LimitParams& p, const LogView& log, int64_t now_ms) {
   const Expiry expired = FindExpired(p, log, now_ms);
   const int64_t n = log.units - expired.units;
-  const int64_t reset = n > 0 ? log.runs.back().ts + p.window_ms - now_ms : 0;
+  const int64_t reset = n > 0 ? log.runs[log.end - 1].ts + p.window_ms - now_ms : 0;
   return {p.limit - n, reset};
 }
 
@@ -212,10 +237,11 @@ Snapshot LogPeek(const LimitParams& p, const SlidingLog& log, int64_t now_ms) {
 // Sub-window j is stored at j mod N while newest - N < j <= newest. Walks
 // step a ring position instead of dividing per sub-window (a division costs
 // as much as the rest of a decision).
+template <typename Count>
 struct SubWindowView {
   const LimitParams& p;
-  std::int64_t& newest;   // SubWindowState::index
-  std::uint32_t* counts;  // N entries
+  std::int64_t& newest;  // SubWindowState::index
+  Count* counts;         // N entries
   int64_t sub_ms() const { return p.window_ms / p.sub_windows; }
   // The stored sub-windows inside the window ending with `index`: [lo, hi].
   int64_t Low(int64_t index) const { return std::max(index, newest) - p.sub_windows + 1; }
@@ -231,14 +257,32 @@ struct SubWindowView {
     }
     return total;
   }
+  // Saturating: see SubWindowState.
+  void Add(int64_t pos, int64_t cost) {
+    counts[pos] = static_cast<Count>(
+        std::min<int64_t>(int64_t{counts[pos]} + cost, std::numeric_limits<Count>::max()));
+  }
 };
 
-SubWindowView ViewSubWindow(const LimitParams& p, std::byte* state) {
+template <typename Count>
+SubWindowView<Count> ViewSubWindow(const LimitParams& p, std::byte* state) {
   return {p, As<SubWindowState>(state).index,
-          reinterpret_cast<std::uint32_t*>(state + sizeof(SubWindowState))};
+          reinterpret_cast<Count*>(state + sizeof(SubWindowState))};
 }
 
-int64_t SubRetryAfter(const SubWindowView& v, int64_t now_ms, int64_t cost) {
+// Calls f with the view of the state's count width.
+template <typename F>
+auto WithSubWindow(const LimitParams& p, std::byte* state, F&& f) {
+  if (SubWindowCountBytes(p) == sizeof(std::uint16_t)) {
+    SubWindowView<std::uint16_t> view = ViewSubWindow<std::uint16_t>(p, state);
+    return f(view);
+  }
+  SubWindowView<std::uint32_t> view = ViewSubWindow<std::uint32_t>(p, state);
+  return f(view);
+}
+
+template <typename Count>
+int64_t SubRetryAfter(const SubWindowView<Count>& v, int64_t now_ms, int64_t cost) {
   const int64_t n = v.p.sub_windows;
   const int64_t sub_ms = v.sub_ms();
   const int64_t index = FloorDiv(now_ms, sub_ms);
@@ -256,7 +300,8 @@ int64_t SubRetryAfter(const SubWindowView& v, int64_t now_ms, int64_t cost) {
   return (index + n) * sub_ms - now_ms;  // unreachable: cost <= L
 }
 
-void SubConsume(SubWindowView& v, int64_t now_ms, int64_t cost) {
+template <typename Count>
+void SubConsume(SubWindowView<Count>& v, int64_t now_ms, int64_t cost) {
   const int64_t n = v.p.sub_windows;
   const int64_t index = FloorDiv(now_ms, v.sub_ms());
   if (index > v.newest) {
@@ -269,10 +314,11 @@ void SubConsume(SubWindowView& v, int64_t now_ms, int64_t cost) {
     v.newest = index;
   }
   // A clock that steps back counts into the newest sub-window.
-  v.counts[Modulo(v.newest, n)] += static_cast<std::uint32_t>(cost);
+  v.Add(Modulo(v.newest, n), cost);
 }
 
-Snapshot SubPeek(const SubWindowView& v, int64_t now_ms) {
+template <typename Count>
+Snapshot SubPeek(const SubWindowView<Count>& v, int64_t now_ms) {
   const int64_t n = v.p.sub_windows;
   const int64_t sub_ms = v.sub_ms();
   const int64_t index = FloorDiv(now_ms, sub_ms);
@@ -296,9 +342,9 @@ Snapshot SubPeek(const SubWindowView& v, int64_t now_ms) {
 // Advancing the ring to `index` first is no change of meaning: it only drops
 // sub-windows that already left the window. A clock that stepped back takes
 // the general path.
-bool SubDecideFused(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost,
-                    Decision& d) {
-  SubWindowView v = ViewSubWindow(p, state);
+template <typename Count>
+bool SubDecideFused(SubWindowView<Count>& v, int64_t now_ms, int64_t cost, Decision& d) {
+  const LimitParams& p = v.p;
   const int64_t n = p.sub_windows;
   const int64_t sub_ms = p.window_ms / n;
   const int64_t index = FloorDiv(now_ms, sub_ms);
@@ -318,7 +364,7 @@ bool SubDecideFused(const LimitParams& p, std::byte* state, int64_t now_ms, int6
   for (int64_t pos = 0; pos < n; ++pos) total += v.counts[pos];
   d.allowed = total + cost <= p.limit;
   if (d.allowed) {
-    v.counts[newest_pos] += static_cast<std::uint32_t>(cost);
+    v.Add(newest_pos, cost);
     total += cost;
   } else {
     int64_t after = total;
@@ -425,9 +471,9 @@ int64_t RetryAfter(const LimitParams& p, std::byte* state, int64_t now_ms, int64
     case Algorithm::kFixedWindow:
       return FixedRetryAfter(p, As<FixedWindowState>(state), now_ms, cost);
     case Algorithm::kSlidingLog:
-      return LogRetryAfter(p, *As<SlidingLogState>(state).log, now_ms, cost);
+      return LogRetryAfter(p, ViewLog(As<SlidingLogState>(state)), now_ms, cost);
     case Algorithm::kSubWindow:
-      return SubRetryAfter(ViewSubWindow(p, state), now_ms, cost);
+      return WithSubWindow(p, state, [&](auto& v) { return SubRetryAfter(v, now_ms, cost); });
     case Algorithm::kTwoBucket:
       return TwoRetryAfter(p, As<TwoBucketState>(state), now_ms, cost);
   }
@@ -446,13 +492,11 @@ int64_t Consume(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t 
       FixedConsume(p, As<FixedWindowState>(state), now_ms, cost);
       return 0;
     case Algorithm::kSlidingLog:
-      LogConsume(p, *As<SlidingLogState>(state).log, now_ms, cost);
+      LogConsume(p, As<SlidingLogState>(state), now_ms, cost);
       return 0;
-    case Algorithm::kSubWindow: {
-      SubWindowView view = ViewSubWindow(p, state);
-      SubConsume(view, now_ms, cost);
+    case Algorithm::kSubWindow:
+      WithSubWindow(p, state, [&](auto& v) { SubConsume(v, now_ms, cost); });
       return 0;
-    }
     case Algorithm::kTwoBucket:
       TwoConsume(p, As<TwoBucketState>(state), now_ms, cost);
       return 0;
@@ -469,9 +513,9 @@ Snapshot Peek(const LimitParams& p, std::byte* state, int64_t now_ms) {
     case Algorithm::kFixedWindow:
       return FixedPeek(p, As<FixedWindowState>(state), now_ms);
     case Algorithm::kSlidingLog:
-      return LogPeek(p, *As<SlidingLogState>(state).log, now_ms);
+      return LogPeek(p, ViewLog(As<SlidingLogState>(state)), now_ms);
     case Algorithm::kSubWindow:
-      return SubPeek(ViewSubWindow(p, state), now_ms);
+      return WithSubWindow(p, state, [&](auto& v) { return SubPeek(v, now_ms); });
     case Algorithm::kTwoBucket:
       return TwoPeek(p, As<TwoBucketState>(state), now_ms);
   }
@@ -487,7 +531,8 @@ Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const
   }
   Decision d;
   if (windows.size() == 1 && windows[0].algorithm == Algorithm::kSubWindow &&
-      SubDecideFused(windows[0], states[0], now_ms, cost, d)) {
+      WithSubWindow(windows[0], states[0],
+                    [&](auto& v) { return SubDecideFused(v, now_ms, cost, d); })) {
     return d;
   }
   for (std::size_t i = 0; i < windows.size(); ++i) {

@@ -26,7 +26,7 @@ std::size_t StateSize(const LimitParams& params) {
     case Algorithm::kSubWindow: {
       const std::size_t bytes =
           sizeof(SubWindowState) +
-          static_cast<std::size_t>(params.sub_windows) * sizeof(std::uint32_t);
+          static_cast<std::size_t>(params.sub_windows) * SubWindowCountBytes(params);
       return (bytes + 7) & ~std::size_t{7};
     }
     case Algorithm::kSlidingLog:
@@ -53,11 +53,11 @@ void InitState(const LimitParams& params, std::byte* state, std::int64_t now_ms)
       const std::int64_t sub_ms = params.window_ms / params.sub_windows;
       new (state) SubWindowState{FloorDivide(now_ms, sub_ms)};
       std::memset(state + sizeof(SubWindowState), 0,
-                  static_cast<std::size_t>(params.sub_windows) * sizeof(std::uint32_t));
+                  static_cast<std::size_t>(params.sub_windows) * SubWindowCountBytes(params));
       return;
     }
     case Algorithm::kSlidingLog:
-      new (state) SlidingLogState{new SlidingLog()};
+      new (state) SlidingLogState{{0, 0}, nullptr};
       return;
   }
 }

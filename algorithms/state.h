@@ -5,8 +5,10 @@
 //   token_bucket, leaky_bucket: BucketState            16 bytes
 //   fixed_window:               FixedWindowState       16 bytes
 //   two_bucket:                 TwoBucketState         24 bytes
-//   sub_window:                 SubWindowState + N x u32 counts (ring)
-//   sliding_log:                SlidingLogState (owns a heap log of <= L runs)
+//   sub_window:                 SubWindowState + N counts (ring) of u16 when
+//                               limit < 65535, else u32; padded to 8
+//   sliding_log:                SlidingLogState        24 bytes (a log of one
+//                               run inline, else a heap log of <= L runs)
 //
 // Ownership: the caller owns the bytes; InitState() constructs, DestroyState()
 // releases what a state owns (only sliding_log owns memory). Not thread-safe:
@@ -15,6 +17,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <span>
 #include <vector>
@@ -39,10 +42,19 @@ struct TwoBucketState {
   std::int64_t prev;  // count of window index - 1
 };
 
-// Followed in memory by N std::uint32_t counts; sub-window j lives at j % N.
+// Followed in memory by N counts of SubWindowCountBytes() bytes each;
+// sub-window j lives at j % N. Counts saturate at their type's maximum, which
+// only a clock stepping back over and over could reach (every request is then
+// counted into the newest sub-window) and which is above the limit, so a
+// window holding such a sub-window stays limited as with exact counts.
 struct SubWindowState {
   std::int64_t index;  // newest sub-window written, floor(t / S)
 };
+// 2 when every count fits 16 bits with room to saturate above the limit, else 4.
+inline std::size_t SubWindowCountBytes(const LimitParams& params) {
+  return params.limit < std::numeric_limits<std::uint16_t>::max() ? sizeof(std::uint16_t)
+                                                                  : sizeof(std::uint32_t);
+}
 
 // Allowed unit requests as runs of equal timestamps, oldest first.
 struct SlidingLog {
@@ -54,8 +66,12 @@ struct SlidingLog {
   std::size_t head = 0;    // runs before head are dropped
   std::int64_t units = 0;  // sum of counts of live runs
 };
+// Most keys hold one run at a time (a lone request, or a burst within one
+// millisecond), so that run lives inline; a second timestamp moves the log to
+// the heap, and it comes back inline when it empties.
 struct SlidingLogState {
-  SlidingLog* log;  // owned
+  SlidingLog::Run single;  // the log while `log` is null; empty when count == 0
+  SlidingLog* log;         // owned; null while the log fits `single`
 };
 
 // Bytes needed for one window's state.

@@ -6,8 +6,16 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 reps=${1:-5}
 csv=$WORK/store.csv
-"$BUILD_DIR/bench/store_bench" --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
-  --benchmark_min_time=0.2 --benchmark_format=csv > "$csv" 2>/dev/null
+# Memory in a process of its own (its children must not inherit memory that
+# other benchmarks freed); the timings with their repetitions interleaved in
+# random order, so that a slow spell of the machine spreads over all of them
+# instead of landing on whichever benchmark runs at that moment.
+"$BUILD_DIR/bench/store_bench" --benchmark_filter=BytesPerKey --benchmark_format=csv \
+  > "$csv" 2>/dev/null
+"$BUILD_DIR/bench/store_bench" --benchmark_filter='HotKey|ManyKeys' \
+  --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
+  --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2 \
+  --benchmark_format=csv 2>/dev/null | tail -n +2 >> "$csv"
 
 # Rows look like: "HotKey/0/real_time/threads:1_median",iterations,real_time,cpu_time,unit,bytes/s,items/s,label,...,bytes_per_key
 report=$WORK/report.md
@@ -15,7 +23,7 @@ awk -F, -v reps="$reps" -v date="$(date -u +%Y-%m-%d)" -v cores="$(nproc)" '
   NR == 1 { for (i = 1; i <= NF; i++) { h = $i; gsub(/"/, "", h); col[h] = i }; next }
   {
     name = $1; gsub(/"/, "", name)
-    if (name !~ /_median$/) next
+    if (name !~ /_median$/ && name !~ /^BytesPerKey/) next
     split(name, part, "/")
     kind = part[1]; algo_index = part[2]
     label = $(col["label"]); gsub(/"/, "", label)

@@ -149,8 +149,9 @@ void AllAlgorithms(benchmark::internal::Benchmark* b) {
   for (int a = 0; a < algorithms::kAlgorithmCount; ++a) b->Arg(a);
 }
 
-// BytesPerKey first: its children must not inherit memory that earlier
-// benchmarks freed (it would be reused and hide the cost).
+// BytesPerKey first (bench/store.sh runs it in a process of its own): its
+// children must not inherit memory that earlier benchmarks freed (it would be
+// reused and hide the cost).
 BENCHMARK(BytesPerKey)->Apply(AllAlgorithms)->Iterations(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(HotKey)->Apply(AllAlgorithms)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(ManyKeys)->Apply(AllAlgorithms)->Threads(1)->Threads(2)->UseRealTime();

@@ -84,6 +84,19 @@ TEST(SlidingLog, CostUsesTheKthOldest) {
   ExpectDecision(key.At(110, 3), true, 0, 0);
 }
 
+TEST(SlidingLog, LogGoesToTheHeapAndComesBackInline) {
+  Key key({Params(Algorithm::kSlidingLog, 3, 100)});
+  ExpectDecision(key.At(0), true, 2, 0);   // one run: kept inline
+  ExpectDecision(key.At(0), true, 1, 0);   // same timestamp: same run
+  ExpectDecision(key.At(10), true, 0, 0);  // second run: the log moves to the heap
+  ExpectDecision(key.At(50), false, 0, 50);
+  ExpectDecision(key.At(100), true, 1, 0);  // the run at 0 (2 units) leaves
+  ExpectDecision(key.At(300), true, 2, 0);  // everything left: inline again
+  ExpectDecision(key.At(250), true, 1, 0);  // a clock stepping back joins the newest run
+  ExpectDecision(key.At(399), true, 0, 0);
+  ExpectDecision(key.At(399), false, 0, 1);  // ... so it leaves with it, at 300 + W
+}
+
 TEST(SubWindow, OneSubWindowIsAFixedWindow) {
   Key key({Params(Algorithm::kSubWindow, 2, 100, 0, 1)});
   ExpectDecision(key.At(0), true, 1, 0);
@@ -108,6 +121,18 @@ TEST(SubWindow, WalksSubWindowsUntilEnoughLeave) {
   key.At(60, 2);
   // total 4; c = 2 needs 2 gone: j=0 leaves at 100 (total 3), j=1 at 125 (total 2).
   ExpectDecision(key.At(70, 2), false, 0, 55);
+}
+
+TEST(SubWindow, CountsSaturateAboveTheLimitWhenTheClockStepsBack) {
+  // L < 65535: 16-bit counts. With the newest sub-window at 3 (t = 150),
+  // requests at t = 10 see an empty window and are counted into sub-window 3.
+  Key key({Params(Algorithm::kSubWindow, 3, 100, 0, 2)});  // S = 50
+  key.At(150);
+  for (int i = 0; i < 70'000; ++i) ASSERT_TRUE(key.At(10).allowed);
+  const Decision d = key.At(150);
+  EXPECT_FALSE(d.allowed);
+  EXPECT_EQ(d.retry_after_ms, 100);  // sub-window 3 leaves at (3 + 2) * 50
+  EXPECT_TRUE(key.At(250).allowed);
 }
 
 TEST(TwoBucket, InterpolatesThePreviousWindow) {
