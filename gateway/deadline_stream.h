@@ -1,0 +1,184 @@
+// DeadlineStream: a TCP stream whose reads and writes time out, with the
+// interface and timeout semantics of beast::basic_stream (expires_after()
+// sets the deadline of the next read and of the next write; when it passes
+// with the operation still pending, the socket is closed and the operation
+// completes with beast::error::timeout; an operation started after its
+// deadline has passed times out at once).
+//
+// What differs is the cost: basic_stream starts and cancels a timer wait for
+// every read and every write, two timer-queue changes and one more handler
+// each. Here expires_after() only records the deadline; one watchdog wait per
+// connection, moved only when a deadline comes earlier than the one it waits
+// for, checks the deadlines when it fires and waits again for the next one.
+//
+// Single-threaded: use from the executor of the socket. Shared state (socket,
+// timer, deadlines) lives in a heap object that pending operations keep alive,
+// so the stream may be destroyed with operations pending (they complete with
+// operation_aborted).
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <utility>
+
+#include "gateway/io_types.h"
+
+namespace tollgate::gateway {
+
+namespace deadline_detail {
+
+enum Direction : int { kRead = 0, kWrite = 1 };
+
+using Clock = std::chrono::steady_clock;
+
+struct State : std::enable_shared_from_this<State> {
+  explicit State(TcpSocket s) : socket(std::move(s)), timer(socket.get_executor()) {}
+
+  // Deadlines of the directions with nothing pending become `t`.
+  void ExpiresAt(Clock::time_point t);
+  // An operation in `direction` starts; one whose deadline passed already
+  // closes the socket (it then fails and reports a timeout).
+  void Begin(Direction direction);
+  // It completed: a timeout is reported as such.
+  void Finish(Direction direction, ErrorCode& ec);
+  void Close();
+
+  TcpSocket socket;
+  Timer timer;
+
+ private:
+  void Watch(Clock::time_point t);
+  void OnWatch(std::uint64_t generation, const ErrorCode& ec);
+
+  Clock::time_point deadline_[2] = {Clock::time_point::max(), Clock::time_point::max()};
+  bool pending_[2] = {false, false};
+  bool expired_[2] = {false, false};                       // deadline passed with nothing pending
+  bool timed_out_[2] = {false, false};                     // deadline passed while pending
+  Clock::time_point armed_at_ = Clock::time_point::max();  // of the watchdog wait
+  std::uint64_t generation_ = 0;                           // of the current wait
+};
+
+// Completion of a read or write: clears its pending state, turns a timeout
+// into beast::error::timeout, then calls the caller's handler (whose
+// executor, allocator and cancellation slot it carries, see below).
+template <typename Handler>
+struct Completion {
+  Handler handler;
+  std::shared_ptr<State> state;
+  Direction direction;
+
+  template <typename... Args>
+  void operator()(ErrorCode ec, Args&&... args) {
+    state->Finish(direction, ec);
+    std::move(handler)(ec, std::forward<Args>(args)...);
+  }
+};
+
+}  // namespace deadline_detail
+
+class DeadlineStream {
+ public:
+  using executor_type = Executor;
+  using socket_type = TcpSocket;
+  using lowest_layer_type = TcpSocket;  // for asio::ssl::stream
+
+  explicit DeadlineStream(const Executor& executor) : DeadlineStream(TcpSocket(executor)) {}
+  explicit DeadlineStream(TcpSocket socket)
+      : state_(std::make_shared<deadline_detail::State>(std::move(socket))) {}
+  DeadlineStream(DeadlineStream&&) noexcept = default;
+  DeadlineStream& operator=(DeadlineStream&& other) noexcept {
+    if (this != &other) {
+      if (state_) state_->Close();
+      state_ = std::move(other.state_);
+    }
+    return *this;
+  }
+  DeadlineStream(const DeadlineStream&) = delete;
+  DeadlineStream& operator=(const DeadlineStream&) = delete;
+  ~DeadlineStream() {
+    if (state_) state_->Close();
+  }
+
+  Executor get_executor() noexcept { return state_->socket.get_executor(); }
+  TcpSocket& socket() noexcept { return state_->socket; }
+  TcpSocket& lowest_layer() noexcept { return state_->socket; }
+
+  // The next read and the next write (those not already pending) time out
+  // after `duration`.
+  void expires_after(deadline_detail::Clock::duration duration) {
+    state_->ExpiresAt(deadline_detail::Clock::now() + duration);
+  }
+  void expires_never() { state_->ExpiresAt(deadline_detail::Clock::time_point::max()); }
+  // Pending operations complete with operation_aborted.
+  void cancel() {
+    ErrorCode ignored;
+    state_->socket.cancel(ignored);
+  }
+  void close() { state_->Close(); }
+
+  template <typename MutableBuffers, typename Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(ErrorCode, std::size_t)>(
+        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
+           const MutableBuffers& b) {
+          state->Begin(deadline_detail::kRead);
+          state->socket.async_read_some(b, deadline_detail::Completion<decltype(handler)>{
+                                               std::move(handler), state, deadline_detail::kRead});
+        },
+        token, state_, buffers);
+  }
+
+  template <typename ConstBuffers, typename Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    return asio::async_initiate<Token, void(ErrorCode, std::size_t)>(
+        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
+           const ConstBuffers& b) {
+          state->Begin(deadline_detail::kWrite);
+          state->socket.async_write_some(
+              b, deadline_detail::Completion<decltype(handler)>{std::move(handler), state,
+                                                                deadline_detail::kWrite});
+        },
+        token, state_, buffers);
+  }
+
+  // Counts as a write for its deadline, as in basic_stream.
+  template <typename Token>
+  auto async_connect(const tcp::endpoint& endpoint, Token&& token) {
+    return asio::async_initiate<Token, void(ErrorCode)>(
+        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
+           const tcp::endpoint& e) {
+          state->Begin(deadline_detail::kWrite);
+          state->socket.async_connect(e, deadline_detail::Completion<decltype(handler)>{
+                                             std::move(handler), state, deadline_detail::kWrite});
+        },
+        token, state_, endpoint);
+  }
+
+ private:
+  std::shared_ptr<deadline_detail::State> state_;
+};
+
+}  // namespace tollgate::gateway
+
+namespace boost::asio {
+
+// A Completion is associated with what its inner handler is associated with
+// (executor, allocator, cancellation slot), as Asio's own binders are.
+template <template <typename, typename> class Associator, typename Handler,
+          typename DefaultCandidate>
+struct associator<Associator, tollgate::gateway::deadline_detail::Completion<Handler>,
+                  DefaultCandidate> : Associator<Handler, DefaultCandidate> {
+  static typename Associator<Handler, DefaultCandidate>::type get(
+      const tollgate::gateway::deadline_detail::Completion<Handler>& h) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler);
+  }
+  static auto get(const tollgate::gateway::deadline_detail::Completion<Handler>& h,
+                  const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
+    return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+  }
+};
+
+}  // namespace boost::asio

@@ -1,0 +1,139 @@
+// DeadlineStream keeps beast::basic_stream's timeout semantics with one
+// watchdog wait per connection. Real loopback sockets and short real
+// deadlines (the stream reads steady_clock, as basic_stream does); bounds
+// are generous: a test fails only when a deadline is ignored altogether.
+#include "gateway/deadline_stream.h"
+
+#include <gtest/gtest.h>
+
+#include <optional>
+
+#include "gateway/net.h"
+
+namespace tollgate::gateway {
+namespace {
+
+using std::chrono::milliseconds;
+
+class DeadlineStreamTest : public ::testing::Test {
+ protected:
+  DeadlineStreamTest() : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}), peer_(io_) {
+    TcpSocket accepted(io_);
+    peer_.connect(acceptor_.local_endpoint());
+    acceptor_.accept(accepted);
+    stream_.emplace(std::move(accepted));
+  }
+
+  // Starts a one-byte read; its result lands in read_ec_ / read_n_.
+  void StartRead() {
+    stream_->async_read_some(asio::buffer(byte_, 1), [this](ErrorCode ec, std::size_t n) {
+      read_ec_ = ec;
+      read_n_ = n;
+    });
+  }
+  // The peer sends one byte after `delay`.
+  void PeerSendsAfter(milliseconds delay) {
+    peer_timer_.expires_after(delay);
+    peer_timer_.async_wait([this](ErrorCode) { asio::write(peer_, asio::buffer("x", 1)); });
+  }
+  // Runs until the read completed (or a bound far above every deadline used).
+  void RunUntilRead() {
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!read_ec_ && std::chrono::steady_clock::now() < give_up) {
+      io_.restart();  // run_for() stops the context whenever it runs out of work
+      io_.run_for(milliseconds(10));
+    }
+  }
+
+  asio::io_context io_;
+  Acceptor acceptor_;
+  TcpSocket peer_;
+  Timer peer_timer_{io_};
+  std::optional<DeadlineStream> stream_;
+  char byte_[1] = {};
+  std::optional<ErrorCode> read_ec_;
+  std::size_t read_n_ = 0;
+};
+
+TEST_F(DeadlineStreamTest, ReadPastItsDeadlineIsATimeoutAndClosesTheSocket) {
+  stream_->expires_after(milliseconds(20));
+  StartRead();
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(*read_ec_, beast::error::timeout);
+  EXPECT_FALSE(stream_->socket().is_open());
+}
+
+TEST_F(DeadlineStreamTest, ADeadlinePushedBackLetsTheReadWait) {
+  stream_->expires_after(milliseconds(20));
+  stream_->expires_after(std::chrono::seconds(10));  // the watchdog fires at 20 ms and waits again
+  StartRead();
+  PeerSendsAfter(milliseconds(100));
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_FALSE(*read_ec_) << read_ec_->message();
+  EXPECT_EQ(read_n_, 1U);
+}
+
+TEST_F(DeadlineStreamTest, AnEarlierDeadlineMovesTheWatchdog) {
+  stream_->expires_after(std::chrono::seconds(60));
+  stream_->expires_after(milliseconds(20));
+  StartRead();
+  RunUntilRead();  // gives up after 5 s: the 60 s wait would not do
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(*read_ec_, beast::error::timeout);
+}
+
+TEST_F(DeadlineStreamTest, AnOperationStartedAfterItsDeadlineTimesOutAtOnce) {
+  stream_->expires_after(milliseconds(10));
+  io_.run_for(milliseconds(60));  // the deadline passes with nothing pending
+  asio::write(peer_, asio::buffer("x", 1));
+  StartRead();  // data is there, but the deadline is gone
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(*read_ec_, beast::error::timeout);
+}
+
+TEST_F(DeadlineStreamTest, ANewDeadlineLeavesAPendingReadsDeadlineAlone) {
+  stream_->expires_after(milliseconds(20));
+  StartRead();
+  stream_->expires_never();  // applies to the next write only
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(*read_ec_, beast::error::timeout);
+}
+
+TEST_F(DeadlineStreamTest, NoDeadlineMeansNoTimeout) {
+  stream_->expires_after(milliseconds(10));
+  stream_->expires_never();
+  StartRead();
+  PeerSendsAfter(milliseconds(60));
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_FALSE(*read_ec_) << read_ec_->message();
+}
+
+TEST_F(DeadlineStreamTest, WritesTimeOutToo) {
+  // Fill the peer's receive window: with nobody reading, a write blocks.
+  stream_->expires_after(milliseconds(50));
+  std::vector<char> chunk(64 << 20, 'x');
+  std::optional<ErrorCode> write_ec;
+  asio::async_write(*stream_, asio::buffer(chunk),
+                    [&](ErrorCode ec, std::size_t) { write_ec = ec; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!write_ec && std::chrono::steady_clock::now() < give_up) io_.run_for(milliseconds(10));
+  ASSERT_TRUE(write_ec);
+  EXPECT_EQ(*write_ec, beast::error::timeout);
+}
+
+TEST_F(DeadlineStreamTest, DestroyedWithAReadPendingCompletesIt) {
+  stream_->expires_after(std::chrono::seconds(60));
+  StartRead();
+  stream_.reset();
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(*read_ec_, asio::error::operation_aborted);
+}
+
+}  // namespace
+}  // namespace tollgate::gateway
