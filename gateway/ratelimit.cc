@@ -1,15 +1,32 @@
 #include "gateway/ratelimit.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <boost/json/serialize.hpp>
-#include <boost/json/string.hpp>
 #include <iterator>
 
 namespace tollgate::gateway {
 namespace {
 
 std::int64_t CeilSeconds(std::int64_t ms) { return (ms + 999) / 1000; }
+
+// `s` as a JSON string, quotes included (rule names come from the
+// configuration; they are escaped all the same).
+void AppendJsonString(std::string_view s, fmt::memory_buffer& out) {
+  out.push_back('"');
+  for (const char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+      out.push_back(c);
+    } else if (byte < 0x20) {
+      fmt::format_to(std::back_inserter(out), FMT_COMPILE("\\u{:04x}"), byte);
+    } else {
+      out.push_back(c);
+    }
+  }
+  out.push_back('"');
+}
 
 std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
   if (allowed) return "allowed";
@@ -79,29 +96,27 @@ Task<void> DecisionBatch::Wait() {
   }
 }
 
-std::optional<LimitOutcome> StartLimits(const LimitContext& context,
-                                        const rules::RequestFacts& request,
-                                        const rules::Identity& identity, rules::Evaluation& scratch,
-                                        std::vector<const rules::RuleHit*>& hits,
-                                        DecisionBatch& batch) {
-  LimitOutcome outcome;
+bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
+                 const rules::Identity& identity, rules::Evaluation& scratch,
+                 std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
+                 LimitOutcome& outcome) {
   if (identity.token == rules::TokenState::kInvalid && context.identity.config().jwt &&
       context.identity.config().jwt->on_invalid == rules::OnInvalidToken::kReject) {
     outcome.verdict = Verdict::kUnauthorized;
     outcome.log = "jwt:invalid";
-    return outcome;
+    return true;
   }
   context.rules.Evaluate(request, identity, scratch);
   if (scratch.exempt != nullptr) {
     outcome.log = scratch.exempt->name + ":exempt";
     Record(context, *scratch.exempt, DecisionKind::kExempt);
-    return outcome;
+    return true;
   }
-  if (scratch.hits.empty()) return outcome;
+  if (scratch.hits.empty()) return true;
   hits.clear();
   for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
   batch.Start(context.store, hits, context.store_now_ms);
-  return std::nullopt;
+  return false;
 }
 
 void RecordStoreFailure(const LimitContext& context, store::StoreStatus status) {
@@ -247,20 +262,22 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
                                   bool keep_alive, std::string& out) {
-  // Rule names come from the configuration; JSON-escape them all the same.
-  const std::string body =
-      fmt::format("{{\"error\":\"rate_limited\",\"rule\":{},\"retry_after_ms\":{}}}\n",
-                  boost::json::serialize(boost::json::string(rule.name)), d.retry_after_ms);
+  // Built on the stack: a 429 flood allocates nothing here.
+  fmt::memory_buffer body;
+  fmt::format_to(std::back_inserter(body), FMT_COMPILE(R"({{"error":"rate_limited","rule":)"));
+  AppendJsonString(rule.name, body);
+  fmt::format_to(std::back_inserter(body), FMT_COMPILE(",\"retry_after_ms\":{}}}\n"),
+                 d.retry_after_ms);
   const auto status = static_cast<http::status>(rule.status);
   fmt::format_to(std::back_inserter(out),
-                 "HTTP/1.1 {} {}\r\nServer: tollgate\r\nContent-Type: application/json\r\n"
-                 "Retry-After: {}\r\nContent-Length: {}\r\n{}",
+                 FMT_COMPILE("HTTP/1.1 {} {}\r\nServer: tollgate\r\nContent-Type: "
+                             "application/json\r\nRetry-After: {}\r\nContent-Length: {}\r\n{}"),
                  rule.status, std::string_view(http::obsolete_reason(status)),
                  std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), body.size(),
                  keep_alive ? "" : "Connection: close\r\n");
   AppendRateLimitHeaders(rule, d, out);
   out += "\r\n";
-  out += body;
+  out.append(body.data(), body.size());
   return body.size();
 }
 

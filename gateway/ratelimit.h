@@ -83,14 +83,14 @@ class DecisionBatch {
   Timer timer_;
 };
 
-// Step 1 of deciding a request: the answer when no store is needed
-// (unauthorized token, exempt rule); otherwise nullopt, the applying rules
-// are in `scratch.hits` and their decisions are started in `batch`.
-std::optional<LimitOutcome> StartLimits(const LimitContext& context,
-                                        const rules::RequestFacts& request,
-                                        const rules::Identity& identity, rules::Evaluation& scratch,
-                                        std::vector<const rules::RuleHit*>& hits,
-                                        DecisionBatch& batch);
+// Step 1 of deciding a request: true when no store is needed (unauthorized
+// token, exempt rule, no rule applies) and `outcome` is the answer; false
+// when the applying rules are in `scratch.hits` and their decisions are
+// started in `batch`.
+bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
+                 const rules::Identity& identity, rules::Evaluation& scratch,
+                 std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
+                 LimitOutcome& outcome);
 
 // Step 2, once `batch` is done: what the decisions mean for the request.
 // Decisions the store could not make follow `context.on_error`.

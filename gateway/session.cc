@@ -96,7 +96,8 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
       listener_(listener),
       peer_ip_(peer.address().to_string()),
       peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
-      batch_(worker.io().get_executor()) {
+      batch_(worker.io().get_executor()),
+      exchange_(std::make_unique<Exchange>()) {
   // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
   // without room, a streamed body would arrive in tiny reads.
   buffer_.reserve(kRelayChunk);
@@ -172,12 +173,13 @@ Task<bool> Session::ServeOne() {
   generation_ = worker_.Current();
   config_ = generation_->state->config.get();
   const store::Clock& clock = *generation_->state->clock;
-  Exchange ex;
+  Exchange& ex = *exchange_;
+  ex = Exchange();
   ex.start_ms = clock.NowMs();
   if (worker_.metrics() != nullptr) ex.started = std::chrono::steady_clock::now();
   ex.deadline_ms = ex.start_ms + config_->timeouts.request_ms;
 
-  HeadParser head;
+  HeadParser& head = head_.emplace();
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
@@ -221,16 +223,15 @@ Task<bool> Session::ServeOne() {
     if (worker_.metrics() != nullptr) {
       ex.route_metric = generation_->state->route_ids[route - config_->routes.data()];
     }
-    if (std::optional<LimitOutcome> limits = co_await Limit(head, *route, ex)) {
-      co_await Forward(head, *route, ex, *limits);
-    }
+    const bool forward = co_await Limit(head, *route, ex);
+    if (forward) co_await Forward(head, *route, ex, outcome_);
   }
   Log(ex);
+  outcome_ = LimitOutcome();  // places of concurrency rules are given back here
   co_return !ex.close && !worker_.draining();
 }
 
-Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::RouteConfig& route,
-                                                 Exchange& ex) {
+Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, Exchange& ex) {
   const GatewayState& state = (*generation_->state);
   auto& req = head.get();
   const FieldsLookup lookup(req);
@@ -240,13 +241,10 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
                                   peer_address_,          &lookup};
   const rules::Identity identity = state.identity->Resolve(facts);
   const LimitContext context = MakeLimitContext(state);
-  LimitOutcome outcome;
+  LimitOutcome& outcome = outcome_;
   const auto asked = context.metrics != nullptr ? std::chrono::steady_clock::now()
                                                 : std::chrono::steady_clock::time_point();
-  if (std::optional<LimitOutcome> early =
-          StartLimits(context, facts, identity, evaluation_, hits_, batch_)) {
-    outcome = std::move(*early);
-  } else {
+  if (!StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome)) {
     if (!batch_.done()) co_await batch_.Wait();
     if (context.metrics != nullptr) {
       context.metrics->RecordStore(
@@ -274,19 +272,19 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
   if (outcome.verdict == Verdict::kUnauthorized) {
     co_await ReplyError(ex, http::status::unauthorized, "unauthorized",
                         "the bearer token is not valid");
-    co_return std::nullopt;
+    co_return false;
   }
   if (outcome.verdict == Verdict::kStoreUnavailable) {
     // on_error = "deny": fail closed while the store cannot decide.
     co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
                         "the rate-limit store is unavailable", 1);
-    co_return std::nullopt;
+    co_return false;
   }
   if (outcome.verdict == Verdict::kDelay) {
     // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
     const DelayedGauge gauge(worker_.metrics());
     const Turn turn = co_await WaitForTurn(outcome, ex);
-    if (turn == Turn::kClientGone) co_return std::nullopt;
+    if (turn == Turn::kClientGone) co_return false;
     if (turn == Turn::kRejected) outcome.verdict = Verdict::kReject;
   }
   if (outcome.verdict == Verdict::kReject) {
@@ -294,16 +292,9 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
     const ErrorCode ec = co_await WriteWire(stream_);
     if (ec) ex.close = true;
-    co_return std::nullopt;
+    co_return false;
   }
-  if (outcome.delay_ms > 0) {
-    // Shaping (leaky_bucket without nodelay): the request waits for its turn
-    // on a timer; the thread serves others meanwhile.
-    const Executor executor = co_await asio::this_coro::executor;
-    Timer turn(executor, Ms(outcome.delay_ms));
-    const DelayedGauge gauge(worker_.metrics());
-    co_await turn.async_wait(kUseTuple);
-  }
+  if (outcome.delay_ms > 0) co_await WaitShaped(outcome.delay_ms);
   if (!evaluation_.inflight.empty()) {
     // Places are taken after any wait: a held request does not occupy one.
     const rules::RuleConfig* refused = nullptr;
@@ -313,15 +304,23 @@ Task<std::optional<LimitOutcome>> Session::Limit(HeadParser& head, const rules::
     if (place == Place::kStoreDown) {
       co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
                           "the rate-limit store is unavailable", 1);
-      co_return std::nullopt;
+      co_return false;
     }
     if (place == Place::kRefused) {
       co_await ReplyError(ex, static_cast<http::status>(refused->status), "too_many_inflight",
                           "too many requests of this client are in flight", 1);
-      co_return std::nullopt;
+      co_return false;
     }
   }
-  co_return outcome;
+  co_return true;
+}
+
+Task<void> Session::WaitShaped(std::int64_t delay_ms) {
+  // A timer, not a thread: the worker serves others meanwhile.
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer turn(executor, Ms(delay_ms));
+  const DelayedGauge gauge(worker_.metrics());
+  co_await turn.async_wait(kUseTuple);
 }
 
 Task<store::CountResult> Session::Coordinate(const LimitContext& context, CoordinatorCall call) {

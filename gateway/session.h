@@ -5,6 +5,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "gateway/net.h"
@@ -32,10 +33,11 @@ class Session {
   Task<bool> ServeOne();
   Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
                      const LimitOutcome& limits);
-  // identify -> match rules -> decide; answers limited requests itself.
-  // Returns the outcome when the request goes on to the upstream.
-  Task<std::optional<LimitOutcome>> Limit(HeadParser& head, const rules::RouteConfig& route,
-                                          Exchange& ex);
+  // identify -> match rules -> decide, into outcome_; answers limited
+  // requests itself. True when the request goes on to the upstream.
+  Task<bool> Limit(HeadParser& head, const rules::RouteConfig& route, Exchange& ex);
+  // Shaping (leaky_bucket without nodelay): holds the request delay_ms.
+  Task<void> WaitShaped(std::int64_t delay_ms);
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,
                         std::string_view message, std::int64_t retry_after_s = 0);
   LimitContext MakeLimitContext(const GatewayState& state) const;
@@ -96,6 +98,12 @@ class Session {
   std::vector<const rules::RuleHit*> hits_;
   DecisionBatch batch_;
   std::unique_ptr<char[]> relay_buffer_;
+  // The current exchange, its request header and its rate-limit outcome:
+  // members rather than coroutine locals (frames above 1 KB cost a malloc
+  // and a free per request; Asio recycles smaller ones), reset per exchange.
+  std::unique_ptr<Exchange> exchange_;
+  LimitOutcome outcome_;  // also holds concurrency places until the exchange ends
+  std::optional<HeadParser> head_;
   std::string wire_;           // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
