@@ -1,8 +1,8 @@
 -- fixed_window: count per window idx = floor(t / W). State: "idx count".
 ALG.fixed_window = {
   load = function(p, w, t)
-    local v = unpack_ints(redis.call('GET', w.key))
-    if v then return {index = v[1], count = v[2]} end
+    local index, count = unpack_ints(redis.call('GET', w.key))
+    if index then return {index = index, count = count} end
     return {index = floor_div(t, p.window), count = 0}
   end,
   count = function(s, index)

@@ -2,8 +2,8 @@
 -- waiting; one request = W units. State: "level last_ms". A new key is empty.
 ALG.leaky_bucket = {
   load = function(p, w, t)
-    local v = unpack_ints(redis.call('GET', w.key))
-    if v then return {level = v[1], last = v[2]} end
+    local level, last = unpack_ints(redis.call('GET', w.key))
+    if level then return {level = level, last = last} end
     return {level = 0, last = t}
   end,
   level = function(p, s, t)

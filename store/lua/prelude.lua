@@ -24,12 +24,12 @@ local function clamped_elapsed(p, last_ms, t)
   return e
 end
 
--- "a b" or "a b c" -> {a, b[, c]} as numbers; nil when the key is absent.
--- (One anchored match: no iterator closure per call.)
+-- "a b" or "a b c" -> a, b[, c] as numbers; nil when the key is absent.
+-- (One anchored match and no table: nothing allocated per call.)
 local function unpack_ints(value)
   if not value then return nil end
   local a, b, c = string.match(value, '^(%-?%d+) (%-?%d+) ?(%-?%d*)$')
-  return {tonumber(a), tonumber(b), tonumber(c)}
+  return tonumber(a), tonumber(b), tonumber(c)
 end
 
 -- The state of a window lives until it is fresh again: reset_ms, at least

@@ -25,7 +25,7 @@ ALG.sliding_log = {
   run = function(s, i)
     if not s.runs[i] then
       local chunk = redis.call('LRANGE', s.key, i, i + 31)
-      for k = 1, #chunk do s.runs[i + k - 1] = unpack_ints(chunk[k]) end
+      for k = 1, #chunk do s.runs[i + k - 1] = {unpack_ints(chunk[k])} end
     end
     return s.runs[i]
   end,

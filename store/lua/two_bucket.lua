@@ -2,8 +2,8 @@
 -- still inside the sliding window. State: "idx curr prev".
 ALG.two_bucket = {
   load = function(p, w, t)
-    local v = unpack_ints(redis.call('GET', w.key))
-    if v then return {index = v[1], curr = v[2], prev = v[3]} end
+    local index, curr, prev = unpack_ints(redis.call('GET', w.key))
+    if index then return {index = index, curr = curr, prev = prev} end
     return {index = floor_div(t, p.window), curr = 0, prev = 0}
   end,
   -- The counts as seen at t: {index, elapsed, curr, prev}.
