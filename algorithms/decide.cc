@@ -75,7 +75,7 @@ Snapshot TokenPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
 // general path computes it for retry_after, consume and peek alike). After a
 // consume the level seen by peek is the consumed one, since last_ms becomes
 // max(last_ms, now_ms) and no time has elapsed since then.
-// store/lua/token_bucket.lua's FUSED.token_bucket mirrors it.
+// store/lua/token_bucket.lua's token_bucket_fused mirrors it.
 Decision TokenDecideFused(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t cost) {
   Decision d;
   int64_t level = TokenLevel(p, s, now_ms);

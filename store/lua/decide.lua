@@ -9,7 +9,6 @@ local t = now_ms(ARGV[1])
 local cost = tonumber(ARGV[2])
 local min_ttl = tonumber(ARGV[3])
 local count = tonumber(ARGV[4])
-if count == 1 and FUSED[ARGV[5]] then return FUSED[ARGV[5]](t, cost, min_ttl) end
 
 local windows = {}
 for i = 1, count do

@@ -2,8 +2,6 @@
 -- All values are integers kept below 2^53, so doubles hold them exactly and
 -- math.floor after a division is an exact integer division.
 local ALG = {}
--- Single-window decisions in one pass, by algorithm (see decide.lua).
-local FUSED = {}
 
 -- ceil(a / b) for a >= 0, b > 0, as the spec writes it.
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end

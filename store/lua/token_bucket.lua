@@ -15,6 +15,39 @@ local function token_level(p, level, last, t)
   return math.min(p.burst * p.window, level + clamped_elapsed(p, last, t) * p.limit)
 end
 
+-- The single-window decision in one pass (TokenDecideFused in
+-- algorithms/decide.cc): the level is computed once. KEYS[1]: the state;
+-- ARGV[6..8]: limit, window_ms, burst. Returns what decide.lua returns.
+local function token_bucket_fused(t, cost, min_ttl)
+  local p = {limit = tonumber(ARGV[6]), window = tonumber(ARGV[7]), burst = tonumber(ARGV[8])}
+  local s_level, s_last = token_read(KEYS[1], p.burst * p.window, t)
+  local level = token_level(p, s_level, s_last, t)
+  local need = cost * p.window
+  local allowed = level >= need
+  local retry_after = 0
+  if allowed then
+    level = level - need
+    s_level = level
+    s_last = math.max(s_last, t)
+  else
+    retry_after = ceil_div(need - level, p.limit)
+  end
+  local remaining = math.floor(level / p.window)
+  local reset = ceil_div(p.burst * p.window - level, p.limit)
+  if allowed then
+    token_write(KEYS[1], s_level, s_last, ttl(reset, min_ttl))
+    return {1, remaining, 0, 0, reset, 0, reset}
+  end
+  return {0, remaining, retry_after, 0, reset, 0, reset}
+end
+
+-- A single token_bucket window is decided here, before the general path's
+-- functions (ALG below, decide.lua) are even created: each would be a new
+-- closure on every call. ARGV as decide.lua reads them.
+if tonumber(ARGV[4]) == 1 and ARGV[5] == 'token_bucket' then
+  return token_bucket_fused(now_ms(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
+end
+
 ALG.token_bucket = {
   load = function(p, w, t)
     local level, last = token_read(w.key, p.burst * p.window, t)
@@ -42,29 +75,3 @@ ALG.token_bucket = {
     token_write(w.key, s.level, s.last, ttl(reset_ms, min_ttl))
   end,
 }
-
--- The single-window decision in one pass (TokenDecideFused in
--- algorithms/decide.cc): the level is computed once. KEYS[1]: the state;
--- ARGV[6..8]: limit, window_ms, burst. Returns what decide.lua returns.
-FUSED.token_bucket = function(t, cost, min_ttl)
-  local p = {limit = tonumber(ARGV[6]), window = tonumber(ARGV[7]), burst = tonumber(ARGV[8])}
-  local s_level, s_last = token_read(KEYS[1], p.burst * p.window, t)
-  local level = token_level(p, s_level, s_last, t)
-  local need = cost * p.window
-  local allowed = level >= need
-  local retry_after = 0
-  if allowed then
-    level = level - need
-    s_level = level
-    s_last = math.max(s_last, t)
-  else
-    retry_after = ceil_div(need - level, p.limit)
-  end
-  local remaining = math.floor(level / p.window)
-  local reset = ceil_div(p.burst * p.window - level, p.limit)
-  if allowed then
-    token_write(KEYS[1], s_level, s_last, ttl(reset, min_ttl))
-    return {1, remaining, 0, 0, reset, 0, reset}
-  end
-  return {0, remaining, retry_after, 0, reset, 0, reset}
-end
