@@ -14,7 +14,7 @@ csv=$WORK/store.csv
   > "$csv" 2>/dev/null
 "$BUILD_DIR/bench/store_bench" --benchmark_filter='HotKey|ManyKeys' \
   --benchmark_repetitions="$reps" --benchmark_report_aggregates_only=true \
-  --benchmark_enable_random_interleaving=true --benchmark_min_time=0.2 \
+  --benchmark_enable_random_interleaving=true --benchmark_min_time=0.5 \
   --benchmark_format=csv 2>/dev/null | tail -n +2 >> "$csv"
 
 # Rows look like: "HotKey/0/real_time/threads:1_median",iterations,real_time,cpu_time,unit,bytes/s,items/s,label,...,bytes_per_key
