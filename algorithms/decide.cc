@@ -193,8 +193,9 @@ int64_t LogRetryAfter(const LimitParams& p, const LogView& log, int64_t now_ms, 
 }
 
 void LogConsume(const LimitParams& p, SlidingLogState& s, int64_t now_ms, int64_t cost) {
-  const Expiry expired = FindExpired(p, ViewLog(s), now_ms);
-  if (expired.first_live == ViewLog(s).end) {
+  const LogView live = ViewLog(s);
+  const Expiry expired = FindExpired(p, live, now_ms);
+  if (expired.first_live == live.end) {
     // Nothing live: the log starts over inline.
     delete s.log;
     s = SlidingLogState{{now_ms, cost}, nullptr};

@@ -1,14 +1,10 @@
 -- One decision against every window of a limit, all or nothing.
 -- KEYS: per window, its state key and its second key (used by sliding_log).
--- ARGV: now_ms ("" = the server's TIME), cost, min_ttl_ms, window count,
---       then per window: algorithm, limit, window_ms, burst, sub_windows,
---       nodelay (1/0).
+-- ARGV: now_ms, cost, min_ttl_ms, window count (read by prelude.lua into t,
+--       cost, min_ttl, count), then per window: algorithm, limit, window_ms,
+--       burst, sub_windows, nodelay (1/0).
 -- Returns {allowed, remaining, retry_after_ms, delay_ms, reset_ms, window,
 --          window_reset_ms}; window is 0-based.
-local t = now_ms(ARGV[1])
-local cost = tonumber(ARGV[2])
-local min_ttl = tonumber(ARGV[3])
-local count = tonumber(ARGV[4])
 
 local windows = {}
 for i = 1, count do

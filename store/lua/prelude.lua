@@ -37,3 +37,11 @@ local function ttl(reset_ms, min_ttl)
   if reset_ms < 1 then reset_ms = 1 end
   return int(reset_ms)
 end
+
+-- The request, as every decision script reads it. ARGV: now_ms ("" = the
+-- server's TIME), cost, min_ttl_ms, window count, then the windows (see
+-- decide.lua).
+local t = now_ms(ARGV[1])
+local cost = tonumber(ARGV[2])
+local min_ttl = tonumber(ARGV[3])
+local count = tonumber(ARGV[4])

@@ -43,10 +43,8 @@ end
 
 -- A single token_bucket window is decided here, before the general path's
 -- functions (ALG below, decide.lua) are even created: each would be a new
--- closure on every call. ARGV as decide.lua reads them.
-if tonumber(ARGV[4]) == 1 and ARGV[5] == 'token_bucket' then
-  return token_bucket_fused(now_ms(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]))
-end
+-- closure on every call.
+if count == 1 and ARGV[5] == 'token_bucket' then return token_bucket_fused(t, cost, min_ttl) end
 
 ALG.token_bucket = {
   load = function(p, w, t)
