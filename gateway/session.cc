@@ -182,9 +182,16 @@ Task<bool> Session::ServeOne() {
   HeadParser& head = head_.emplace();
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
-  Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
-  auto [ec, n] = co_await Visit(
-      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
+  // Run() has read the first bytes, which usually hold the whole header:
+  // parse them here, and go to the stream only for the rest.
+  ErrorCode ec;
+  buffer_.consume(head.put(buffer_.data(), ec));
+  if (ec == http::error::need_more) {
+    Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
+    auto [read_ec, n] = co_await Visit(
+        stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
+    ec = read_ec;
+  }
   if (ec) {
     ex.close = true;
     if (IsClientGone(ec)) co_return false;
