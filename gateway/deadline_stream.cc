@@ -1,6 +1,9 @@
 #include "gateway/deadline_stream.h"
 
+#include <sys/socket.h>
+
 #include <algorithm>
+#include <cerrno>
 
 namespace tollgate::gateway::deadline_detail {
 
@@ -36,6 +39,19 @@ void State::Close() {
   timer.cancel();
   armed_at_ = Clock::time_point::max();
   ++generation_;
+}
+
+std::size_t State::TryWrite(asio::const_buffer buffer, ErrorCode& ec) {
+  for (;;) {
+    const ssize_t n =
+        ::send(socket.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) return static_cast<std::size_t>(n);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) {
+      ec = ErrorCode(errno, asio::error::get_system_category());
+    }
+    return 0;
+  }
 }
 
 // The wait is moved only to an earlier time; one that fires early (its

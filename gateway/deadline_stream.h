@@ -44,6 +44,7 @@ struct State : std::enable_shared_from_this<State> {
   // It completed: a timeout is reported as such.
   void Finish(Direction direction, ErrorCode& ec);
   void Close();
+  std::size_t TryWrite(asio::const_buffer buffer, ErrorCode& ec);
 
   TcpSocket socket;
   Timer timer;
@@ -111,6 +112,14 @@ class DeadlineStream {
     state_->ExpiresAt(deadline_detail::Clock::now() + duration);
   }
   void expires_never() { state_->ExpiresAt(deadline_detail::Clock::time_point::max()); }
+  // Writes as much of `buffer` as the socket takes now, without waiting:
+  // the bytes written (0 when its send buffer is full; `ec` is set on
+  // failure). No asynchronous operation and no handler, so no deadline
+  // applies. Only while no write is pending.
+  std::size_t TryWrite(asio::const_buffer buffer, ErrorCode& ec) {
+    return state_->TryWrite(buffer, ec);
+  }
+
   // Pending operations complete with operation_aborted.
   void cancel() {
     ErrorCode ignored;

@@ -212,11 +212,13 @@ Task<bool> Session::ServeOne() {
   }
 
   const auto& req = head.get();
-  ex.method = std::string(req.method_string());
-  ex.target = std::string(req.target());
+  if (const AccessLog* log = generation_->state->access_log; log != nullptr && log->enabled()) {
+    ex.method = req.method_string();
+    ex.target = req.target();
+    ex.user_agent = req[http::field::user_agent];
+    ex.referer = req[http::field::referer];
+  }
   ex.version = req.version();
-  ex.user_agent = std::string(req[http::field::user_agent]);
-  ex.referer = std::string(req[http::field::referer]);
   ex.close = !req.keep_alive();
 
   const rules::RouteConfig* route =
@@ -296,8 +298,11 @@ Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, Exc
   }
   if (outcome.verdict == Verdict::kReject) {
     PrepareReject(*outcome.shown, outcome.shown_decision, ex);
-    Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
-    const ErrorCode ec = co_await WriteWire(stream_);
+    ErrorCode ec;
+    if (!TryWriteWire(stream_, ec)) {
+      Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
+      ec = co_await WriteWire(stream_);
+    }
     if (ec) ex.close = true;
     co_return false;
   }
@@ -713,8 +718,11 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       } else {
         AppendWireHeader(req.base(), wire_);
       }
-      Lowest(conn->stream).expires_after(upstream_budget());
-      ErrorCode ec = co_await WriteWire(conn->stream);
+      ErrorCode ec;
+      if (!TryWriteWire(conn->stream, ec)) {
+        Lowest(conn->stream).expires_after(upstream_budget());
+        ec = co_await WriteWire(conn->stream);
+      }
       std::size_t received = 0;
       if (!ec) std::tie(ec, received) = co_await read_response_head(*conn);
       if (!ec) break;
@@ -815,8 +823,12 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
-    Lowest(stream_).expires_after(to_client.write);
-    if (co_await WriteWire(stream_)) ex.close = true;
+    ErrorCode wec;
+    if (!TryWriteWire(stream_, wec)) {
+      Lowest(stream_).expires_after(to_client.write);
+      wec = co_await WriteWire(stream_);
+    }
+    if (wec) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
     http::response_parser<http::string_body> body{std::move(*res_head)};
@@ -834,9 +846,13 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     wire_.clear();
     AppendWireHeader(body.get().base(), wire_, extra_headers_);
     wire_.append(body.get().body());
-    Lowest(stream_).expires_after(to_client.write);
     ex.bytes_out = body.get().body().size();
-    if (co_await WriteWire(stream_)) ex.close = true;
+    ErrorCode wec;
+    if (!TryWriteWire(stream_, wec)) {
+      Lowest(stream_).expires_after(to_client.write);
+      wec = co_await WriteWire(stream_);
+    }
+    if (wec) ex.close = true;
     complete = true;
   } else {
     AddHeaderLines(extra_headers_, res_head->get());
@@ -866,6 +882,15 @@ void Session::AddHeaderLines(std::string_view lines, http::fields& fields) {
     fields.insert(line.substr(0, colon), line.substr(colon + 2));
     lines.remove_prefix(end + 2);
   }
+}
+
+bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec) {
+  auto* plain = std::get_if<TcpStream>(&stream);
+  if (plain == nullptr) return false;
+  const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
+  if (ec || n == wire_.size()) return true;
+  wire_.erase(0, n);
+  return false;
 }
 
 Task<ErrorCode> Session::WriteWire(AnyStream& stream) {

@@ -80,6 +80,11 @@ class Session {
   static void AddHeaderLines(std::string_view lines, http::fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.
   Task<ErrorCode> WriteWire(AnyStream& stream);
+  // The fast path of WriteWire(), with no coroutine frame, operation or
+  // handler: a plain TCP stream whose socket takes all of wire_ at once.
+  // True when done (`ec` says how it went); false when bytes remain (those
+  // written are gone from wire_): WriteWire() the rest, with a deadline.
+  bool TryWriteWire(AnyStream& stream, ErrorCode& ec);
   Task<void> Shutdown();
   void Log(const Exchange& ex);
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;

@@ -6,7 +6,10 @@
 
 #include <gtest/gtest.h>
 
+#include <boost/asio/read.hpp>
 #include <optional>
+#include <string_view>
+#include <vector>
 
 #include "gateway/net.h"
 
@@ -124,6 +127,29 @@ TEST_F(DeadlineStreamTest, WritesTimeOutToo) {
   while (!write_ec && std::chrono::steady_clock::now() < give_up) io_.run_for(milliseconds(10));
   ASSERT_TRUE(write_ec);
   EXPECT_EQ(*write_ec, beast::error::timeout);
+}
+
+TEST_F(DeadlineStreamTest, TryWriteWritesWhatTheSocketTakesAndNeverWaits) {
+  ErrorCode ec;
+  EXPECT_EQ(stream_->TryWrite(asio::buffer("hello", 5), ec), 5U);
+  EXPECT_FALSE(ec) << ec.message();
+  char got[5];
+  asio::read(peer_, asio::buffer(got));
+  EXPECT_EQ(std::string_view(got, 5), "hello");
+
+  // With nobody reading, the socket soon takes nothing more: 0, no error.
+  std::vector<char> chunk(1 << 20, 'x');
+  std::size_t last = 1;
+  for (int i = 0; i < 256 && last != 0; ++i) last = stream_->TryWrite(asio::buffer(chunk), ec);
+  EXPECT_EQ(last, 0U);
+  EXPECT_FALSE(ec) << ec.message();
+}
+
+TEST_F(DeadlineStreamTest, TryWriteReportsAClosedSocket) {
+  stream_->close();
+  ErrorCode ec;
+  EXPECT_EQ(stream_->TryWrite(asio::buffer("x", 1), ec), 0U);
+  EXPECT_TRUE(ec);
 }
 
 TEST_F(DeadlineStreamTest, DestroyedWithAReadPendingCompletesIt) {
