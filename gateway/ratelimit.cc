@@ -96,6 +96,21 @@ Task<void> DecisionBatch::Wait() {
   }
 }
 
+namespace {
+
+// Appends "rule:word[suffix]" to outcome.log when the access log shows it.
+void Describe(const LimitContext& context, LimitOutcome& outcome, std::string_view rule,
+              std::string_view word, std::string_view suffix = {}) {
+  if (!context.describe) return;
+  if (!outcome.log.empty()) outcome.log += ',';
+  outcome.log += rule;
+  outcome.log += ':';
+  outcome.log += word;
+  outcome.log += suffix;
+}
+
+}  // namespace
+
 bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
                  const rules::Identity& identity, rules::Evaluation& scratch,
                  std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
@@ -103,12 +118,12 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   if (identity.token == rules::TokenState::kInvalid && context.identity.config().jwt &&
       context.identity.config().jwt->on_invalid == rules::OnInvalidToken::kReject) {
     outcome.verdict = Verdict::kUnauthorized;
-    outcome.log = "jwt:invalid";
+    Describe(context, outcome, "jwt", "invalid");
     return true;
   }
   context.rules.Evaluate(request, identity, scratch);
   if (scratch.exempt != nullptr) {
-    outcome.log = scratch.exempt->name + ":exempt";
+    Describe(context, outcome, scratch.exempt->name, "exempt");
     Record(context, *scratch.exempt, DecisionKind::kExempt);
     return true;
   }
@@ -160,11 +175,8 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
     const rules::RuleConfig& rule = *hit.rule;
     bool error = false;
     const algorithms::Decision d = ResolveDecision(context, hit, batch.result(i), error);
-    if (!outcome.log.empty()) outcome.log += ',';
-    outcome.log += rule.name;
-    outcome.log += ':';
     if (error) {
-      outcome.log += "error";
+      Describe(context, outcome, rule.name, "error");
       Record(context, rule, DecisionKind::kError);
       if (context.on_error == rules::StoreFailurePolicy::kDeny) {
         outcome.verdict = Verdict::kStoreUnavailable;
@@ -173,9 +185,9 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
       }
       continue;
     }
-    outcome.log += DecisionWord(d.allowed, rule.action);
+    Describe(context, outcome, rule.name, DecisionWord(d.allowed, rule.action),
+             batch.result(i).status != store::StoreStatus::kOk ? "(local)" : "");
     Record(context, hit, KindOf(d.allowed, rule.action));
-    if (batch.result(i).status != store::StoreStatus::kOk) outcome.log += "(local)";
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
       outcome.delayed.push_back({&hit, d});
@@ -205,9 +217,7 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
 
 void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
                   LimitOutcome& outcome) {
-  if (!outcome.log.empty()) outcome.log += ',';
-  outcome.log += hit.rule->name;
-  outcome.log += admitted ? ":allowed" : ":limited";
+  Describe(context, outcome, hit.rule->name, admitted ? "allowed" : "limited");
   Record(context, hit, admitted ? DecisionKind::kAllowed : DecisionKind::kLimited);
 }
 

@@ -36,7 +36,7 @@ struct LimitOutcome {
   algorithms::Decision shown_decision;
   std::int64_t delay_ms = 0;        // leaky_bucket shaping: hold the request this long
   std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
-  std::string log;                  // "rule:decision,..." for the access log
+  std::string log;                  // "rule:decision,..." for the access log (if describe)
   // Places held for the concurrency rules until the exchange ends.
   std::vector<store::InflightGuard> inflight;
 };
@@ -53,6 +53,7 @@ struct LimitContext {
   const std::vector<int>* rule_ids = nullptr;  // metric ids by index in `rules_base`
   const rules::RuleConfig* rules_base = nullptr;
   StoreKindLabel store_kind = StoreKindLabel::kLocal;
+  bool describe = true;  // fill LimitOutcome::log (only the access log reads it)
 };
 
 // The decisions of several rules, asked of the store at once (a Redis store

@@ -919,6 +919,7 @@ LimitContext Session::MakeLimitContext(const GatewayState& state) const {
   context.rules_base = config_->rules.data();
   context.store_kind =
       store.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
+  context.describe = state.access_log != nullptr && state.access_log->enabled();
   return context;
 }
 
