@@ -76,6 +76,20 @@ TEST_F(ProxyTest, ChunkedBothWays) {
   EXPECT_EQ(bytes.body().size(), 100000u);
 }
 
+TEST_F(ProxyTest, ABufferedBodyArrivingAfterItsHeaderIsForwardedWhole) {
+  // The upstream writes the header, then the body in 16 KB pieces: the
+  // gateway finds part of it buffered with the header and reads the rest.
+  StartGateway();
+  Client client(port());
+  for (int i = 0; i < 3; ++i) {
+    Response res = client.Get("/_test/bytes/60000");
+    EXPECT_EQ(res.result_int(), 200);
+    EXPECT_FALSE(res.chunked());
+    EXPECT_EQ(res.body().size(), 60000u);
+    EXPECT_EQ(res.body().find_first_not_of('x'), std::string::npos);
+  }
+}
+
 TEST_F(ProxyTest, ExpectContinueIsAnsweredBeforeTheBody) {
   StartGateway();
   Client client(port());
