@@ -129,43 +129,44 @@ class DeadlineStream {
 
   template <typename MutableBuffers, typename Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return asio::async_initiate<Token, void(ErrorCode, std::size_t)>(
-        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
-           const MutableBuffers& b) {
-          state->Begin(deadline_detail::kRead);
-          state->socket.async_read_some(b, deadline_detail::Completion<decltype(handler)>{
-                                               std::move(handler), state, deadline_detail::kRead});
-        },
-        token, state_, buffers);
+    return Initiate<void(ErrorCode, std::size_t)>(
+        deadline_detail::kRead, token, [buffers](TcpSocket& socket, auto completion) {
+          socket.async_read_some(buffers, std::move(completion));
+        });
   }
 
   template <typename ConstBuffers, typename Token>
   auto async_write_some(const ConstBuffers& buffers, Token&& token) {
-    return asio::async_initiate<Token, void(ErrorCode, std::size_t)>(
-        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
-           const ConstBuffers& b) {
-          state->Begin(deadline_detail::kWrite);
-          state->socket.async_write_some(
-              b, deadline_detail::Completion<decltype(handler)>{std::move(handler), state,
-                                                                deadline_detail::kWrite});
-        },
-        token, state_, buffers);
+    return Initiate<void(ErrorCode, std::size_t)>(
+        deadline_detail::kWrite, token, [buffers](TcpSocket& socket, auto completion) {
+          socket.async_write_some(buffers, std::move(completion));
+        });
   }
 
   // Counts as a write for its deadline, as in basic_stream.
   template <typename Token>
   auto async_connect(const tcp::endpoint& endpoint, Token&& token) {
-    return asio::async_initiate<Token, void(ErrorCode)>(
-        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
-           const tcp::endpoint& e) {
-          state->Begin(deadline_detail::kWrite);
-          state->socket.async_connect(e, deadline_detail::Completion<decltype(handler)>{
-                                             std::move(handler), state, deadline_detail::kWrite});
-        },
-        token, state_, endpoint);
+    return Initiate<void(ErrorCode)>(deadline_detail::kWrite, token,
+                                     [endpoint](TcpSocket& socket, auto completion) {
+                                       socket.async_connect(endpoint, std::move(completion));
+                                     });
   }
 
  private:
+  // Starts `op(socket, completion)` as an operation in `direction`: its
+  // deadline applies, and its completion reports a timeout as such.
+  template <typename Signature, typename Token, typename Op>
+  auto Initiate(deadline_detail::Direction direction, Token& token, Op op) {
+    return asio::async_initiate<Token, Signature>(
+        [](auto handler, const std::shared_ptr<deadline_detail::State>& state,
+           deadline_detail::Direction d, Op o) {
+          state->Begin(d);
+          o(state->socket,
+            deadline_detail::Completion<decltype(handler)>{std::move(handler), state, d});
+        },
+        token, state_, direction, std::move(op));
+  }
+
   std::shared_ptr<deadline_detail::State> state_;
 };
 
