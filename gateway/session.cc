@@ -300,8 +300,7 @@ Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, Exc
     PrepareReject(*outcome.shown, outcome.shown_decision, ex);
     ErrorCode ec;
     if (!TryWriteWire(stream_, ec)) {
-      Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
-      ec = co_await WriteWire(stream_);
+      ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
     }
     if (ec) ex.close = true;
     co_return false;
@@ -719,10 +718,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
         AppendWireHeader(req.base(), wire_);
       }
       ErrorCode ec;
-      if (!TryWriteWire(conn->stream, ec)) {
-        Lowest(conn->stream).expires_after(upstream_budget());
-        ec = co_await WriteWire(conn->stream);
-      }
+      if (!TryWriteWire(conn->stream, ec)) ec = co_await WriteWire(conn->stream, upstream_budget());
       std::size_t received = 0;
       if (!ec) std::tie(ec, received) = co_await read_response_head(*conn);
       if (!ec) break;
@@ -824,10 +820,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) {
-      Lowest(stream_).expires_after(to_client.write);
-      wec = co_await WriteWire(stream_);
-    }
+    if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
     if (wec) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
@@ -848,10 +841,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     wire_.append(body.get().body());
     ex.bytes_out = body.get().body().size();
     ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) {
-      Lowest(stream_).expires_after(to_client.write);
-      wec = co_await WriteWire(stream_);
-    }
+    if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
     if (wec) ex.close = true;
     complete = true;
   } else {
@@ -893,7 +883,8 @@ bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec) {
   return false;
 }
 
-Task<ErrorCode> Session::WriteWire(AnyStream& stream) {
+Task<ErrorCode> Session::WriteWire(AnyStream& stream, std::chrono::milliseconds timeout) {
+  Lowest(stream).expires_after(timeout);
   auto [ec, n] = co_await Visit(
       stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
   co_return ec;

@@ -78,12 +78,13 @@ class Session {
                      Exchange& ex);
   // For streamed responses: "Name: value\r\n" lines into Beast's fields.
   static void AddHeaderLines(std::string_view lines, http::fields& fields);
-  // Writes wire_ (a whole message, see AppendWireHeader) to `stream`.
-  Task<ErrorCode> WriteWire(AnyStream& stream);
+  // Writes wire_ (a whole message, see AppendWireHeader) to `stream`, within
+  // `timeout`.
+  Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::milliseconds timeout);
   // The fast path of WriteWire(), with no coroutine frame, operation or
   // handler: a plain TCP stream whose socket takes all of wire_ at once.
   // True when done (`ec` says how it went); false when bytes remain (those
-  // written are gone from wire_): WriteWire() the rest, with a deadline.
+  // written are gone from wire_): WriteWire() the rest.
   bool TryWriteWire(AnyStream& stream, ErrorCode& ec);
   Task<void> Shutdown();
   void Log(const Exchange& ex);
