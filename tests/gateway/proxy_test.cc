@@ -90,6 +90,27 @@ TEST_F(ProxyTest, ABufferedBodyArrivingAfterItsHeaderIsForwardedWhole) {
   }
 }
 
+TEST_F(ProxyTest, BufferedResponsesTheSocketCannotTakeAtOnceArriveWhole) {
+  // Pipelined requests and a client that does not read for a while: once
+  // its receive window and the gateway's send buffer are full, the gateway's
+  // non-blocking write of a buffered response takes part of it and the rest
+  // follows asynchronously.
+  StartGateway();
+  Client client(port());
+  constexpr int kRequests = 160;  // 9.6 MB: more than both buffers hold
+  std::string requests;
+  for (int i = 0; i < kRequests; ++i)
+    requests += "GET /_test/bytes/60000 HTTP/1.1\r\nHost: t\r\n\r\n";
+  client.Send(requests);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // not reading
+  for (int i = 0; i < kRequests; ++i) {
+    Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 200);
+    EXPECT_EQ(res.body().size(), 60000u);
+    EXPECT_EQ(res.body().find_first_not_of('x'), std::string::npos);
+  }
+}
+
 TEST_F(ProxyTest, ExpectContinueIsAnsweredBeforeTheBody) {
   StartGateway();
   Client client(port());
