@@ -49,10 +49,9 @@ struct Driver final : store::DecisionSink {
 int main(int argc, char** argv) {
   const store::LimitSpec limit = HotLimit();
   if (argc == 2 && std::string(argv[1]) == "--command") {
-    // EVALSHA <sha> 2 <key> <key>:n <args...>, space-separated ("" = server time).
-    const std::string key = store::RedisKey("tollgate:", "hot", limit.fingerprint, 0);
-    std::printf("EVALSHA %s 2 %s %s:n %s\n", store::RedisScriptSha(limit).c_str(), key.c_str(),
-                key.c_str(), store::RedisScriptArgs(limit, 1, std::nullopt, 0).c_str());
+    // The decisions' EVALSHA, space-separated ("" = server time).
+    std::printf("%s\n",
+                store::RedisDecisionCommand(limit, "tollgate:", "hot", 1, std::nullopt, 0).c_str());
     return 0;
   }
   if (argc != 4) {

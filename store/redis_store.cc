@@ -82,7 +82,32 @@ class RespWriter {
   std::string& out_;
 };
 
+// A single token_bucket window's reply (store/lua/token_bucket_fused.lua):
+// "1 remaining reset_ms" or "0 remaining reset_ms retry_after_ms".
+bool ReadFusedDecision(std::string_view text, algorithms::Decision& d) {
+  std::int64_t v[4] = {0, 0, 0, 0};
+  const char* p = text.data();
+  const char* end = p + text.size();
+  int n = 0;
+  for (; n < 4 && p < end; ++n) {
+    auto [next, ec] = std::from_chars(p, end, v[n]);
+    if (ec != std::errc() || (next != end && *next != ' ')) return false;
+    p = next == end ? end : next + 1;
+  }
+  const int fields = v[0] == 1 ? 3 : 4;
+  if (p != end || v[0] < 0 || v[0] > 1 || n != fields) return false;
+  d.allowed = v[0] == 1;
+  d.remaining = v[1];
+  d.reset_ms = v[2];
+  d.retry_after_ms = v[3];
+  d.delay_ms = 0;
+  d.window = 0;
+  d.window_reset_ms = v[2];
+  return true;
+}
+
 bool ReadDecision(const redisReply& reply, algorithms::Decision& d) {
+  if (reply.type == REDIS_REPLY_STRING) return ReadFusedDecision({reply.str, reply.len}, d);
   if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 7) return false;
   std::int64_t v[7];
   for (std::size_t i = 0; i < 7; ++i) {
@@ -131,11 +156,48 @@ std::string Resp(const Command& command) {
   return out;
 }
 
-// The script's ARGV (see store/lua/decide.lua) into `out`, which has
-// Arg(std::string_view) and Arg(std::int64_t). nullopt now_ms: server time.
+// A single token_bucket window is decided by store/lua/token_bucket_fused.lua,
+// which takes one key and six arguments; every other limit by decide.lua.
+bool FusedTokenBucket(const LimitSpec& limit) {
+  return limit.windows.size() == 1 &&
+         limit.windows[0].algorithm == algorithms::Algorithm::kTokenBucket;
+}
+
+// The number of RESP arguments WriteEvalsha() writes for `limit`.
+std::size_t EvalshaArgCount(const LimitSpec& limit) {
+  if (FusedTokenBucket(limit)) return 3 + 1 + 6;
+  const std::size_t windows = limit.windows.size();
+  // EVALSHA sha numkeys, two keys per window, now, cost, min_ttl, window
+  // count, six parameters per window.
+  return 3 + 2 * windows + 4 + 6 * windows;
+}
+
+// "EVALSHA sha numkeys keys... args..." for one decision into `out` (which
+// has Arg(std::string_view) and Arg(std::int64_t)); the arguments as
+// token_bucket_fused.lua or decide.lua reads them. nullopt now_ms: server
+// time. Returns the first key (its Cluster slot is the decision's).
 template <typename Writer>
-void WriteScriptArgs(const LimitSpec& limit, std::int64_t cost, std::optional<std::int64_t> now_ms,
-                     std::int64_t min_ttl_ms, Writer& out) {
+std::string WriteEvalsha(const LimitSpec& limit, std::string_view prefix, std::string_view key,
+                         std::int64_t cost, std::optional<std::int64_t> now_ms,
+                         std::int64_t min_ttl_ms, Writer& out) {
+  out.Arg("EVALSHA");
+  out.Arg(ScriptSha(ScriptIndex(limit)));
+  const bool fused = FusedTokenBucket(limit);
+  const std::size_t windows = limit.windows.size();
+  out.Arg(static_cast<std::int64_t>(fused ? 1 : 2 * windows));
+  std::string first_key;
+  for (std::size_t i = 0; i < windows; ++i) {
+    std::string state_key = RedisKey(prefix, key, limit.fingerprint, i);
+    out.Arg(state_key);
+    if (!fused) {
+      // The second key of a window (sliding_log's counter).
+      const std::size_t size = state_key.size();
+      state_key += ":n";
+      out.Arg(state_key);
+      state_key.resize(size);
+    }
+    if (i == 0) first_key = std::move(state_key);
+  }
   if (now_ms) {
     out.Arg(*now_ms);
   } else {
@@ -143,7 +205,14 @@ void WriteScriptArgs(const LimitSpec& limit, std::int64_t cost, std::optional<st
   }
   out.Arg(cost);
   out.Arg(min_ttl_ms);
-  out.Arg(static_cast<std::int64_t>(limit.windows.size()));
+  if (fused) {
+    const algorithms::LimitParams& p = limit.windows[0];
+    out.Arg(p.limit);
+    out.Arg(p.window_ms);
+    out.Arg(p.burst);
+    return first_key;
+  }
+  out.Arg(static_cast<std::int64_t>(windows));
   for (const algorithms::LimitParams& p : limit.windows) {
     out.Arg(algorithms::AlgorithmName(p.algorithm));
     out.Arg(p.limit);
@@ -152,9 +221,8 @@ void WriteScriptArgs(const LimitSpec& limit, std::int64_t cost, std::optional<st
     out.Arg(p.sub_windows);
     out.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
   }
+  return first_key;
 }
-constexpr std::size_t kScriptArgsBefore = 4;  // now, cost, min_ttl, window count
-constexpr std::size_t kScriptArgsPerWindow = 6;
 
 // Space-separated arguments as a shell reads them ("" for an empty one).
 struct ShellWriter {
@@ -220,10 +288,11 @@ std::string_view RedisScriptFor(const LimitSpec& limit) {
 
 const std::string& RedisScriptSha(const LimitSpec& limit) { return ScriptSha(ScriptIndex(limit)); }
 
-std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost,
-                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms) {
+std::string RedisDecisionCommand(const LimitSpec& limit, std::string_view prefix,
+                                 std::string_view key, std::int64_t cost,
+                                 std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms) {
   ShellWriter w;
-  WriteScriptArgs(limit, cost, now_ms, min_ttl_ms, w);
+  WriteEvalsha(limit, prefix, key, cost, now_ms, min_ttl_ms, w);
   return w.out;
 }
 
@@ -949,22 +1018,12 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   std::string command;
   command.reserve(256);
   RespWriter w(command);
-  const std::size_t windows = limit.windows.size();
-  w.Count(3 + 2 * windows + kScriptArgsBefore + kScriptArgsPerWindow * windows);
-  w.Arg("EVALSHA");
-  w.Arg(ScriptSha(ScriptIndex(limit)));
-  w.Arg(static_cast<std::int64_t>(2 * windows));
-  std::uint16_t slot = 0;
-  for (std::size_t i = 0; i < windows; ++i) {
-    std::string key = RedisKey(o.prefix, request.key, limit.fingerprint, i);
-    if (i == 0 && !slots_.empty()) slot = RedisSlot(key);
-    w.Arg(key);
-    key += ":n";
-    w.Arg(key);
-  }
+  w.Count(EvalshaArgCount(limit));
   const std::optional<std::int64_t> now_ms =
       o.time == RedisTime::kServer ? std::nullopt : std::optional(request.now_ms);
-  WriteScriptArgs(limit, request.cost, now_ms, o.min_ttl_ms, w);
+  const std::string first_key =
+      WriteEvalsha(limit, o.prefix, request.key, request.cost, now_ms, o.min_ttl_ms, w);
+  const std::uint16_t slot = slots_.empty() ? 0 : RedisSlot(first_key);
   Connection* connection = PickConnection(now, slot);
   if (connection == nullptr) {
     sink.OnDecision({StoreStatus::kUnavailable, {}});

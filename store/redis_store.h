@@ -72,10 +72,11 @@ std::string RedisTaggedKey(std::string_view prefix, std::string_view tag, std::s
 std::string_view RedisScriptFor(const LimitSpec& limit);
 // Its SHA-1 as EVALSHA takes it.
 const std::string& RedisScriptSha(const LimitSpec& limit);
-// The EVALSHA arguments after the keys, space-separated for a shell
-// ("" for the empty now_ms of server time).
-std::string RedisScriptArgs(const LimitSpec& limit, std::int64_t cost,
-                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms);
+// The EVALSHA command of one decision (keys built from `prefix` and `key`),
+// space-separated for a shell ("" for the empty now_ms of server time).
+std::string RedisDecisionCommand(const LimitSpec& limit, std::string_view prefix,
+                                 std::string_view key, std::int64_t cost,
+                                 std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms);
 
 class RedisStore final : public Store {
  public:

@@ -1,8 +1,8 @@
 # Writes OUT: the decision scripts as C++ string literals, assembled from
 # the files of store/lua: prelude + one algorithm + decide for each
-# algorithm, and prelude + every algorithm + decide as "multi"; an
-# algorithm's straight-line single-window path (<algorithm>_fused.lua, where
-# there is one) goes first in its own script; then the
+# algorithm (or <algorithm>_fused.lua alone, where there is one: a
+# single-window script with its own arguments, see redis_store.cc), and
+# prelude + every algorithm + decide as "multi"; then the
 # upstream-protection scripts of store/lua/protect, each on its own.
 set(algorithms token_bucket leaky_bucket fixed_window sliding_log sub_window two_bucket)
 # clock.lua (now_ms) comes first in every script that asks the time.
@@ -15,11 +15,12 @@ set(entries "")
 foreach(a IN LISTS algorithms)
   file(READ ${DIR}/${a}.lua body)
   string(APPEND all "${body}")
-  set(fused "")
   if(EXISTS ${DIR}/${a}_fused.lua)
-    file(READ ${DIR}/${a}_fused.lua fused)
+    file(READ ${DIR}/${a}_fused.lua script)
+  else()
+    set(script "${prelude}${body}${decide}")
   endif()
-  string(APPEND entries "    {\"${a}\", R\"lua(${fused}${prelude}${body}${decide})lua\"},\n")
+  string(APPEND entries "    {\"${a}\", R\"lua(${script})lua\"},\n")
 endforeach()
 string(APPEND entries "    {\"multi\", R\"lua(${prelude}${all}${decide})lua\"},\n")
 foreach(p IN ITEMS learned_check learned_learn inflight_acquire inflight_release queue_enter queue_leave)
