@@ -4,11 +4,14 @@
 -- prelude.lua: Lua 5.1 allocates a new closure for every function a script
 -- defines, on every call, and this script defines none. (Several windows
 -- with token_bucket among them go through decide.lua and token_bucket.lua.)
--- KEYS[1]: the state, "level last_ms". ARGV: now_ms ("" = Redis TIME), cost,
--- min_ttl_ms, limit, window_ms, burst. Returns a string (cheaper for Redis
--- to reply and for the gateway to read than decide.lua's 7-element array):
--- "1 remaining reset_ms" when allowed, "0 remaining reset_ms retry_after_ms"
--- when not; delay_ms and window are 0, window_reset_ms is reset_ms.
+-- KEYS[1]: the state, level and last_ms as two little-endian doubles
+-- (struct.pack('<dd'); both are integers below 2^53, so exact), which Redis
+-- reads and writes in about half the time of the text "level last_ms".
+-- ARGV: now_ms ("" = Redis TIME), cost, min_ttl_ms, limit, window_ms, burst.
+-- Returns a string (cheaper for Redis to reply and for the gateway to read
+-- than decide.lua's 7-element array): "1 remaining reset_ms" when allowed,
+-- "0 remaining reset_ms retry_after_ms" when not; delay_ms and window are 0,
+-- window_reset_ms is reset_ms.
 local t
 if ARGV[1] ~= '' then
   t = tonumber(ARGV[1])
@@ -23,8 +26,7 @@ local full = burst * window
 local level, last = full, t
 local state = redis.call('GET', KEYS[1])
 if state then
-  local a, b = string.match(state, '^(%-?%d+) (%-?%d+) ?%-?%d*$')
-  level, last = tonumber(a), tonumber(b)
+  level, last = struct.unpack('<dd', state)
 end
 -- TokenLevel: refill for the elapsed time, clamped to [0, cap].
 local cap = math.floor(((burst + 1) * window + limit - 1) / limit) + 1
@@ -39,7 +41,7 @@ if level >= need then
   -- The state lives until the bucket is full again: reset, at least
   -- min_ttl and 1 ms (as ttl() in prelude.lua).
   local ttl = math.max(reset, min_ttl, 1)
-  redis.call('SET', KEYS[1], string.format('%d %d', level, last), 'PX', string.format('%d', ttl))
+  redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', string.format('%d', ttl))
   return string.format('1 %d %d', math.floor(level / window), reset)
 end
 local reset = math.floor((full - level + limit - 1) / limit)
