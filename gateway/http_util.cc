@@ -7,7 +7,7 @@
 
 namespace tollgate::gateway {
 
-void RemoveHopByHop(http::fields& fields) {
+void RemoveHopByHop(Fields& fields) {
   // Names listed in Connection are hop-by-hop too; collect them first.
   std::vector<std::string> named;
   for (auto it = fields.find(http::field::connection);
@@ -27,7 +27,7 @@ void RemoveHopByHop(http::fields& fields) {
   }
 }
 
-void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Scheme scheme) {
+void AddForwardedHeaders(Fields& fields, std::string_view client_ip, Scheme scheme) {
   std::string chain;
   auto [first, last] = fields.equal_range("X-Forwarded-For");
   for (auto it = first; it != last; ++it) {
@@ -48,7 +48,7 @@ void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Schem
 
 namespace {
 
-void AppendFields(const http::fields& fields, std::string& out, std::string_view extra = {}) {
+void AppendFields(const Fields& fields, std::string& out, std::string_view extra = {}) {
   for (const auto& f : fields) {
     out.append(f.name_string().data(), f.name_string().size());
     out.append(": ");
@@ -68,7 +68,7 @@ void AppendVersion(unsigned version, std::string& out) {
 
 }  // namespace
 
-void AppendWireHeader(const http::request_header<>& header, std::string& out) {
+void AppendWireHeader(const http::request_header<Fields>& header, std::string& out) {
   out.append(header.method_string().data(), header.method_string().size());
   out.push_back(' ');
   out.append(header.target().data(), header.target().size());
@@ -78,7 +78,7 @@ void AppendWireHeader(const http::request_header<>& header, std::string& out) {
   AppendFields(header, out);
 }
 
-void AppendWireHeader(const http::response_header<>& header, std::string& out,
+void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
                       std::string_view extra) {
   AppendVersion(header.version(), out);
   out.push_back(' ');

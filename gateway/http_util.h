@@ -11,13 +11,13 @@ namespace tollgate::gateway {
 // Removes Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
 // Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization and
 // every header named in Connection. Framing is set again by the caller.
-void RemoveHopByHop(http::fields& fields);
+void RemoveHopByHop(Fields& fields);
 
 enum class Scheme { kHttp, kHttps };
 
 // Appends the client to X-Forwarded-For (joining repeated lines), sets
 // X-Forwarded-Proto and X-Forwarded-Host (from Host).
-void AddForwardedHeaders(http::fields& fields, std::string_view client_ip, Scheme scheme);
+void AddForwardedHeaders(Fields& fields, std::string_view client_ip, Scheme scheme);
 
 // GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send again on a fresh
 // connection when a pooled one turned out to be closed.
@@ -28,8 +28,8 @@ bool IsIdempotent(http::verb method);
 // (Content-Length, or no body): one contiguous write instead of Beast's
 // generic serializer, which is costly on small messages.
 // `extra` (complete "Name: value\r\n" lines) goes after the fields.
-void AppendWireHeader(const http::request_header<>& header, std::string& out);
-void AppendWireHeader(const http::response_header<>& header, std::string& out,
+void AppendWireHeader(const http::request_header<Fields>& header, std::string& out);
+void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
                       std::string_view extra = {});
 
 // {"error":"<code>","message":"<message>","status":<status>} with

@@ -18,6 +18,8 @@
 #include <boost/beast/ssl.hpp>
 #include <chrono>
 
+#include "gateway/field_pool.h"
+
 namespace tollgate::gateway {
 
 namespace asio = boost::asio;
@@ -36,6 +38,15 @@ using TcpSocket = asio::basic_stream_socket<tcp, Executor>;
 using Acceptor = asio::basic_socket_acceptor<tcp, Executor>;
 using Timer = asio::basic_waitable_timer<std::chrono::steady_clock,
                                          asio::wait_traits<std::chrono::steady_clock>, Executor>;
+
+// The header fields of the requests and responses that pass through, and
+// their parsers (field_pool.h says why they have their own allocator).
+using FieldAlloc = FieldAllocator<char>;
+using Fields = http::basic_fields<FieldAlloc>;
+template <typename Body>
+using RequestParser = http::request_parser<Body, FieldAlloc>;
+template <typename Body>
+using ResponseParser = http::response_parser<Body, FieldAlloc>;
 
 // Completion token for request-path code: errors come back as values.
 inline constexpr auto kUseTuple = asio::as_tuple(asio::use_awaitable_t<Executor>{});

@@ -154,12 +154,12 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
 // Beast's fields as rules::HeaderLookup.
 class FieldsLookup final : public rules::HeaderLookup {
  public:
-  explicit FieldsLookup(const http::fields& fields) : fields_(fields) {}
+  explicit FieldsLookup(const Fields& fields) : fields_(fields) {}
   std::string_view Get(std::string_view name) const override;
   std::string GetJoined(std::string_view name) const override;
 
  private:
-  const http::fields& fields_;
+  const Fields& fields_;
 };
 
 }  // namespace tollgate::gateway

@@ -28,10 +28,10 @@ struct RelayTimeouts {
 // read from `in`. `buffer` holds kRelayChunk bytes.
 template <bool kIsRequest>
 Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
-                        http::parser<kIsRequest, http::buffer_body>& parser, AnyStream& out,
-                        char* buffer, RelayTimeouts timeouts) {
+                        http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
+                        AnyStream& out, char* buffer, RelayTimeouts timeouts) {
   RelayResult result;
-  http::serializer<kIsRequest, http::buffer_body> serializer{parser.get()};
+  http::serializer<kIsRequest, http::buffer_body, Fields> serializer{parser.get()};
   auto& body = parser.get().body();
   body.data = nullptr;
   body.size = 0;

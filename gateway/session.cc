@@ -606,7 +606,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  std::optional<http::request_parser<http::string_body>> whole;
+  std::optional<RequestParser<http::string_body>> whole;
   if (buffered && has_body) {
     whole.emplace(std::move(head));
     whole->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
@@ -655,7 +655,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
   }
   std::unique_ptr<UpstreamConnection> conn;
-  std::optional<http::response_parser<http::empty_body>> res_head;
+  std::optional<ResponseParser<http::empty_body>> res_head;
   const auto upstream_budget = [&] { return Budget(timeouts.upstream_response_ms, ex); };
 
   // Reads the response header, skipping interim 1xx responses.
@@ -739,7 +739,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       co_return;
     }
     conn = std::move(cr.connection);
-    http::request_parser<http::buffer_body> streamed{std::move(head)};
+    RequestParser<http::buffer_body> streamed{std::move(head)};
     streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
     const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex), upstream_budget()};
     RelayResult relayed =
@@ -824,7 +824,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     if (wec) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
-    http::response_parser<http::string_body> body{std::move(*res_head)};
+    ResponseParser<http::string_body> body{std::move(*res_head)};
     body.body_limit(boost::none);
     Lowest(conn->stream).expires_after(to_client.read);
     auto [rec, rn] = co_await Visit(
@@ -846,7 +846,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     complete = true;
   } else {
     AddHeaderLines(extra_headers_, res_head->get());
-    http::response_parser<http::buffer_body> streamed{std::move(*res_head)};
+    ResponseParser<http::buffer_body> streamed{std::move(*res_head)};
     streamed.body_limit(boost::none);
     RelayResult relayed =
         co_await Relay(conn->stream, conn->buffer, streamed, stream_, RelayBuffer(), to_client);
@@ -864,7 +864,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (complete && upstream_reusable) pool.Release(std::move(conn));
 }
 
-void Session::AddHeaderLines(std::string_view lines, http::fields& fields) {
+void Session::AddHeaderLines(std::string_view lines, Fields& fields) {
   while (!lines.empty()) {
     const std::size_t end = lines.find("\r\n");
     const std::string_view line = lines.substr(0, end);

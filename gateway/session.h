@@ -28,7 +28,7 @@ class Session {
   void CloseIfIdle();
 
  private:
-  using HeadParser = http::request_parser<http::empty_body>;
+  using HeadParser = RequestParser<http::empty_body>;
 
   Task<bool> ServeOne();
   Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
@@ -77,7 +77,7 @@ class Session {
   void PrepareReject(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                      Exchange& ex);
   // For streamed responses: "Name: value\r\n" lines into Beast's fields.
-  static void AddHeaderLines(std::string_view lines, http::fields& fields);
+  static void AddHeaderLines(std::string_view lines, Fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`, within
   // `timeout`.
   Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::milliseconds timeout);

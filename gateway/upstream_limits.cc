@@ -42,7 +42,7 @@ std::int64_t SecondsToMs(double seconds) {
 
 }  // namespace
 
-algorithms::LearnedFacts ReadLearnedFacts(unsigned status, const http::fields& fields,
+algorithms::LearnedFacts ReadLearnedFacts(unsigned status, const Fields& fields,
                                           std::int64_t unix_ms) {
   const FieldsLookup lookup(fields);
   const auto field = [&](std::string_view name) { return lookup.Get(name); };

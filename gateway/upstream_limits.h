@@ -19,7 +19,7 @@ namespace tollgate::gateway {
 // Retry-After (seconds) on 429 and 503. A 429, or a 503 with Retry-After, is
 // "limited"; X-RateLimit-Global: true or X-RateLimit-Scope: global makes it
 // global. `unix_ms`: now, to turn absolute reset times into delays.
-algorithms::LearnedFacts ReadLearnedFacts(unsigned status, const http::fields& fields,
+algorithms::LearnedFacts ReadLearnedFacts(unsigned status, const Fields& fields,
                                           std::int64_t unix_ms);
 
 // The bucket of a request to `upstream`: its route's name ("route"), ""
