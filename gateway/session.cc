@@ -236,6 +236,7 @@ Task<bool> Session::ServeOne() {
     if (forward) co_await Forward(head, *route, ex, outcome_);
   }
   Log(ex);
+  whole_.reset();             // a buffered body is not kept between exchanges
   outcome_ = LimitOutcome();  // places of concurrency rules are given back here
   co_return !ex.close && !worker_.draining();
 }
@@ -576,17 +577,28 @@ Task<ErrorCode> Session::WriteContinue() {
   co_return ec;
 }
 
+// What Forward's steps share about one upstream exchange.
+struct Session::UpstreamCall {
+  const rules::RouteConfig& route;
+  UpstreamPool& pool;
+  bool head_request = false;
+  bool replayable = false;
+  bool buffered = false;  // the request body (if any) is read whole before sending
+  std::unique_ptr<UpstreamConnection> conn;
+};
+
 Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
                             const LimitOutcome& limits) {
   const store::Clock& clock = *generation_->state->clock;
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   auto& req = head.get();
-  const bool head_request = req.method() == http::verb::head;
-  const bool replayable = IsIdempotent(req.method());
   const bool chunked = head.chunked();
   const std::uint64_t length = head.content_length().value_or(0);
   const bool has_body = chunked || length > 0;
-  const bool buffered = !chunked && length <= kBufferedBody;
+  UpstreamCall call{route, *generation_->pools[route.upstream_index], false, false, false, {}};
+  call.head_request = req.method() == http::verb::head;
+  call.replayable = IsIdempotent(req.method());
+  call.buffered = !chunked && length <= kBufferedBody;
   const bool expects_continue =
       has_body && beast::iequals(req[http::field::expect], "100-continue");
 
@@ -606,13 +618,13 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  std::optional<RequestParser<http::string_body>> whole;
-  if (buffered && has_body) {
-    whole.emplace(std::move(head));
-    whole->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  whole_.reset();
+  if (call.buffered && has_body) {
+    whole_.emplace(std::move(head));
+    whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
     Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
     auto [ec, n] = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole, kUseTuple); });
+        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
     if (ec) {
       ex.close = true;
       if (ec == beast::error::timeout) {
@@ -623,7 +635,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       }
       co_return;
     }
-    ex.bytes_in = whole->get().body().size();
+    ex.bytes_in = whole_->get().body().size();
   }
 
   const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
@@ -631,7 +643,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (upstream.max_connections > 0) {
     upstream_place = co_await AcquireUpstreamPlace(upstream);
     if (!upstream_place) {
-      ex.close = ex.close || !buffered;  // an unread body would be taken for the next request
+      ex.close = ex.close || !call.buffered;  // an unread body would be taken for the next request
       co_await ReplyError(ex, static_cast<http::status>(upstream.max_connections_status),
                           "upstream_busy", "too many requests are in flight to the upstream", 1);
       co_return;
@@ -643,132 +655,26 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
         LearnedBucketOf(upstream, route.name, req.target().substr(0, req.target().find('?')));
     const bool go = co_await WaitForUpstreamLimit(upstream, learned_bucket, ex);
     if (!go) {
-      ex.close = ex.close || !buffered;
+      ex.close = ex.close || !call.buffered;
       co_return;
     }
   }
 
-  UpstreamPool& pool = *generation_->pools[route.upstream_index];
   ex.upstream_start_ms = clock.NowMs();
   if (worker_.metrics() != nullptr) {
     ex.upstream_started = std::chrono::steady_clock::now();
     ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
   }
-  std::unique_ptr<UpstreamConnection> conn;
-  std::optional<ResponseParser<http::empty_body>> res_head;
-  const auto upstream_budget = [&] { return Budget(timeouts.upstream_response_ms, ex); };
-
-  // Reads the response header, skipping interim 1xx responses.
-  auto read_response_head = [&](UpstreamConnection& c) -> Task<std::pair<ErrorCode, std::size_t>> {
-    for (;;) {
-      res_head.emplace();
-      res_head->header_limit(kUpstreamHeaderLimit);
-      res_head->body_limit(boost::none);
-      if (head_request) res_head->skip(true);
-      Lowest(c.stream).expires_after(upstream_budget());
-      auto [ec, n] = co_await Visit(c.stream, [&](auto& s) {
-        return http::async_read_header(s, c.buffer, *res_head, kUseTuple);
-      });
-      if (ec) co_return std::pair{ec, n};
-      const unsigned status = res_head->get().result_int();
-      if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, n};
-    }
-  };
-
-  auto fail_upstream = [&](ConnectFailure failure, const ErrorCode& ec) -> Task<void> {
-    // An unread request body would be taken for the next request.
-    ex.close = ex.close || !buffered;
-    if (ThreadMetrics* metrics = worker_.metrics()) {
-      const UpstreamFailure kind =
-          failure == ConnectFailure::kTimeout || ec == beast::error::timeout
-              ? UpstreamFailure::kTimeout
-          : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
-                                                : UpstreamFailure::kReset;
-      metrics->RecordUpstreamFailure(generation_->state->upstream_ids[route.upstream_index], kind);
-    }
-    if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
-      co_await ReplyError(ex, http::status::gateway_timeout, "gateway_timeout",
-                          "the upstream did not answer in time");
-    } else {
-      co_await ReplyError(ex, http::status::bad_gateway, "bad_gateway",
-                          "the upstream is unavailable");
-    }
-  };
-
-  if (buffered) {
-    for (int attempt = 0;; ++attempt) {
-      // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
-      ConnectResult cr;
-      if (attempt == 0) {
-        cr = co_await pool.Acquire(timeouts.upstream_connect_ms);
-      } else {
-        cr = co_await pool.ConnectFresh(timeouts.upstream_connect_ms);
-      }
-      ex.upstream = cr.server;
-      if (!cr.connection) {
-        co_await fail_upstream(cr.failure, {});
-        co_return;
-      }
-      conn = std::move(cr.connection);
-      wire_.clear();
-      if (whole) {
-        AppendWireHeader(whole->get().base(), wire_);
-        wire_.append(whole->get().body());
-      } else {
-        AppendWireHeader(req.base(), wire_);
-      }
-      ErrorCode ec;
-      if (!TryWriteWire(conn->stream, ec)) ec = co_await WriteWire(conn->stream, upstream_budget());
-      std::size_t received = 0;
-      if (!ec) std::tie(ec, received) = co_await read_response_head(*conn);
-      if (!ec) break;
-      // A pooled connection the upstream closed while it sat idle: send the
-      // request once more on a fresh connection if that is safe.
-      if (attempt == 0 && conn->reused && replayable && received == 0 &&
-          IsStaleConnectionError(ec)) {
-        continue;
-      }
-      co_await fail_upstream(ConnectFailure::kNone, ec);
-      co_return;
-    }
+  bool sent = false;
+  if (call.buffered) {
+    sent = co_await SendBuffered(call, head, ex);
   } else {
-    ConnectResult cr = co_await pool.Acquire(timeouts.upstream_connect_ms);
-    ex.upstream = cr.server;
-    if (!cr.connection) {
-      co_await fail_upstream(cr.failure, {});
-      co_return;
-    }
-    conn = std::move(cr.connection);
-    RequestParser<http::buffer_body> streamed{std::move(head)};
-    streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
-    const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex), upstream_budget()};
-    RelayResult relayed =
-        co_await Relay(stream_, buffer_, streamed, conn->stream, RelayBuffer(), to_upstream);
-    ex.bytes_in = relayed.bytes;
-    if (relayed.failure == RelayFailure::kRead) {
-      ex.close = true;
-      if (relayed.ec == http::error::body_limit) {
-        co_await ReplyError(ex, http::status::payload_too_large, "body_too_large",
-                            "request body exceeds the limit");
-      } else if (relayed.ec == beast::error::timeout) {
-        co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
-                            "request body not received in time");
-      } else if (!IsClientGone(relayed.ec)) {
-        co_await ReplyError(ex, http::status::bad_request, "bad_request", "malformed request body");
-      }
-      co_return;
-    }
-    ErrorCode ec = relayed.ec;
-    if (!ec) std::tie(ec, std::ignore) = co_await read_response_head(*conn);
-    if (ec) {
-      ex.close = true;
-      co_await fail_upstream(ConnectFailure::kNone, ec);
-      co_return;
-    }
+    sent = co_await SendStreamed(call, head, ex);
   }
+  if (!sent) co_return;
 
   // The response as the client sees it.
-  auto& res = res_head->get();
+  auto& res = res_head_->get();
   if (upstream.learn_limits) {
     const algorithms::LearnedFacts facts = ReadLearnedFacts(res.result_int(), res, clock.UnixMs());
     const std::int64_t now = clock.NowMs();
@@ -782,9 +688,9 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
   bool upstream_reusable = res.keep_alive();
-  const bool res_chunked = res_head->chunked();
-  const auto res_length = res_head->content_length();
-  const bool no_body = res_head->is_done();
+  const bool res_chunked = res_head_->chunked();
+  const auto res_length = res_head_->content_length();
+  const bool no_body = res_head_->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
   ex.status = res.result_int();
   RemoveHopByHop(res);
@@ -812,7 +718,8 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     AppendRateLimitHeaders(*limits.shown, limits.shown_decision, extra_headers_);
   }
 
-  const RelayTimeouts to_client{upstream_budget(), Budget(timeouts.client_body_ms, ex)};
+  const RelayTimeouts to_client{Budget(timeouts.upstream_response_ms, ex),
+                                Budget(timeouts.client_body_ms, ex)};
   bool complete = false;
   if (no_body) {
     ex.upstream_end_ms = clock.NowMs();
@@ -824,44 +731,176 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     if (wec) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
-    ResponseParser<http::string_body> body{std::move(*res_head)};
-    body.body_limit(boost::none);
-    Lowest(conn->stream).expires_after(to_client.read);
-    auto [rec, rn] = co_await Visit(
-        conn->stream, [&](auto& s) { return http::async_read(s, conn->buffer, body, kUseTuple); });
-    ex.upstream_end_ms = clock.NowMs();
-    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
-    if (rec) {
-      ex.close = true;
-      co_await fail_upstream(ConnectFailure::kNone, rec);
-      co_return;
-    }
-    wire_.clear();
-    AppendWireHeader(body.get().base(), wire_, extra_headers_);
-    wire_.append(body.get().body());
-    ex.bytes_out = body.get().body().size();
-    ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
-    if (wec) ex.close = true;
-    complete = true;
+    complete = co_await RespondBuffered(call, to_client, ex);
   } else {
-    AddHeaderLines(extra_headers_, res_head->get());
-    ResponseParser<http::buffer_body> streamed{std::move(*res_head)};
-    streamed.body_limit(boost::none);
-    RelayResult relayed =
-        co_await Relay(conn->stream, conn->buffer, streamed, stream_, RelayBuffer(), to_client);
-    ex.upstream_end_ms = clock.NowMs();
-    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
-    ex.bytes_out = relayed.bytes;
-    if (relayed.failure != RelayFailure::kNone) {
-      // Headers are out: the only honest signal left is closing the connection.
-      ex.close = true;
-      if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
-    } else {
-      complete = true;
-    }
+    complete = co_await RespondStreamed(call, to_client, ex);
   }
-  if (complete && upstream_reusable) pool.Release(std::move(conn));
+  if (complete && upstream_reusable) call.pool.Release(std::move(call.conn));
+}
+
+Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+  const std::int64_t connect_ms = config_->timeouts.upstream_connect_ms;
+  for (int attempt = 0;; ++attempt) {
+    // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
+    ConnectResult cr;
+    if (attempt == 0) {
+      cr = co_await call.pool.Acquire(connect_ms);
+    } else {
+      cr = co_await call.pool.ConnectFresh(connect_ms);
+    }
+    ex.upstream = cr.server;
+    if (!cr.connection) {
+      co_await FailUpstream(call, cr.failure, {}, ex);
+      co_return false;
+    }
+    call.conn = std::move(cr.connection);
+    wire_.clear();
+    if (whole_) {
+      AppendWireHeader(whole_->get().base(), wire_);
+      wire_.append(whole_->get().body());
+    } else {
+      AppendWireHeader(head.get().base(), wire_);
+    }
+    ErrorCode ec;
+    if (!TryWriteWire(call.conn->stream, ec)) {
+      ec =
+          co_await WriteWire(call.conn->stream, Budget(config_->timeouts.upstream_response_ms, ex));
+    }
+    std::size_t received = 0;
+    if (!ec) std::tie(ec, received) = co_await ReadResponseHead(call, ex);
+    if (!ec) co_return true;
+    // A pooled connection the upstream closed while it sat idle: send the
+    // request once more on a fresh connection if that is safe.
+    if (attempt == 0 && call.conn->reused && call.replayable && received == 0 &&
+        IsStaleConnectionError(ec)) {
+      continue;
+    }
+    co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
+    co_return false;
+  }
+}
+
+Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  ConnectResult cr = co_await call.pool.Acquire(timeouts.upstream_connect_ms);
+  ex.upstream = cr.server;
+  if (!cr.connection) {
+    co_await FailUpstream(call, cr.failure, {}, ex);
+    co_return false;
+  }
+  call.conn = std::move(cr.connection);
+  RequestParser<http::buffer_body> streamed{std::move(head)};
+  streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
+                                  Budget(timeouts.upstream_response_ms, ex)};
+  RelayResult relayed =
+      co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), to_upstream);
+  ex.bytes_in = relayed.bytes;
+  if (relayed.failure == RelayFailure::kRead) {
+    ex.close = true;
+    if (relayed.ec == http::error::body_limit) {
+      co_await ReplyError(ex, http::status::payload_too_large, "body_too_large",
+                          "request body exceeds the limit");
+    } else if (relayed.ec == beast::error::timeout) {
+      co_await ReplyError(ex, http::status::request_timeout, "request_timeout",
+                          "request body not received in time");
+    } else if (!IsClientGone(relayed.ec)) {
+      co_await ReplyError(ex, http::status::bad_request, "bad_request", "malformed request body");
+    }
+    co_return false;
+  }
+  ErrorCode ec = relayed.ec;
+  if (!ec) std::tie(ec, std::ignore) = co_await ReadResponseHead(call, ex);
+  if (ec) {
+    ex.close = true;
+    co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
+    co_return false;
+  }
+  co_return true;
+}
+
+Task<std::pair<ErrorCode, std::size_t>> Session::ReadResponseHead(UpstreamCall& call,
+                                                                  Exchange& ex) {
+  UpstreamConnection& c = *call.conn;
+  for (;;) {
+    res_head_.emplace();
+    res_head_->header_limit(kUpstreamHeaderLimit);
+    res_head_->body_limit(boost::none);
+    if (call.head_request) res_head_->skip(true);
+    Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
+    auto [ec, n] = co_await Visit(c.stream, [&](auto& s) {
+      return http::async_read_header(s, c.buffer, *res_head_, kUseTuple);
+    });
+    if (ec) co_return std::pair{ec, n};
+    const unsigned status = res_head_->get().result_int();
+    if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, n};
+  }
+}
+
+Task<void> Session::FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+                                 Exchange& ex) {
+  // An unread request body would be taken for the next request.
+  ex.close = ex.close || !call.buffered;
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    const UpstreamFailure kind = failure == ConnectFailure::kTimeout || ec == beast::error::timeout
+                                     ? UpstreamFailure::kTimeout
+                                 : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
+                                                                       : UpstreamFailure::kReset;
+    metrics->RecordUpstreamFailure(generation_->state->upstream_ids[call.route.upstream_index],
+                                   kind);
+  }
+  if (failure == ConnectFailure::kTimeout || ec == beast::error::timeout) {
+    co_await ReplyError(ex, http::status::gateway_timeout, "gateway_timeout",
+                        "the upstream did not answer in time");
+  } else {
+    co_await ReplyError(ex, http::status::bad_gateway, "bad_gateway",
+                        "the upstream is unavailable");
+  }
+}
+
+Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_client,
+                                    Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  UpstreamConnection& c = *call.conn;
+  ResponseParser<http::string_body> body{std::move(*res_head_)};
+  body.body_limit(boost::none);
+  Lowest(c.stream).expires_after(to_client.read);
+  auto [rec, rn] = co_await Visit(
+      c.stream, [&](auto& s) { return http::async_read(s, c.buffer, body, kUseTuple); });
+  ex.upstream_end_ms = clock.NowMs();
+  if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
+  if (rec) {
+    ex.close = true;
+    co_await FailUpstream(call, ConnectFailure::kNone, rec, ex);
+    co_return false;
+  }
+  wire_.clear();
+  AppendWireHeader(body.get().base(), wire_, extra_headers_);
+  wire_.append(body.get().body());
+  ex.bytes_out = body.get().body().size();
+  ErrorCode wec;
+  if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
+  if (wec) ex.close = true;
+  co_return true;
+}
+
+Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client,
+                                    Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  UpstreamConnection& c = *call.conn;
+  AddHeaderLines(extra_headers_, res_head_->get());
+  ResponseParser<http::buffer_body> streamed{std::move(*res_head_)};
+  streamed.body_limit(boost::none);
+  RelayResult relayed =
+      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client);
+  ex.upstream_end_ms = clock.NowMs();
+  if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
+  ex.bytes_out = relayed.bytes;
+  if (relayed.failure == RelayFailure::kNone) co_return true;
+  // Headers are out: the only honest signal left is closing the connection.
+  ex.close = true;
+  if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
+  co_return false;
 }
 
 void Session::AddHeaderLines(std::string_view lines, Fields& fields) {
