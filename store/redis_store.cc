@@ -238,17 +238,25 @@ struct ShellWriter {
 
 void AppendEscapedKey(std::string_view key, std::string& out) {
   static constexpr char kHex[] = "0123456789ABCDEF";
+  // Written in place, at most 3 bytes per key byte, then trimmed: a key is
+  // escaped on every Redis decision, and appending byte by byte (a capacity
+  // check each) was the gateway's own largest cost on the Redis path.
+  const std::size_t start = out.size();
+  out.resize(start + 3 * key.size());
+  char* p = out.data() + start;
   for (char ch : key) {
     const auto c = static_cast<unsigned char>(ch);
     if (SafeKeyByte(c)) {
-      out += ch;
+      *p++ = ch;
     } else if (c == 0x1f) {
-      out += ':';
+      *p++ = ':';
     } else {
-      const char escaped[3] = {'%', kHex[c >> 4], kHex[c & 15]};
-      out.append(escaped, 3);
+      *p++ = '%';
+      *p++ = kHex[c >> 4];
+      *p++ = kHex[c & 15];
     }
   }
+  out.resize(static_cast<std::size_t>(p - out.data()));
 }
 
 std::string RedisTaggedKey(std::string_view prefix, std::string_view tag, std::string_view middle,
@@ -270,7 +278,7 @@ std::string RedisTaggedKey(std::string_view prefix, std::string_view tag, std::s
 std::string RedisKey(std::string_view prefix, std::string_view key, std::uint32_t fingerprint,
                      std::size_t window) {
   std::string out;
-  out.reserve(prefix.size() + key.size() + 24);
+  out.reserve(prefix.size() + 3 * key.size() + 24);
   out.append(prefix);
   out += '{';
   AppendEscapedKey(key, out);
