@@ -45,6 +45,17 @@ struct Exchange {
 
 namespace {
 
+// The upstream has answered in full (or failed): both scales at one read.
+void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
+  const store::Instant end = clock.Now();
+  ex.upstream_end_ms = end.ms;
+  ex.upstream_ended = end.steady;
+}
+
+}  // namespace
+
+namespace {
+
 // Bodies up to this size are read whole and written with their header in one
 // write; larger or chunked bodies are streamed through the relay buffer.
 constexpr std::uint64_t kBufferedBody = 64 * 1024;
@@ -175,8 +186,9 @@ Task<bool> Session::ServeOne() {
   const store::Clock& clock = *generation_->state->clock;
   Exchange& ex = *exchange_;
   ex = Exchange();
-  ex.start_ms = clock.NowMs();
-  if (worker_.metrics() != nullptr) ex.started = std::chrono::steady_clock::now();
+  const store::Instant start = clock.Now();
+  ex.start_ms = start.ms;
+  ex.started = start.steady;
   ex.deadline_ms = ex.start_ms + config_->timeouts.request_ms;
 
   HeadParser& head = head_.emplace();
@@ -660,9 +672,10 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  ex.upstream_start_ms = clock.NowMs();
+  const store::Instant upstream_start = clock.Now();
+  ex.upstream_start_ms = upstream_start.ms;
+  ex.upstream_started = upstream_start.steady;
   if (worker_.metrics() != nullptr) {
-    ex.upstream_started = std::chrono::steady_clock::now();
     ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
   }
   bool sent = false;
@@ -722,8 +735,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
                                 Budget(timeouts.client_body_ms, ex)};
   bool complete = false;
   if (no_body) {
-    ex.upstream_end_ms = clock.NowMs();
-    if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
+    MarkUpstreamEnd(clock, ex);
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     ErrorCode wec;
@@ -867,8 +879,7 @@ Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_
   Lowest(c.stream).expires_after(to_client.read);
   auto [rec, rn] = co_await Visit(
       c.stream, [&](auto& s) { return http::async_read(s, c.buffer, body, kUseTuple); });
-  ex.upstream_end_ms = clock.NowMs();
-  if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
+  MarkUpstreamEnd(clock, ex);
   if (rec) {
     ex.close = true;
     co_await FailUpstream(call, ConnectFailure::kNone, rec, ex);
@@ -893,8 +904,7 @@ Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_
   streamed.body_limit(boost::none);
   RelayResult relayed =
       co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client);
-  ex.upstream_end_ms = clock.NowMs();
-  if (ex.upstream_metric >= 0) ex.upstream_ended = std::chrono::steady_clock::now();
+  MarkUpstreamEnd(clock, ex);
   ex.bytes_out = relayed.bytes;
   if (relayed.failure == RelayFailure::kNone) co_return true;
   // Headers are out: the only honest signal left is closing the connection.

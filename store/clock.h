@@ -8,12 +8,22 @@
 
 namespace tollgate::store {
 
+// One instant on both scales the gateway keeps per request: the Clock's
+// milliseconds (deadlines, rate limits, logs) and steady_clock (metrics'
+// sub-millisecond durations, real time whatever the Clock).
+struct Instant {
+  std::int64_t ms;
+  std::chrono::steady_clock::time_point steady;
+};
+
 // Time in milliseconds. Implementations are thread-safe.
 class Clock {
  public:
   virtual ~Clock() = default;
   // A monotonic scale: durations, deadlines, rate-limit state.
   virtual std::int64_t NowMs() const = 0;
+  // NowMs() and steady_clock::now() together.
+  virtual Instant Now() const { return {NowMs(), std::chrono::steady_clock::now()}; }
   // Wall-clock time since the Unix epoch: token expiry and the like.
   virtual std::int64_t UnixMs() const = 0;
 };
@@ -25,6 +35,12 @@ class SteadyClock final : public Clock {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
                std::chrono::steady_clock::now().time_since_epoch())
         .count();
+  }
+  // One read of the clock for both scales.
+  Instant Now() const override {
+    const auto now = std::chrono::steady_clock::now();
+    return {std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count(),
+            now};
   }
   std::int64_t UnixMs() const override {
     return std::chrono::duration_cast<std::chrono::milliseconds>(
