@@ -8,7 +8,10 @@ namespace tollgate::store {
 
 LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows) {
   LimitSpec spec;
-  // FNV-1a over the fields that shape a key's state and its meaning.
+  // FNV-1a over the fields that shape a key's state and its meaning, and
+  // the stores' state format: when a format changes (kStateFormat goes up),
+  // state written in the old one sits under other keys and expires unread
+  // instead of being misread by the new code.
   std::uint32_t hash = 2166136261u;
   auto mix = [&hash](std::int64_t v) {
     for (int i = 0; i < 8; ++i) {
@@ -16,6 +19,7 @@ LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows) {
       hash *= 16777619u;
     }
   };
+  mix(kStateFormat);
   for (const algorithms::LimitParams& p : windows) {
     mix(static_cast<std::int64_t>(p.algorithm));
     mix(p.limit);

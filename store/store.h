@@ -14,6 +14,11 @@ namespace tollgate::store {
 // state: a fingerprint (state of a key is reset when its limit changes) and
 // the bytes of state per key. Immutable once made; shared by reference.
 struct LimitSpec {
+  // The version of the stores' state formats, part of every fingerprint.
+  // 2: a single token_bucket window's Redis state is two packed doubles
+  // (store/lua/token_bucket_fused.lua), no longer the text "level last".
+  static constexpr std::int64_t kStateFormat = 2;
+
   std::vector<algorithms::LimitParams> windows;
   std::uint32_t fingerprint = 0;
   std::size_t state_bytes = 0;

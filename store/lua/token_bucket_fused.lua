@@ -26,6 +26,10 @@ local full = burst * window
 local level, last = full, t
 local state = redis.call('GET', KEYS[1])
 if state then
+  -- Anything but 16 bytes is not this script's state: an error, never a
+  -- misread (state of another format lives under other keys, see
+  -- LimitSpec::kStateFormat).
+  if #state ~= 16 then return redis.error_reply('tollgate: unexpected state at ' .. KEYS[1]) end
   level, last = struct.unpack('<dd', state)
 end
 -- TokenLevel: refill for the elapsed time, clamped to [0, cap].

@@ -96,6 +96,27 @@ TEST_F(RedisStoreTest, DecidesAndSharesStateBetweenStores) {
   EXPECT_LE(std::stoll(ttl), 59'000);
 }
 
+TEST_F(RedisStoreTest, ATokenBucketNeverMisreadsStateOfAnotherFormat) {
+  RedisServer redis;
+  algorithms::LimitParams p;
+  p.algorithm = algorithms::Algorithm::kTokenBucket;
+  p.limit = 5;
+  p.window_ms = 1000;
+  p.burst = 5;
+  const LimitSpec spec = LimitSpec::Make({p});
+  RedisStore store(io_, OptionsFor(redis), health_);
+  ASSERT_TRUE(Decide(store, "k", spec).decision.allowed);
+  // Packed state: level and last as two doubles.
+  const std::string key = RedisKey("tollgate:", "k", spec.fingerprint, 0);
+  EXPECT_EQ(redis.Command({"STRLEN", key}), "16");
+  // The text state of the earlier format (as a hand edit or an old gateway
+  // writing under this key would leave it) is refused, not decoded.
+  EXPECT_EQ(redis.Command({"SET", key, "4000 1000"}), "OK");
+  EXPECT_EQ(Decide(store, "k", spec).status, StoreStatus::kError);
+  EXPECT_EQ(redis.Command({"SET", key, "4000000000 1000000"}), "OK");
+  EXPECT_EQ(Decide(store, "k", spec).status, StoreStatus::kError);
+}
+
 TEST_F(RedisStoreTest, ReloadsScriptsAfterFlush) {
   RedisServer redis;
   const LimitSpec spec = FixedWindow(10, 60'000);
