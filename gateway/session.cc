@@ -52,10 +52,6 @@ void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
   ex.upstream_ended = end.steady;
 }
 
-}  // namespace
-
-namespace {
-
 // Bodies up to this size are read whole and written with their header in one
 // write; larger or chunked bodies are streamed through the relay buffer.
 constexpr std::uint64_t kBufferedBody = 64 * 1024;
@@ -630,7 +626,6 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  whole_.reset();
   if (call.buffered && has_body) {
     whole_.emplace(std::move(head));
     whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));

@@ -38,16 +38,21 @@ local elapsed = t - last
 if elapsed < 0 then elapsed = 0 elseif elapsed > cap then elapsed = cap end
 level = math.min(full, level + elapsed * limit)
 local need = cost * window
-if level >= need then
+local allowed = level >= need
+local retry_after = 0
+if allowed then
   level = level - need
   if t > last then last = t end
-  local reset = math.floor((full - level + limit - 1) / limit)
+else
+  retry_after = math.floor((need - level + limit - 1) / limit)
+end
+local remaining = math.floor(level / window)
+local reset = math.floor((full - level + limit - 1) / limit)
+if allowed then
   -- The state lives until the bucket is full again: reset, at least
   -- min_ttl and 1 ms (as ttl() in prelude.lua).
   local ttl = math.max(reset, min_ttl, 1)
   redis.call('SET', KEYS[1], struct.pack('<dd', level, last), 'PX', string.format('%d', ttl))
-  return string.format('1 %d %d', math.floor(level / window), reset)
+  return string.format('1 %d %d', remaining, reset)
 end
-local reset = math.floor((full - level + limit - 1) / limit)
-local retry_after = math.floor((need - level + limit - 1) / limit)
-return string.format('0 %d %d %d', math.floor(level / window), reset, retry_after)
+return string.format('0 %d %d %d', remaining, reset, retry_after)
