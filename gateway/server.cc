@@ -100,9 +100,10 @@ struct Server::Impl final : StateSource {
     if (!redis_ok && config.on_error == rules::StoreFailurePolicy::kDeny) r.ready = false;
     r.store_json = fmt::format(
         "{{\"kind\":\"redis\",\"available\":{},\"connections_up\":{},\"circuits_open\":{},"
-        "\"timeouts\":{},\"unavailable\":{}}}",
+        "\"timeouts\":{},\"unavailable\":{},\"coalesced\":{}}}",
         redis_ok, up, open, redis_health.timeouts.load(std::memory_order_relaxed),
-        redis_health.unavailable.load(std::memory_order_relaxed));
+        redis_health.unavailable.load(std::memory_order_relaxed),
+        redis_health.coalesced.load(std::memory_order_relaxed));
     return r;
   }
 

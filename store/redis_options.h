@@ -53,6 +53,7 @@ struct RedisHealth {
   std::atomic<std::uint64_t> unavailable{0};  // decisions refused without sending
   std::atomic<std::uint64_t> noscript{0};     // NOSCRIPT answers (script reloaded)
   std::atomic<std::uint64_t> redirects{0};    // Redis Cluster MOVED/ASK/TRYAGAIN followed
+  std::atomic<std::uint64_t> coalesced{0};    // decisions that joined another's script call
 };
 
 }  // namespace tollgate::store

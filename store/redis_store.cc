@@ -11,6 +11,8 @@
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/container/small_vector.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <charconv>
 #include <chrono>
 #include <deque>
@@ -82,8 +84,9 @@ class RespWriter {
   std::string& out_;
 };
 
-// A single token_bucket window's reply (store/lua/token_bucket_fused.lua):
-// "1 remaining reset_ms" or "0 remaining reset_ms retry_after_ms".
+// One decision of a single token_bucket window's reply
+// (store/lua/token_bucket_fused.lua): "1 remaining reset_ms" or
+// "0 remaining reset_ms retry_after_ms".
 bool ReadFusedDecision(std::string_view text, algorithms::Decision& d) {
   std::int64_t v[4] = {0, 0, 0, 0};
   const char* p = text.data();
@@ -95,7 +98,9 @@ bool ReadFusedDecision(std::string_view text, algorithms::Decision& d) {
     p = next == end ? end : next + 1;
   }
   const int fields = v[0] == 1 ? 3 : 4;
-  if (p != end || v[0] < 0 || v[0] > 1 || n != fields) return false;
+  if (p != end || text.empty() || text.back() == ' ' || v[0] < 0 || v[0] > 1 || n != fields) {
+    return false;
+  }
   d.allowed = v[0] == 1;
   d.remaining = v[1];
   d.reset_ms = v[2];
@@ -106,21 +111,38 @@ bool ReadFusedDecision(std::string_view text, algorithms::Decision& d) {
   return true;
 }
 
-bool ReadDecision(const redisReply& reply, algorithms::Decision& d) {
-  if (reply.type == REDIS_REPLY_STRING) return ReadFusedDecision({reply.str, reply.len}, d);
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 7) return false;
-  std::int64_t v[7];
-  for (std::size_t i = 0; i < 7; ++i) {
-    if (reply.element[i]->type != REDIS_REPLY_INTEGER) return false;
-    v[i] = reply.element[i]->integer;
+// The `n` decisions of one script call, in the order of its costs: a
+// string of ','-separated fused decisions, or decide.lua's array of 7
+// integers per decision.
+bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision* out) {
+  if (reply.type == REDIS_REPLY_STRING) {
+    std::string_view text(reply.str, reply.len);
+    for (std::size_t i = 0; i < n; ++i) {
+      const std::size_t comma = i + 1 < n ? text.find(',') : text.size();
+      if (comma == std::string_view::npos || !ReadFusedDecision(text.substr(0, comma), out[i])) {
+        return false;
+      }
+      text.remove_prefix(std::min(text.size(), comma + 1));
+    }
+    return true;
   }
-  d.allowed = v[0] == 1;
-  d.remaining = v[1];
-  d.retry_after_ms = v[2];
-  d.delay_ms = v[3];
-  d.reset_ms = v[4];
-  d.window = static_cast<std::uint8_t>(v[5]);
-  d.window_reset_ms = v[6];
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 7 * n) return false;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int64_t v[7];
+    for (std::size_t k = 0; k < 7; ++k) {
+      const redisReply& e = *reply.element[7 * i + k];
+      if (e.type != REDIS_REPLY_INTEGER) return false;
+      v[k] = e.integer;
+    }
+    algorithms::Decision& d = out[i];
+    d.allowed = v[0] == 1;
+    d.remaining = v[1];
+    d.retry_after_ms = v[2];
+    d.delay_ms = v[3];
+    d.reset_ms = v[4];
+    d.window = static_cast<std::uint8_t>(v[5]);
+    d.window_reset_ms = v[6];
+  }
   return true;
 }
 
@@ -157,29 +179,31 @@ std::string Resp(const Command& command) {
 }
 
 // A single token_bucket window is decided by store/lua/token_bucket_fused.lua,
-// which takes one key and six arguments; every other limit by decide.lua.
+// which takes one key and five arguments before the costs; every other limit
+// by decide.lua.
 bool FusedTokenBucket(const LimitSpec& limit) {
   return limit.windows.size() == 1 &&
          limit.windows[0].algorithm == algorithms::Algorithm::kTokenBucket;
 }
 
-// The number of RESP arguments WriteEvalsha() writes for `limit`.
-std::size_t EvalshaArgCount(const LimitSpec& limit) {
-  if (FusedTokenBucket(limit)) return 3 + 1 + 6;
+// The number of RESP arguments WriteEvalshaHead() writes for `limit`.
+std::size_t HeadArgCount(const LimitSpec& limit) {
+  if (FusedTokenBucket(limit)) return 3 + 1 + 5;
   const std::size_t windows = limit.windows.size();
-  // EVALSHA sha numkeys, two keys per window, now, cost, min_ttl, window
-  // count, six parameters per window.
-  return 3 + 2 * windows + 4 + 6 * windows;
+  // EVALSHA sha numkeys, two keys per window, now, min_ttl, window count,
+  // six parameters per window.
+  return 3 + 2 * windows + 3 + 6 * windows;
 }
 
-// "EVALSHA sha numkeys keys... args..." for one decision into `out` (which
-// has Arg(std::string_view) and Arg(std::int64_t)); the arguments as
-// token_bucket_fused.lua or decide.lua reads them. nullopt now_ms: server
-// time. Returns the first key (its Cluster slot is the decision's).
+// "EVALSHA sha numkeys keys... args..." into `out` (which has
+// Arg(std::string_view) and Arg(std::int64_t)), the arguments as
+// token_bucket_fused.lua or decide.lua reads them up to the costs, which
+// come last: one argument per decision. nullopt now_ms: server time.
+// Returns the first key (its Cluster slot is the decisions').
 template <typename Writer>
-std::string WriteEvalsha(const LimitSpec& limit, std::string_view prefix, std::string_view key,
-                         std::int64_t cost, std::optional<std::int64_t> now_ms,
-                         std::int64_t min_ttl_ms, Writer& out) {
+std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, std::string_view key,
+                             std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
+                             Writer& out) {
   out.Arg("EVALSHA");
   out.Arg(ScriptSha(ScriptIndex(limit)));
   const bool fused = FusedTokenBucket(limit);
@@ -203,7 +227,6 @@ std::string WriteEvalsha(const LimitSpec& limit, std::string_view prefix, std::s
   } else {
     out.Arg(std::string_view());
   }
-  out.Arg(cost);
   out.Arg(min_ttl_ms);
   if (fused) {
     const algorithms::LimitParams& p = limit.windows[0];
@@ -300,7 +323,8 @@ std::string RedisDecisionCommand(const LimitSpec& limit, std::string_view prefix
                                  std::string_view key, std::int64_t cost,
                                  std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms) {
   ShellWriter w;
-  WriteEvalsha(limit, prefix, key, cost, now_ms, min_ttl_ms, w);
+  WriteEvalshaHead(limit, prefix, key, now_ms, min_ttl_ms, w);
+  w.Arg(cost);
   return w.out;
 }
 
@@ -379,25 +403,37 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
 
 enum class PendingKind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad, kAsking };
 
-// A command awaiting its reply on a connection.
+// A decision waiting in a script call, and its cost.
+struct DecisionWaiter {
+  DecisionSink* sink;
+  std::int64_t cost;
+};
+
+// A command awaiting its reply on a connection (or, for decisions, its
+// turn to be written: see Connection::Queue).
 struct RedisStore::Pending {
   PendingKind kind;
-  DecisionSink* sink = nullptr;  // kDecide
-  CountSink* count = nullptr;    // kCount; null: nobody waits
+  CountSink* count = nullptr;  // kCount; null: nobody waits
   std::int64_t deadline = 0;
-  std::string command;     // kDecide, kCount: resent after NOSCRIPT or a redirect
+  // kDecide, kCount: resent after NOSCRIPT or a redirect. A kDecide not yet
+  // written holds only the arguments before the costs (`head_args` of them).
+  std::string command{};
   bool done = false;       // completed (timed out): its reply is dropped
   int redirects = 0;       // Redis Cluster MOVED/ASK/TRYAGAIN followed so far
   std::uint16_t slot = 0;  // of its keys (Redis Cluster routing)
+  std::size_t head_args = 0;
+  // kDecide: the decisions of this script call, in the order of its costs.
+  boost::container::small_vector<DecisionWaiter, 1> waiters{};
 
   // Completes it (once) with a failure.
   void Fail(StoreStatus status, RedisHealth& health) {
     if (done) return;
     done = true;
     if (status == StoreStatus::kUnavailable) {
-      health.unavailable.fetch_add(1, std::memory_order_relaxed);
+      health.unavailable.fetch_add(kind == PendingKind::kDecide ? waiters.size() : 1,
+                                   std::memory_order_relaxed);
     }
-    if (kind == PendingKind::kDecide) sink->OnDecision({status, {}});
+    for (const DecisionWaiter& w : waiters) w.sink->OnDecision({status, {}});
     if (kind == PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
   }
 };
@@ -442,7 +478,8 @@ class RedisStore::Connection {
   // Whether a decision may be sent now. While the circuit is open one probe
   // per breaker_open_ms goes through.
   bool Usable(std::int64_t now) {
-    if (ac_ == nullptr || pending_.size() - setup_pending_ >= shared_.options.max_pending) {
+    if (ac_ == nullptr ||
+        pending_.size() - setup_pending_ + unsent_.size() >= shared_.options.max_pending) {
       return false;
     }
     if (!open_) return true;
@@ -463,13 +500,37 @@ class RedisStore::Connection {
     ArmDeadline(deadline);
   }
 
+  // Adds a decision to the script call this connection writes next: the
+  // call with the same arguments before the costs (the same limit, key and
+  // time) while it has room for more, or a new one. So concurrent decisions
+  // of one key cost Redis one call, decided one after the other exactly as
+  // separate calls would be.
+  void Queue(std::string_view head, std::size_t head_args, DecisionWaiter waiter,
+             std::int64_t deadline, std::uint16_t slot) {
+    if (auto it = by_head_.find(head);
+        it != by_head_.end() && !it->second->done && it->second->waiters.size() < kMaxCoalesced) {
+      it->second->waiters.push_back(waiter);
+      shared_.health.coalesced.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    Pending& p = unsent_.emplace_back(Pending{Kind::kDecide, nullptr, deadline, std::string(head)});
+    p.head_args = head_args;
+    p.slot = slot;
+    p.waiters.push_back(waiter);
+    by_head_.insert_or_assign(std::string_view(p.command), &p);
+    ArmDeadline(deadline);
+    // The write wait fires after the handlers that are ready now have run:
+    // the decisions they make join these calls.
+    ArmWrite();
+  }
+
   // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
   void Resend(Pending p, bool asking) {
     if (p.done) return;
     if (asking) {
       static constexpr std::string_view kAsking = "*1\r\n$6\r\nASKING\r\n";
       if (Send(kAsking)) {
-        pending_.push_back({Kind::kAsking, nullptr, nullptr, p.deadline, {}});
+        pending_.push_back({Kind::kAsking, nullptr, p.deadline});
         ++setup_pending_;
       }
     }
@@ -537,7 +598,7 @@ class RedisStore::Connection {
     const std::int64_t deadline = NowMs() + shared_.options.connect_timeout_ms;
     for (const std::string& command : shared_.handshake) {
       if (!Send(command)) return;
-      pending_.push_back({Kind::kHandshake, nullptr, nullptr, deadline, {}});
+      pending_.push_back({Kind::kHandshake, nullptr, deadline});
       ++setup_pending_;
     }
     SendScriptLoads(deadline);
@@ -547,7 +608,7 @@ class RedisStore::Connection {
   void SendScriptLoads(std::int64_t deadline) {
     for (const std::string& command : shared_.script_loads) {
       if (!Send(command)) return;
-      pending_.push_back({Kind::kScriptLoad, nullptr, nullptr, deadline, {}});
+      pending_.push_back({Kind::kScriptLoad, nullptr, deadline});
       ++setup_pending_;
     }
   }
@@ -601,19 +662,23 @@ class RedisStore::Connection {
       HandleCount(p, *reply);
       return;
     }
-    StoreResult result;
-    if (!ReadDecision(*reply, result.decision)) {
-      result.status = StoreStatus::kError;
+    std::array<algorithms::Decision, kMaxCoalesced> decisions;
+    const std::size_t n = p.waiters.size();
+    if (!ReadDecisions(*reply, n, decisions.data())) {
       shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
       if (reply->type == REDIS_REPLY_ERROR && !error_logged_) {
         error_logged_ = true;
         spdlog::error("redis: the decision script failed: {}", ErrorText(*reply));
       }
       Failure(NowMs());
-    } else {
-      Success();
+      Fail(p, StoreStatus::kError);
+      return;
     }
-    if (!p.done) Complete(p.sink, result);
+    Success();
+    if (p.done) return;
+    p.done = true;
+    for (std::size_t i = 0; i < n; ++i)
+      p.waiters[i].sink->OnDecision({StoreStatus::kOk, decisions[i]});
   }
 
   void HandleCount(Pending& p, const redisReply& reply) {
@@ -638,18 +703,36 @@ class RedisStore::Connection {
     return p;
   }
 
-  void Complete(DecisionSink* sink, const StoreResult& result) {
-    if (sink == nullptr) return;
-    if (result.status == StoreStatus::kUnavailable) {
-      shared_.health.unavailable.fetch_add(1, std::memory_order_relaxed);
-    }
-    sink->OnDecision(result);
-  }
-
   void FailAll(StoreStatus status) {
+    by_head_.clear();
+    while (!unsent_.empty()) {
+      Pending p = std::move(unsent_.front());
+      unsent_.pop_front();
+      Fail(p, status);
+    }
     while (!pending_.empty()) {
       Pending p = Pop();
       Fail(p, status);
+    }
+  }
+
+  // Writes the queued decisions' script calls (Queue), each with its costs.
+  void SendUnsent() {
+    by_head_.clear();
+    // New decisions that the failures below make queue for the next write.
+    flushing_.swap(unsent_);
+    while (!flushing_.empty()) {
+      Pending p = std::move(flushing_.front());
+      flushing_.pop_front();
+      if (p.done) continue;
+      std::string command;
+      command.reserve(p.command.size() + 16 + 8 * p.waiters.size());
+      RespWriter w(command);
+      w.Count(p.head_args + p.waiters.size());
+      command.append(p.command);
+      for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
+      p.command = std::move(command);
+      Submit(std::move(p));
     }
   }
 
@@ -726,10 +809,15 @@ class RedisStore::Connection {
         asio::posix::stream_descriptor::wait_write,
         [this, life = std::weak_ptr<char>(life_)](boost::system::error_code ec) {
           if (life.expired()) return;
+          if (ec || ac_ == nullptr) {
+            writing_ = false;
+            return;
+          }
+          // (Still `writing_`: hiredis's AddWrite for these waits no more.)
+          SendUnsent();
           writing_ = false;
-          if (ec || ac_ == nullptr) return;
-          if (want_write_) redisAsyncHandleWrite(ac_);
-          if (want_write_ && ac_ != nullptr) ArmWrite();
+          if (want_write_ && ac_ != nullptr) redisAsyncHandleWrite(ac_);
+          if ((want_write_ || !unsent_.empty()) && ac_ != nullptr) ArmWrite();
         });
   }
 
@@ -749,23 +837,29 @@ class RedisStore::Connection {
     std::int64_t next = std::numeric_limits<std::int64_t>::max();
     bool handshake_overdue = false;
     // By index: a sink may send another decision, which appends.
-    for (std::size_t i = 0; i < pending_.size(); ++i) {
-      Pending& p = pending_[i];
-      if (p.kind != Kind::kDecide && p.kind != Kind::kCount) {
-        if (p.deadline <= now && !up_) handshake_overdue = true;
-        continue;
+    for (std::deque<Pending>* queue : {&unsent_, &pending_}) {
+      for (std::size_t i = 0; i < queue->size(); ++i) {
+        Pending& p = (*queue)[i];
+        if (p.kind != Kind::kDecide && p.kind != Kind::kCount) {
+          if (p.deadline <= now && !up_) handshake_overdue = true;
+          continue;
+        }
+        if (p.done) continue;
+        if (p.deadline > now) {
+          next = std::min(next, p.deadline);
+          continue;
+        }
+        shared_.health.timeouts.fetch_add(std::max<std::size_t>(1, p.waiters.size()),
+                                          std::memory_order_relaxed);
+        Failure(now);
+        // Taken out first: a sink may queue another decision (which may
+        // join an unsent call, or append to a queue).
+        Pending overdue{p.kind, p.count, p.deadline};
+        overdue.waiters = std::move(p.waiters);
+        p.waiters.clear();
+        p.done = true;
+        Fail(overdue, StoreStatus::kTimeout);
       }
-      if (p.done) continue;
-      if (p.deadline > now) {
-        next = std::min(next, p.deadline);
-        continue;
-      }
-      shared_.health.timeouts.fetch_add(1, std::memory_order_relaxed);
-      Failure(now);
-      // A copy: the sink may send another command, which appends.
-      Pending overdue{p.kind, p.sink, p.count, p.deadline, {}, false};
-      p.done = true;
-      Fail(overdue, StoreStatus::kTimeout);
     }
     if (handshake_overdue) {
       Drop();
@@ -783,6 +877,11 @@ class RedisStore::Connection {
   asio::steady_timer retry_;  // reconnect backoff
   std::int64_t armed_for_ = std::numeric_limits<std::int64_t>::max();
   std::deque<Pending> pending_;
+  // Decisions not yet written (Queue), by their arguments before the costs
+  // (views of their `command`).
+  std::deque<Pending> unsent_;
+  std::deque<Pending> flushing_;  // SendUnsent's
+  boost::unordered_flat_map<std::string_view, Pending*, std::hash<std::string_view>> by_head_;
   std::size_t setup_pending_ = 0;  // handshake and script loads in pending_: not bounded
   std::shared_ptr<char> life_ = std::make_shared<char>();  // handlers check it
   bool want_read_ = false;
@@ -1013,8 +1112,7 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
   for (std::string_view a : args) w.Arg(a);
-  Pending p{PendingKind::kCount, nullptr, sink, now + shared_->options.timeout_ms,
-            std::move(command)};
+  Pending p{PendingKind::kCount, sink, now + shared_->options.timeout_ms, std::move(command)};
   p.slot = slot;
   connection->Submit(std::move(p));
 }
@@ -1023,23 +1121,20 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const std::int64_t now = NowMs();
   const LimitSpec& limit = *request.limit;
   const RedisOptions& o = shared_->options;
-  std::string command;
-  command.reserve(256);
-  RespWriter w(command);
-  w.Count(EvalshaArgCount(limit));
+  std::string& head = head_;
+  head.clear();
+  RespWriter w(head);
   const std::optional<std::int64_t> now_ms =
       o.time == RedisTime::kServer ? std::nullopt : std::optional(request.now_ms);
   const std::string first_key =
-      WriteEvalsha(limit, o.prefix, request.key, request.cost, now_ms, o.min_ttl_ms, w);
+      WriteEvalshaHead(limit, o.prefix, request.key, now_ms, o.min_ttl_ms, w);
   const std::uint16_t slot = slots_.empty() ? 0 : RedisSlot(first_key);
   Connection* connection = PickConnection(now, slot);
   if (connection == nullptr) {
     sink.OnDecision({StoreStatus::kUnavailable, {}});
     return;
   }
-  Pending p{PendingKind::kDecide, &sink, nullptr, now + o.timeout_ms, std::move(command)};
-  p.slot = slot;
-  connection->Submit(std::move(p));
+  connection->Queue(head, HeadArgCount(limit), {&sink, request.cost}, now + o.timeout_ms, slot);
 }
 
 }  // namespace tollgate::store

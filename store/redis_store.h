@@ -8,11 +8,11 @@
 // their keys' slot; MOVED updates the slot map, ASK is followed once with
 // ASKING, TRYAGAIN during a migration is retried after 5 ms; at most
 // kMaxRedirects MOVED per command, ASK and TRYAGAIN within its deadline)
-// driven by that thread's io_context, pipelines
-// commands (all
-// commands issued in one turn of the event loop leave in one write) and
-// completes every Decide() within `timeout_ms`, inline when it cannot send
-// (disconnected, circuit open, too many commands pending). Not thread-safe:
+// driven by that thread's io_context, pipelines commands (all commands
+// issued in one turn of the event loop leave in one write; the decisions of
+// one key and limit in that turn share one script call, up to kMaxCoalesced)
+// and completes every Decide() within `timeout_ms`, inline when it cannot
+// send (disconnected, circuit open, too many commands pending). Not thread-safe:
 // use it only from its io_context's thread. RedisHealth is shared and
 // thread-safe.
 #pragma once
@@ -98,6 +98,8 @@ class RedisStore final : public Store {
 
  private:
   static constexpr int kMaxRedirects = 5;
+  // Decisions of one key in one script call, at most (Connection::Queue).
+  static constexpr std::size_t kMaxCoalesced = 32;
   struct Shared;
   struct Pending;
   class Connection;
@@ -121,6 +123,7 @@ class RedisStore final : public Store {
   std::unique_ptr<Shared> shared_;
   std::vector<Node> nodes_;
   std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
+  std::string head_;        // Decide's, reused: a decision's script call up to its cost
 };
 
 }  // namespace tollgate::store

@@ -39,9 +39,8 @@ local function ttl(reset_ms, min_ttl)
 end
 
 -- The request, as every decision script reads it. ARGV: now_ms ("" = the
--- server's TIME), cost, min_ttl_ms, window count, then the windows (see
--- decide.lua).
+-- server's TIME), min_ttl_ms, window count, then the windows and the costs
+-- (see decide.lua).
 local t = now_ms(ARGV[1])
-local cost = tonumber(ARGV[2])
-local min_ttl = tonumber(ARGV[3])
-local count = tonumber(ARGV[4])
+local min_ttl = tonumber(ARGV[2])
+local count = tonumber(ARGV[3])

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "redis_server.h"
+#include "store/local_store.h"
 #include "store_sinks.h"
 
 namespace tollgate::store {
@@ -188,14 +189,102 @@ TEST_F(RedisStoreTest, PendingCommandsAreBounded) {
   RedisStore store(io_, options, health_);
   ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
   redis.Command({"CLIENT", "PAUSE", "300", "ALL"});
+  // Distinct keys: decisions of one key would share one call (below).
   std::vector<Result> results(50);
-  for (Result& r : results) store.Decide({"k", &spec, 1, 1000}, r);
+  std::vector<std::string> keys;
+  for (std::size_t i = 0; i < results.size(); ++i) keys.push_back("k" + std::to_string(i));
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    store.Decide({keys[i], &spec, 1, 1000}, results[i]);
+  }
   int inline_refusals = 0;
   for (Result& r : results) inline_refusals += r.done ? 1 : 0;
   EXPECT_EQ(inline_refusals, 42);
   for (Result& r : results) {
     while (!r.done) io_.run_one();
   }
+}
+
+std::uint64_t EvalshaCalls(RedisServer& redis) {
+  const std::string stats = redis.Command({"INFO", "commandstats"});
+  const std::size_t at = stats.find("cmdstat_evalsha:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoull(stats.substr(at + 22));
+}
+
+LimitSpec Limit(std::vector<algorithms::LimitParams> windows) {
+  return LimitSpec::Make(std::move(windows));
+}
+
+algorithms::LimitParams Window(algorithms::Algorithm a, std::int64_t limit, std::int64_t window_ms,
+                               std::int64_t burst = 0) {
+  algorithms::LimitParams p;
+  p.algorithm = a;
+  p.limit = limit;
+  p.window_ms = window_ms;
+  p.burst = burst;
+  return p;
+}
+
+TEST_F(RedisStoreTest, ConcurrentDecisionsOfOneKeyShareOneScriptCall) {
+  using algorithms::Algorithm;
+  RedisServer redis;
+  RedisStore store(io_, OptionsFor(redis), health_);
+  const std::vector<LimitSpec> specs = {
+      Limit({Window(Algorithm::kTokenBucket, 10, 1000, 12)}),  // its own script
+      Limit({Window(Algorithm::kFixedWindow, 25, 60'000)}),
+      Limit({Window(Algorithm::kSlidingLog, 30, 1000), Window(Algorithm::kSlidingLog, 50, 10'000)}),
+  };
+  for (const LimitSpec& spec : specs) {
+    LocalStore local;
+    ASSERT_EQ(redis.Command({"CONFIG", "RESETSTAT"}), "OK");
+    const std::uint64_t coalesced = health_.coalesced.load();
+    // 40 decisions of one key (costs 1, 2, 3, 1, ...) and one of another,
+    // all in one turn, twice (a later instant); decided by Redis as the
+    // local store decides them one by one.
+    for (std::int64_t now : {1000, 1050}) {
+      std::vector<Result> results(41);
+      for (std::size_t i = 0; i < 40; ++i) {
+        store.Decide({"k", &spec, static_cast<std::int64_t>(i % 3 + 1), now}, results[i]);
+      }
+      store.Decide({"other", &spec, 1, now}, results[40]);
+      for (Result& r : results) {
+        while (!r.done) io_.run_one();
+      }
+      for (std::size_t i = 0; i < results.size(); ++i) {
+        const std::string_view key = i < 40 ? "k" : "other";
+        const algorithms::Decision want =
+            local.DecideNow({key, &spec, static_cast<std::int64_t>(i < 40 ? i % 3 + 1 : 1), now});
+        ASSERT_EQ(results[i].result.status, StoreStatus::kOk) << i;
+        const algorithms::Decision& got = results[i].result.decision;
+        EXPECT_EQ(got.allowed, want.allowed) << i;
+        EXPECT_EQ(got.remaining, want.remaining) << i;
+        EXPECT_EQ(got.retry_after_ms, want.retry_after_ms) << i;
+        EXPECT_EQ(got.delay_ms, want.delay_ms) << i;
+        EXPECT_EQ(got.reset_ms, want.reset_ms) << i;
+        EXPECT_EQ(got.window, want.window) << i;
+        EXPECT_EQ(got.window_reset_ms, want.window_reset_ms) << i;
+      }
+    }
+    // Per instant: "k" in two calls (at most kMaxCoalesced decisions each),
+    // "other" in one.
+    EXPECT_EQ(EvalshaCalls(redis), 2u * 3u);
+    EXPECT_EQ(health_.coalesced.load() - coalesced, 2u * 38u);
+  }
+}
+
+TEST_F(RedisStoreTest, ACoalescedCallThatTimesOutFailsEachOfItsDecisions) {
+  RedisServer redis;
+  const LimitSpec spec = FixedWindow(1000, 60'000);
+  RedisStore store(io_, OptionsFor(redis, 30), health_);
+  ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
+  redis.Command({"CLIENT", "PAUSE", "300", "ALL"});
+  std::vector<Result> results(5);
+  for (Result& r : results) store.Decide({"k", &spec, 1, 1000}, r);
+  for (Result& r : results) {
+    while (!r.done) io_.run_one();
+    EXPECT_EQ(r.result.status, StoreStatus::kTimeout);
+  }
+  EXPECT_LT(UntilOk(store, spec), std::chrono::milliseconds(2000));
 }
 
 TEST_F(RedisStoreTest, WrongPasswordIsAClearFatalError) {
