@@ -125,10 +125,11 @@ start_redis() {
 }
 
 # wrk against URL; prints "req_per_s p50_ms p99_ms non2xx requests".
-run_wrk() {
-  local url=$1
+run_wrk() {  # url [wrk Lua script]
+  local url=$1 script=${2:-}
   local out
-  out=$(wrk -t"${WRK_THREADS:-1}" -c"${WRK_CONNECTIONS:-64}" -d"${WRK_DURATION:-5s}" --latency "$url")
+  out=$(wrk -t"${WRK_THREADS:-1}" -c"${WRK_CONNECTIONS:-64}" -d"${WRK_DURATION:-5s}" \
+        ${script:+-s "$script"} --latency "$url")
   awk '
     function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
     /Requests\/sec/ { rps = $2 }
@@ -143,16 +144,18 @@ run_wrk() {
 # wrk against http://127.0.0.1:${port[T]}${BENCH_PATH:-/api/hello} for every target T in
 # $2..., $1 rounds, alternating the order (neither side always runs on a
 # warmer machine); results appended to $WORK/T. `port` is the caller's
-# associative array.
+# associative array, as is `wrk_script` (optional: a wrk Lua script for T).
 run_rounds() {
   local rounds=$1; shift
-  local targets="$*" order result round t
+  local targets="$*" order result round t script
   for t in $targets; do : > "$WORK/$t"; done
   for round in $(seq "$rounds"); do
     order=$targets
     if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
     for t in $order; do
-      result=$(run_wrk "http://127.0.0.1:${port[$t]}${BENCH_PATH:-/api/hello}")
+      script=""
+      if declare -p wrk_script >/dev/null 2>&1; then script=${wrk_script[$t]:-}; fi
+      result=$(run_wrk "http://127.0.0.1:${port[$t]}${BENCH_PATH:-/api/hello}" "$script")
       echo "round $round $t: $result (req/s p50_ms p99_ms non2xx requests)" >&2
       echo "$result" >> "$WORK/$t"
     done
