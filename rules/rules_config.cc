@@ -260,6 +260,9 @@ void ReadRedis(TableReader r, StoreConfig& out) {
   if (auto n = r.Integer("max_pending", 1, 1'000'000)) {
     redis.max_pending = static_cast<std::size_t>(*n);
   }
+  if (auto n = r.Integer("batch", 1, static_cast<std::int64_t>(store::RedisOptions::kMaxBatch))) {
+    redis.batch = static_cast<std::size_t>(*n);
+  }
   if (auto policy = r.OneOf("on_error", {"allow", "deny", "local"})) {
     out.on_error = *policy == "allow"  ? StoreFailurePolicy::kAllow
                    : *policy == "deny" ? StoreFailurePolicy::kDeny
@@ -458,7 +461,8 @@ bool operator==(const StoreConfig& a, const StoreConfig& b) {
          x.address.user == y.address.user && x.address.password == y.address.password &&
          x.address.db == y.address.db && x.prefix == y.prefix && x.timeout_ms == y.timeout_ms &&
          x.pool == y.pool && x.time == y.time && x.max_pending == y.max_pending &&
-         x.inflight_ttl_ms == y.inflight_ttl_ms && x.nodes.size() == y.nodes.size() &&
+         x.batch == y.batch && x.inflight_ttl_ms == y.inflight_ttl_ms &&
+         x.nodes.size() == y.nodes.size() &&
          std::equal(x.nodes.begin(), x.nodes.end(), y.nodes.begin(),
                     [](const store::RedisAddress& m, const store::RedisAddress& n) {
                       return m.host == n.host && m.port == n.port && m.user == n.user &&

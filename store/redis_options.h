@@ -28,6 +28,8 @@ struct RedisAddress {
 std::optional<RedisAddress> ParseRedisUrl(std::string_view url, std::string& error);
 
 struct RedisOptions {
+  static constexpr std::size_t kMaxBatch = 64;
+
   RedisAddress address;
   // Redis Cluster seeds; empty: `address` alone. Credentials: the first's.
   std::vector<RedisAddress> nodes;
@@ -38,8 +40,11 @@ struct RedisOptions {
   std::int64_t min_ttl_ms = 0;            // floor of every key's TTL (replay: virtual time)
   std::int64_t inflight_ttl_ms = 60'000;  // an in-flight lease (max_inflight) expires after this
   std::size_t max_pending = 4096;         // commands awaiting a reply, per connection
-  int breaker_failures = 5;               // consecutive failures that open the circuit
-  std::int64_t breaker_open_ms = 250;     // how long it stays open before a probe
+  // Decisions of one limit that one script call may decide, at most (those
+  // asked for in one turn of the event loop; 1: a call each). 1..kMaxBatch.
+  std::size_t batch = kMaxBatch;
+  int breaker_failures = 5;            // consecutive failures that open the circuit
+  std::int64_t breaker_open_ms = 250;  // how long it stays open before a probe
   std::int64_t connect_timeout_ms = 500;
   std::int64_t max_backoff_ms = 400;  // reconnect delays double up to this
 };
@@ -53,7 +58,7 @@ struct RedisHealth {
   std::atomic<std::uint64_t> unavailable{0};  // decisions refused without sending
   std::atomic<std::uint64_t> noscript{0};     // NOSCRIPT answers (script reloaded)
   std::atomic<std::uint64_t> redirects{0};    // Redis Cluster MOVED/ASK/TRYAGAIN followed
-  std::atomic<std::uint64_t> coalesced{0};    // decisions that joined another's script call
+  std::atomic<std::uint64_t> coalesced{0};    // decisions that joined an earlier one's script call
 };
 
 }  // namespace tollgate::store

@@ -179,47 +179,61 @@ std::string Resp(const Command& command) {
 }
 
 // A single token_bucket window is decided by store/lua/token_bucket_fused.lua,
-// which takes one key and five arguments before the costs; every other limit
-// by decide.lua.
+// which takes one or more keys, five arguments and then each key's costs;
+// every other limit by decide.lua, one key (two per window) and its costs.
 bool FusedTokenBucket(const LimitSpec& limit) {
   return limit.windows.size() == 1 &&
          limit.windows[0].algorithm == algorithms::Algorithm::kTokenBucket;
 }
 
-// The number of RESP arguments WriteEvalshaHead() writes for `limit`.
+// The number of RESP arguments WriteEvalshaHead() writes for `limit`
+// (decide.lua).
 std::size_t HeadArgCount(const LimitSpec& limit) {
-  if (FusedTokenBucket(limit)) return 3 + 1 + 5;
   const std::size_t windows = limit.windows.size();
   // EVALSHA sha numkeys, two keys per window, now, min_ttl, window count,
   // six parameters per window.
   return 3 + 2 * windows + 3 + 6 * windows;
 }
 
-// "EVALSHA sha numkeys keys... args..." into `out` (which has
-// Arg(std::string_view) and Arg(std::int64_t)), the arguments as
-// token_bucket_fused.lua or decide.lua reads them up to the costs, which
-// come last: one argument per decision. nullopt now_ms: server time.
-// Returns the first key (its Cluster slot is the decisions').
+// The arguments of token_bucket_fused.lua after its keys and before the
+// costs: now_ms (nullopt: server time), min_ttl_ms, limit, window, burst.
+constexpr std::size_t kFusedTailArgs = 5;
+template <typename Writer>
+void WriteFusedTail(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
+                    std::int64_t min_ttl_ms, Writer& out) {
+  if (now_ms) {
+    out.Arg(*now_ms);
+  } else {
+    out.Arg(std::string_view());
+  }
+  out.Arg(min_ttl_ms);
+  const algorithms::LimitParams& p = limit.windows[0];
+  out.Arg(p.limit);
+  out.Arg(p.window_ms);
+  out.Arg(p.burst);
+}
+
+// "EVALSHA sha numkeys keys... args..." of decide.lua into `out` (which has
+// Arg(std::string_view) and Arg(std::int64_t)), up to the costs, which come
+// last: one argument per decision. nullopt now_ms: server time. Returns the
+// first key (its Cluster slot is the decisions').
 template <typename Writer>
 std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, std::string_view key,
                              std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
                              Writer& out) {
   out.Arg("EVALSHA");
   out.Arg(ScriptSha(ScriptIndex(limit)));
-  const bool fused = FusedTokenBucket(limit);
   const std::size_t windows = limit.windows.size();
-  out.Arg(static_cast<std::int64_t>(fused ? 1 : 2 * windows));
+  out.Arg(static_cast<std::int64_t>(2 * windows));
   std::string first_key;
   for (std::size_t i = 0; i < windows; ++i) {
     std::string state_key = RedisKey(prefix, key, limit.fingerprint, i);
     out.Arg(state_key);
-    if (!fused) {
-      // The second key of a window (sliding_log's counter).
-      const std::size_t size = state_key.size();
-      state_key += ":n";
-      out.Arg(state_key);
-      state_key.resize(size);
-    }
+    // The second key of a window (sliding_log's counter).
+    const std::size_t size = state_key.size();
+    state_key += ":n";
+    out.Arg(state_key);
+    state_key.resize(size);
     if (i == 0) first_key = std::move(state_key);
   }
   if (now_ms) {
@@ -228,13 +242,6 @@ std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, st
     out.Arg(std::string_view());
   }
   out.Arg(min_ttl_ms);
-  if (fused) {
-    const algorithms::LimitParams& p = limit.windows[0];
-    out.Arg(p.limit);
-    out.Arg(p.window_ms);
-    out.Arg(p.burst);
-    return first_key;
-  }
   out.Arg(static_cast<std::int64_t>(windows));
   for (const algorithms::LimitParams& p : limit.windows) {
     out.Arg(algorithms::AlgorithmName(p.algorithm));
@@ -323,7 +330,16 @@ std::string RedisDecisionCommand(const LimitSpec& limit, std::string_view prefix
                                  std::string_view key, std::int64_t cost,
                                  std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms) {
   ShellWriter w;
-  WriteEvalshaHead(limit, prefix, key, now_ms, min_ttl_ms, w);
+  if (FusedTokenBucket(limit)) {
+    w.Arg("EVALSHA");
+    w.Arg(ScriptSha(ScriptIndex(limit)));
+    w.Arg(std::int64_t{1});
+    w.Arg(RedisKey(prefix, key, limit.fingerprint, 0));
+    WriteFusedTail(limit, now_ms, min_ttl_ms, w);
+    w.Arg(std::int64_t{1});  // the key's number of decisions
+  } else {
+    WriteEvalshaHead(limit, prefix, key, now_ms, min_ttl_ms, w);
+  }
   w.Arg(cost);
   return w.out;
 }
@@ -403,10 +419,30 @@ std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) 
 
 enum class PendingKind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad, kAsking };
 
-// A decision waiting in a script call, and its cost.
+// A decision waiting in a script call: its cost and, in a
+// token_bucket_fused.lua call, the index of its key in the call's keys.
 struct DecisionWaiter {
   DecisionSink* sink;
   std::int64_t cost;
+  std::uint32_t key = 0;
+};
+
+// A decision for Connection::Queue: decisions with the same `call` share a
+// script call.
+struct QueuedCall {
+  // decide.lua: the RESP arguments before the costs (`args` of them).
+  // token_bucket_fused.lua: those after the keys (`args` of them, the first
+  // `tail_bytes` bytes; with Redis Cluster followed by the key, so that a
+  // call has one key and one slot).
+  std::string_view call;
+  std::size_t args = 0;
+  // token_bucket_fused.lua only: the script's sha, the key (one RESP
+  // argument), the bytes of `call` that are arguments.
+  const std::string* fused_sha = nullptr;
+  std::string_view key;
+  std::size_t tail_bytes = 0;
+  std::uint16_t slot = 0;
+  std::int64_t deadline = 0;
 };
 
 // A command awaiting its reply on a connection (or, for decisions, its
@@ -416,14 +452,21 @@ struct RedisStore::Pending {
   CountSink* count = nullptr;  // kCount; null: nobody waits
   std::int64_t deadline = 0;
   // kDecide, kCount: resent after NOSCRIPT or a redirect. A kDecide not yet
-  // written holds only the arguments before the costs (`head_args` of them).
+  // written holds its QueuedCall::call instead.
   std::string command{};
   bool done = false;       // completed (timed out): its reply is dropped
   int redirects = 0;       // Redis Cluster MOVED/ASK/TRYAGAIN followed so far
   std::uint16_t slot = 0;  // of its keys (Redis Cluster routing)
-  std::size_t head_args = 0;
-  // kDecide: the decisions of this script call, in the order of its costs.
+  // kDecide: the decisions of this script call (once written: in the order
+  // of its costs and replies).
   boost::container::small_vector<DecisionWaiter, 1> waiters{};
+  // kDecide not yet written: QueuedCall's args, fused_sha, tail_bytes; the
+  // keys of a token_bucket_fused.lua call as RESP arguments, and their hashes.
+  std::size_t args = 0;
+  const std::string* fused_sha = nullptr;
+  std::size_t tail_bytes = 0;
+  boost::container::small_vector<std::string, 1> keys{};
+  boost::container::small_vector<std::size_t, 1> key_hashes{};
 
   // Completes it (once) with a failure.
   void Fail(StoreStatus status, RedisHealth& health) {
@@ -501,27 +544,30 @@ class RedisStore::Connection {
   }
 
   // Adds a decision to the script call this connection writes next: the
-  // call with the same arguments before the costs (the same limit, key and
-  // time) while it has room for more, or a new one. So concurrent decisions
-  // of one key cost Redis one call, decided one after the other exactly as
-  // separate calls would be.
-  void Queue(std::string_view head, std::size_t head_args, DecisionWaiter waiter,
-             std::int64_t deadline, std::uint16_t slot) {
-    if (auto it = by_head_.find(head);
-        it != by_head_.end() && !it->second->done && it->second->waiters.size() < kMaxCoalesced) {
-      it->second->waiters.push_back(waiter);
+  // call with the same QueuedCall::call (the same limit and time, and for
+  // decide.lua the same key) while it has room for more (options.batch),
+  // or a new one. So concurrent decisions of one limit cost Redis one call,
+  // decided one after the other exactly as separate calls would be.
+  void Queue(const QueuedCall& q, DecisionWaiter waiter) {
+    Pending* p = nullptr;
+    if (auto it = by_call_.find(q.call); it != by_call_.end() && !it->second->done &&
+                                         it->second->waiters.size() < shared_.options.batch) {
+      p = it->second;
       shared_.health.coalesced.fetch_add(1, std::memory_order_relaxed);
-      return;
+    } else {
+      p = &unsent_.emplace_back(Pending{Kind::kDecide, nullptr, q.deadline, std::string(q.call)});
+      p->args = q.args;
+      p->fused_sha = q.fused_sha;
+      p->tail_bytes = q.tail_bytes;
+      p->slot = q.slot;
+      by_call_.insert_or_assign(std::string_view(p->command), p);
+      ArmDeadline(q.deadline);
+      // The write wait fires after the handlers that are ready now have
+      // run: the decisions they make join these calls.
+      ArmWrite();
     }
-    Pending& p = unsent_.emplace_back(Pending{Kind::kDecide, nullptr, deadline, std::string(head)});
-    p.head_args = head_args;
-    p.slot = slot;
-    p.waiters.push_back(waiter);
-    by_head_.insert_or_assign(std::string_view(p.command), &p);
-    ArmDeadline(deadline);
-    // The write wait fires after the handlers that are ready now have run:
-    // the decisions they make join these calls.
-    ArmWrite();
+    if (q.fused_sha != nullptr) waiter.key = KeyIndex(*p, q.key);
+    p->waiters.push_back(waiter);
   }
 
   // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
@@ -662,7 +708,7 @@ class RedisStore::Connection {
       HandleCount(p, *reply);
       return;
     }
-    std::array<algorithms::Decision, kMaxCoalesced> decisions;
+    std::array<algorithms::Decision, RedisOptions::kMaxBatch> decisions;
     const std::size_t n = p.waiters.size();
     if (!ReadDecisions(*reply, n, decisions.data())) {
       shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
@@ -704,7 +750,7 @@ class RedisStore::Connection {
   }
 
   void FailAll(StoreStatus status) {
-    by_head_.clear();
+    by_call_.clear();
     while (!unsent_.empty()) {
       Pending p = std::move(unsent_.front());
       unsent_.pop_front();
@@ -716,22 +762,67 @@ class RedisStore::Connection {
     }
   }
 
-  // Writes the queued decisions' script calls (Queue), each with its costs.
+  // The index of `key` among the keys of `p`, a token_bucket_fused.lua
+  // call; added if new.
+  static std::uint32_t KeyIndex(Pending& p, std::string_view key) {
+    const std::size_t hash = std::hash<std::string_view>{}(key);
+    for (std::size_t i = 0; i < p.keys.size(); ++i) {
+      if (p.key_hashes[i] == hash && p.keys[i] == key) return static_cast<std::uint32_t>(i);
+    }
+    p.keys.emplace_back(key);
+    p.key_hashes.push_back(hash);
+    return static_cast<std::uint32_t>(p.keys.size() - 1);
+  }
+
+  // The whole command of a queued call (Queue), its costs included; its
+  // waiters in the order of the costs.
+  static std::string CallCommand(Pending& p) {
+    std::string command;
+    command.reserve(p.command.size() + 16 + 8 * p.waiters.size());
+    RespWriter w(command);
+    if (p.fused_sha == nullptr) {
+      w.Count(p.args + p.waiters.size());
+      command.append(p.command);
+      for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
+      return command;
+    }
+    // EVALSHA sha numkeys keys... tail, then per key: count, costs.
+    const std::size_t keys = p.keys.size();
+    w.Count(3 + keys + p.args + keys + p.waiters.size());
+    w.Arg("EVALSHA");
+    w.Arg(*p.fused_sha);
+    w.Arg(static_cast<std::int64_t>(keys));
+    for (const std::string& key : p.keys) command.append(key);
+    command.append(p.command, 0, p.tail_bytes);
+    // Grouped by key, stably: an insertion sort, as the waiters are few and
+    // mostly in order already (keys are numbered as they first come).
+    for (std::size_t i = 1; i < p.waiters.size(); ++i) {
+      const DecisionWaiter moving = p.waiters[i];
+      std::size_t j = i;
+      for (; j > 0 && p.waiters[j - 1].key > moving.key; --j) p.waiters[j] = p.waiters[j - 1];
+      p.waiters[j] = moving;
+    }
+    for (std::size_t i = 0; i < p.waiters.size();) {
+      std::size_t end = i;
+      while (end < p.waiters.size() && p.waiters[end].key == p.waiters[i].key) ++end;
+      w.Arg(static_cast<std::int64_t>(end - i));
+      for (; i < end; ++i) w.Arg(p.waiters[i].cost);
+    }
+    return command;
+  }
+
+  // Writes the queued decisions' script calls (Queue).
   void SendUnsent() {
-    by_head_.clear();
+    by_call_.clear();
     // New decisions that the failures below make queue for the next write.
     flushing_.swap(unsent_);
     while (!flushing_.empty()) {
       Pending p = std::move(flushing_.front());
       flushing_.pop_front();
       if (p.done) continue;
-      std::string command;
-      command.reserve(p.command.size() + 16 + 8 * p.waiters.size());
-      RespWriter w(command);
-      w.Count(p.head_args + p.waiters.size());
-      command.append(p.command);
-      for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
-      p.command = std::move(command);
+      p.command = CallCommand(p);
+      p.keys.clear();
+      p.key_hashes.clear();
       Submit(std::move(p));
     }
   }
@@ -877,11 +968,11 @@ class RedisStore::Connection {
   asio::steady_timer retry_;  // reconnect backoff
   std::int64_t armed_for_ = std::numeric_limits<std::int64_t>::max();
   std::deque<Pending> pending_;
-  // Decisions not yet written (Queue), by their arguments before the costs
-  // (views of their `command`).
+  // Decisions not yet written (Queue), by their QueuedCall::call (views of
+  // their `command`).
   std::deque<Pending> unsent_;
   std::deque<Pending> flushing_;  // SendUnsent's
-  boost::unordered_flat_map<std::string_view, Pending*, std::hash<std::string_view>> by_head_;
+  boost::unordered_flat_map<std::string_view, Pending*, std::hash<std::string_view>> by_call_;
   std::size_t setup_pending_ = 0;  // handshake and script loads in pending_: not bounded
   std::shared_ptr<char> life_ = std::make_shared<char>();  // handlers check it
   bool want_read_ = false;
@@ -1121,20 +1212,37 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const std::int64_t now = NowMs();
   const LimitSpec& limit = *request.limit;
   const RedisOptions& o = shared_->options;
-  std::string& head = head_;
-  head.clear();
-  RespWriter w(head);
-  const std::optional<std::int64_t> now_ms =
-      o.time == RedisTime::kServer ? std::nullopt : std::optional(request.now_ms);
-  const std::string first_key =
-      WriteEvalshaHead(limit, o.prefix, request.key, now_ms, o.min_ttl_ms, w);
-  const std::uint16_t slot = slots_.empty() ? 0 : RedisSlot(first_key);
-  Connection* connection = PickConnection(now, slot);
+  std::optional<std::int64_t> now_ms;
+  if (o.time == RedisTime::kClient) now_ms = request.now_ms;
+  std::string& call = call_;
+  call.clear();
+  RespWriter w(call);
+  QueuedCall q;
+  std::string first_key;
+  if (FusedTokenBucket(limit)) {
+    WriteFusedTail(limit, now_ms, o.min_ttl_ms, w);
+    q.args = kFusedTailArgs;
+    q.tail_bytes = call.size();
+    q.fused_sha = &ScriptSha(ScriptIndex(limit));
+    first_key = RedisKey(o.prefix, request.key, limit.fingerprint, 0);
+    key_.clear();
+    RespWriter(key_).Arg(first_key);
+    q.key = key_;
+    // Keys of one call must share a slot: with Redis Cluster, a call per key.
+    if (!slots_.empty()) call.append(key_);
+  } else {
+    first_key = WriteEvalshaHead(limit, o.prefix, request.key, now_ms, o.min_ttl_ms, w);
+    q.args = HeadArgCount(limit);
+  }
+  q.call = call;
+  q.slot = slots_.empty() ? 0 : RedisSlot(first_key);
+  q.deadline = now + o.timeout_ms;
+  Connection* connection = PickConnection(now, q.slot);
   if (connection == nullptr) {
     sink.OnDecision({StoreStatus::kUnavailable, {}});
     return;
   }
-  connection->Queue(head, HeadArgCount(limit), {&sink, request.cost}, now + o.timeout_ms, slot);
+  connection->Queue(q, {&sink, request.cost});
 }
 
 }  // namespace tollgate::store

@@ -10,7 +10,8 @@
 // kMaxRedirects MOVED per command, ASK and TRYAGAIN within its deadline)
 // driven by that thread's io_context, pipelines commands (all commands
 // issued in one turn of the event loop leave in one write; the decisions of
-// one key and limit in that turn share one script call, up to kMaxCoalesced)
+// one limit in that turn share one script call, up to options.batch: of any
+// keys for a single token_bucket window, else of one key)
 // and completes every Decide() within `timeout_ms`, inline when it cannot
 // send (disconnected, circuit open, too many commands pending). Not thread-safe:
 // use it only from its io_context's thread. RedisHealth is shared and
@@ -98,8 +99,6 @@ class RedisStore final : public Store {
 
  private:
   static constexpr int kMaxRedirects = 5;
-  // Decisions of one key in one script call, at most (Connection::Queue).
-  static constexpr std::size_t kMaxCoalesced = 32;
   struct Shared;
   struct Pending;
   class Connection;
@@ -123,7 +122,8 @@ class RedisStore final : public Store {
   std::unique_ptr<Shared> shared_;
   std::vector<Node> nodes_;
   std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
-  std::string head_;        // Decide's, reused: a decision's script call up to its cost
+  std::string call_;        // Decide's, reused: QueuedCall::call
+  std::string key_;         // Decide's, reused: QueuedCall::key
 };
 
 }  // namespace tollgate::store

@@ -121,6 +121,7 @@ kind = "redis"
 url = "redis://127.0.0.1:6379"
 nodes = ["127.0.0.1:7000", "redis://127.0.0.1:7001/2", "nope:port"]
 inflight_ttl = "soon"
+batch = 65
 [server]
 watch_config = "yes"
 )");
@@ -132,7 +133,8 @@ watch_config = "yes"
       "t.toml:18:56: \"redis://nope:port\": the port must be 1..65535",
       "t.toml:19:16: \"inflight_ttl\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
       "\"1h\" or \"1d\"; got \"soon\"",
-      "t.toml:21:16: \"watch_config\" must be true or false; got a string"};
+      "t.toml:20:9: \"batch\" must be between 1 and 64; got 65",
+      "t.toml:22:16: \"watch_config\" must be true or false; got a string"};
   EXPECT_EQ(errors, expected);
 }
 

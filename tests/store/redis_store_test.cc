@@ -225,6 +225,35 @@ algorithms::LimitParams Window(algorithms::Algorithm a, std::int64_t limit, std:
   return p;
 }
 
+// Decides `keys[i % keys.size()]` with cost i % 3 + 1 for i < n, all in
+// one turn, at `now`, and expects what the local store decides for the same
+// sequence.
+void ExpectSameAsLocal(boost::asio::io_context& io, Store& store, LocalStore& local,
+                       const LimitSpec& spec, const std::vector<std::string>& keys, std::size_t n,
+                       std::int64_t now) {
+  std::vector<Result> results(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    store.Decide({keys[i % keys.size()], &spec, static_cast<std::int64_t>(i % 3 + 1), now},
+                 results[i]);
+  }
+  for (Result& r : results) {
+    while (!r.done) io.run_one();
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const algorithms::Decision want =
+        local.DecideNow({keys[i % keys.size()], &spec, static_cast<std::int64_t>(i % 3 + 1), now});
+    ASSERT_EQ(results[i].result.status, StoreStatus::kOk) << i;
+    const algorithms::Decision& got = results[i].result.decision;
+    EXPECT_EQ(got.allowed, want.allowed) << i;
+    EXPECT_EQ(got.remaining, want.remaining) << i;
+    EXPECT_EQ(got.retry_after_ms, want.retry_after_ms) << i;
+    EXPECT_EQ(got.delay_ms, want.delay_ms) << i;
+    EXPECT_EQ(got.reset_ms, want.reset_ms) << i;
+    EXPECT_EQ(got.window, want.window) << i;
+    EXPECT_EQ(got.window_reset_ms, want.window_reset_ms) << i;
+  }
+}
+
 TEST_F(RedisStoreTest, ConcurrentDecisionsOfOneKeyShareOneScriptCall) {
   using algorithms::Algorithm;
   RedisServer redis;
@@ -238,38 +267,44 @@ TEST_F(RedisStoreTest, ConcurrentDecisionsOfOneKeyShareOneScriptCall) {
     LocalStore local;
     ASSERT_EQ(redis.Command({"CONFIG", "RESETSTAT"}), "OK");
     const std::uint64_t coalesced = health_.coalesced.load();
-    // 40 decisions of one key (costs 1, 2, 3, 1, ...) and one of another,
-    // all in one turn, twice (a later instant); decided by Redis as the
-    // local store decides them one by one.
-    for (std::int64_t now : {1000, 1050}) {
-      std::vector<Result> results(41);
-      for (std::size_t i = 0; i < 40; ++i) {
-        store.Decide({"k", &spec, static_cast<std::int64_t>(i % 3 + 1), now}, results[i]);
-      }
-      store.Decide({"other", &spec, 1, now}, results[40]);
-      for (Result& r : results) {
-        while (!r.done) io_.run_one();
-      }
-      for (std::size_t i = 0; i < results.size(); ++i) {
-        const std::string_view key = i < 40 ? "k" : "other";
-        const algorithms::Decision want =
-            local.DecideNow({key, &spec, static_cast<std::int64_t>(i < 40 ? i % 3 + 1 : 1), now});
-        ASSERT_EQ(results[i].result.status, StoreStatus::kOk) << i;
-        const algorithms::Decision& got = results[i].result.decision;
-        EXPECT_EQ(got.allowed, want.allowed) << i;
-        EXPECT_EQ(got.remaining, want.remaining) << i;
-        EXPECT_EQ(got.retry_after_ms, want.retry_after_ms) << i;
-        EXPECT_EQ(got.delay_ms, want.delay_ms) << i;
-        EXPECT_EQ(got.reset_ms, want.reset_ms) << i;
-        EXPECT_EQ(got.window, want.window) << i;
-        EXPECT_EQ(got.window_reset_ms, want.window_reset_ms) << i;
-      }
-    }
-    // Per instant: "k" in two calls (at most kMaxCoalesced decisions each),
-    // "other" in one.
-    EXPECT_EQ(EvalshaCalls(redis), 2u * 3u);
-    EXPECT_EQ(health_.coalesced.load() - coalesced, 2u * 38u);
+    // 70 decisions of one key in one turn, twice (a later instant), then
+    // one of another key.
+    for (std::int64_t now : {1000, 1050})
+      ExpectSameAsLocal(io_, store, local, spec, {"k"}, 70, now);
+    ExpectSameAsLocal(io_, store, local, spec, {"other"}, 1, 1050);
+    // Per instant two calls: at most RedisOptions::kMaxBatch decisions each.
+    EXPECT_EQ(EvalshaCalls(redis), 2u * 2u + 1u);
+    EXPECT_EQ(health_.coalesced.load() - coalesced, 2u * 68u);
   }
+}
+
+TEST_F(RedisStoreTest, ConcurrentTokenBucketDecisionsOfManyKeysShareOneScriptCall) {
+  using algorithms::Algorithm;
+  RedisServer redis;
+  RedisStore store(io_, OptionsFor(redis), health_);
+  const LimitSpec spec = Limit({Window(Algorithm::kTokenBucket, 10, 1000, 4)});
+  LocalStore local;
+  const std::uint64_t coalesced = health_.coalesced.load();
+  // 60 decisions over 7 keys in turn (each key's decisions interleaved with
+  // the others'), at two instants.
+  const std::vector<std::string> keys = {"a", "b", "c", "d", "e", "f", "g"};
+  for (std::int64_t now : {1000, 1400}) ExpectSameAsLocal(io_, store, local, spec, keys, 60, now);
+  EXPECT_EQ(EvalshaCalls(redis), 2u);
+  EXPECT_EQ(health_.coalesced.load() - coalesced, 2u * 59u);
+}
+
+TEST_F(RedisStoreTest, BatchOfOneSendsACallPerDecision) {
+  using algorithms::Algorithm;
+  RedisServer redis;
+  RedisOptions options = OptionsFor(redis);
+  options.batch = 1;
+  RedisStore store(io_, options, health_);
+  const LimitSpec spec = Limit({Window(Algorithm::kTokenBucket, 10, 1000, 4)});
+  LocalStore local;
+  const std::uint64_t coalesced = health_.coalesced.load();
+  ExpectSameAsLocal(io_, store, local, spec, {"a", "b"}, 9, 1000);
+  EXPECT_EQ(EvalshaCalls(redis), 9u);
+  EXPECT_EQ(health_.coalesced.load(), coalesced);
 }
 
 TEST_F(RedisStoreTest, ACoalescedCallThatTimesOutFailsEachOfItsDecisions) {
