@@ -1,12 +1,12 @@
 // Decisions per second of one RedisStore connection keeping `depth`
 // decisions in flight (pipelined), with a token bucket on `keys` keys taken
-// in turn (k000000000000, k000000000001, ...: with keys >= depth no two
-// decisions in flight share a key, so none share a script call); and the
+// in turn (k000000000000, k000000000001, ...), at most `batch` decisions per
+// script call (RedisOptions::batch; 1: a call each); and the
 // exact EVALSHA command it sends, with redis-benchmark's __rand_int__ in
 // place of the key's number, so that `redis-benchmark -r KEYS` can run the
 // same script on the same keys with the same pipelining
 // (bench/redis_store.sh).
-// Usage: redis_store_bench PORT DEPTH DECISIONS KEYS  -> "decisions_per_s"
+// Usage: redis_store_bench PORT DEPTH DECISIONS KEYS BATCH -> "decisions_per_s"
 //        redis_store_bench --command                  -> the EVALSHA arguments
 #include <spdlog/spdlog.h>
 
@@ -66,14 +66,15 @@ int main(int argc, char** argv) {
                             .c_str());
     return 0;
   }
-  if (argc != 5 || std::atoi(argv[4]) < 1) {
-    std::fprintf(stderr, "usage: redis_store_bench PORT DEPTH DECISIONS KEYS | --command\n");
+  if (argc != 6 || std::atoi(argv[4]) < 1 || std::atoi(argv[5]) < 1) {
+    std::fprintf(stderr, "usage: redis_store_bench PORT DEPTH DECISIONS KEYS BATCH | --command\n");
     return 2;
   }
   spdlog::set_level(spdlog::level::warn);
   store::RedisOptions options;
   options.address.port = static_cast<std::uint16_t>(std::atoi(argv[1]));
   options.timeout_ms = 5000;
+  options.batch = static_cast<std::size_t>(std::atoi(argv[5]));
   const int depth = std::atoi(argv[2]);
   boost::asio::io_context io;
   store::RedisHealth health;
