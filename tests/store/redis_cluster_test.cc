@@ -1,7 +1,8 @@
 // RedisStore on a real three-master Redis Cluster: CRC16 slots as Redis
 // computes them, decisions routed to the master of their slot, and a slot
 // that holds live keys moved between masters while decisions run: none
-// fails and none is lost (MOVED, ASK and TRYAGAIN are followed).
+// fails and none is lost (MOVED, ASK and TRYAGAIN are followed); calls
+// that share decisions keep to one slot.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -81,6 +82,30 @@ TEST_F(RedisClusterStore, DecisionsGoToTheMasterOfTheirSlot) {
   }
   EXPECT_EQ(owners.size(), 3u);             // the keys are spread over every master
   EXPECT_EQ(health_.redirects.load(), 0u);  // the slot map was right from the start
+}
+
+TEST_F(RedisClusterStore, ConcurrentTokenBucketDecisionsOfManyKeysKeepToTheirSlots) {
+  // A single token_bucket window's decisions of one turn share calls
+  // without Redis Cluster; here every call keeps to one key (one slot).
+  const RedisOptions options = ClusterOptions(cluster_);
+  RedisStore store(io_, options, health_);
+  algorithms::LimitParams p;
+  p.algorithm = algorithms::Algorithm::kTokenBucket;
+  p.limit = 10;
+  p.window_ms = 1000;
+  p.burst = 3;
+  const LimitSpec spec = LimitSpec::Make({p});
+  // 20 keys, 5 decisions each, interleaved, in one turn: 3 of each key pass.
+  std::vector<Result> results(100);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    store.Decide({"key" + std::to_string(i % 20), &spec, 1, 0}, results[i]);
+  }
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    while (!results[i].done) io_.run_one();
+    ASSERT_EQ(results[i].result.status, StoreStatus::kOk) << i;
+    EXPECT_EQ(results[i].result.decision.allowed, i < 60) << i;
+  }
+  EXPECT_EQ(health_.coalesced.load(), 80u);  // each key's 4 later decisions
 }
 
 TEST_F(RedisClusterStore, AMigratingSlotLosesNoDecision) {
