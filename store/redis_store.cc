@@ -550,8 +550,9 @@ class RedisStore::Connection {
   // decided one after the other exactly as separate calls would be.
   void Queue(const QueuedCall& q, DecisionWaiter waiter) {
     Pending* p = nullptr;
-    if (auto it = by_call_.find(q.call); it != by_call_.end() && !it->second->done &&
-                                         it->second->waiters.size() < shared_.options.batch) {
+    if (auto it = by_call_.find(q.call);
+        it != by_call_.end() && !it->second->done &&
+        it->second->waiters.size() < std::min(shared_.options.batch, RedisOptions::kMaxBatch)) {
       p = it->second;
       shared_.health.coalesced.fetch_add(1, std::memory_order_relaxed);
     } else {
