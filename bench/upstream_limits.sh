@@ -63,7 +63,7 @@ report=$WORK/report.md
   echo
   echo "learned ÷ token bucket, local store: $(awk -v a="$(col learned 1)" -v b="$(col token_bucket 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned 2)" -v b="$(col token_bucket 2)" 'BEGIN { printf "%.3f", a / b }')× (goal: within 5%)."
   echo
-  echo "learned ÷ token bucket, Redis store: $(awk -v a="$(col learned_redis 1)" -v b="$(col token_bucket_redis 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned_redis 2)" -v b="$(col token_bucket_redis 2)" 'BEGIN { printf "%.3f", a / b }')× (one check script plus one fire-and-forget learn script per request, against one decision script)."
+  echo "learned ÷ token bucket, Redis store: $(awk -v a="$(col learned_redis 1)" -v b="$(col token_bucket_redis 1)" 'BEGIN { printf "%.3f", a / b }')× req/s, p50 latency $(awk -v a="$(col learned_redis 2)" -v b="$(col token_bucket_redis 2)" 'BEGIN { printf "%.3f", a / b }')× (one check script plus one fire-and-forget learn script per request, against the token bucket's decision script, whose calls the decisions of one turn share)."
   echo
   echo "Partner limit of 500 per second, wrk for ${WRK_DURATION:-5s} with ${WRK_CONNECTIONS:-64} connections through tollgate: the partner served $served requests and refused $refused (goal: 0 beyond the first learning answer); the most it served in one window: $most (its limit: 500). Client view: $(awk '{ print $1 " req/s, " $4 " non-2xx (tollgate held requests up to learn_max_delay, then answered 429)" }' <<<"$limited")."
 } > "$report"
