@@ -323,6 +323,10 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("store_circuit_open", "gauge",
            "Redis connections whose circuit breaker is open (0 with the local store).");
   w.Sample("store_circuit_open", "", external.redis_circuits_open);
+  w.Family("store_batched_decisions_total", "counter",
+           "Redis decisions that shared an earlier decision's script call (0 with the local "
+           "store).");
+  w.Sample("store_batched_decisions_total", "", external.redis_batched_decisions);
   w.Family("local_store_keys", "gauge", "Keys held by the local store.");
   w.Sample("local_store_keys", "", external.local_store_keys);
   w.Family("local_store_evictions_total", "counter",

@@ -107,6 +107,7 @@ struct ExternalGauges {
   std::uint64_t local_store_evictions = 0;
   bool redis = false;
   std::int64_t redis_circuits_open = 0;
+  std::uint64_t redis_batched_decisions = 0;
 };
 
 // The process's metrics. Thread-safe.

@@ -68,6 +68,7 @@ struct Server::Impl final : StateSource {
     external.local_store_evictions = store->Evictions();
     external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
     external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
+    external.redis_batched_decisions = redis_health.coalesced.load(std::memory_order_relaxed);
     return metrics->Render(external);
   }
 

@@ -66,6 +66,9 @@ TEST(RedisGateway, LimitsThroughRedis) {
   EXPECT_EQ(ready.result_int(), 200);
   EXPECT_NE(ready.body().find("\"kind\":\"redis\",\"available\":true"), std::string::npos)
       << ready.body();
+  // One request at a time: no decision shared a call.
+  const std::string metrics = admin.Get("/metrics").body();
+  EXPECT_NE(metrics.find("\ntollgate_store_batched_decisions_total 0\n"), std::string::npos);
 }
 
 TEST(RedisGateway, OnErrorDenyAnswers503WithRetryAfterAndIsNotReady) {
