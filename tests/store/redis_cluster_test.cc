@@ -89,12 +89,7 @@ TEST_F(RedisClusterStore, ConcurrentTokenBucketDecisionsOfManyKeysKeepToTheirSlo
   // without Redis Cluster; here every call keeps to one key (one slot).
   const RedisOptions options = ClusterOptions(cluster_);
   RedisStore store(io_, options, health_);
-  algorithms::LimitParams p;
-  p.algorithm = algorithms::Algorithm::kTokenBucket;
-  p.limit = 10;
-  p.window_ms = 1000;
-  p.burst = 3;
-  const LimitSpec spec = LimitSpec::Make({p});
+  const LimitSpec spec = TokenBucket(10, 1000, 3);
   // 20 keys, 5 decisions each, interleaved, in one turn: 3 of each key pass.
   std::vector<Result> results(100);
   for (std::size_t i = 0; i < results.size(); ++i) {

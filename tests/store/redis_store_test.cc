@@ -99,12 +99,7 @@ TEST_F(RedisStoreTest, DecidesAndSharesStateBetweenStores) {
 
 TEST_F(RedisStoreTest, ATokenBucketNeverMisreadsStateOfAnotherFormat) {
   RedisServer redis;
-  algorithms::LimitParams p;
-  p.algorithm = algorithms::Algorithm::kTokenBucket;
-  p.limit = 5;
-  p.window_ms = 1000;
-  p.burst = 5;
-  const LimitSpec spec = LimitSpec::Make({p});
+  const LimitSpec spec = TokenBucket(5, 1000, 5);
   RedisStore store(io_, OptionsFor(redis), health_);
   ASSERT_TRUE(Decide(store, "k", spec).decision.allowed);
   // Packed state: level and last as two doubles.
@@ -211,20 +206,6 @@ std::uint64_t EvalshaCalls(RedisServer& redis) {
   return std::stoull(stats.substr(at + 22));
 }
 
-LimitSpec Limit(std::vector<algorithms::LimitParams> windows) {
-  return LimitSpec::Make(std::move(windows));
-}
-
-algorithms::LimitParams Window(algorithms::Algorithm a, std::int64_t limit, std::int64_t window_ms,
-                               std::int64_t burst = 0) {
-  algorithms::LimitParams p;
-  p.algorithm = a;
-  p.limit = limit;
-  p.window_ms = window_ms;
-  p.burst = burst;
-  return p;
-}
-
 // Decides `keys[i % keys.size()]` with cost i % 3 + 1 for i < n, all in
 // one turn, at `now`, and expects what the local store decides for the same
 // sequence.
@@ -259,9 +240,10 @@ TEST_F(RedisStoreTest, ConcurrentDecisionsOfOneKeyShareOneScriptCall) {
   RedisServer redis;
   RedisStore store(io_, OptionsFor(redis), health_);
   const std::vector<LimitSpec> specs = {
-      Limit({Window(Algorithm::kTokenBucket, 10, 1000, 12)}),  // its own script
-      Limit({Window(Algorithm::kFixedWindow, 25, 60'000)}),
-      Limit({Window(Algorithm::kSlidingLog, 30, 1000), Window(Algorithm::kSlidingLog, 50, 10'000)}),
+      TokenBucket(10, 1000, 12),  // its own script
+      FixedWindow(25, 60'000),
+      LimitSpec::Make(
+          {Window(Algorithm::kSlidingLog, 30, 1000), Window(Algorithm::kSlidingLog, 50, 10'000)}),
   };
   for (const LimitSpec& spec : specs) {
     LocalStore local;
@@ -279,10 +261,9 @@ TEST_F(RedisStoreTest, ConcurrentDecisionsOfOneKeyShareOneScriptCall) {
 }
 
 TEST_F(RedisStoreTest, ConcurrentTokenBucketDecisionsOfManyKeysShareOneScriptCall) {
-  using algorithms::Algorithm;
   RedisServer redis;
   RedisStore store(io_, OptionsFor(redis), health_);
-  const LimitSpec spec = Limit({Window(Algorithm::kTokenBucket, 10, 1000, 4)});
+  const LimitSpec spec = TokenBucket(10, 1000, 4);
   LocalStore local;
   const std::uint64_t coalesced = health_.coalesced.load();
   // 60 decisions over 7 keys in turn (each key's decisions interleaved with
@@ -294,12 +275,11 @@ TEST_F(RedisStoreTest, ConcurrentTokenBucketDecisionsOfManyKeysShareOneScriptCal
 }
 
 TEST_F(RedisStoreTest, BatchOfOneSendsACallPerDecision) {
-  using algorithms::Algorithm;
   RedisServer redis;
   RedisOptions options = OptionsFor(redis);
   options.batch = 1;
   RedisStore store(io_, options, health_);
-  const LimitSpec spec = Limit({Window(Algorithm::kTokenBucket, 10, 1000, 4)});
+  const LimitSpec spec = TokenBucket(10, 1000, 4);
   LocalStore local;
   const std::uint64_t coalesced = health_.coalesced.load();
   ExpectSameAsLocal(io_, store, local, spec, {"a", "b"}, 9, 1000);

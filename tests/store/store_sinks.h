@@ -1,5 +1,5 @@
-// What the store tests share: sinks that keep a store's one answer, and a
-// fixed-window limit to ask about.
+// What the store tests share: sinks that keep a store's one answer, and
+// limits to ask about.
 #pragma once
 
 #include <cstdint>
@@ -28,12 +28,23 @@ struct Answer final : CountSink {
   }
 };
 
-inline LimitSpec FixedWindow(std::int64_t limit, std::int64_t window_ms) {
+// One window of a limit.
+inline algorithms::LimitParams Window(algorithms::Algorithm algorithm, std::int64_t limit,
+                                      std::int64_t window_ms, std::int64_t burst = 0) {
   algorithms::LimitParams p;
-  p.algorithm = algorithms::Algorithm::kFixedWindow;
+  p.algorithm = algorithm;
   p.limit = limit;
   p.window_ms = window_ms;
-  return LimitSpec::Make({p});
+  p.burst = burst;
+  return p;
+}
+
+inline LimitSpec FixedWindow(std::int64_t limit, std::int64_t window_ms) {
+  return LimitSpec::Make({Window(algorithms::Algorithm::kFixedWindow, limit, window_ms)});
+}
+
+inline LimitSpec TokenBucket(std::int64_t limit, std::int64_t window_ms, std::int64_t burst) {
+  return LimitSpec::Make({Window(algorithms::Algorithm::kTokenBucket, limit, window_ms, burst)});
 }
 
 }  // namespace tollgate::store
