@@ -195,18 +195,25 @@ std::size_t HeadArgCount(const LimitSpec& limit) {
   return 3 + 2 * windows + 3 + 6 * windows;
 }
 
-// The arguments of token_bucket_fused.lua after its keys and before the
-// costs: now_ms (nullopt: server time), min_ttl_ms, limit, window, burst.
-constexpr std::size_t kFusedTailArgs = 5;
+// The first two arguments of every decision script: now_ms ("": server
+// time) and min_ttl_ms.
 template <typename Writer>
-void WriteFusedTail(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
-                    std::int64_t min_ttl_ms, Writer& out) {
+void WriteTimeArgs(std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms, Writer& out) {
   if (now_ms) {
     out.Arg(*now_ms);
   } else {
     out.Arg(std::string_view());
   }
   out.Arg(min_ttl_ms);
+}
+
+// The arguments of token_bucket_fused.lua after its keys and before the
+// costs: now_ms (nullopt: server time), min_ttl_ms, limit, window, burst.
+constexpr std::size_t kFusedTailArgs = 5;
+template <typename Writer>
+void WriteFusedTail(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
+                    std::int64_t min_ttl_ms, Writer& out) {
+  WriteTimeArgs(now_ms, min_ttl_ms, out);
   const algorithms::LimitParams& p = limit.windows[0];
   out.Arg(p.limit);
   out.Arg(p.window_ms);
@@ -236,12 +243,7 @@ std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, st
     state_key.resize(size);
     if (i == 0) first_key = std::move(state_key);
   }
-  if (now_ms) {
-    out.Arg(*now_ms);
-  } else {
-    out.Arg(std::string_view());
-  }
-  out.Arg(min_ttl_ms);
+  WriteTimeArgs(now_ms, min_ttl_ms, out);
   out.Arg(static_cast<std::int64_t>(windows));
   for (const algorithms::LimitParams& p : limit.windows) {
     out.Arg(algorithms::AlgorithmName(p.algorithm));
@@ -427,20 +429,25 @@ struct DecisionWaiter {
   std::uint32_t key = 0;
 };
 
+// How the text of a queued script call (QueuedCall::call) becomes its
+// command (Connection::CallCommand).
+struct CallShape {
+  // decide.lua: the text is the RESP arguments before the costs, `args` of
+  // them. token_bucket_fused.lua: its first `tail_bytes` bytes are the
+  // `args` arguments after the keys and before the costs.
+  std::size_t args = 0;
+  const std::string* fused_sha = nullptr;  // token_bucket_fused.lua's; null: decide.lua
+  std::size_t tail_bytes = 0;
+};
+
 // A decision for Connection::Queue: decisions with the same `call` share a
 // script call.
 struct QueuedCall {
-  // decide.lua: the RESP arguments before the costs (`args` of them).
-  // token_bucket_fused.lua: those after the keys (`args` of them, the first
-  // `tail_bytes` bytes; with Redis Cluster followed by the key, so that a
-  // call has one key and one slot).
+  // See CallShape; for token_bucket_fused.lua with Redis Cluster followed by
+  // the key, so that a call has one key and one slot.
   std::string_view call;
-  std::size_t args = 0;
-  // token_bucket_fused.lua only: the script's sha, the key (one RESP
-  // argument), the bytes of `call` that are arguments.
-  const std::string* fused_sha = nullptr;
-  std::string_view key;
-  std::size_t tail_bytes = 0;
+  CallShape shape;
+  std::string_view key;  // token_bucket_fused.lua: the key, one RESP argument
   std::uint16_t slot = 0;
   std::int64_t deadline = 0;
 };
@@ -460,11 +467,9 @@ struct RedisStore::Pending {
   // kDecide: the decisions of this script call (once written: in the order
   // of its costs and replies).
   boost::container::small_vector<DecisionWaiter, 1> waiters{};
-  // kDecide not yet written: QueuedCall's args, fused_sha, tail_bytes; the
-  // keys of a token_bucket_fused.lua call as RESP arguments, and their hashes.
-  std::size_t args = 0;
-  const std::string* fused_sha = nullptr;
-  std::size_t tail_bytes = 0;
+  // kDecide not yet written: how its command is written; the keys of a
+  // token_bucket_fused.lua call as RESP arguments, and their hashes.
+  CallShape shape{};
   boost::container::small_vector<std::string, 1> keys{};
   boost::container::small_vector<std::size_t, 1> key_hashes{};
 
@@ -487,7 +492,10 @@ bool IsRedirect(std::string_view error) {
 
 struct RedisStore::Shared {
   Shared(asio::io_context& i, const RedisOptions& o, RedisHealth& h)
-      : io(i), options(o), health(h), retry_timer(i) {}
+      : io(i), options(o), health(h), retry_timer(i) {
+    // A reply is read into an array of kMaxBatch decisions.
+    options.batch = std::min(options.batch, RedisOptions::kMaxBatch);
+  }
   asio::io_context& io;
   RedisOptions options;
   RedisHealth& health;
@@ -550,16 +558,13 @@ class RedisStore::Connection {
   // decided one after the other exactly as separate calls would be.
   void Queue(const QueuedCall& q, DecisionWaiter waiter) {
     Pending* p = nullptr;
-    if (auto it = by_call_.find(q.call);
-        it != by_call_.end() && !it->second->done &&
-        it->second->waiters.size() < std::min(shared_.options.batch, RedisOptions::kMaxBatch)) {
+    if (auto it = by_call_.find(q.call); it != by_call_.end() && !it->second->done &&
+                                         it->second->waiters.size() < shared_.options.batch) {
       p = it->second;
       shared_.health.coalesced.fetch_add(1, std::memory_order_relaxed);
     } else {
       p = &unsent_.emplace_back(Pending{Kind::kDecide, nullptr, q.deadline, std::string(q.call)});
-      p->args = q.args;
-      p->fused_sha = q.fused_sha;
-      p->tail_bytes = q.tail_bytes;
+      p->shape = q.shape;
       p->slot = q.slot;
       by_call_.insert_or_assign(std::string_view(p->command), p);
       ArmDeadline(q.deadline);
@@ -567,7 +572,7 @@ class RedisStore::Connection {
       // run: the decisions they make join these calls.
       ArmWrite();
     }
-    if (q.fused_sha != nullptr) waiter.key = KeyIndex(*p, q.key);
+    if (q.shape.fused_sha != nullptr) waiter.key = KeyIndex(*p, q.key);
     p->waiters.push_back(waiter);
   }
 
@@ -724,8 +729,9 @@ class RedisStore::Connection {
     Success();
     if (p.done) return;
     p.done = true;
-    for (std::size_t i = 0; i < n; ++i)
+    for (std::size_t i = 0; i < n; ++i) {
       p.waiters[i].sink->OnDecision({StoreStatus::kOk, decisions[i]});
+    }
   }
 
   void HandleCount(Pending& p, const redisReply& reply) {
@@ -781,20 +787,21 @@ class RedisStore::Connection {
     std::string command;
     command.reserve(p.command.size() + 16 + 8 * p.waiters.size());
     RespWriter w(command);
-    if (p.fused_sha == nullptr) {
-      w.Count(p.args + p.waiters.size());
+    const CallShape& shape = p.shape;
+    if (shape.fused_sha == nullptr) {
+      w.Count(shape.args + p.waiters.size());
       command.append(p.command);
       for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
       return command;
     }
     // EVALSHA sha numkeys keys... tail, then per key: count, costs.
     const std::size_t keys = p.keys.size();
-    w.Count(3 + keys + p.args + keys + p.waiters.size());
+    w.Count(3 + keys + shape.args + keys + p.waiters.size());
     w.Arg("EVALSHA");
-    w.Arg(*p.fused_sha);
+    w.Arg(*shape.fused_sha);
     w.Arg(static_cast<std::int64_t>(keys));
     for (const std::string& key : p.keys) command.append(key);
-    command.append(p.command, 0, p.tail_bytes);
+    command.append(p.command, 0, shape.tail_bytes);
     // Grouped by key, stably: an insertion sort, as the waiters are few and
     // mostly in order already (keys are numbered as they first come).
     for (std::size_t i = 1; i < p.waiters.size(); ++i) {
@@ -1222,9 +1229,7 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   std::string first_key;
   if (FusedTokenBucket(limit)) {
     WriteFusedTail(limit, now_ms, o.min_ttl_ms, w);
-    q.args = kFusedTailArgs;
-    q.tail_bytes = call.size();
-    q.fused_sha = &ScriptSha(ScriptIndex(limit));
+    q.shape = {kFusedTailArgs, &ScriptSha(ScriptIndex(limit)), call.size()};
     first_key = RedisKey(o.prefix, request.key, limit.fingerprint, 0);
     key_.clear();
     RespWriter(key_).Arg(first_key);
@@ -1233,7 +1238,7 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
     if (!slots_.empty()) call.append(key_);
   } else {
     first_key = WriteEvalshaHead(limit, o.prefix, request.key, now_ms, o.min_ttl_ms, w);
-    q.args = HeadArgCount(limit);
+    q.shape.args = HeadArgCount(limit);
   }
   q.call = call;
   q.slot = slots_.empty() ? 0 : RedisSlot(first_key);

@@ -10,20 +10,25 @@
 -- reset_ms, window, window_reset_ms} one after the other in one array;
 -- window is 0-based.
 
+local params = {}
+for i = 1, count do
+  local a = 3 + (i - 1) * 6
+  params[i] = {
+    algorithm = ARGV[a + 1],
+    limit = tonumber(ARGV[a + 2]),
+    window = tonumber(ARGV[a + 3]),
+    burst = tonumber(ARGV[a + 4]),
+    sub_windows = tonumber(ARGV[a + 5]),
+    nodelay = tonumber(ARGV[a + 6]),
+  }
+end
+
 local reply = {}
 for c = 4 + 6 * count, #ARGV do
   local cost = tonumber(ARGV[c])
   local windows = {}
   for i = 1, count do
-    local a = 3 + (i - 1) * 6
-    local p = {
-      algorithm = ARGV[a + 1],
-      limit = tonumber(ARGV[a + 2]),
-      window = tonumber(ARGV[a + 3]),
-      burst = tonumber(ARGV[a + 4]),
-      sub_windows = tonumber(ARGV[a + 5]),
-      nodelay = tonumber(ARGV[a + 6]),
-    }
+    local p = params[i]
     local w = {p = p, alg = ALG[p.algorithm], key = KEYS[2 * i - 1], aux = KEYS[2 * i]}
     w.state = w.alg.load(p, w, t)
     windows[i] = w
