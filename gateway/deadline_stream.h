@@ -11,6 +11,9 @@
 // connection, moved only when a deadline comes earlier than the one it waits
 // for, checks the deadlines when it fires and waits again for the next one.
 //
+// A read into one buffer that comes back short makes the next read wait for
+// the socket to be readable instead of trying it at once (draining_read.h).
+//
 // Single-threaded: use from the executor of the socket. Shared state (socket,
 // timer, deadlines) lives in a heap object that pending operations keep alive,
 // so the stream may be destroyed with operations pending (they complete with
@@ -21,8 +24,10 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <utility>
 
+#include "gateway/draining_read.h"
 #include "gateway/io_types.h"
 
 namespace tollgate::gateway {
@@ -131,7 +136,11 @@ class DeadlineStream {
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
     return Initiate<void(ErrorCode, std::size_t)>(
         deadline_detail::kRead, token, [buffers](TcpSocket& socket, auto completion) {
-          socket.async_read_some(buffers, std::move(completion));
+          if constexpr (std::is_convertible_v<MutableBuffers, asio::mutable_buffer>) {
+            socket.async_read_some(DrainingRead(buffers), std::move(completion));
+          } else {
+            socket.async_read_some(buffers, std::move(completion));
+          }
         });
   }
 

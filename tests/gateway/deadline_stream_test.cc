@@ -8,6 +8,7 @@
 
 #include <boost/asio/read.hpp>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -159,6 +160,49 @@ TEST_F(DeadlineStreamTest, DestroyedWithAReadPendingCompletesIt) {
   RunUntilRead();
   ASSERT_TRUE(read_ec_);
   EXPECT_EQ(*read_ec_, asio::error::operation_aborted);
+}
+
+// Reads into a buffer of `size` bytes until one completes; its bytes.
+std::string ReadSome(asio::io_context& io, DeadlineStream& stream, std::size_t size) {
+  std::vector<char> buffer(size);
+  std::optional<ErrorCode> done;
+  std::size_t n = 0;
+  stream.async_read_some(asio::buffer(buffer), [&](ErrorCode ec, std::size_t got) {
+    done = ec;
+    n = got;
+  });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done && std::chrono::steady_clock::now() < give_up) {
+    io.restart();
+    io.run_for(milliseconds(10));
+  }
+  if (!done || *done) return "(failed)";
+  return std::string(buffer.data(), n);
+}
+
+// After a short read the next read waits for the socket to be readable
+// without trying it first (draining_read.h): data that arrives at any time
+// after the short read must still reach it.
+TEST_F(DeadlineStreamTest, DataArrivingAfterAShortReadReachesTheNextRead) {
+  asio::write(peer_, asio::buffer(std::string_view("ab")));
+  EXPECT_EQ(ReadSome(io_, *stream_, 16), "ab");
+  asio::write(peer_, asio::buffer(std::string_view("c")));  // before the next read starts
+  EXPECT_EQ(ReadSome(io_, *stream_, 16), "c");
+  PeerSendsAfter(milliseconds(20));  // while the next read waits
+  EXPECT_EQ(ReadSome(io_, *stream_, 16), "x");
+}
+
+TEST_F(DeadlineStreamTest, AReadThatFillsItsBufferLeavesTheRestToTheNextRead) {
+  asio::write(peer_, asio::buffer(std::string_view("abcd")));
+  EXPECT_EQ(ReadSome(io_, *stream_, 2), "ab");
+  EXPECT_EQ(ReadSome(io_, *stream_, 2), "cd");
+}
+
+TEST_F(DeadlineStreamTest, EndOfStreamAfterAShortReadIsReported) {
+  asio::write(peer_, asio::buffer(std::string_view("ab")));
+  EXPECT_EQ(ReadSome(io_, *stream_, 16), "ab");
+  peer_.close();
+  EXPECT_EQ(ReadSome(io_, *stream_, 16), "(failed)");
 }
 
 }  // namespace
