@@ -120,8 +120,11 @@ class alignas(64) LocalStore::Shard {
     const auto table = view_.table.load(std::memory_order_relaxed);
     const std::size_t mask = view_.mask.load(std::memory_order_relaxed);
     // The two loads may straddle a Grow(): an address outside the table is
-    // harmless to a prefetch, which never faults.
-    __builtin_prefetch(reinterpret_cast<const void*>(table + (hash & mask) * sizeof(Slot)), 1);
+    // harmless to a prefetch, which never faults. (Integer arithmetic, as
+    // such an address may not be formed as a pointer into the table.)
+    const std::uintptr_t slot = table + (hash & mask) * sizeof(Slot);
+    // NOLINTNEXTLINE(performance-no-int-to-ptr)
+    __builtin_prefetch(reinterpret_cast<const void*>(slot), 1);
     __builtin_prefetch(&mutex_, 1);
   }
 
