@@ -28,9 +28,12 @@ class DeadlineStreamTest : public ::testing::Test {
     stream_.emplace(std::move(accepted));
   }
 
-  // Starts a one-byte read; its result lands in read_ec_ / read_n_.
-  void StartRead() {
-    stream_->async_read_some(asio::buffer(byte_, 1), [this](ErrorCode ec, std::size_t n) {
+  // Starts a read of up to `size` bytes into read_buffer_; its result lands
+  // in read_ec_ / read_n_.
+  void StartRead(std::size_t size = 1) {
+    read_buffer_.resize(size);
+    read_ec_.reset();
+    stream_->async_read_some(asio::buffer(read_buffer_), [this](ErrorCode ec, std::size_t n) {
       read_ec_ = ec;
       read_n_ = n;
     });
@@ -39,6 +42,13 @@ class DeadlineStreamTest : public ::testing::Test {
   void PeerSendsAfter(milliseconds delay) {
     peer_timer_.expires_after(delay);
     peer_timer_.async_wait([this](ErrorCode) { asio::write(peer_, asio::buffer("x", 1)); });
+  }
+  // Reads up to `size` bytes: what came, or "(failed)".
+  std::string ReadSome(std::size_t size) {
+    StartRead(size);
+    RunUntilRead();
+    if (!read_ec_ || *read_ec_) return "(failed)";
+    return std::string(read_buffer_.data(), read_n_);
   }
   // Runs until the read completed (or a bound far above every deadline used).
   void RunUntilRead() {
@@ -54,7 +64,7 @@ class DeadlineStreamTest : public ::testing::Test {
   TcpSocket peer_;
   Timer peer_timer_{io_};
   std::optional<DeadlineStream> stream_;
-  char byte_[1] = {};
+  std::vector<char> read_buffer_;
   std::optional<ErrorCode> read_ec_;
   std::size_t read_n_ = 0;
 };
@@ -162,47 +172,29 @@ TEST_F(DeadlineStreamTest, DestroyedWithAReadPendingCompletesIt) {
   EXPECT_EQ(*read_ec_, asio::error::operation_aborted);
 }
 
-// Reads into a buffer of `size` bytes until one completes; its bytes.
-std::string ReadSome(asio::io_context& io, DeadlineStream& stream, std::size_t size) {
-  std::vector<char> buffer(size);
-  std::optional<ErrorCode> done;
-  std::size_t n = 0;
-  stream.async_read_some(asio::buffer(buffer), [&](ErrorCode ec, std::size_t got) {
-    done = ec;
-    n = got;
-  });
-  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done && std::chrono::steady_clock::now() < give_up) {
-    io.restart();
-    io.run_for(milliseconds(10));
-  }
-  if (!done || *done) return "(failed)";
-  return std::string(buffer.data(), n);
-}
-
 // After a short read the next read waits for the socket to be readable
 // without trying it first (draining_read.h): data that arrives at any time
 // after the short read must still reach it.
 TEST_F(DeadlineStreamTest, DataArrivingAfterAShortReadReachesTheNextRead) {
   asio::write(peer_, asio::buffer(std::string_view("ab")));
-  EXPECT_EQ(ReadSome(io_, *stream_, 16), "ab");
+  EXPECT_EQ(ReadSome(16), "ab");
   asio::write(peer_, asio::buffer(std::string_view("c")));  // before the next read starts
-  EXPECT_EQ(ReadSome(io_, *stream_, 16), "c");
+  EXPECT_EQ(ReadSome(16), "c");
   PeerSendsAfter(milliseconds(20));  // while the next read waits
-  EXPECT_EQ(ReadSome(io_, *stream_, 16), "x");
+  EXPECT_EQ(ReadSome(16), "x");
 }
 
 TEST_F(DeadlineStreamTest, AReadThatFillsItsBufferLeavesTheRestToTheNextRead) {
   asio::write(peer_, asio::buffer(std::string_view("abcd")));
-  EXPECT_EQ(ReadSome(io_, *stream_, 2), "ab");
-  EXPECT_EQ(ReadSome(io_, *stream_, 2), "cd");
+  EXPECT_EQ(ReadSome(2), "ab");
+  EXPECT_EQ(ReadSome(2), "cd");
 }
 
 TEST_F(DeadlineStreamTest, EndOfStreamAfterAShortReadIsReported) {
   asio::write(peer_, asio::buffer(std::string_view("ab")));
-  EXPECT_EQ(ReadSome(io_, *stream_, 16), "ab");
+  EXPECT_EQ(ReadSome(16), "ab");
   peer_.close();
-  EXPECT_EQ(ReadSome(io_, *stream_, 16), "(failed)");
+  EXPECT_EQ(ReadSome(16), "(failed)");
 }
 
 }  // namespace
