@@ -462,7 +462,8 @@ struct RedisStore::Pending {
   // written holds its QueuedCall::call instead.
   std::string command{};
   bool done = false;       // completed (timed out): its reply is dropped
-  int redirects = 0;       // Redis Cluster MOVED/ASK/TRYAGAIN followed so far
+  int moved = 0;           // Redis Cluster MOVED answers followed so far
+  int moved_to = -1;       // the node its last MOVED named (routes it without a slot map)
   std::uint16_t slot = 0;  // of its keys (Redis Cluster routing)
   // kDecide: the decisions of this script call (once written: in the order
   // of its costs and replies).
@@ -501,7 +502,7 @@ struct RedisStore::Shared {
   RedisHealth& health;
   std::vector<std::string> handshake;     // AUTH/SELECT as RESP (HandshakeCommands)
   std::vector<std::string> script_loads;  // SCRIPT LOAD of every script as RESP
-  std::deque<Pending> retry;              // TRYAGAIN: sent again when retry_timer fires
+  std::deque<Pending> retry;              // TRYAGAIN, MOVED again: sent when retry_timer fires
   asio::steady_timer retry_timer;
 };
 
@@ -1130,24 +1131,11 @@ RedisStore::Connection* RedisStore::PickConnection(std::int64_t now, std::uint16
 
 void RedisStore::Redirect(Pending p, std::string_view error) {
   if (p.done) return;
-  // A run of MOVED means a map that does not settle; ASK and TRYAGAIN last
-  // as long as a migration does and are bounded by the command's deadline.
-  if (error.starts_with("MOVED ") && ++p.redirects > kMaxRedirects) {
-    spdlog::warn("redis cluster: gave up after {} redirects: {}", kMaxRedirects, error);
-    p.Fail(StoreStatus::kError, shared_->health);
-    return;
-  }
   shared_->health.redirects.fetch_add(1, std::memory_order_relaxed);
   if (error.starts_with("TRYAGAIN")) {
     // A multi-key script during a slot migration: its keys are split
     // between the two nodes for a moment. Sent again shortly, routed anew.
-    shared_->retry.push_back(std::move(p));
-    if (shared_->retry.size() == 1) {
-      shared_->retry_timer.expires_after(std::chrono::milliseconds(5));
-      shared_->retry_timer.async_wait([this](boost::system::error_code ec) {
-        if (!ec) RetryNow();
-      });
-    }
+    RetryLater(std::move(p));
     return;
   }
   // "MOVED <slot> <host>:<port>" or "ASK <slot> <host>:<port>".
@@ -1168,11 +1156,32 @@ void RedisStore::Redirect(Pending p, std::string_view error) {
   target.host = std::string(rest.substr(space + 1, colon - space - 1));
   target.port = static_cast<std::uint16_t>(port);
   const int node = NodeIndex(target);
-  if (!ask && !slots_.empty()) slots_[static_cast<std::size_t>(slot)] = node;
+  if (!ask) {
+    if (!slots_.empty()) slots_[static_cast<std::size_t>(slot)] = node;
+    p.moved_to = node;
+    if (++p.moved > 1) {
+      // Sent back by the node it was sent to: the masters disagree about
+      // the slot, as between the two ends' CLUSTER SETSLOT NODE of a
+      // migration. Going back and forth at once would only spin until they
+      // agree.
+      RetryLater(std::move(p));
+      return;
+    }
+  }
   if (Connection* c = PickOnNode(NowMs(), static_cast<std::size_t>(node))) {
     c->Resend(std::move(p), ask);
   } else {
     p.Fail(StoreStatus::kUnavailable, shared_->health);
+  }
+}
+
+void RedisStore::RetryLater(Pending p) {
+  shared_->retry.push_back(std::move(p));
+  if (shared_->retry.size() == 1) {
+    shared_->retry_timer.expires_after(std::chrono::milliseconds(kRetryAfterMs));
+    shared_->retry_timer.async_wait([this](boost::system::error_code ec) {
+      if (!ec) RetryNow();
+    });
   }
 }
 
@@ -1181,10 +1190,13 @@ void RedisStore::RetryNow() {
   ready.swap(shared_->retry);
   const std::int64_t now = NowMs();
   for (Pending& p : ready) {
+    const std::size_t node = slots_.empty() && p.moved_to >= 0
+                                 ? static_cast<std::size_t>(p.moved_to)
+                                 : NodeOfSlot(p.slot);
     if (now >= p.deadline) {
       shared_->health.timeouts.fetch_add(1, std::memory_order_relaxed);
       p.Fail(StoreStatus::kTimeout, shared_->health);
-    } else if (Connection* c = PickOnNode(now, NodeOfSlot(p.slot))) {
+    } else if (Connection* c = PickOnNode(now, node)) {
       c->Resend(std::move(p), false);
     } else {
       p.Fail(StoreStatus::kUnavailable, shared_->health);

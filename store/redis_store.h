@@ -6,8 +6,8 @@
 // One RedisStore per I/O thread: it owns `pool` hiredis asynchronous
 // connections (per master, on Redis Cluster: commands go to the master of
 // their keys' slot; MOVED updates the slot map, ASK is followed once with
-// ASKING, TRYAGAIN during a migration is retried after 5 ms; at most
-// kMaxRedirects MOVED per command, ASK and TRYAGAIN within its deadline)
+// ASKING; TRYAGAIN, and a MOVED after the first for one command, are
+// retried after kRetryAfterMs; all of them within the command's deadline)
 // driven by that thread's io_context, pipelines commands (all commands
 // issued in one turn of the event loop leave in one write; the decisions of
 // one limit in that turn share one script call, up to options.batch: of any
@@ -98,7 +98,8 @@ class RedisStore final : public Store {
   const RedisOptions& options() const;
 
  private:
-  static constexpr int kMaxRedirects = 5;
+  // TRYAGAIN, or a command's second MOVED: sent again this much later (ms).
+  static constexpr int kRetryAfterMs = 5;
   struct Shared;
   struct Pending;
   class Connection;
@@ -117,6 +118,9 @@ class RedisStore final : public Store {
   int NodeIndex(const RedisAddress& address);
   // Follows a cluster redirect (MOVED, ASK, TRYAGAIN) for `p`.
   void Redirect(Pending p, std::string_view error);
+  // Queues `p` for RetryNow in kRetryAfterMs.
+  void RetryLater(Pending p);
+  // Sends every queued command again, or fails those past their deadline.
   void RetryNow();
 
   std::unique_ptr<Shared> shared_;

@@ -1,8 +1,10 @@
 // RedisStore on a real three-master Redis Cluster: CRC16 slots as Redis
 // computes them, decisions routed to the master of their slot, and a slot
 // that holds live keys moved between masters while decisions run: none
-// fails and none is lost (MOVED, ASK and TRYAGAIN are followed); calls
-// that share decisions keep to one slot.
+// fails and none is lost (MOVED, ASK and TRYAGAIN are followed, also
+// while the two masters send the slot's commands to each other); masters
+// that never agree fail a command at its deadline; calls that share
+// decisions keep to one slot.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -19,6 +21,7 @@ namespace tollgate::store {
 namespace {
 
 using testing::RedisCluster;
+using testing::RedisServer;
 
 RedisOptions ClusterOptions(RedisCluster& cluster) {
   RedisOptions o;
@@ -152,6 +155,25 @@ TEST_F(RedisClusterStore, AMigratingSlotLosesNoDecision) {
   while (!answer.done) io_.run_one();
   EXPECT_EQ(answer.result.status, StoreStatus::kOk);
   EXPECT_EQ(answer.result.value, 1);
+}
+
+TEST_F(RedisClusterStore, MastersThatKeepDisagreeingAboutASlotFailItsCommandsAtTheirDeadline) {
+  RedisOptions options = ClusterOptions(cluster_);
+  options.timeout_ms = 200;
+  RedisStore store(io_, options, health_);
+  const LimitSpec spec = FixedWindow(10, 3'600'000);
+  const std::string key = RedisKey(options.prefix, "k", spec.fingerprint, 0);
+  // The owner hands the (empty) slot to another master that is never told:
+  // each sends the slot's commands to the other, for good.
+  const std::size_t from = cluster_.OwnerOf(key);
+  RedisServer& to = cluster_.node((from + 1) % 3);
+  ASSERT_EQ(cluster_.node(from).Command({"CLUSTER", "SETSLOT", std::to_string(RedisSlot(key)),
+                                         "NODE", to.Command({"CLUSTER", "MYID"})}),
+            "OK");
+  EXPECT_EQ(Decide(store, "k", spec).status, StoreStatus::kTimeout);
+  // Followed at a pace, not at once: about one MOVED per retry pause.
+  EXPECT_GT(health_.redirects.load(), 2u);
+  EXPECT_LT(health_.redirects.load(), 200u / 5 + 10);
 }
 
 }  // namespace

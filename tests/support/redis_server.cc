@@ -193,7 +193,11 @@ void RedisCluster::MoveSlot(int slot, std::size_t from, std::size_t to, int paus
     src.Command({"MIGRATE", "127.0.0.1", std::to_string(dst.port()), keys, "0", "5000"});
     std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
   }
-  for (auto& node : nodes_) node->Command({"CLUSTER", "SETSLOT", s, "NODE", dst_id});
+  src.Command({"CLUSTER", "SETSLOT", s, "NODE", dst_id});
+  std::this_thread::sleep_for(std::chrono::milliseconds(pause_ms));
+  for (auto& node : nodes_) {
+    if (node.get() != &src) node->Command({"CLUSTER", "SETSLOT", s, "NODE", dst_id});
+  }
 }
 
 }  // namespace tollgate::testing

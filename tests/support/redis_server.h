@@ -54,6 +54,9 @@ class RedisCluster {
   // Moves `slot` from node `from` to node `to` as redis-cli --cluster
   // reshard does (IMPORTING/MIGRATING, MIGRATE key by key, SETSLOT NODE),
   // pausing `pause_ms` between keys so that traffic meets the migration.
+  // The end: SETSLOT NODE on `from` first and on `to` `pause_ms` later, so
+  // that for that time each of the two sends the slot's commands to the
+  // other (MOVED back and forth), as when gossip or a tool orders it so.
   void MoveSlot(int slot, std::size_t from, std::size_t to, int pause_ms);
 
  private:
