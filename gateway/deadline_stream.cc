@@ -69,7 +69,7 @@ void State::OnWatch(std::uint64_t generation, const ErrorCode& ec) {
   if (generation != generation_) return;  // superseded, or closed
   armed_at_ = Clock::time_point::max();
   if (ec) return;
-  const Clock::time_point now = Clock::now();
+  const Clock::time_point now = store::LoopNow();
   Clock::time_point next = Clock::time_point::max();
   bool timed_out = false;
   for (int d = kRead; d <= kWrite; ++d) {

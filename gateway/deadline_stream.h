@@ -29,6 +29,7 @@
 
 #include "gateway/draining_read.h"
 #include "gateway/io_types.h"
+#include "store/loop_time.h"
 
 namespace tollgate::gateway {
 
@@ -112,9 +113,10 @@ class DeadlineStream {
   TcpSocket& lowest_layer() noexcept { return state_->socket; }
 
   // The next read and the next write (those not already pending) time out
-  // after `duration`.
+  // after `duration` from now (store::LoopNow(): the start of this handler
+  // in the gateway's event loops).
   void expires_after(deadline_detail::Clock::duration duration) {
-    state_->ExpiresAt(deadline_detail::Clock::now() + duration);
+    state_->ExpiresAt(store::LoopNow() + duration);
   }
   void expires_never() { state_->ExpiresAt(deadline_detail::Clock::time_point::max()); }
   // Writes as much of `buffer` as the socket takes now, without waiting:

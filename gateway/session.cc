@@ -11,6 +11,7 @@
 #include "gateway/http_util.h"
 #include "gateway/relay.h"
 #include "gateway/upstream_limits.h"
+#include "store/loop_time.h"
 
 namespace tollgate::gateway {
 
@@ -260,14 +261,13 @@ Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, Exc
   const rules::Identity identity = state.identity->Resolve(facts);
   const LimitContext context = MakeLimitContext(state);
   LimitOutcome& outcome = outcome_;
-  const auto asked = context.metrics != nullptr ? std::chrono::steady_clock::now()
-                                                : std::chrono::steady_clock::time_point();
+  const auto asked =
+      context.metrics != nullptr ? store::LoopNow() : std::chrono::steady_clock::time_point();
   if (!StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome)) {
     if (!batch_.done()) co_await batch_.Wait();
     if (context.metrics != nullptr) {
-      context.metrics->RecordStore(
-          context.store_kind,
-          std::chrono::duration<double>(std::chrono::steady_clock::now() - asked).count());
+      context.metrics->RecordStore(context.store_kind,
+                                   std::chrono::duration<double>(store::LoopNow() - asked).count());
     }
     outcome = FinishLimits(context, hits_, batch_);
   }
@@ -975,7 +975,7 @@ Task<void> Session::ReplyError(Exchange& ex, http::status status, std::string_vi
 void Session::Log(const Exchange& ex) {
   if (ThreadMetrics* metrics = worker_.metrics(); metrics != nullptr && ex.status != 0) {
     const GatewayState& state = *generation_->state;
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = store::LoopNow();
     const int route = ex.route_metric >= 0 ? ex.route_metric : state.unrouted_id;
     metrics->RecordRequest(route, ex.status,
                            std::chrono::duration<double>(now - ex.started).count());

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <cstdint>
 
+#include "store/loop_time.h"
+
 namespace tollgate::store {
 
 // One instant on both scales the gateway keeps per request: the Clock's
@@ -28,17 +30,17 @@ class Clock {
   virtual std::int64_t UnixMs() const = 0;
 };
 
-// std::chrono::steady_clock in milliseconds since its epoch.
+// std::chrono::steady_clock in milliseconds since its epoch, read through
+// LoopNow() (once per handler in the gateway's event loops).
 class SteadyClock final : public Clock {
  public:
   std::int64_t NowMs() const override {
-    return std::chrono::duration_cast<std::chrono::milliseconds>(
-               std::chrono::steady_clock::now().time_since_epoch())
+    return std::chrono::duration_cast<std::chrono::milliseconds>(LoopNow().time_since_epoch())
         .count();
   }
   // One read of the clock for both scales.
   Instant Now() const override {
-    const auto now = std::chrono::steady_clock::now();
+    const auto now = LoopNow();
     return {std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count(),
             now};
   }
