@@ -18,6 +18,7 @@
 #include <deque>
 #include <limits>
 
+#include "store/clock.h"
 #include "store/redis_scripts.h"
 
 namespace tollgate::store {
@@ -26,10 +27,9 @@ namespace {
 
 using Steady = std::chrono::steady_clock;
 
-std::int64_t NowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(Steady::now().time_since_epoch())
-      .count();
-}
+// The gateway's clock (one reading per handler on its threads), on which
+// command deadlines and the retry timer are set.
+std::int64_t NowMs() { return SteadyClock().NowMs(); }
 
 const std::string& ScriptSha(int script) {
   static const auto shas = [] {
