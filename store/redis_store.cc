@@ -1190,13 +1190,15 @@ void RedisStore::RetryNow() {
   ready.swap(shared_->retry);
   const std::int64_t now = NowMs();
   for (Pending& p : ready) {
-    const std::size_t node = slots_.empty() && p.moved_to >= 0
-                                 ? static_cast<std::size_t>(p.moved_to)
-                                 : NodeOfSlot(p.slot);
     if (now >= p.deadline) {
       shared_->health.timeouts.fetch_add(1, std::memory_order_relaxed);
       p.Fail(StoreStatus::kTimeout, shared_->health);
-    } else if (Connection* c = PickOnNode(now, node)) {
+      continue;
+    }
+    const std::size_t node = slots_.empty() && p.moved_to >= 0
+                                 ? static_cast<std::size_t>(p.moved_to)
+                                 : NodeOfSlot(p.slot);
+    if (Connection* c = PickOnNode(now, node)) {
       c->Resend(std::move(p), false);
     } else {
       p.Fail(StoreStatus::kUnavailable, shared_->health);
