@@ -72,6 +72,25 @@ bool IsClientGone(const ErrorCode& ec) {
          ec == ssl::error::stream_truncated;
 }
 
+// Feeds `parser` what `buffer` already holds. True when that ended the
+// message, or failed it (`ec`); false when the rest is still to be read.
+// Beast's async_read would find the same bytes, but then posts its
+// completion: the exchange would wait behind every queued handler for no I/O.
+template <typename Parser>
+bool ParseBuffered(beast::flat_buffer& buffer, Parser& parser, ErrorCode& ec) {
+  while (!parser.is_done() && buffer.size() > 0) {
+    const std::size_t used = parser.put(buffer.data(), ec);
+    buffer.consume(used);
+    if (ec == http::error::need_more) {
+      ec = {};
+      return false;
+    }
+    if (ec) return true;
+    if (used == 0) return false;
+  }
+  return parser.is_done();
+}
+
 // Counts a request in tollgate_delayed_requests while it is held.
 class DelayedGauge {
  public:
@@ -629,9 +648,12 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (call.buffered && has_body) {
     whole_.emplace(std::move(head));
     whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
-    Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
-    auto [ec, n] = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
+    ErrorCode ec;
+    if (!ParseBuffered(buffer_, *whole_, ec)) {
+      Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
+      std::tie(ec, std::ignore) = co_await Visit(
+          stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
+    }
     if (ec) {
       ex.close = true;
       if (ec == beast::error::timeout) {
@@ -871,9 +893,12 @@ Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_
   UpstreamConnection& c = *call.conn;
   ResponseParser<http::string_body> body{std::move(*res_head_)};
   body.body_limit(boost::none);
-  Lowest(c.stream).expires_after(to_client.read);
-  auto [rec, rn] = co_await Visit(
-      c.stream, [&](auto& s) { return http::async_read(s, c.buffer, body, kUseTuple); });
+  ErrorCode rec;
+  if (!ParseBuffered(c.buffer, body, rec)) {
+    Lowest(c.stream).expires_after(to_client.read);
+    std::tie(rec, std::ignore) = co_await Visit(
+        c.stream, [&](auto& s) { return http::async_read(s, c.buffer, body, kUseTuple); });
+  }
   MarkUpstreamEnd(clock, ex);
   if (rec) {
     ex.close = true;

@@ -124,6 +124,25 @@ TEST_F(ProxyTest, ExpectContinueIsAnsweredBeforeTheBody) {
   EXPECT_EQ(res.body(), "hello");
 }
 
+TEST_F(ProxyTest, ABufferedRequestBodyIsForwardedWholeWithItsHeaderOrAfterIt) {
+  // Two pipelined requests whose bodies arrive with their headers (parsed
+  // from what was read: the first body must end exactly where the second
+  // request starts), then one whose body arrives in two later pieces.
+  StartGateway();
+  Client client(port());
+  client.Send(
+      "POST /_test/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nfirst"
+      "POST /_test/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 6\r\n\r\nsecond");
+  EXPECT_EQ(client.Read().body(), "first");
+  EXPECT_EQ(client.Read().body(), "second");
+  client.Send("POST /_test/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\nthi");
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  client.Send("rd body");
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res.body(), "third body");
+}
+
 TEST_F(ProxyTest, HopByHopHeadersAreRemovedAndForwardedHeadersSet) {
   StartGateway();
   Client client(port());
