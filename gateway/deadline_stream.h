@@ -69,7 +69,8 @@ struct State : std::enable_shared_from_this<State> {
 
 // Completion of a read or write: clears its pending state, turns a timeout
 // into beast::error::timeout, then calls the caller's handler (whose
-// executor, allocator and cancellation slot it carries, see below).
+// executor, allocator and cancellation slot it carries, see below) inside a
+// store::HandlerTime scope: the step it resumes reads the clock once.
 template <typename Handler>
 struct Completion {
   Handler handler;
@@ -78,6 +79,7 @@ struct Completion {
 
   template <typename... Args>
   void operator()(ErrorCode ec, Args&&... args) {
+    const store::HandlerTime handler_time;
     state->Finish(direction, ec);
     std::move(handler)(ec, std::forward<Args>(args)...);
   }
@@ -113,8 +115,8 @@ class DeadlineStream {
   TcpSocket& lowest_layer() noexcept { return state_->socket; }
 
   // The next read and the next write (those not already pending) time out
-  // after `duration` from now (store::LoopNow(): the start of this handler
-  // in the gateway's event loops).
+  // after `duration` from now (store::LoopNow(): within a completion's step,
+  // the time the step read first).
   void expires_after(deadline_detail::Clock::duration duration) {
     state_->ExpiresAt(store::LoopNow() + duration);
   }

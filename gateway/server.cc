@@ -9,7 +9,6 @@
 #include <thread>
 
 #include "gateway/admin.h"
-#include "gateway/event_loop.h"
 #include "gateway/listen.h"
 #include "gateway/status.h"
 #include "gateway/worker.h"
@@ -314,7 +313,7 @@ void Server::Start() {
   impl_->admin->Start();
   for (auto& worker : impl_->workers) {
     worker->StartAccepting();
-    impl_->threads.emplace_back([w = worker.get()] { RunEventLoop(w->io()); });
+    impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
   }
   impl_->serving = true;
 }

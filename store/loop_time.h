@@ -1,14 +1,15 @@
-// LoopNow(): steady_clock::now(), read at most once per handler on a thread
-// that runs its event loop inside a LoopTimeCaching scope and calls
-// ForgetLoopTime() between handlers: every read within one handler returns
-// the time of its first read, as nginx caches the time once per event-loop
-// iteration. A request reads the time about sixteen times (deadlines,
-// metrics, pool bookkeeping, the rate-limit clock) in two or three
-// handlers; the cache makes those two or three reads.
+// LoopNow(): steady_clock::now(), read at most once per handler: inside a
+// HandlerTime scope every read returns the time of the scope's first read, as
+// nginx caches the time once per event-loop iteration. The gateway opens one
+// around each completion of a connection's read or write
+// (gateway/deadline_stream.h), which is where a request's work runs: a
+// request reads the time about sixteen times (deadlines, metrics, pool
+// bookkeeping, the rate-limit clock) in two or three such handlers, and the
+// scopes make those two or three reads.
 //
-// Elsewhere (tests, helper threads, code run outside such a loop) every
-// call reads the clock. A handler does not see time pass while it runs:
-// nothing may wait for the time to change within one handler.
+// Outside any scope (timers, other handlers, tests, helper threads) every
+// call reads the clock. Within one a handler does not see time pass: nothing
+// may wait for the time to change inside a scope.
 //
 // Thread-local: each thread has its own cache; all functions are cheap and
 // thread-safe.
@@ -20,8 +21,8 @@ namespace tollgate::store {
 
 namespace loop_time_detail {
 struct Cache {
-  bool enabled = false;  // inside a LoopTimeCaching scope on this thread
-  bool valid = false;    // `now` was read during the current handler
+  int depth = 0;       // HandlerTime scopes open on this thread
+  bool valid = false;  // `now` was read within the outermost one
   std::chrono::steady_clock::time_point now{};
 };
 inline constinit thread_local Cache cache{};
@@ -31,24 +32,25 @@ inline std::chrono::steady_clock::time_point LoopNow() {
   loop_time_detail::Cache& c = loop_time_detail::cache;
   if (c.valid) return c.now;
   const auto now = std::chrono::steady_clock::now();
-  if (c.enabled) {
+  if (c.depth > 0) {
     c.now = now;
     c.valid = true;
   }
   return now;
 }
 
-// The current handler is over: the next LoopNow() reads the clock.
-inline void ForgetLoopTime() { loop_time_detail::cache.valid = false; }
-
-// While it lives, LoopNow() on this thread caches its reads until the next
-// ForgetLoopTime(). Not nestable.
-class LoopTimeCaching {
+// While it lives, LoopNow() on this thread reads the clock once. Nestable:
+// inner scopes share the outermost one's reading, which is forgotten when
+// the outermost one ends.
+class HandlerTime {
  public:
-  LoopTimeCaching() { loop_time_detail::cache = {true, false, {}}; }
-  ~LoopTimeCaching() { loop_time_detail::cache = {}; }
-  LoopTimeCaching(const LoopTimeCaching&) = delete;
-  LoopTimeCaching& operator=(const LoopTimeCaching&) = delete;
+  HandlerTime() { ++loop_time_detail::cache.depth; }
+  ~HandlerTime() {
+    loop_time_detail::Cache& c = loop_time_detail::cache;
+    if (--c.depth == 0) c.valid = false;
+  }
+  HandlerTime(const HandlerTime&) = delete;
+  HandlerTime& operator=(const HandlerTime&) = delete;
 };
 
 }  // namespace tollgate::store

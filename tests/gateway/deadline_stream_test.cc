@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/read.hpp>
+#include <chrono>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "gateway/net.h"
+#include "store/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -195,6 +197,28 @@ TEST_F(DeadlineStreamTest, EndOfStreamAfterAShortReadIsReported) {
   EXPECT_EQ(ReadSome(16), "ab");
   peer_.close();
   EXPECT_EQ(ReadSome(16), "(failed)");
+}
+
+TEST_F(DeadlineStreamTest, ACompletionHandlerReadsTheClockOnce) {
+  // What the handler resumes (a step of an exchange) sees one time; after
+  // it, reads are fresh again.
+  using SteadyTime = std::chrono::steady_clock::time_point;
+  SteadyTime first{};
+  SteadyTime again{};
+  asio::write(peer_, asio::buffer("x", 1));
+  read_buffer_.resize(1);
+  stream_->async_read_some(asio::buffer(read_buffer_), [&](ErrorCode ec, std::size_t n) {
+    first = store::LoopNow();
+    while (std::chrono::steady_clock::now() <= first) {
+    }
+    again = store::LoopNow();
+    read_ec_ = ec;
+    read_n_ = n;
+  });
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(again, first);
+  EXPECT_GT(store::LoopNow(), first);
 }
 
 }  // namespace
