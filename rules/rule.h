@@ -35,6 +35,9 @@ struct RuleMatch {
   std::string host;                                          // lower case, no port
   std::vector<std::pair<std::string, std::string>> headers;  // name, exact value
   std::optional<bool> anonymous;                             // true: no user; false: a user
+  // `not = { ... }`: a request that meets every condition of this (never
+  // empty, never itself with a `not`) is not matched.
+  std::shared_ptr<const RuleMatch> exclude;
 };
 
 struct WindowLabel {

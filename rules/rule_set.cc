@@ -76,7 +76,7 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
   for (const auto& [name, value] : match.headers) {
     if (request.headers->Get(name) != value) return false;
   }
-  return true;
+  return match.exclude == nullptr || !Matches(*match.exclude, request, identity);
 }
 
 std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,

@@ -68,9 +68,17 @@ std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorLi
   return out;
 }
 
-void ReadMatch(const toml::value& v, RuleMatch& out, ErrorList& errors) {
+// `match`, or the `not` table inside it (same conditions, no further `not`).
+enum class MatchTable { kMatch, kNot };
+
+void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList& errors) {
+  const std::string_view name = which == MatchTable::kMatch ? "match" : "not";
   if (!v.is_table()) {
-    errors.Add(v, fmt::format("\"match\" must be a table; got {}", DescribeType(v)));
+    errors.Add(v, fmt::format("\"{}\" must be a table; got {}", name, DescribeType(v)));
+    return;
+  }
+  if (which == MatchTable::kNot && v.as_table().empty()) {
+    errors.Add(v, "\"not\" needs at least one condition");
     return;
   }
   TableReader r(v, errors);
@@ -102,6 +110,15 @@ void ReadMatch(const toml::value& v, RuleMatch& out, ErrorList& errors) {
     }
   }
   if (auto b = r.Bool("anonymous")) out.anonymous = *b;
+  if (const toml::value* n = r.Find("not")) {
+    if (which == MatchTable::kNot) {
+      errors.Add(*n, "\"not\" cannot hold another \"not\"");
+    } else {
+      auto excluded = std::make_shared<RuleMatch>();
+      ReadMatch(*n, MatchTable::kNot, *excluded, errors);
+      out.exclude = std::move(excluded);
+    }
+  }
   r.Finish();
 }
 
@@ -305,7 +322,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
       }
     }
   }
-  if (const toml::value* m = r.Find("match")) ReadMatch(*m, rule.match, errors);
+  if (const toml::value* m = r.Find("match")) ReadMatch(*m, MatchTable::kMatch, rule.match, errors);
   if (auto b = r.Bool("exempt")) rule.exempt = *b;
   if (rule.exempt) {
     // An exempt rule only matches: limits, keys and actions do not apply.

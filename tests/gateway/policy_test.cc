@@ -103,6 +103,17 @@ TEST_F(Policy, OtherUsersGet100PerMinuteAnd1000PerHour) {
   EXPECT_EQ(hourly["X-RateLimit-Limit"], "1000");
 }
 
+TEST_F(Policy, UsersWithAnotherRoleOrNoneAreLimitedPerUserToo) {
+  // "Other authenticated users" are every user but admins and premium ones:
+  // a token without a role claim gets no more than a plain user.
+  for (const std::string role : {"", "guest"}) {
+    const std::string user = "r-" + role;
+    EXPECT_EQ(Passing(101, [&] { return As(user, role); }), 100) << "role '" << role << "'";
+    Response limited = As(user, role);
+    EXPECT_NE(limited.body().find("\"rule\":\"per-user\""), std::string::npos);
+  }
+}
+
 TEST_F(Policy, AnonymousClientsGet20PerMinutePerIp) {
   EXPECT_EQ(Passing(21, [&] { return As("", ""); }), 20);
   Response limited = As("", "");

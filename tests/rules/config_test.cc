@@ -81,6 +81,45 @@ upstream = "missing"
   EXPECT_EQ(errors, expected);
 }
 
+TEST(Config, NotTablesAreChecked) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { not = {} }
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { not = { role = "x", not = { role = "y" } } }
+[[rules]]
+name = "c"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { not = "admin" }
+[[rules]]
+name = "d"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { not = { roles = "admin" } }
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:14:17: "not" needs at least one condition)",
+      R"(t.toml:21:37: "not" cannot hold another "not")",
+      R"(t.toml:28:17: "not" must be a table; got a string)",
+      R"(t.toml:35:27: unknown key "roles")",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, SyntaxErrorHasAPosition) {
   const std::vector<std::string> errors = Errors("[server\nthreads = 1\n");
   ASSERT_EQ(errors.size(), 1u);

@@ -323,6 +323,49 @@ window = "1s"
   EXPECT_EQ(shown.size(), 39u + 8u) << shown;
 }
 
+TEST(Rules, NotExcludesRequestsThatMeetAllItsConditions) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
+[[rules]]
+name = "others"
+match = { anonymous = false, not = { role = ["premium", "admin"] } }
+key = "user"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "both"
+match = { not = { role = "premium", path_prefix = "/public" } }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  const RuleMatch& others = loaded.config->rules[0].match;
+  const RuleMatch& both = loaded.config->rules[1].match;
+  Headers h;
+  const RequestFacts api{"GET", "/api/x", "h", "main", Ip("10.1.2.3"), &h};
+  const RequestFacts pub{"GET", "/public/x", "h", "main", Ip("10.1.2.3"), &h};
+  auto as = [](std::string user, std::string role) {
+    Identity id;
+    id.user = std::move(user);
+    id.role = std::move(role);
+    return id;
+  };
+  // Every user but premium and admin ones, a user without any role included.
+  EXPECT_TRUE(Matches(others, api, as("u", "user")));
+  EXPECT_TRUE(Matches(others, api, as("u", "guest")));
+  EXPECT_TRUE(Matches(others, api, as("u", "")));
+  EXPECT_FALSE(Matches(others, api, as("u", "premium")));
+  EXPECT_FALSE(Matches(others, api, as("u", "admin")));
+  EXPECT_FALSE(Matches(others, api, as("", "")));  // anonymous = false still holds
+  // A request is excluded only when it meets every condition of `not`.
+  EXPECT_FALSE(Matches(both, pub, as("u", "premium")));
+  EXPECT_TRUE(Matches(both, api, as("u", "premium")));
+  EXPECT_TRUE(Matches(both, pub, as("u", "user")));
+}
+
 TEST(Rules, DisplayKeyShowsAddressesWhateverTheirBytes) {
   LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
 [[rules]]
