@@ -7,43 +7,80 @@
 
 namespace tollgate::gateway {
 
+namespace {
+
+bool IsHopByHop(http::field name) {
+  switch (name) {
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::proxy_authenticate:
+    case http::field::proxy_authorization:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr std::string_view kForwardedFor = "X-Forwarded-For";
+constexpr std::string_view kForwardedProto = "X-Forwarded-Proto";
+constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
+
+}  // namespace
+
+// Both walk the fields once: Beast keeps them in a tree ordered by name
+// string, so every lookup or erase by name, even by a field enum, is a
+// case-insensitive tree search; most messages carry none of these names.
+
 void RemoveHopByHop(Fields& fields) {
-  // Names listed in Connection are hop-by-hop too; collect them first.
-  std::vector<std::string> named;
-  for (auto it = fields.find(http::field::connection);
-       it != fields.end() && it->name() == http::field::connection; ++it) {
-    for (auto token : http::token_list(it->value())) named.emplace_back(token);
+  std::vector<std::string> named;  // listed in Connection: hop-by-hop too
+  for (auto it = fields.begin(); it != fields.end();) {
+    if (!IsHopByHop(it->name())) {
+      ++it;
+      continue;
+    }
+    if (it->name() == http::field::connection) {
+      for (auto token : http::token_list(it->value())) named.emplace_back(token);
+    }
+    it = fields.erase(it);
   }
   for (const std::string& name : named) {
     // "Connection: Content-Length" must not strip the message's framing.
     if (beast::iequals(name, "content-length") || beast::iequals(name, "host")) continue;
     fields.erase(name);
   }
-  for (http::field f :
-       {http::field::connection, http::field::keep_alive, http::field::proxy_connection,
-        http::field::te, http::field::trailer, http::field::transfer_encoding, http::field::upgrade,
-        http::field::proxy_authenticate, http::field::proxy_authorization}) {
-    fields.erase(f);
-  }
 }
 
 void AddForwardedHeaders(Fields& fields, std::string_view client_ip, Scheme scheme) {
   std::string chain;
-  auto [first, last] = fields.equal_range("X-Forwarded-For");
-  for (auto it = first; it != last; ++it) {
-    if (!chain.empty()) chain += ", ";
-    chain.append(it->value().data(), it->value().size());
+  std::string_view host;  // the first Host field's value (it stays in place)
+  for (auto it = fields.begin(); it != fields.end();) {
+    if (it->name() == http::field::host) {
+      if (host.empty()) host = it->value();
+    } else if (it->name() == http::field::unknown) {
+      const std::string_view name = it->name_string();
+      if (beast::iequals(name, kForwardedFor)) {
+        if (!chain.empty()) chain += ", ";
+        chain.append(it->value().data(), it->value().size());
+        it = fields.erase(it);
+        continue;
+      }
+      if (beast::iequals(name, kForwardedProto) || beast::iequals(name, kForwardedHost)) {
+        it = fields.erase(it);
+        continue;
+      }
+    }
+    ++it;
   }
   if (!chain.empty()) chain += ", ";
   chain.append(client_ip);
-  fields.set("X-Forwarded-For", chain);
-  fields.set("X-Forwarded-Proto", scheme == Scheme::kHttps ? "https" : "http");
-  auto host = fields[http::field::host];
-  if (host.empty()) {
-    fields.erase("X-Forwarded-Host");
-  } else {
-    fields.set("X-Forwarded-Host", host);
-  }
+  fields.insert(http::field::unknown, kForwardedFor, chain);
+  fields.insert(http::field::unknown, kForwardedProto, scheme == Scheme::kHttps ? "https" : "http");
+  if (!host.empty()) fields.insert(http::field::unknown, kForwardedHost, host);
 }
 
 namespace {

@@ -1,0 +1,101 @@
+// The proxy's header rules on Beast fields: hop-by-hop fields never pass,
+// and X-Forwarded-* are tollgate's own, whatever the case a client wrote.
+#include "gateway/http_util.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tollgate::gateway {
+namespace {
+
+using Lines = std::vector<std::pair<std::string, std::string>>;
+
+Fields Make(const Lines& lines) {
+  Fields fields;
+  for (const auto& [name, value] : lines) fields.insert(name, value);
+  return fields;
+}
+
+// In the order they would be written.
+Lines Written(const Fields& fields) {
+  Lines out;
+  for (const auto& f : fields) out.emplace_back(f.name_string(), f.value());
+  return out;
+}
+
+TEST(HopByHop, EveryHopByHopFieldGoesWhateverItsCaseAndTheRestKeepsItsOrder) {
+  Fields fields = Make({{"Server", "s"},
+                        {"connection", "keep-alive"},
+                        {"KEEP-ALIVE", "timeout=5"},
+                        {"Proxy-Connection", "keep-alive"},
+                        {"TE", "trailers"},
+                        {"Trailer", "X-Sum"},
+                        {"Transfer-Encoding", "chunked"},
+                        {"Upgrade", "h2c"},
+                        {"Proxy-Authenticate", "Basic"},
+                        {"Proxy-Authorization", "Basic eDp5"},
+                        {"Content-Type", "text/plain"},
+                        {"X-Kept", "1"}});
+  RemoveHopByHop(fields);
+  EXPECT_EQ(Written(fields),
+            (Lines{{"Server", "s"}, {"Content-Type", "text/plain"}, {"X-Kept", "1"}}));
+}
+
+TEST(HopByHop, NamesListedInConnectionGoTooButNeverTheFraming) {
+  Fields fields = Make({{"Connection", "X-Hop-A, content-length"},
+                        {"X-Hop-A", "1"},
+                        {"Content-Length", "5"},
+                        {"x-hop-b", "2"},
+                        {"Connection", "X-HOP-B, Host"},
+                        {"Host", "h"},
+                        {"X-Kept", "3"}});
+  RemoveHopByHop(fields);
+  EXPECT_EQ(Written(fields), (Lines{{"Content-Length", "5"}, {"Host", "h"}, {"X-Kept", "3"}}));
+}
+
+TEST(HopByHop, AMessageWithoutAnyIsUnchanged) {
+  const Lines lines{{"Host", "h"}, {"Accept", "*/*"}, {"X-A", "1"}, {"X-A", "2"}};
+  Fields fields = Make(lines);
+  RemoveHopByHop(fields);
+  EXPECT_EQ(Written(fields), lines);
+}
+
+TEST(Forwarded, TheChainJoinsEveryLineAndEndsWithTheClient) {
+  Fields fields = Make({{"x-forwarded-for", "198.51.100.1"},
+                        {"Host", "api.example.com"},
+                        {"X-Forwarded-For", "203.0.113.7, 10.0.0.1"},
+                        {"Accept", "*/*"}});
+  AddForwardedHeaders(fields, "127.0.0.1", Scheme::kHttps);
+  EXPECT_EQ(Written(fields),
+            (Lines{{"Host", "api.example.com"},
+                   {"Accept", "*/*"},
+                   {"X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.0.0.1, 127.0.0.1"},
+                   {"X-Forwarded-Proto", "https"},
+                   {"X-Forwarded-Host", "api.example.com"}}));
+}
+
+TEST(Forwarded, AClientsProtoAndHostNeverReachTheUpstream) {
+  Fields fields = Make({{"x-forwarded-proto", "https"},
+                        {"X-FORWARDED-HOST", "evil.example"},
+                        {"Host", "h1"},
+                        {"Host", "h2"}});
+  AddForwardedHeaders(fields, "::1", Scheme::kHttp);
+  EXPECT_EQ(Written(fields), (Lines{{"Host", "h1"},
+                                    {"Host", "h2"},
+                                    {"X-Forwarded-For", "::1"},
+                                    {"X-Forwarded-Proto", "http"},
+                                    {"X-Forwarded-Host", "h1"}}));
+}
+
+TEST(Forwarded, NoHostMeansNoForwardedHost) {
+  Fields fields = Make({{"X-Forwarded-Host", "claimed"}});
+  AddForwardedHeaders(fields, "10.1.2.3", Scheme::kHttp);
+  EXPECT_EQ(Written(fields),
+            (Lines{{"X-Forwarded-For", "10.1.2.3"}, {"X-Forwarded-Proto", "http"}}));
+}
+
+}  // namespace
+}  // namespace tollgate::gateway
