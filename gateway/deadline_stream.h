@@ -11,7 +11,8 @@
 // connection, moved only when a deadline comes earlier than the one it waits
 // for, checks the deadlines when it fires and waits again for the next one.
 //
-// A read into one buffer that comes back short makes the next read wait for
+// A read into one buffer that comes back short, with the kernel saying that
+// nothing (no data, no end of stream) is left, makes the next read wait for
 // the socket to be readable instead of trying it at once (draining_read.h).
 //
 // Single-threaded: use from the executor of the socket. Shared state (socket,

@@ -2,6 +2,8 @@
 
 #include <openssl/ssl.h>
 
+#include "gateway/draining_read.h"
+
 namespace tollgate::gateway {
 namespace {
 constexpr std::size_t kUpstreamReadSize = 16 * 1024;
@@ -75,6 +77,7 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
   auto [ec] = co_await tcp_stream.async_connect(servers_[server].endpoint, kUseTuple);
   if (!ec) {
     tcp_stream.socket().set_option(tcp::no_delay(true), ec);
+    EnableDrainingReads(tcp_stream.socket().native_handle());
     ec = {};
     if (tls_ != nullptr) {
       // Move out first: emplace destroys the alternative being moved from.

@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "gateway/draining_read.h"
 #include "gateway/session.h"
 
 namespace tollgate::gateway {
@@ -47,6 +48,7 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     }
     ErrorCode opt_ec;
     socket.set_option(tcp::no_delay(true), opt_ec);
+    EnableDrainingReads(socket.native_handle());
     const tcp::endpoint peer = socket.remote_endpoint(opt_ec);
     if (opt_ec) continue;
     // New connections get the current configuration's certificates.

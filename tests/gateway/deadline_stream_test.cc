@@ -5,6 +5,9 @@
 #include "gateway/deadline_stream.h"
 
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
 
 #include <boost/asio/read.hpp>
 #include <chrono>
@@ -27,6 +30,7 @@ class DeadlineStreamTest : public ::testing::Test {
     TcpSocket accepted(io_);
     peer_.connect(acceptor_.local_endpoint());
     acceptor_.accept(accepted);
+    EnableDrainingReads(accepted.native_handle());  // as the gateway's sockets
     stream_.emplace(std::move(accepted));
   }
 
@@ -197,6 +201,39 @@ TEST_F(DeadlineStreamTest, EndOfStreamAfterAShortReadIsReported) {
   EXPECT_EQ(ReadSome(16), "ab");
   peer_.close();
   EXPECT_EQ(ReadSome(16), "(failed)");
+}
+
+// A read waiting when the data and the peer's end of stream arrive together
+// is woken by one event and takes the data: the next read must still find
+// the end of stream, for which no further event comes.
+TEST_F(DeadlineStreamTest, EndOfStreamArrivingWithTheDataIsReportedAfterIt) {
+  StartRead(16);
+  asio::write(peer_, asio::buffer(std::string_view("ab")));
+  peer_.shutdown(TcpSocket::shutdown_send);
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_FALSE(*read_ec_);
+  EXPECT_EQ(std::string(read_buffer_.data(), read_n_), "ab");
+  StartRead(16);
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_) << "the read still waits";
+  EXPECT_EQ(*read_ec_, asio::error::eof);
+}
+
+TEST_F(DeadlineStreamTest, WithoutTheKernelsCountEveryReadIsTriedFirst) {
+  const int off = 0;
+  ASSERT_EQ(setsockopt(stream_->socket().native_handle(), IPPROTO_TCP, TCP_INQ, &off, sizeof off),
+            0);
+  StartRead(16);
+  asio::write(peer_, asio::buffer(std::string_view("ab")));
+  peer_.shutdown(TcpSocket::shutdown_send);
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_);
+  EXPECT_EQ(std::string(read_buffer_.data(), read_n_), "ab");
+  StartRead(16);
+  RunUntilRead();
+  ASSERT_TRUE(read_ec_) << "the read still waits";
+  EXPECT_EQ(*read_ec_, asio::error::eof);
 }
 
 TEST_F(DeadlineStreamTest, ACompletionHandlerReadsTheClockOnce) {

@@ -1,12 +1,16 @@
 // The reverse proxy over real loopback sockets: framing, headers, limits,
 // errors and deadlines.
 #include <gtest/gtest.h>
+#include <sys/socket.h>
 
 #include <boost/asio/read.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/json/parse.hpp>
 #include <chrono>
 #include <thread>
+#include <vector>
 
 #include "test_support.h"
 
@@ -26,6 +30,97 @@ class ProxyTest : public ::testing::Test {
   std::unique_ptr<gateway::EchoUpstream> echo_;
   std::unique_ptr<TestGateway> gateway_;
 };
+
+// An upstream that answers the first request of its first connection with
+// `pieces`, one write each, pausing between them so that each arrives in a
+// read of its own, and then closes the connection.
+class ScriptedUpstream {
+ public:
+  explicit ScriptedUpstream(std::vector<std::string> pieces)
+      : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    thread_ = std::thread([this, pieces = std::move(pieces)] {
+      asio::ip::tcp::socket socket(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(socket, ec);
+      asio::streambuf request;
+      if (!ec) asio::read_until(socket, request, "\r\n\r\n", ec);
+      for (const std::string& piece : pieces) {
+        if (ec) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        asio::write(socket, asio::buffer(piece), ec);
+      }
+    });
+  }
+  ~ScriptedUpstream() {
+    // A connection of our own ends the accept() of a gateway that never came.
+    boost::system::error_code ec;
+    asio::ip::tcp::socket poke(io_);
+    poke.connect(acceptor_.local_endpoint(), ec);
+    thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+
+ private:
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::thread thread_;
+};
+
+TEST(UpstreamResponseHead, ArrivingInPiecesAfterAnInterimOneItIsReadWhole) {
+  ScriptedUpstream upstream({"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 20",
+                             "0 OK\r\nContent-Le", "ngth: 5\r\nX-Up: 1\r\n", "\r\nhel", "lo"});
+  TestGateway gateway(BasicConfig(), upstream.port());
+  Client client(gateway.port());
+  Response res = client.Get("/");
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_EQ(res["X-Up"], "1");
+  EXPECT_EQ(res.count(http::field::link), 0u) << "the interim response is dropped";
+  EXPECT_EQ(res.body(), "hello");
+}
+
+TEST(UpstreamResponseHead, CutShortByACloseIs502AndNotSentAgain) {
+  ScriptedUpstream upstream({"HTTP/1.1 200 OK\r\nContent-Le"});
+  TestGateway gateway(BasicConfig(), upstream.port());
+  Client client(gateway.port());
+  Response res = client.Get("/");
+  EXPECT_EQ(res.result_int(), 502);
+  EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "bad_gateway");
+}
+
+TEST(UpstreamResponseHead, ClosedWithoutAByteOnAFreshConnectionIs502) {
+  ScriptedUpstream upstream({});
+  TestGateway gateway(BasicConfig(), upstream.port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 502);
+}
+
+TEST(UpstreamResponseHead, ABodyThatEndsWithTheCloseEndsThere) {
+  // Data and end of stream arrive together; the body must end with them,
+  // not at the upstream_response deadline (60 s, past the client's 5 s).
+  ScriptedUpstream upstream({"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nhello"});
+  TestGateway gateway(BasicConfig("[timeouts]\nupstream_response = \"60s\"\n"), upstream.port());
+  Client client(gateway.port());
+  client.Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+  // Raw recv()s, each waiting at most the client's 5 s, until the last chunk.
+  std::string got;
+  char piece[512];
+  while (got.find("\r\n0\r\n\r\n") == std::string::npos) {
+    const ssize_t n = ::recv(client.socket().native_handle(), piece, sizeof piece, 0);
+    if (n <= 0) break;
+    got.append(piece, static_cast<std::size_t>(n));
+  }
+  // Relayed chunked to an HTTP/1.1 client: the last chunk ends the message.
+  EXPECT_NE(got.find("hello\r\n0\r\n\r\n"), std::string::npos) << got;
+}
+
+TEST(UpstreamResponseHead, OverItsLimitIs502) {
+  // 64 KiB is the most an upstream's response header may take.
+  ScriptedUpstream upstream(
+      {"HTTP/1.1 200 OK\r\nX-Big: ", std::string(70 * 1024, 'a'), "\r\nContent-Length: 0\r\n\r\n"});
+  TestGateway gateway(BasicConfig(), upstream.port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 502);
+}
 
 TEST_F(ProxyTest, KeepAliveIsReusedOnBothSides) {
   StartGateway();
@@ -276,6 +371,18 @@ TEST_F(ProxyTest, Http10ClientGetsAClosedConnection) {
   EXPECT_NE(answer.find("200 OK"), std::string::npos);
   EXPECT_EQ(answer.find("chunked"), std::string::npos) << "no chunks for HTTP/1.0";
   EXPECT_NE(answer.find("xxxxxxxxxx"), std::string::npos);
+}
+
+TEST_F(ProxyTest, AClientThatHalfClosesAfterItsRequestGetsTheAnswerAndTheCloseAtOnce) {
+  StartGateway();
+  Client client(port());
+  client.Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+  client.socket().shutdown(asio::ip::tcp::socket::shutdown_send);
+  EXPECT_EQ(client.Read().result_int(), 200);
+  // The end of stream came with the request: the gateway closes now, not
+  // after client_idle (60 s). A raw recv() waits at most the client's 5 s.
+  char c;
+  EXPECT_EQ(::recv(client.socket().native_handle(), &c, 1, 0), 0);
 }
 
 TEST_F(ProxyTest, StaleUpstreamConnectionIsRetriedForIdempotentRequests) {
