@@ -56,6 +56,21 @@ class DeadlineStreamTest : public ::testing::Test {
     if (!read_ec_ || *read_ec_) return "(failed)";
     return std::string(read_buffer_.data(), read_n_);
   }
+  // While a read waits, the peer sends "ab" and ends its stream: the read
+  // gets "ab", the next one the end of stream.
+  void ExpectDataThenEndOfStreamArrivingTogether() {
+    StartRead(16);
+    asio::write(peer_, asio::buffer(std::string_view("ab")));
+    peer_.shutdown(TcpSocket::shutdown_send);
+    RunUntilRead();
+    ASSERT_TRUE(read_ec_);
+    EXPECT_FALSE(*read_ec_);
+    EXPECT_EQ(std::string(read_buffer_.data(), read_n_), "ab");
+    StartRead(16);
+    RunUntilRead();
+    ASSERT_TRUE(read_ec_) << "the read still waits";
+    EXPECT_EQ(*read_ec_, asio::error::eof);
+  }
   // Runs until the read completed (or a bound far above every deadline used).
   void RunUntilRead() {
     const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
@@ -207,33 +222,14 @@ TEST_F(DeadlineStreamTest, EndOfStreamAfterAShortReadIsReported) {
 // is woken by one event and takes the data: the next read must still find
 // the end of stream, for which no further event comes.
 TEST_F(DeadlineStreamTest, EndOfStreamArrivingWithTheDataIsReportedAfterIt) {
-  StartRead(16);
-  asio::write(peer_, asio::buffer(std::string_view("ab")));
-  peer_.shutdown(TcpSocket::shutdown_send);
-  RunUntilRead();
-  ASSERT_TRUE(read_ec_);
-  EXPECT_FALSE(*read_ec_);
-  EXPECT_EQ(std::string(read_buffer_.data(), read_n_), "ab");
-  StartRead(16);
-  RunUntilRead();
-  ASSERT_TRUE(read_ec_) << "the read still waits";
-  EXPECT_EQ(*read_ec_, asio::error::eof);
+  ExpectDataThenEndOfStreamArrivingTogether();
 }
 
 TEST_F(DeadlineStreamTest, WithoutTheKernelsCountEveryReadIsTriedFirst) {
   const int off = 0;
   ASSERT_EQ(setsockopt(stream_->socket().native_handle(), IPPROTO_TCP, TCP_INQ, &off, sizeof off),
             0);
-  StartRead(16);
-  asio::write(peer_, asio::buffer(std::string_view("ab")));
-  peer_.shutdown(TcpSocket::shutdown_send);
-  RunUntilRead();
-  ASSERT_TRUE(read_ec_);
-  EXPECT_EQ(std::string(read_buffer_.data(), read_n_), "ab");
-  StartRead(16);
-  RunUntilRead();
-  ASSERT_TRUE(read_ec_) << "the read still waits";
-  EXPECT_EQ(*read_ec_, asio::error::eof);
+  ExpectDataThenEndOfStreamArrivingTogether();
 }
 
 TEST_F(DeadlineStreamTest, ACompletionHandlerReadsTheClockOnce) {
