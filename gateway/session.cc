@@ -4,6 +4,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/read_size.hpp>
 #include <cerrno>
 #include <limits>
 #include <optional>
@@ -37,8 +38,10 @@ struct Exchange {
   std::int64_t retry_after_ms = -1;  // announced to a limited client
   int route_metric = -1;             // metric id of the route; -1: no route matched
   int upstream_metric = -1;          // metric id of the upstream asked; -1: none
-  std::string route;
-  std::string upstream;
+  // Into the exchange's configuration and upstream pool, which the session
+  // holds (generation_) until the exchange is logged.
+  std::string_view route;
+  std::string_view upstream;
   std::string error;
   std::string ratelimit;
   bool close = false;  // the connection ends after this exchange
@@ -76,9 +79,17 @@ bool IsClientGone(const ErrorCode& ec) {
 // message, or failed it (`ec`); false when the rest is still to be read.
 // Beast's async_read would find the same bytes, but then posts its
 // completion: the exchange would wait behind every queued handler for no I/O.
+// `until` kHeader stops after the header (a header-only parser would
+// refuse the body).
+enum class ParseUntil { kMessage, kHeader };
+
 template <typename Parser>
-bool ParseBuffered(beast::flat_buffer& buffer, Parser& parser, ErrorCode& ec) {
-  while (!parser.is_done() && buffer.size() > 0) {
+bool ParseBuffered(beast::flat_buffer& buffer, Parser& parser, ErrorCode& ec,
+                   ParseUntil until = ParseUntil::kMessage) {
+  const auto done = [&] {
+    return until == ParseUntil::kHeader ? parser.is_header_done() : parser.is_done();
+  };
+  while (!done() && buffer.size() > 0) {
     const std::size_t used = parser.put(buffer.data(), ec);
     buffer.consume(used);
     if (ec == http::error::need_more) {
@@ -88,7 +99,7 @@ bool ParseBuffered(beast::flat_buffer& buffer, Parser& parser, ErrorCode& ec) {
     if (ec) return true;
     if (used == 0) return false;
   }
-  return parser.is_done();
+  return done();
 }
 
 // Counts a request in tollgate_delayed_requests while it is held.
@@ -851,18 +862,46 @@ Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange&
 Task<std::pair<ErrorCode, std::size_t>> Session::ReadResponseHead(UpstreamCall& call,
                                                                   Exchange& ex) {
   UpstreamConnection& c = *call.conn;
+  std::size_t received = 0;  // bytes read from the upstream
   for (;;) {
     res_head_.emplace();
     res_head_->header_limit(kUpstreamHeaderLimit);
     res_head_->body_limit(boost::none);
     if (call.head_request) res_head_->skip(true);
-    Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
-    auto [ec, n] = co_await Visit(c.stream, [&](auto& s) {
-      return http::async_read_header(s, c.buffer, *res_head_, kUseTuple);
-    });
-    if (ec) co_return std::pair{ec, n};
+    // Beast's async_read_header would do the same in two composed layers,
+    // each tracking work on the executor: here the header is parsed in
+    // place and only the missing bytes are read, under one deadline.
+    ErrorCode ec;
+    bool deadline_set = false;
+    while (!ParseBuffered(c.buffer, *res_head_, ec, ParseUntil::kHeader)) {
+      if (!deadline_set) {
+        Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
+        deadline_set = true;
+      }
+      const std::size_t room = beast::read_size(c.buffer, kUpstreamHeaderLimit);
+      if (room == 0) {
+        ec = http::error::buffer_overflow;
+        break;
+      }
+      auto [read_ec, n] = co_await Visit(
+          c.stream, [&](auto& s) { return s.async_read_some(c.buffer.prepare(room), kUseTuple); });
+      if (read_ec == asio::error::eof) {
+        // As Beast's read: a header cut short is a partial message, no
+        // header at all the end of the stream.
+        ec = res_head_->got_some() ? ErrorCode(http::error::partial_message)
+                                   : ErrorCode(http::error::end_of_stream);
+        break;
+      }
+      if (read_ec) {
+        ec = read_ec;
+        break;
+      }
+      c.buffer.commit(n);
+      received += n;
+    }
+    if (ec) co_return std::pair{ec, received};
     const unsigned status = res_head_->get().result_int();
-    if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, n};
+    if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, received};
   }
 }
 

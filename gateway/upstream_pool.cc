@@ -13,11 +13,10 @@ UpstreamPool::UpstreamPool(const rules::UpstreamConfig& config,
                            std::vector<tcp::endpoint> endpoints, ssl::context* tls,
                            const store::Clock& clock)
     : config_(config), servers_(endpoints.size()), tls_(tls), clock_(clock) {
-  for (std::size_t i = 0; i < endpoints.size(); ++i) servers_[i].endpoint = endpoints[i];
-}
-
-std::string UpstreamPool::ServerName(std::size_t server) const {
-  return config_.servers[server].ToString();
+  for (std::size_t i = 0; i < endpoints.size(); ++i) {
+    servers_[i].endpoint = endpoints[i];
+    servers_[i].name = config.servers[i].ToString();
+  }
 }
 
 std::size_t UpstreamPool::PickServer() {

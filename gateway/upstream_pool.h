@@ -30,7 +30,7 @@ enum class ConnectFailure { kNone, kRefused, kTimeout };
 struct ConnectResult {
   std::unique_ptr<UpstreamConnection> connection;
   ConnectFailure failure = ConnectFailure::kNone;
-  std::string server;  // "host:port" tried last
+  std::string_view server;  // "host:port" tried last (the pool's own string)
 };
 
 class UpstreamPool {
@@ -49,11 +49,13 @@ class UpstreamPool {
   void Release(std::unique_ptr<UpstreamConnection> connection);
 
   const std::string& name() const { return config_.name; }
-  std::string ServerName(std::size_t server) const;
+  // "host:port" of config.servers[server], as configured.
+  const std::string& ServerName(std::size_t server) const { return servers_[server].name; }
 
  private:
   struct Server {
     tcp::endpoint endpoint;
+    std::string name;  // formatted once: every exchange logs it
     std::int64_t down_until_ms = 0;
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
   };
