@@ -784,7 +784,8 @@ Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange&
     // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
     ConnectResult cr;
     if (attempt == 0) {
-      cr = co_await call.pool.Acquire(connect_ms);
+      cr = call.pool.TakeIdle();
+      if (!cr.connection) cr = co_await call.pool.Acquire(connect_ms);
     } else {
       cr = co_await call.pool.ConnectFresh(connect_ms);
     }
@@ -822,7 +823,8 @@ Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange&
 
 Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
-  ConnectResult cr = co_await call.pool.Acquire(timeouts.upstream_connect_ms);
+  ConnectResult cr = call.pool.TakeIdle();
+  if (!cr.connection) cr = co_await call.pool.Acquire(timeouts.upstream_connect_ms);
   ex.upstream = cr.server;
   if (!cr.connection) {
     co_await FailUpstream(call, cr.failure, {}, ex);

@@ -19,7 +19,7 @@ UpstreamPool::UpstreamPool(const rules::UpstreamConfig& config,
   }
 }
 
-std::size_t UpstreamPool::PickServer() {
+std::size_t UpstreamPool::NextServer() const {
   const std::int64_t now = clock_.NowMs();
   // Round-robin over healthy servers; when all are down, the one that comes
   // back first is tried anyway rather than failing without trying.
@@ -32,22 +32,40 @@ std::size_t UpstreamPool::PickServer() {
     }
     if (servers_[candidate].down_until_ms < servers_[best].down_until_ms) best = candidate;
   }
-  next_ = best + 1;
   return best;
+}
+
+std::size_t UpstreamPool::PickServer() {
+  const std::size_t server = NextServer();
+  next_ = server + 1;
+  return server;
+}
+
+std::unique_ptr<UpstreamConnection> UpstreamPool::PopIdle(std::size_t server) {
+  auto& idle = servers_[server].idle;
+  const std::int64_t now = clock_.NowMs();
+  while (!idle.empty()) {
+    std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
+    idle.pop_back();
+    if (now - c->idle_since_ms < config_.idle_timeout_ms) return c;
+  }
+  return nullptr;
+}
+
+ConnectResult UpstreamPool::TakeIdle() {
+  const std::size_t server = NextServer();
+  std::unique_ptr<UpstreamConnection> c = PopIdle(server);
+  if (!c) return {};
+  next_ = server + 1;
+  return ConnectResult{std::move(c), ConnectFailure::kNone, servers_[server].name};
 }
 
 Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
   ConnectResult last;
   for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
     const std::size_t server = PickServer();
-    auto& idle = servers_[server].idle;
-    const std::int64_t now = clock_.NowMs();
-    while (!idle.empty()) {
-      std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
-      idle.pop_back();
-      if (now - c->idle_since_ms < config_.idle_timeout_ms) {
-        co_return ConnectResult{std::move(c), ConnectFailure::kNone, ServerName(server)};
-      }
+    if (std::unique_ptr<UpstreamConnection> c = PopIdle(server)) {
+      co_return ConnectResult{std::move(c), ConnectFailure::kNone, servers_[server].name};
     }
     last = co_await Connect(server, connect_timeout_ms);
     if (last.connection) co_return last;

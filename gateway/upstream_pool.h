@@ -43,6 +43,10 @@ class UpstreamPool {
   // A pooled connection to the next healthy server, or a new one. Tries
   // every server at most once.
   Task<ConnectResult> Acquire(std::int64_t connect_timeout_ms);
+  // Acquire()'s answer when it needs no connect, without a coroutine: a
+  // pooled connection to the server Acquire() would try first. No
+  // connection: nothing was chosen, Acquire() makes the same choice.
+  ConnectResult TakeIdle();
   // A fresh connection (never pooled), for the retry of a stale one.
   Task<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
   // Returns a connection whose last exchange completed cleanly.
@@ -60,7 +64,13 @@ class UpstreamPool {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
   };
 
+  // The next healthy server in round-robin order; PickServer() also moves
+  // the order on.
+  std::size_t NextServer() const;
   std::size_t PickServer();
+  // A connection of `server`'s that has not idled past idle_timeout, if any;
+  // older ones are closed on the way.
+  std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server);
   Task<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms);
 
   const rules::UpstreamConfig& config_;
