@@ -55,12 +55,16 @@ void RemoveHopByHop(Fields& fields) {
   }
 }
 
-void AddForwardedHeaders(Fields& fields, std::string_view client_ip, Scheme scheme) {
+void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme) {
+  RemoveHopByHop(fields);
   std::string chain;
   std::string_view host;  // the first Host field's value (it stays in place)
   for (auto it = fields.begin(); it != fields.end();) {
     if (it->name() == http::field::host) {
       if (host.empty()) host = it->value();
+    } else if (it->name() == http::field::expect) {
+      it = fields.erase(it);
+      continue;
     } else if (it->name() == http::field::unknown) {
       const std::string_view name = it->name_string();
       if (beast::iequals(name, kForwardedFor)) {

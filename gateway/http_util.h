@@ -15,9 +15,11 @@ void RemoveHopByHop(Fields& fields);
 
 enum class Scheme { kHttp, kHttps };
 
-// Appends the client to X-Forwarded-For (joining repeated lines), sets
-// X-Forwarded-Proto and X-Forwarded-Host (from Host).
-void AddForwardedHeaders(Fields& fields, std::string_view client_ip, Scheme scheme);
+// A request's fields as its upstream sees them: hop-by-hop fields removed
+// (RemoveHopByHop) and Expect (tollgate answers it), the client appended to
+// X-Forwarded-For (joining repeated lines), X-Forwarded-Proto and
+// X-Forwarded-Host (from Host) set.
+void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme);
 
 // GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send again on a fresh
 // connection when a pooled one turned out to be closed.

@@ -258,10 +258,10 @@ Task<bool> Session::ServeOne() {
     ex.referer = req[http::field::referer];
   }
   ex.version = req.version();
-  ex.close = !req.keep_alive();
+  ex.close = !head.keep_alive();  // the parser's flags: no lookup of Connection
 
-  const rules::RouteConfig* route =
-      generation_->state->routes->Match(req[http::field::host], req.target());
+  const std::string_view host = req[http::field::host];
+  const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
   if (route == nullptr) {
     // The unread body would be taken for the next request: close instead.
     if (!head.is_done()) ex.close = true;
@@ -271,7 +271,7 @@ Task<bool> Session::ServeOne() {
     if (worker_.metrics() != nullptr) {
       ex.route_metric = generation_->state->route_ids[route - config_->routes.data()];
     }
-    const bool forward = co_await Limit(head, *route, ex);
+    const bool forward = co_await Limit(head, *route, host, ex);
     if (forward) co_await Forward(head, *route, ex, outcome_);
   }
   Log(ex);
@@ -280,14 +280,18 @@ Task<bool> Session::ServeOne() {
   co_return !ex.close && !worker_.draining();
 }
 
-Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, Exchange& ex) {
+Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, std::string_view host,
+                          Exchange& ex) {
   const GatewayState& state = (*generation_->state);
   auto& req = head.get();
   const FieldsLookup lookup(req);
   const std::string_view target = req.target();
-  const rules::RequestFacts facts{req.method_string(),    target.substr(0, target.find('?')),
-                                  req[http::field::host], route.name,
-                                  peer_address_,          &lookup};
+  const rules::RequestFacts facts{req.method_string(),
+                                  target.substr(0, target.find('?')),
+                                  host,
+                                  route.name,
+                                  peer_address_,
+                                  &lookup};
   const rules::Identity identity = state.identity->Resolve(facts);
   const LimitContext context = MakeLimitContext(state);
   LimitOutcome& outcome = outcome_;
@@ -640,11 +644,8 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const bool expects_continue =
       has_body && beast::iequals(req[http::field::expect], "100-continue");
 
-  // The request as the upstream sees it.
-  RemoveHopByHop(req);
-  req.erase(http::field::expect);  // answered here, not by the upstream
-  AddForwardedHeaders(req, peer_ip_,
-                      generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
+  PrepareForwardedRequest(
+      req, peer_ip_, generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
   if (config_->server.via) req.set(http::field::via, "1.1 tollgate");
   req.version(11);
   if (chunked) req.chunked(true);
@@ -728,7 +729,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
       local.Learn(upstream.name, learned_bucket, facts, now);
     }
   }
-  bool upstream_reusable = res.keep_alive();
+  bool upstream_reusable = res_head_->keep_alive();
   const bool res_chunked = res_head_->chunked();
   const auto res_length = res_head_->content_length();
   const bool no_body = res_head_->is_done();
@@ -753,7 +754,9 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
   if (worker_.draining()) ex.close = true;
-  res.keep_alive(!ex.close);
+  // An HTTP/1.1 response keeps the connection unless it says otherwise, and
+  // its Connection field went with the hop-by-hop ones.
+  if (ex.close) res.insert(http::field::connection, "close");
   extra_headers_.clear();
   if (limits.shown != nullptr) {
     AppendRateLimitHeaders(*limits.shown, limits.shown_decision, extra_headers_);

@@ -56,7 +56,9 @@ class Session {
   Task<bool> RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client, Exchange& ex);
   // identify -> match rules -> decide, into outcome_; answers limited
   // requests itself. True when the request goes on to the upstream.
-  Task<bool> Limit(HeadParser& head, const rules::RouteConfig& route, Exchange& ex);
+  // `host`: the request's Host field.
+  Task<bool> Limit(HeadParser& head, const rules::RouteConfig& route, std::string_view host,
+                   Exchange& ex);
   // Shaping (leaky_bucket without nodelay): holds the request delay_ms.
   Task<void> WaitShaped(std::int64_t delay_ms);
   Task<void> ReplyError(Exchange& ex, http::status status, std::string_view code,

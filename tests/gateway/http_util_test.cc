@@ -68,7 +68,7 @@ TEST(Forwarded, TheChainJoinsEveryLineAndEndsWithTheClient) {
                         {"Host", "api.example.com"},
                         {"X-Forwarded-For", "203.0.113.7, 10.0.0.1"},
                         {"Accept", "*/*"}});
-  AddForwardedHeaders(fields, "127.0.0.1", Scheme::kHttps);
+  PrepareForwardedRequest(fields, "127.0.0.1", Scheme::kHttps);
   EXPECT_EQ(Written(fields),
             (Lines{{"Host", "api.example.com"},
                    {"Accept", "*/*"},
@@ -82,7 +82,7 @@ TEST(Forwarded, AClientsProtoAndHostNeverReachTheUpstream) {
                         {"X-FORWARDED-HOST", "evil.example"},
                         {"Host", "h1"},
                         {"Host", "h2"}});
-  AddForwardedHeaders(fields, "::1", Scheme::kHttp);
+  PrepareForwardedRequest(fields, "::1", Scheme::kHttp);
   EXPECT_EQ(Written(fields), (Lines{{"Host", "h1"},
                                     {"Host", "h2"},
                                     {"X-Forwarded-For", "::1"},
@@ -90,9 +90,22 @@ TEST(Forwarded, AClientsProtoAndHostNeverReachTheUpstream) {
                                     {"X-Forwarded-Host", "h1"}}));
 }
 
+TEST(Forwarded, HopByHopFieldsAndExpectGo) {
+  Fields fields = Make({{"Connection", "X-Hop"},
+                        {"X-Hop", "1"},
+                        {"Expect", "100-continue"},
+                        {"Host", "h"},
+                        {"TE", "trailers"}});
+  PrepareForwardedRequest(fields, "10.1.2.3", Scheme::kHttp);
+  EXPECT_EQ(Written(fields), (Lines{{"Host", "h"},
+                                    {"X-Forwarded-For", "10.1.2.3"},
+                                    {"X-Forwarded-Proto", "http"},
+                                    {"X-Forwarded-Host", "h"}}));
+}
+
 TEST(Forwarded, NoHostMeansNoForwardedHost) {
   Fields fields = Make({{"X-Forwarded-Host", "claimed"}});
-  AddForwardedHeaders(fields, "10.1.2.3", Scheme::kHttp);
+  PrepareForwardedRequest(fields, "10.1.2.3", Scheme::kHttp);
   EXPECT_EQ(Written(fields),
             (Lines{{"X-Forwarded-For", "10.1.2.3"}, {"X-Forwarded-Proto", "http"}}));
 }
