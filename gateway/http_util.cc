@@ -36,6 +36,27 @@ constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
 // string, so every lookup or erase by name, even by a field enum, is a
 // case-insensitive tree search; most messages carry none of these names.
 
+RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
+  RequestHeaderCheck check;
+  int hosts = 0;
+  bool transfer_encoding = false;
+  for (const auto& f : header) {
+    if (f.name() == http::field::host) {
+      if (hosts++ == 0) check.host = f.value();
+    } else if (f.name() == http::field::transfer_encoding) {
+      transfer_encoding = true;
+    }
+  }
+  if (hosts > 1) {
+    check.problem = "more than one Host field";
+  } else if (hosts == 0 && header.version() >= 11) {
+    check.problem = "an HTTP/1.1 request needs a Host field";
+  } else if (transfer_encoding && !chunked) {
+    check.problem = "Transfer-Encoding must end with chunked";
+  }
+  return check;
+}
+
 void RemoveHopByHop(Fields& fields) {
   std::vector<std::string> named;  // listed in Connection: hop-by-hop too
   for (auto it = fields.begin(); it != fields.end();) {

@@ -13,6 +13,18 @@ namespace tollgate::gateway {
 // every header named in Connection. Framing is set again by the caller.
 void RemoveHopByHop(Fields& fields);
 
+// What a proxy must check in a request's header before acting on it
+// (RFC 9112): one Host field (none at all is fine before HTTP/1.1), and a
+// Transfer-Encoding only when its last coding is chunked (otherwise the
+// body's end is unknown and what follows it would be taken for the next
+// request). `problem`: empty when the request may go on, else why it is
+// refused with 400 (and the connection closed).
+struct RequestHeaderCheck {
+  std::string_view host;  // the Host field's value ("" when absent)
+  std::string_view problem;
+};
+RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked);
+
 enum class Scheme { kHttp, kHttps };
 
 // A request's fields as its upstream sees them: hop-by-hop fields removed

@@ -259,8 +259,15 @@ Task<bool> Session::ServeOne() {
   }
   ex.version = req.version();
   ex.close = !head.keep_alive();  // the parser's flags: no lookup of Connection
+  const RequestHeaderCheck check = CheckRequestHeader(req, head.chunked());
+  if (!check.problem.empty()) {
+    ex.close = true;
+    co_await ReplyError(ex, http::status::bad_request, "bad_request", check.problem);
+    Log(ex);
+    co_return false;
+  }
 
-  const std::string_view host = req[http::field::host];
+  const std::string_view host = check.host;
   const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
   if (route == nullptr) {
     // The unread body would be taken for the next request: close instead.

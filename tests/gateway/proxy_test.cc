@@ -283,6 +283,33 @@ TEST_F(ProxyTest, MalformedRequestIs400AndCloses) {
   EXPECT_TRUE(client.ClosedByPeer());
 }
 
+TEST_F(ProxyTest, AnHttp11RequestNeedsExactlyOneHostField) {
+  StartGateway();
+  for (const char* raw :
+       {"GET / HTTP/1.1\r\n\r\n", "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"}) {
+    Client client(port());
+    client.Send(raw);
+    Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 400) << raw;
+    EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "bad_request");
+    EXPECT_TRUE(client.ClosedByPeer()) << raw;
+  }
+  Client http10(port());
+  http10.Send("GET / HTTP/1.0\r\n\r\n");
+  EXPECT_EQ(http10.Read().result_int(), 200);
+}
+
+TEST_F(ProxyTest, ATransferEncodingNotEndingWithChunkedIs400AndTheRestIsNotARequest) {
+  StartGateway();
+  Client client(port());
+  // Taken as bodiless, the body would be read as a second request.
+  client.Send(
+      "POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n"
+      "GET /_test/count HTTP/1.1\r\nHost: t\r\n\r\n");
+  EXPECT_EQ(client.Read().result_int(), 400);
+  EXPECT_TRUE(client.ClosedByPeer()) << "no answer to the second request";
+}
+
 TEST_F(ProxyTest, OversizeHeaderIs431) {
   StartGateway();
   Client client(port());
