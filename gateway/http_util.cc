@@ -1,7 +1,10 @@
 #include "gateway/http_util.h"
 
+#include <algorithm>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <boost/url/parse.hpp>
+#include <cctype>
 #include <string>
 #include <vector>
 
@@ -36,6 +39,20 @@ constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
 // string, so every lookup or erase by name, even by a field enum, is a
 // case-insensitive tree search; most messages carry none of these names.
 
+namespace {
+
+// uri-host [":" port] (RFC 3986): a registered name, IPv4 or IP-literal,
+// with percent-encoding. Empty is valid (a target without authority).
+bool IsValidHost(std::string_view host) {
+  static constexpr std::string_view kAllowed = "-._~%!$&'()*+,;=:[]";
+  return std::all_of(host.begin(), host.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
+           kAllowed.find(c) != std::string_view::npos;
+  });
+}
+
+}  // namespace
+
 RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
   RequestHeaderCheck check;
   int hosts = 0;
@@ -47,12 +64,31 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
       transfer_encoding = true;
     }
   }
+  const std::string_view target = header.target();
   if (hosts > 1) {
     check.problem = "more than one Host field";
   } else if (hosts == 0 && header.version() >= 11) {
     check.problem = "an HTTP/1.1 request needs a Host field";
+  } else if (!IsValidHost(check.host)) {
+    check.problem = "the Host field is not a valid host";
   } else if (transfer_encoding && !chunked) {
     check.problem = "Transfer-Encoding must end with chunked";
+  } else if ((!target.empty() && target.front() == '/') ||
+             (target == "*" && header.method() == http::verb::options)) {
+    return check;
+  } else if (const auto url = boost::urls::parse_absolute_uri(target);
+             url &&
+             (url->scheme_id() == boost::urls::scheme::http ||
+              url->scheme_id() == boost::urls::scheme::https) &&
+             url->has_authority() && IsValidHost(url->encoded_host_and_port())) {
+    check.authority = url->encoded_host_and_port();
+    check.origin_form = url->encoded_path().empty() ? "/" : std::string(url->encoded_path());
+    if (url->has_query()) {
+      check.origin_form += '?';
+      check.origin_form += url->encoded_query();
+    }
+  } else {
+    check.problem = "the request target must be a path or an http(s) URL";
   }
   return check;
 }

@@ -2,6 +2,7 @@
 // answers. Pure functions over Beast messages; thread-safe.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 #include "gateway/net.h"
@@ -14,13 +15,20 @@ namespace tollgate::gateway {
 void RemoveHopByHop(Fields& fields);
 
 // What a proxy must check in a request's header before acting on it
-// (RFC 9112): one Host field (none at all is fine before HTTP/1.1), and a
+// (RFC 9112): a request target in origin-form ("/path?query"), "*" for
+// OPTIONS, or absolute-form ("http://host/path"), which every server must
+// accept and which stands for its origin-form with the authority as Host; one
+// Host field (none at all is fine before HTTP/1.1) with a valid value; and a
 // Transfer-Encoding only when its last coding is chunked (otherwise the
 // body's end is unknown and what follows it would be taken for the next
 // request). `problem`: empty when the request may go on, else why it is
 // refused with 400 (and the connection closed).
 struct RequestHeaderCheck {
   std::string_view host;  // the Host field's value ("" when absent)
+  // Absolute-form only: the target as origin-form and its authority, which
+  // replace the request's target and Host; empty otherwise.
+  std::string origin_form;
+  std::string authority;
   std::string_view problem;
 };
 RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked);

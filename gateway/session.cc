@@ -266,8 +266,14 @@ Task<bool> Session::ServeOne() {
     Log(ex);
     co_return false;
   }
+  std::string_view host = check.host;
+  if (!check.origin_form.empty()) {
+    // From here on, and to the upstream, as if sent in origin-form.
+    head.get().set(http::field::host, check.authority);
+    head.get().target(check.origin_form);
+    host = head.get()[http::field::host];
+  }
 
-  const std::string_view host = check.host;
   const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
   if (route == nullptr) {
     // The unread body would be taken for the next request: close instead.

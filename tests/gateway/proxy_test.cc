@@ -299,6 +299,40 @@ TEST_F(ProxyTest, AnHttp11RequestNeedsExactlyOneHostField) {
   EXPECT_EQ(http10.Read().result_int(), 200);
 }
 
+TEST_F(ProxyTest, AHostFieldThatIsNoHostIs400) {
+  StartGateway();
+  for (const char* host : {"a b", "evil.example/x", "user@host", "h\\x"}) {
+    Client client(port());
+    client.Send(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n");
+    EXPECT_EQ(client.Read().result_int(), 400) << host;
+  }
+  Client ok(port());  // IP literal and port
+  ok.Send("GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n");
+  EXPECT_EQ(ok.Read().result_int(), 200);
+}
+
+TEST_F(ProxyTest, AnAbsoluteFormTargetIsItsPathWithItsAuthorityAsHost) {
+  StartGateway();
+  Client client(port());
+  client.Send("GET http://api.example:8080/_test/headers?x=1 HTTP/1.1\r\nHost: other\r\n\r\n");
+  Response res = client.Read();
+  ASSERT_EQ(res.result_int(), 200);
+  const auto fields = boost::json::parse(res.body()).as_object();
+  EXPECT_EQ(fields.at("Host").as_string(), "api.example:8080");
+  EXPECT_EQ(fields.at("X-Forwarded-Host").as_string(), "api.example:8080");
+  // The connection goes on with requests in either form.
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+}
+
+TEST_F(ProxyTest, ATargetThatIsNeitherAPathNorAnHttpUrlIs400) {
+  StartGateway();
+  for (const char* target : {"api", "ftp://files.example/x", "http:/no-authority", "*"}) {
+    Client client(port());
+    client.Send(std::string("GET ") + target + " HTTP/1.1\r\nHost: t\r\n\r\n");
+    EXPECT_EQ(client.Read().result_int(), 400) << target;
+  }
+}
+
 TEST_F(ProxyTest, ATransferEncodingNotEndingWithChunkedIs400AndTheRestIsNotARequest) {
   StartGateway();
   Client client(port());
