@@ -75,13 +75,15 @@ bool IsClientGone(const ErrorCode& ec) {
          ec == ssl::error::stream_truncated;
 }
 
-// Feeds `parser` what `buffer` already holds. True when that ended the
-// message, or failed it (`ec`); false when the rest is still to be read.
-// Beast's async_read would find the same bytes, but then posts its
-// completion: the exchange would wait behind every queued handler for no I/O.
-// `until` kHeader stops after the header (a header-only parser would
-// refuse the body).
+// How far ParseBuffered goes: kHeader stops after the header (a header-only
+// parser would refuse the body).
 enum class ParseUntil { kMessage, kHeader };
+
+// Feeds `parser` what `buffer` already holds. True when that ended the
+// message (or its header), or failed it (`ec`); false when the rest is still
+// to be read. Beast's async_read would find the same bytes, but then posts
+// its completion: the exchange would wait behind every queued handler for no
+// I/O.
 
 template <typename Parser>
 bool ParseBuffered(beast::flat_buffer& buffer, Parser& parser, ErrorCode& ec,
@@ -896,11 +898,9 @@ Task<std::pair<ErrorCode, std::size_t>> Session::ReadResponseHead(UpstreamCall& 
         Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
         deadline_set = true;
       }
+      // The parser's header_limit bounds what is kept; reads are sized as
+      // Beast's own.
       const std::size_t room = beast::read_size(c.buffer, kUpstreamHeaderLimit);
-      if (room == 0) {
-        ec = http::error::buffer_overflow;
-        break;
-      }
       auto [read_ec, n] = co_await Visit(
           c.stream, [&](auto& s) { return s.async_read_some(c.buffer.prepare(room), kUseTuple); });
       if (read_ec == asio::error::eof) {
