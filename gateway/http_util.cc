@@ -33,14 +33,6 @@ constexpr std::string_view kForwardedFor = "X-Forwarded-For";
 constexpr std::string_view kForwardedProto = "X-Forwarded-Proto";
 constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
 
-}  // namespace
-
-// Both walk the fields once: Beast keeps them in a tree ordered by name
-// string, so every lookup or erase by name, even by a field enum, is a
-// case-insensitive tree search; most messages carry none of these names.
-
-namespace {
-
 // uri-host [":" port] (RFC 3986): a registered name, IPv4 or IP-literal,
 // with percent-encoding. Empty is valid (a target without authority).
 bool IsValidHost(std::string_view host) {
@@ -52,6 +44,11 @@ bool IsValidHost(std::string_view host) {
 }
 
 }  // namespace
+
+// The functions below walk the fields once: Beast keeps them in a tree
+// ordered by name string, so every lookup or erase by name, even by a field
+// enum, is a case-insensitive tree search; most messages carry none of the
+// names looked for.
 
 RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
   RequestHeaderCheck check;
