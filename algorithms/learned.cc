@@ -22,7 +22,12 @@ std::int64_t CheckLearned(std::int64_t global_until_ms, LearnedBucket& bucket,
     return 0;
   }
   if (bucket.remaining <= 0) {
-    return bucket.expires_ms == kNoExpiry ? kLearnedDefaultWaitMs : bucket.expires_ms - now_ms;
+    // Without an expiry an empty bucket would stay empty for good whenever
+    // the lesson that should set it never came (a response without a reset,
+    // a reset already over, a lost Redis call), and no request would go to
+    // ask again. The default wait becomes its expiry, so it is forgotten.
+    if (bucket.expires_ms == kNoExpiry) bucket.expires_ms = now_ms + kLearnedDefaultWaitMs;
+    return bucket.expires_ms - now_ms;
   }
   --bucket.remaining;
   return 0;

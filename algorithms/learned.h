@@ -28,7 +28,8 @@ void ExpireLearned(LearnedBucket& bucket, std::int64_t now_ms);
 // otherwise how many ms to wait before checking again.
 //  - globally blocked until `global_until_ms`: wait for it;
 //  - `remaining` unknown: start it at limit - 1, no expiry, go;
-//  - remaining <= 0: wait for its expiry, or kLearnedDefaultWaitMs without one;
+//  - remaining <= 0: wait for its expiry; without one, it gets one
+//    kLearnedDefaultWaitMs away (and waits for it);
 //  - otherwise decrement it (its expiry stays) and go.
 std::int64_t CheckLearned(std::int64_t global_until_ms, LearnedBucket& bucket, std::int64_t now_ms);
 

@@ -12,9 +12,31 @@ TEST(Learned, UnknownBucketLetsOneRequestGoThenWaitsTheDefault) {
   EXPECT_TRUE(b.known);
   EXPECT_EQ(b.remaining, 0);
   EXPECT_EQ(b.expires_ms, kNoExpiry);
-  // No reset time known: the default wait, again and again.
+  // No reset time known: the default wait becomes the bucket's expiry.
   EXPECT_EQ(CheckLearned(0, b, 1000), kLearnedDefaultWaitMs);
-  EXPECT_EQ(CheckLearned(0, b, 50'000), kLearnedDefaultWaitMs);
+  EXPECT_EQ(b.expires_ms, 1000 + kLearnedDefaultWaitMs);
+  EXPECT_EQ(CheckLearned(0, b, 1600), kLearnedDefaultWaitMs - 600);
+}
+
+// The lesson from the first response may never come (no reset in it, a
+// reset already over, a lost Redis call): the empty bucket is forgotten
+// after the default wait and one more request goes to ask, instead of every
+// request waiting forever.
+TEST(Learned, AnEmptyBucketWithoutResetIsForgottenAfterTheDefaultWait) {
+  LearnedBucket b;
+  EXPECT_EQ(CheckLearned(0, b, 0), 0);
+  LearnedFacts nothing;
+  LearnFrom(nothing, 0, b, 5);
+  EXPECT_EQ(CheckLearned(0, b, 10), kLearnedDefaultWaitMs);
+  EXPECT_EQ(CheckLearned(0, b, 10 + kLearnedDefaultWaitMs - 1), 1);
+  EXPECT_EQ(CheckLearned(0, b, 10 + kLearnedDefaultWaitMs), 0);  // asks again
+  EXPECT_EQ(b.expires_ms, kNoExpiry);
+  // Likewise a 429 that gives no time.
+  LearnedFacts refused;
+  refused.limited = true;
+  LearnFrom(refused, 0, b, 2000);
+  EXPECT_EQ(CheckLearned(0, b, 2000), kLearnedDefaultWaitMs);
+  EXPECT_EQ(CheckLearned(0, b, 2000 + kLearnedDefaultWaitMs), 0);
 }
 
 TEST(Learned, ALearnedLimitAndResetPaceTheBucket) {

@@ -159,6 +159,17 @@ learn_max_delay = "200ms"
   EXPECT_FALSE(FromUpstream(held));
   EXPECT_EQ(held["Retry-After"], "1");
   EXPECT_NE(held.body().find("upstream_rate_limited"), std::string::npos);
+  // The empty bucket is forgotten after that 1 s: one more request goes.
+  if (redis_) {
+    const std::string key = redis_->Command({"KEYS", "*remaining"});
+    const long ttl = std::stol(redis_->Command({"PTTL", key}));
+    EXPECT_GT(ttl, 0);
+    EXPECT_LE(ttl, 1000);
+  } else {
+    gateway.clock().Advance(1000);
+    EXPECT_EQ(client.Get("/plain").result_int(), 200);
+    EXPECT_EQ(client.Get("/plain").result_int(), 429);
+  }
 }
 
 constexpr const char* kPerIp = R"(
