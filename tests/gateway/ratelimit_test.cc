@@ -1,0 +1,221 @@
+// What a client sees of a decision, byte for byte: the whole answer to a
+// limited request (AppendLimitedResponse) and the rate-limit header lines of
+// an allowed one (AppendRateLimitHeaders), for rules of one and of several
+// windows, every `headers` setting, other statuses and names that JSON must
+// escape.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gateway/ratelimit.h"
+#include "rules/config.h"
+
+namespace tollgate::gateway {
+namespace {
+
+constexpr const char* kSkeleton = R"(
+[[listeners]]
+address = "127.0.0.1:0"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9"]
+[[routes]]
+upstream = "api"
+)";
+
+// The first rule of a configuration made of kSkeleton and `rules`.
+class Rule {
+ public:
+  explicit Rule(const std::string& rules) {
+    loaded_ = rules::LoadConfigText(std::string(kSkeleton) + rules, "t.toml");
+    if (!loaded_.config) ADD_FAILURE() << loaded_.errors[0].ToString();
+  }
+  const rules::RuleConfig& get() const { return loaded_.config->rules[0]; }
+
+ private:
+  rules::LoadResult loaded_;
+};
+
+algorithms::Decision Limited(std::int64_t retry_after_ms, std::int64_t reset_ms,
+                             std::size_t window = 0) {
+  algorithms::Decision d;
+  d.allowed = false;
+  d.remaining = 0;
+  d.retry_after_ms = retry_after_ms;
+  d.window_reset_ms = reset_ms;
+  d.window = static_cast<std::uint8_t>(window);
+  return d;
+}
+
+std::string LimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                            bool keep_alive, std::size_t* body_size = nullptr) {
+  std::string out = "(before)";
+  const std::size_t size = AppendLimitedResponse(rule, d, keep_alive, out);
+  if (body_size != nullptr) *body_size = size;
+  return out;
+}
+
+TEST(LimitedResponse, OneWindowWithEveryHeader) {
+  const Rule rule(R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 20
+window = "1m"
+)");
+  std::size_t body_size = 0;
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(52280, 52280), true, &body_size),
+            "(before)"
+            "HTTP/1.1 429 Too Many Requests\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Retry-After: 53\r\n"
+            "Content-Length: 64\r\n"
+            "RateLimit-Policy: \"per-ip\";q=20;w=60\r\n"
+            "RateLimit: \"per-ip\";r=0;t=53\r\n"
+            "X-RateLimit-Limit: 20\r\n"
+            "X-RateLimit-Remaining: 0\r\n"
+            "X-RateLimit-Reset: 53\r\n"
+            "\r\n"
+            "{\"error\":\"rate_limited\",\"rule\":\"per-ip\",\"retry_after_ms\":52280}\n");
+  EXPECT_EQ(body_size, 64u);
+}
+
+TEST(LimitedResponse, ClosingWithoutHeadersAndAnotherStatus) {
+  const Rule rule(R"(
+[[rules]]
+name = "quiet"
+key = "ip"
+algorithm = "token_bucket"
+limit = 100
+window = "1s"
+burst = 10
+status = 503
+headers = "none"
+)");
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(9, 9), false),
+            "(before)"
+            "HTTP/1.1 503 Service Unavailable\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Retry-After: 1\r\n"
+            "Content-Length: 59\r\n"
+            "Connection: close\r\n"
+            "\r\n"
+            "{\"error\":\"rate_limited\",\"rule\":\"quiet\",\"retry_after_ms\":9}\n");
+}
+
+TEST(LimitedResponse, NginxStatusAndNameThatJsonEscapes) {
+  const Rule rule(R"(
+[[rules]]
+name = "a\"b\\c"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+status = 499
+headers = "limited"
+)");
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(0, 1000), true),
+            "(before)"
+            "HTTP/1.1 499 Client Closed Request\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Retry-After: 1\r\n"
+            "Content-Length: 61\r\n"
+            "RateLimit-Policy: \"a\"b\\c\";q=1;w=1\r\n"
+            "RateLimit: \"a\"b\\c\";r=0;t=1\r\n"
+            "X-RateLimit-Limit: 1\r\n"
+            "X-RateLimit-Remaining: 0\r\n"
+            "X-RateLimit-Reset: 1\r\n"
+            "\r\n"
+            "{\"error\":\"rate_limited\",\"rule\":\"a\\\"b\\\\c\",\"retry_after_ms\":0}\n");
+}
+
+TEST(LimitedResponse, SeveralWindowsNameTheWindowThatLimited) {
+  const Rule rule(R"(
+[[rules]]
+name = "per-user"
+key = "ip"
+algorithm = "sliding_log"
+limits = [ { limit = 100, window = "1m" }, { limit = 1000, window = "1h" } ]
+)");
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(2999001, 2999001, 1), true),
+            "(before)"
+            "HTTP/1.1 429 Too Many Requests\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Retry-After: 3000\r\n"
+            "Content-Length: 68\r\n"
+            "RateLimit-Policy: \"per-user:1m\";q=100;w=60, \"per-user:1h\";q=1000;w=3600\r\n"
+            "RateLimit: \"per-user:1h\";r=0;t=3000\r\n"
+            "X-RateLimit-Limit: 1000\r\n"
+            "X-RateLimit-Remaining: 0\r\n"
+            "X-RateLimit-Reset: 3000\r\n"
+            "\r\n"
+            "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":2999001}\n");
+}
+
+TEST(RateLimitHeaders, AllowedRequestOfAOneWindowRule) {
+  const Rule rule(R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "token_bucket"
+limit = 1000
+window = "1m"
+)");
+  algorithms::Decision d;
+  d.allowed = true;
+  d.remaining = 999;
+  d.window_reset_ms = 60;
+  std::string out = "X: y\r\n";
+  AppendRateLimitHeaders(rule.get(), d, out);
+  EXPECT_EQ(out,
+            "X: y\r\n"
+            "RateLimit-Policy: \"per-ip\";q=1000;w=60\r\n"
+            "RateLimit: \"per-ip\";r=999;t=1\r\n"
+            "X-RateLimit-Limit: 1000\r\n"
+            "X-RateLimit-Remaining: 999\r\n"
+            "X-RateLimit-Reset: 1\r\n");
+}
+
+TEST(RateLimitHeaders, NegativeRemainingShowsZeroAndNoneWritesNothing) {
+  const Rule rule(R"(
+[[rules]]
+name = "r"
+key = "ip"
+algorithm = "fixed_window"
+limits = [ { limit = 5, window = "1s" }, { limit = 50, window = "1d" } ]
+)");
+  algorithms::Decision d;
+  d.allowed = true;
+  d.remaining = -3;
+  d.window_reset_ms = 0;
+  d.window = 7;  // past the last window: the last one is shown
+  std::string out;
+  AppendRateLimitHeaders(rule.get(), d, out);
+  EXPECT_EQ(out,
+            "RateLimit-Policy: \"r:1s\";q=5;w=1, \"r:1d\";q=50;w=86400\r\n"
+            "RateLimit: \"r:1d\";r=0;t=0\r\n"
+            "X-RateLimit-Limit: 50\r\n"
+            "X-RateLimit-Remaining: 0\r\n"
+            "X-RateLimit-Reset: 0\r\n");
+
+  const Rule none(R"(
+[[rules]]
+name = "n"
+key = "ip"
+algorithm = "fixed_window"
+limit = 5
+window = "1s"
+headers = "none"
+)");
+  std::string nothing;
+  AppendRateLimitHeaders(none.get(), d, nothing);
+  EXPECT_EQ(nothing, "");
+}
+
+}  // namespace
+}  // namespace tollgate::gateway
