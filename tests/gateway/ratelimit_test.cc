@@ -3,31 +3,24 @@
 // an allowed one (AppendRateLimitHeaders), for rules of one and of several
 // windows, every `headers` setting, other statuses and names that JSON must
 // escape.
+#include "gateway/ratelimit.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
-#include "gateway/ratelimit.h"
 #include "rules/config.h"
+#include "test_support.h"
 
 namespace tollgate::gateway {
 namespace {
 
-constexpr const char* kSkeleton = R"(
-[[listeners]]
-address = "127.0.0.1:0"
-[[upstreams]]
-name = "api"
-servers = ["127.0.0.1:9"]
-[[routes]]
-upstream = "api"
-)";
-
-// The first rule of a configuration made of kSkeleton and `rules`.
+// The first rule of a basic configuration with `rules`.
 class Rule {
  public:
   explicit Rule(const std::string& rules) {
-    loaded_ = rules::LoadConfigText(std::string(kSkeleton) + rules, "t.toml");
+    loaded_ =
+        rules::LoadConfigText(testing::WithEchoPort(testing::BasicConfig(rules), 9), "t.toml");
     if (!loaded_.config) ADD_FAILURE() << loaded_.errors[0].ToString();
   }
   const rules::RuleConfig& get() const { return loaded_.config->rules[0]; }
