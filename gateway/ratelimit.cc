@@ -10,22 +10,44 @@ namespace {
 
 std::int64_t CeilSeconds(std::int64_t ms) { return (ms + 999) / 1000; }
 
+// Responses are built with appends: fmt::format_to through a
+// back_insert_iterator resizes (zero-fills) the string once per piece.
+void AppendInt(std::int64_t value, std::string& out) {
+  const fmt::format_int text(value);
+  out.append(text.data(), text.size());
+}
+
+bool JsonEscaped(unsigned char byte) { return byte == '"' || byte == '\\' || byte < 0x20; }
+
 // `s` as a JSON string, quotes included (rule names come from the
 // configuration; they are escaped all the same).
-void AppendJsonString(std::string_view s, fmt::memory_buffer& out) {
-  out.push_back('"');
-  for (const char c : s) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
-      out.push_back(c);
-    } else if (byte < 0x20) {
+void AppendJsonString(std::string_view s, std::string& out) {
+  out += '"';
+  std::size_t plain = 0;  // where the bytes not yet appended start
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const auto byte = static_cast<unsigned char>(s[i]);
+    if (!JsonEscaped(byte)) continue;
+    out.append(s.substr(plain, i - plain));
+    if (byte < 0x20) {
       fmt::format_to(std::back_inserter(out), FMT_COMPILE("\\u{:04x}"), byte);
     } else {
-      out.push_back(c);
+      out += '\\';
+      out += s[i];
     }
+    plain = i + 1;
   }
-  out.push_back('"');
+  out.append(s.substr(plain));
+  out += '"';
+}
+
+// The size of AppendJsonString's output.
+std::size_t JsonStringSize(std::string_view s) {
+  std::size_t size = s.size() + 2;
+  for (const char c : s) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (JsonEscaped(byte)) size += byte < 0x20 ? 5 : 1;
+  }
+  return size;
 }
 
 std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
@@ -248,47 +270,78 @@ std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision&
   return decision.retry_after_ms;
 }
 
+namespace {
+
+// The policy of window `i` as a structured-field string: the rule's name,
+// and ":" and the window as written when the rule has several.
+void AppendPolicyName(const rules::RuleConfig& rule, std::size_t i, std::string& out) {
+  out += '"';
+  out += rule.name;
+  if (rule.windows.size() > 1) {
+    out += ':';
+    out += rule.windows[i].text;
+  }
+  out += '"';
+}
+
+}  // namespace
+
 void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,
                             std::string& out) {
   if (rule.headers == rules::RateLimitHeaders::kNone) return;
   const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
-  const auto policy_name = [&](std::size_t i) {
-    return rule.windows.size() == 1 ? rule.name : rule.name + ":" + rule.windows[i].text;
-  };
   out += "RateLimit-Policy: ";
   for (std::size_t i = 0; i < rule.windows.size(); ++i) {
     if (i > 0) out += ", ";
-    fmt::format_to(std::back_inserter(out), "\"{}\";q={};w={}", policy_name(i),
-                   rule.limit->windows[i].limit, rule.windows[i].seconds);
+    AppendPolicyName(rule, i, out);
+    out += ";q=";
+    AppendInt(rule.limit->windows[i].limit, out);
+    out += ";w=";
+    AppendInt(rule.windows[i].seconds, out);
   }
   const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
   const std::int64_t remaining = std::max<std::int64_t>(0, d.remaining);
-  fmt::format_to(std::back_inserter(out),
-                 "\r\nRateLimit: \"{}\";r={};t={}\r\nX-RateLimit-Limit: {}\r\n"
-                 "X-RateLimit-Remaining: {}\r\nX-RateLimit-Reset: {}\r\n",
-                 policy_name(w), remaining, reset_s, rule.limit->windows[w].limit, remaining,
-                 reset_s);
+  out += "\r\nRateLimit: ";
+  AppendPolicyName(rule, w, out);
+  out += ";r=";
+  AppendInt(remaining, out);
+  out += ";t=";
+  AppendInt(reset_s, out);
+  out += "\r\nX-RateLimit-Limit: ";
+  AppendInt(rule.limit->windows[w].limit, out);
+  out += "\r\nX-RateLimit-Remaining: ";
+  AppendInt(remaining, out);
+  out += "\r\nX-RateLimit-Reset: ";
+  AppendInt(reset_s, out);
+  out += "\r\n";
 }
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
                                   bool keep_alive, std::string& out) {
-  // Built on the stack: a 429 flood allocates nothing here.
-  fmt::memory_buffer body;
-  fmt::format_to(std::back_inserter(body), FMT_COMPILE(R"({{"error":"rate_limited","rule":)"));
-  AppendJsonString(rule.name, body);
-  fmt::format_to(std::back_inserter(body), FMT_COMPILE(",\"retry_after_ms\":{}}}\n"),
-                 d.retry_after_ms);
-  const auto status = static_cast<http::status>(rule.status);
-  fmt::format_to(std::back_inserter(out),
-                 FMT_COMPILE("HTTP/1.1 {} {}\r\nServer: tollgate\r\nContent-Type: "
-                             "application/json\r\nRetry-After: {}\r\nContent-Length: {}\r\n{}"),
-                 rule.status, std::string_view(http::obsolete_reason(status)),
-                 std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), body.size(),
-                 keep_alive ? "" : "Connection: close\r\n");
+  static constexpr std::string_view kBodyStart = R"({"error":"rate_limited","rule":)";
+  static constexpr std::string_view kBodyRetry = R"(,"retry_after_ms":)";
+  static constexpr std::string_view kBodyEnd = "}\n";
+  const fmt::format_int retry_after_ms(d.retry_after_ms);
+  const std::size_t body_size = kBodyStart.size() + JsonStringSize(rule.name) + kBodyRetry.size() +
+                                retry_after_ms.size() + kBodyEnd.size();
+  out += "HTTP/1.1 ";
+  AppendInt(rule.status, out);
+  out += ' ';
+  out += std::string_view(http::obsolete_reason(static_cast<http::status>(rule.status)));
+  out += "\r\nServer: tollgate\r\nContent-Type: application/json\r\nRetry-After: ";
+  AppendInt(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), out);
+  out += "\r\nContent-Length: ";
+  AppendInt(static_cast<std::int64_t>(body_size), out);
+  out += "\r\n";
+  if (!keep_alive) out += "Connection: close\r\n";
   AppendRateLimitHeaders(rule, d, out);
   out += "\r\n";
-  out.append(body.data(), body.size());
-  return body.size();
+  out += kBodyStart;
+  AppendJsonString(rule.name, out);
+  out += kBodyRetry;
+  out.append(retry_after_ms.data(), retry_after_ms.size());
+  out += kBodyEnd;
+  return body_size;
 }
 
 }  // namespace tollgate::gateway
