@@ -1,10 +1,10 @@
 #include "gateway/http_util.h"
 
 #include <algorithm>
+#include <array>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
-#include <cctype>
 #include <string>
 #include <vector>
 
@@ -33,14 +33,23 @@ constexpr std::string_view kForwardedFor = "X-Forwarded-For";
 constexpr std::string_view kForwardedProto = "X-Forwarded-Proto";
 constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
 
-// uri-host [":" port] (RFC 3986): a registered name, IPv4 or IP-literal,
-// with percent-encoding. Empty is valid (a target without authority).
+// The bytes of uri-host [":" port] (RFC 3986): a registered name, IPv4 or
+// IP-literal, with percent-encoding.
+constexpr std::array<bool, 256> kHostBytes = [] {
+  std::array<bool, 256> table{};
+  for (char c = '0'; c <= '9'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (char c = 'a'; c <= 'z'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (char c = 'A'; c <= 'Z'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (const char c : std::string_view("-._~%!$&'()*+,;=:[]")) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+// Empty is valid (a target without authority).
 bool IsValidHost(std::string_view host) {
-  static constexpr std::string_view kAllowed = "-._~%!$&'()*+,;=:[]";
-  return std::all_of(host.begin(), host.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) != 0 ||
-           kAllowed.find(c) != std::string_view::npos;
-  });
+  return std::all_of(host.begin(), host.end(),
+                     [](char c) { return kHostBytes[static_cast<unsigned char>(c)]; });
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // The proxy's header rules on Beast fields: hop-by-hop fields never pass,
-// and X-Forwarded-* are tollgate's own, whatever the case a client wrote.
+// X-Forwarded-* are tollgate's own, whatever the case a client wrote, and a
+// Host holds only what a host and port may.
 #include "gateway/http_util.h"
 
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -108,6 +111,27 @@ TEST(Forwarded, NoHostMeansNoForwardedHost) {
   PrepareForwardedRequest(fields, "10.1.2.3", Scheme::kHttp);
   EXPECT_EQ(Written(fields),
             (Lines{{"X-Forwarded-For", "10.1.2.3"}, {"X-Forwarded-Proto", "http"}}));
+}
+
+// uri-host [":" port] of RFC 3986: unreserved, sub-delims, '%' (of
+// percent-encoding), ':' (the port) and the brackets of an IP-literal.
+bool InHostSyntax(unsigned char c) {
+  return std::isalnum(c) != 0 ||
+         std::string_view("-._~%!$&'()*+,;=:[]").find(static_cast<char>(c)) !=
+             std::string_view::npos;
+}
+
+TEST(RequestHeader, AHostMayHoldOnlyTheBytesOfUriHostAndPort) {
+  for (int c = 1; c < 256; ++c) {
+    http::request_header<Fields> header;
+    header.version(11);
+    header.method(http::verb::get);
+    header.target("/");
+    const std::string host = "a" + std::string(1, static_cast<char>(c)) + "b";
+    header.insert(http::field::host, host);
+    const RequestHeaderCheck check = CheckRequestHeader(header, false);
+    EXPECT_EQ(check.problem.empty(), InHostSyntax(static_cast<unsigned char>(c))) << "byte " << c;
+  }
 }
 
 }  // namespace
