@@ -16,15 +16,12 @@
 
 namespace tollgate::gateway {
 
-// What one request/response exchange did, for the access log.
-struct Exchange {
+// What one request/response exchange did, for the access log: every field
+// but the strings (Exchange::Reset assigns a fresh one).
+struct ExchangeFacts {
   std::int64_t start_ms = 0;
   std::int64_t deadline_ms = 0;
-  std::string method;
-  std::string target;
   unsigned version = 11;
-  std::string user_agent;
-  std::string referer;
   unsigned status = 0;
   std::uint64_t bytes_in = 0;
   std::uint64_t bytes_out = 0;
@@ -34,7 +31,6 @@ struct Exchange {
   std::chrono::steady_clock::time_point started;
   std::chrono::steady_clock::time_point upstream_started;
   std::chrono::steady_clock::time_point upstream_ended;
-  std::string limit_key;             // kind of the shown rule's key
   std::int64_t retry_after_ms = -1;  // announced to a limited client
   int route_metric = -1;             // metric id of the route; -1: no route matched
   int upstream_metric = -1;          // metric id of the upstream asked; -1: none
@@ -42,9 +38,27 @@ struct Exchange {
   // holds (generation_) until the exchange is logged.
   std::string_view route;
   std::string_view upstream;
+  bool close = false;  // the connection ends after this exchange
+};
+
+struct Exchange : ExchangeFacts {
+  std::string method;
+  std::string target;
+  std::string user_agent;
+  std::string referer;
+  std::string limit_key;  // kind of the shown rule's key
   std::string error;
   std::string ratelimit;
-  bool close = false;  // the connection ends after this exchange
+
+  // A fresh exchange whose strings keep their storage (assigning a new
+  // Exchange moved seven strings: ~250 instructions per request).
+  void Reset() {
+    static_cast<ExchangeFacts&>(*this) = ExchangeFacts();
+    for (std::string* s :
+         {&method, &target, &user_agent, &referer, &limit_key, &error, &ratelimit}) {
+      s->clear();
+    }
+  }
 };
 
 namespace {
@@ -214,7 +228,7 @@ Task<bool> Session::ServeOne() {
   config_ = generation_->state->config.get();
   const store::Clock& clock = *generation_->state->clock;
   Exchange& ex = *exchange_;
-  ex = Exchange();
+  ex.Reset();
   const store::Instant start = clock.Now();
   ex.start_ms = start.ms;
   ex.started = start.steady;
