@@ -79,9 +79,9 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
   return match.exclude == nullptr || !Matches(*match.exclude, request, identity);
 }
 
-std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,
-                                    const Identity& identity) {
-  std::string key = rule.name;
+bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
+              std::string& key) {
+  key.assign(rule.name);
   for (const KeyPart& part : rule.key) {
     switch (part.kind) {
       case KeyPartKind::kIp:
@@ -91,11 +91,11 @@ std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& 
             key);
         break;
       case KeyPartKind::kUser:
-        if (identity.user.empty()) return std::nullopt;
+        if (identity.user.empty()) return false;
         AppendBounded(identity.user, key);
         break;
       case KeyPartKind::kRole:
-        if (identity.role.empty()) return std::nullopt;
+        if (identity.role.empty()) return false;
         AppendBounded(identity.role, key);
         break;
       case KeyPartKind::kGlobal:
@@ -106,13 +106,13 @@ std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& 
         break;
       case KeyPartKind::kHeader: {
         const std::string_view value = request.headers->Get(part.header);
-        if (value.empty()) return std::nullopt;
+        if (value.empty()) return false;
         AppendBounded(value, key);
         break;
       }
     }
   }
-  return key;
+  return true;
 }
 
 std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
@@ -152,20 +152,27 @@ RuleSet::RuleSet(const std::vector<RuleConfig>& rules) : rules_(rules) {}
 void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
                        Evaluation& out) const {
   out.exempt = nullptr;
-  out.hits.clear();
-  out.inflight.clear();
+  // Hits in use at the front of each list; the ones behind are the last
+  // request's, whose keys' storage is built in again.
+  std::size_t hits = 0;
+  std::size_t inflight = 0;
   for (const RuleConfig& rule : rules_) {
     if (!Matches(rule.match, request, identity)) continue;
     if (rule.exempt) {
       out.exempt = &rule;
-      out.hits.clear();
-      out.inflight.clear();
-      return;
+      hits = inflight = 0;
+      break;
     }
-    if (auto key = BuildKey(rule, request, identity)) {
-      (rule.max_inflight > 0 ? out.inflight : out.hits).push_back({&rule, std::move(*key)});
-    }
+    const bool concurrency = rule.max_inflight > 0;
+    std::vector<RuleHit>& list = concurrency ? out.inflight : out.hits;
+    std::size_t& used = concurrency ? inflight : hits;
+    if (used == list.size()) list.emplace_back();
+    RuleHit& hit = list[used];
+    hit.rule = &rule;
+    if (BuildKey(rule, request, identity, hit.key)) ++used;
   }
+  out.hits.resize(hits);
+  out.inflight.resize(inflight);
 }
 
 std::string RuleConfig::KeyKind() const {

@@ -4,7 +4,6 @@
 // to the RuleConfigs it was built from, which must outlive it.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,10 +14,12 @@
 namespace tollgate::rules {
 
 struct RuleHit {
-  const RuleConfig* rule;
+  const RuleConfig* rule = nullptr;
   std::string key;  // for the store; bounded, see BuildKey
 };
 
+// Reused from request to request: Evaluate builds keys in the storage of
+// the hits of the one before.
 struct Evaluation {
   const RuleConfig* exempt = nullptr;  // the exempt rule that matched, if any
   std::vector<RuleHit> hits;           // the rate rules that apply, in file order
@@ -37,13 +38,14 @@ class RuleSet {
 
 bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity& identity);
 
-// "<rule>\x1f<part>\x1f<part>...": a part longer than kMaxKeyPart bytes is
-// replaced by "#" and 32 hex digits of its SHA-256, so keys stay short and a
-// client cannot choose a long key. nullopt when the request lacks a part
-// (no user, no role, no such header): the rule does not apply to it.
+// "<rule>\x1f<part>\x1f<part>..." into `key` (replacing what it held, in
+// its storage): a part longer than kMaxKeyPart bytes is replaced by "#" and
+// 32 hex digits of its SHA-256, so keys stay short and a client cannot
+// choose a long key. False when the request lacks a part (no user, no role,
+// no such header): the rule does not apply to it.
 inline constexpr std::size_t kMaxKeyPart = 64;
-std::optional<std::string> BuildKey(const RuleConfig& rule, const RequestFacts& request,
-                                    const Identity& identity);
+bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
+              std::string& key);
 
 // A key built by BuildKey for `rule`, for people: its parts after the rule's
 // name as "ip=192.0.2.1 user=alice route=api". Header values are shown as a

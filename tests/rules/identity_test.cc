@@ -36,6 +36,12 @@ class Headers final : public HeaderLookup {
 
 IpAddress Ip(std::string_view s) { return *IpAddress::Parse(s); }
 
+// BuildKey's key for the request, or "(none)" when the rule does not apply.
+std::string KeyOf(const RuleConfig& rule, const RequestFacts& request, const Identity& id) {
+  std::string key = "(what the string held before)";
+  return BuildKey(rule, request, id, key) ? key : "(none)";
+}
+
 IdentityConfig TrustLocal() {
   IdentityConfig c;
   c.trusted_proxies = {*Cidr::Parse("127.0.0.1/32"), *Cidr::Parse("10.0.0.0/8")};
@@ -287,7 +293,7 @@ window = "1s"
   id.user = "alice";
   id.role = "user";
   EXPECT_TRUE(Matches(rule.match, facts, id));
-  EXPECT_EQ(*BuildKey(rule, facts, id),
+  EXPECT_EQ(KeyOf(rule, facts, id),
             "r\x1f"
             "alice\x1f"
             "main\x1f"
@@ -310,15 +316,15 @@ window = "1s"
   // A long value is hashed: keys stay bounded whatever a client sends.
   Identity long_user = id;
   long_user.user = std::string(5000, 'u');
-  const std::string key = *BuildKey(rule, facts, long_user);
+  const std::string key = KeyOf(rule, facts, long_user);
   EXPECT_LT(key.size(), 120u);
   EXPECT_NE(key.find("\x1f#"), std::string::npos);
   // No user: the rule cannot build its key and does not apply.
   Identity anonymous = id;
   anonymous.user.clear();
-  EXPECT_FALSE(BuildKey(rule, facts, anonymous));
+  EXPECT_EQ(KeyOf(rule, facts, anonymous), "(none)");
   // For people: named parts, the header value (maybe a credential) fingerprinted.
-  const std::string shown = DisplayKey(rule, *BuildKey(rule, facts, id));
+  const std::string shown = DisplayKey(rule, KeyOf(rule, facts, id));
   EXPECT_EQ(shown.substr(0, 39), "user=alice route=main header:X-Tenant=#");
   EXPECT_EQ(shown.size(), 39u + 8u) << shown;
 }
@@ -366,6 +372,63 @@ window = "1s"
   EXPECT_TRUE(Matches(both, pub, as("u", "user")));
 }
 
+// One Evaluation serves a session's requests one after the other: each
+// sees exactly its own rules and keys, whatever the one before left.
+TEST(Rules, AnEvaluationReusedForOtherRequestsKeepsNothingOfThem) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
+[[rules]]
+name = "admins"
+match = { role = "admin" }
+exempt = true
+[[rules]]
+name = "per-user"
+key = "user"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "two-at-once"
+key = "user"
+max_inflight = 2
+)",
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  const RuleSet rules(loaded.config->rules);
+  Headers h;
+  Evaluation evaluation;
+  // "rule:key" of every hit, rate rules first, then "|" and the concurrency rules.
+  const auto evaluate = [&](std::string_view user, std::string_view role) {
+    Identity id;
+    id.client_ip = Ip("192.0.2.7");
+    id.user = std::string(user);
+    id.role = std::string(role);
+    const RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
+    rules.Evaluate(facts, id, evaluation);
+    std::string out = evaluation.exempt != nullptr ? evaluation.exempt->name + " " : "";
+    for (const RuleHit& hit : evaluation.hits) {
+      out += hit.rule->name + ":" + DisplayKey(*hit.rule, hit.key) + " ";
+    }
+    out += "|";
+    for (const RuleHit& hit : evaluation.inflight) {
+      out += " " + hit.rule->name + ":" + DisplayKey(*hit.rule, hit.key);
+    }
+    return out;
+  };
+  const std::string long_user(40, 'l');  // keys past the short-string buffer
+  EXPECT_EQ(evaluate(long_user, ""),
+            "per-user:user=" + long_user + " per-ip:ip=192.0.2.7 | two-at-once:user=" + long_user);
+  EXPECT_EQ(evaluate("", ""), "per-ip:ip=192.0.2.7 |");
+  EXPECT_EQ(evaluate("bob", ""), "per-user:user=bob per-ip:ip=192.0.2.7 | two-at-once:user=bob");
+  EXPECT_EQ(evaluate("carol", "admin"), "admins |");
+  EXPECT_EQ(evaluate("dave", ""), "per-user:user=dave per-ip:ip=192.0.2.7 | two-at-once:user=dave");
+}
+
 TEST(Rules, DisplayKeyShowsAddressesWhateverTheirBytes) {
   LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
 [[rules]]
@@ -385,7 +448,7 @@ window = "1s"
   for (const char* ip : {"10.31.31.1", "2001:db8::1f1f"}) {
     id.client_ip = Ip(ip);
     RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
-    EXPECT_EQ(DisplayKey(rule, *BuildKey(rule, facts, id)), std::string("ip=") + ip + " user=bob");
+    EXPECT_EQ(DisplayKey(rule, KeyOf(rule, facts, id)), std::string("ip=") + ip + " user=bob");
   }
   EXPECT_EQ(DisplayKey(rule, "other\x1fx"), "");
 }
