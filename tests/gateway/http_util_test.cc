@@ -113,6 +113,35 @@ TEST(Forwarded, NoHostMeansNoForwardedHost) {
             (Lines{{"X-Forwarded-For", "10.1.2.3"}, {"X-Forwarded-Proto", "http"}}));
 }
 
+TEST(WireHeader, RequestAndResponseAreWrittenFieldByFieldInOrder) {
+  http::request_header<Fields> req;
+  req.method(http::verb::post);
+  req.target("/a?b=c");
+  req.version(11);
+  req.insert("Host", "api.example");
+  req.insert("X-Empty", "");
+  req.insert("Accept", "text/plain");
+  req.insert("accept", "text/html");
+  std::string out = "(before)";
+  AppendWireHeader(req, out);
+  EXPECT_EQ(out,
+            "(before)POST /a?b=c HTTP/1.1\r\nHost: api.example\r\nX-Empty: \r\n"
+            "Accept: text/plain\r\naccept: text/html\r\n\r\n");
+
+  http::response_header<Fields> res;
+  res.result(http::status::not_found);
+  res.version(10);
+  res.insert("Content-Length", "0");
+  res.insert("Server", std::string(300, 's'));
+  std::string wire;
+  AppendWireHeader(res, wire, "RateLimit: x\r\n");
+  EXPECT_EQ(wire, "HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\nServer: " +
+                      std::string(300, 's') + "\r\nRateLimit: x\r\n\r\n");
+  std::string bare;
+  AppendWireHeader(http::response_header<Fields>(), bare);
+  EXPECT_EQ(bare, "HTTP/1.1 200 OK\r\n\r\n");
+}
+
 // uri-host [":" port] of RFC 3986: unreserved, sub-delims, '%' (of
 // percent-encoding), ':' (the port) and the brackets of an IP-literal.
 bool InHostSyntax(unsigned char c) {
