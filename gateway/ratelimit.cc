@@ -272,11 +272,15 @@ std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision&
 
 namespace {
 
-// The policy of window `i` as a structured-field string: the rule's name,
-// and ":" and the window as written when the rule has several.
+// The policy of window `i` as a structured-field string (RFC 8941: '"' and
+// '\\' escaped; names are printable ASCII, see the configuration): the
+// rule's name, and ":" and the window as written when the rule has several.
 void AppendPolicyName(const rules::RuleConfig& rule, std::size_t i, std::string& out) {
   out += '"';
-  out += rule.name;
+  for (const char c : rule.name) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
   if (rule.windows.size() > 1) {
     out += ':';
     out += rule.windows[i].text;

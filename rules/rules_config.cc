@@ -317,6 +317,13 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     if (auto s = ReadString(*name, "name", errors)) {
       rule.name = *s;
       if (s->empty()) errors.Add(*name, "\"name\" must not be empty");
+      // It is a string in the RateLimit and RateLimit-Policy fields (RFC
+      // 8941), which holds printable ASCII only.
+      if (!std::all_of(s->begin(), s->end(), [](char c) { return c >= 0x20 && c <= 0x7e; })) {
+        errors.Add(*name,
+                   "\"name\" must be printable ASCII: it names the rule in the RateLimit header "
+                   "fields");
+      }
       for (const RuleConfig& other : out) {
         if (other.name == *s) errors.Add(*name, fmt::format("rule \"{}\" is defined twice", *s));
       }

@@ -99,7 +99,7 @@ headers = "none"
             "{\"error\":\"rate_limited\",\"rule\":\"quiet\",\"retry_after_ms\":9}\n");
 }
 
-TEST(LimitedResponse, NginxStatusAndNameThatJsonEscapes) {
+TEST(LimitedResponse, NginxStatusAndANameThatJsonAndStructuredFieldsEscape) {
   const Rule rule(R"(
 [[rules]]
 name = "a\"b\\c"
@@ -117,8 +117,8 @@ headers = "limited"
             "Content-Type: application/json\r\n"
             "Retry-After: 1\r\n"
             "Content-Length: 61\r\n"
-            "RateLimit-Policy: \"a\"b\\c\";q=1;w=1\r\n"
-            "RateLimit: \"a\"b\\c\";r=0;t=1\r\n"
+            "RateLimit-Policy: \"a\\\"b\\\\c\";q=1;w=1\r\n"
+            "RateLimit: \"a\\\"b\\\\c\";r=0;t=1\r\n"
             "X-RateLimit-Limit: 1\r\n"
             "X-RateLimit-Remaining: 0\r\n"
             "X-RateLimit-Reset: 1\r\n"

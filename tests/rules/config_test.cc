@@ -120,6 +120,33 @@ match = { not = { roles = "admin" } }
   EXPECT_EQ(errors, expected);
 }
 
+TEST(Config, RuleNamesArePrintableAscii) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[rules]]
+name = "caf\u00e9"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "tab\there"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "quoted \"fine\" \\ too"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:9:8: "name" must be printable ASCII: it names the rule in the RateLimit header fields)",
+      R"(t.toml:15:8: "name" must be printable ASCII: it names the rule in the RateLimit header fields)",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, SyntaxErrorHasAPosition) {
   const std::vector<std::string> errors = Errors("[server\nthreads = 1\n");
   ASSERT_EQ(errors.size(), 1u);
