@@ -41,7 +41,10 @@ start_echo() {  # port
 }
 
 # nginx with one worker in front of 127.0.0.1:$2, listening on $1; the rest of
-# the server block in $3 and http-level directives in $4.
+# the server block in $3 and http-level directives in $4. It forwards what
+# tollgate forwards (the client's Host, X-Forwarded-For, -Proto and -Host, as
+# the usual reverse-proxy configuration does), so that both send the
+# upstream, which shares the machine, the same request.
 start_nginx() {
   local port=$1 upstream=$2 location_extra=${3:-} http_extra=${4:-}
   local dir=$WORK/nginx-$port
@@ -68,6 +71,10 @@ http {
       proxy_pass http://api;
       proxy_http_version 1.1;
       proxy_set_header Connection "";
+      proxy_set_header Host \$http_host;
+      proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
+      proxy_set_header X-Forwarded-Proto \$scheme;
+      proxy_set_header X-Forwarded-Host \$http_host;
     }
   }
 }
