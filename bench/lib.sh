@@ -25,8 +25,8 @@ free_port() {
   done
 }
 
-wait_port() {
-  for _ in $(seq 100); do
+wait_port() {  # up to 20 s (a server under valgrind starts slowly)
+  for _ in $(seq 400); do
     if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
     sleep 0.05
   done
@@ -79,7 +79,8 @@ http {
   }
 }
 NGINX
-  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' 2>/dev/null &
+  # NGINX_WRAP: a command to run nginx under; NGINX_MAIN: more main-context directives.
+  ${NGINX_WRAP:-} nginx -p "$dir" -c "$dir/nginx.conf" -g "daemon off;${NGINX_MAIN:-}" 2>/dev/null &
   PIDS+=($!)
   wait_port "$port"
 }
@@ -109,7 +110,8 @@ path_prefix = "/"
 upstream = "api"
 $extra
 TOML
-  "$TOLLGATE" --config "$WORK/tollgate-$port.toml" 2>"$WORK/tollgate-$port.err" &
+  # TOLLGATE_WRAP: a command to run tollgate under.
+  ${TOLLGATE_WRAP:-} "$TOLLGATE" --config "$WORK/tollgate-$port.toml" 2>"$WORK/tollgate-$port.err" &
   PIDS+=($!)
   wait_port "$port"
 }

@@ -6,6 +6,7 @@ export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
 bench/ratelimit.sh
+bench/instructions.sh
 bench/redis_store.sh
 bench/metrics.sh
 bench/upstream_limits.sh "$@"
