@@ -17,7 +17,7 @@ report=$WORK/report.md
   echo "## Proxy: tollgate vs nginx (bench/proxy.sh)"
   echo
   echo "\`bench/proxy.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians."
-  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
+  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`proxy_pass\` + \`keepalive 64\`, forwarding the client's Host and X-Forwarded-For/-Proto/-Host as tollgate does; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
   echo
   echo "| target | req/s | p50 ms | p99 ms |"
   echo "|---|---:|---:|---:|"

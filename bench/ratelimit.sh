@@ -80,7 +80,7 @@ report=$WORK/report.md
   echo "## Rate limiting: tollgate vs nginx limit_req (bench/ratelimit.sh)"
   echo
   echo "\`bench/ratelimit.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians; one worker each, per-client-IP limit (all load from one IP)."
-  echo "nginx: \`limit_req_zone \$binary_remote_addr rate=R\` + \`limit_req burst=B nodelay\` + \`limit_req_status 429\`; tollgate: \`token_bucket\`, \`limit = R\`, \`window = \"1s\"\`, \`burst = B\`, \`headers = \"none\"\`."
+  echo "nginx: \`limit_req_zone \$binary_remote_addr rate=R\` + \`limit_req burst=B nodelay\` + \`limit_req_status 429\`, forwarding the client's Host and X-Forwarded-For/-Proto/-Host as tollgate does; tollgate: \`token_bucket\`, \`limit = R\`, \`window = \"1s\"\`, \`burst = B\`, \`headers = \"none\"\`."
   echo
   echo "| scenario | nginx req/s | tollgate req/s | ratio | nginx p99 ms | tollgate p99 ms | p99 ratio |"
   echo "|---|---:|---:|---:|---:|---:|---:|"
