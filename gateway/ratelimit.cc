@@ -1,9 +1,8 @@
 #include "gateway/ratelimit.h"
 
-#include <fmt/compile.h>
 #include <fmt/format.h>
 
-#include <iterator>
+#include <algorithm>
 
 namespace tollgate::gateway {
 namespace {
@@ -17,37 +16,21 @@ void AppendInt(std::int64_t value, std::string& out) {
   out.append(text.data(), text.size());
 }
 
-bool JsonEscaped(unsigned char byte) { return byte == '"' || byte == '\\' || byte < 0x20; }
+// A rule's name inside a quoted string: '"' and '\\' get a backslash, which
+// is the escape of both a JSON string and an RFC 8941 string (the
+// RateLimit fields). Names are printable ASCII (checked when the
+// configuration is read), which both hold as they are otherwise.
+bool Escaped(char c) { return c == '"' || c == '\\'; }
 
-// `s` as a JSON string, quotes included (rule names come from the
-// configuration; they are escaped all the same).
-void AppendJsonString(std::string_view s, std::string& out) {
-  out += '"';
-  std::size_t plain = 0;  // where the bytes not yet appended start
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const auto byte = static_cast<unsigned char>(s[i]);
-    if (!JsonEscaped(byte)) continue;
-    out.append(s.substr(plain, i - plain));
-    if (byte < 0x20) {
-      fmt::format_to(std::back_inserter(out), FMT_COMPILE("\\u{:04x}"), byte);
-    } else {
-      out += '\\';
-      out += s[i];
-    }
-    plain = i + 1;
+void AppendEscapedName(std::string_view name, std::string& out) {
+  for (const char c : name) {
+    if (Escaped(c)) out += '\\';
+    out += c;
   }
-  out.append(s.substr(plain));
-  out += '"';
 }
 
-// The size of AppendJsonString's output.
-std::size_t JsonStringSize(std::string_view s) {
-  std::size_t size = s.size() + 2;
-  for (const char c : s) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (JsonEscaped(byte)) size += byte < 0x20 ? 5 : 1;
-  }
-  return size;
+std::size_t EscapedNameSize(std::string_view name) {
+  return name.size() + static_cast<std::size_t>(std::count_if(name.begin(), name.end(), Escaped));
 }
 
 std::string_view DecisionWord(bool allowed, rules::RuleAction action) {
@@ -272,15 +255,11 @@ std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision&
 
 namespace {
 
-// The policy of window `i` as a structured-field string (RFC 8941: '"' and
-// '\\' escaped; names are printable ASCII, see the configuration): the
-// rule's name, and ":" and the window as written when the rule has several.
+// The policy of window `i` as a structured-field string: the rule's name,
+// and ":" and the window as written when the rule has several.
 void AppendPolicyName(const rules::RuleConfig& rule, std::size_t i, std::string& out) {
   out += '"';
-  for (const char c : rule.name) {
-    if (c == '"' || c == '\\') out += '\\';
-    out += c;
-  }
+  AppendEscapedName(rule.name, out);
   if (rule.windows.size() > 1) {
     out += ':';
     out += rule.windows[i].text;
@@ -322,11 +301,11 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
                                   bool keep_alive, std::string& out) {
-  static constexpr std::string_view kBodyStart = R"({"error":"rate_limited","rule":)";
-  static constexpr std::string_view kBodyRetry = R"(,"retry_after_ms":)";
+  static constexpr std::string_view kBodyStart = R"({"error":"rate_limited","rule":")";
+  static constexpr std::string_view kBodyRetry = R"(","retry_after_ms":)";
   static constexpr std::string_view kBodyEnd = "}\n";
   const fmt::format_int retry_after_ms(d.retry_after_ms);
-  const std::size_t body_size = kBodyStart.size() + JsonStringSize(rule.name) + kBodyRetry.size() +
+  const std::size_t body_size = kBodyStart.size() + EscapedNameSize(rule.name) + kBodyRetry.size() +
                                 retry_after_ms.size() + kBodyEnd.size();
   out += "HTTP/1.1 ";
   AppendInt(rule.status, out);
@@ -341,7 +320,7 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithm
   AppendRateLimitHeaders(rule, d, out);
   out += "\r\n";
   out += kBodyStart;
-  AppendJsonString(rule.name, out);
+  AppendEscapedName(rule.name, out);
   out += kBodyRetry;
   out.append(retry_after_ms.data(), retry_after_ms.size());
   out += kBodyEnd;
