@@ -13,23 +13,18 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 seconds=${1:-5}
 
-rule() {  # limit burst
-  printf '[[rules]]\nname = "per-ip"\nkey = "ip"\nalgorithm = "token_bucket"\nlimit = %s\nwindow = "1s"\nburst = %s\nheaders = "none"\n' "$1" "$2"
-}
-nginx_zone() { echo "limit_req_zone \$binary_remote_addr zone=ip:10m rate=$1r/s; limit_req_status 429; limit_req_log_level warn;"; }
-
 echo_port=$(free_port); start_echo "$echo_port"
 declare -A port pid
 cg() { echo "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/$1.cg"; }
 # nginx in one process (no master), so that valgrind follows its worker.
-for s in proxied:1000000 429:100; do
-  name=${s%%:*} rate=${s#*:} burst=$([ "${s#*:}" = 100 ] && echo 10 || echo 1000000)
+for s in proxied:1000000:1000000 429:100:10; do  # scenario:rate:burst
+  IFS=: read -r name rate burst <<<"$s"
   port[nginx_$name]=$(free_port)
   NGINX_WRAP=$(cg nginx_$name) NGINX_MAIN=" master_process off;" \
-    start_nginx "${port[nginx_$name]}" "$echo_port" "limit_req zone=ip burst=$burst nodelay;" "$(nginx_zone "$rate")"
+    start_nginx "${port[nginx_$name]}" "$echo_port" "limit_req zone=ip burst=$burst nodelay;" "$(nginx_limit_zone "$rate")"
   pid[nginx_$name]=${PIDS[-1]}
   port[tollgate_$name]=$(free_port)
-  TOLLGATE_WRAP=$(cg tollgate_$name) start_tollgate "${port[tollgate_$name]}" "$echo_port" "$(rule "$rate" "$burst")"
+  TOLLGATE_WRAP=$(cg tollgate_$name) start_tollgate "${port[tollgate_$name]}" "$echo_port" "$(token_bucket_rule "$rate" "$burst")"
   pid[tollgate_$name]=${PIDS[-1]}
 done
 

@@ -116,6 +116,26 @@ TOML
   wait_port "$port"
 }
 
+# A token_bucket rule "per-key" of $1 per second, burst $2, keyed by $3
+# ("ip" unless given), without rate-limit headers; and nginx's http-level
+# directives for a per-IP limit_req zone of $1 per second answering 429:
+# the two sides of bench/ratelimit.sh and bench/instructions.sh.
+token_bucket_rule() {  # limit burst [key]
+  cat <<TOML
+[[rules]]
+name = "per-key"
+key = "${3:-ip}"
+algorithm = "token_bucket"
+limit = $1
+window = "1s"
+burst = $2
+headers = "none"
+TOML
+}
+nginx_limit_zone() {  # rate
+  echo "limit_req_zone \$binary_remote_addr zone=ip:10m rate=$1r/s; limit_req_status 429; limit_req_log_level warn;"
+}
+
 # A per-IP token bucket that lets everything through (headers off): the
 # cost of a rate-limit decision on every request, without any 429.
 PASS_ALL_RULE='[[rules]]

@@ -16,26 +16,13 @@ set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rounds=${1:-3}
 
-rule() {  # limit burst [key]
-  cat <<TOML
-[[rules]]
-name = "per-key"
-key = "${3:-ip}"
-algorithm = "token_bucket"
-limit = $1
-window = "1s"
-burst = $2
-headers = "none"
-TOML
-}
-nginx_zone() { echo "limit_req_zone \$binary_remote_addr zone=ip:10m rate=$1r/s; limit_req_status 429; limit_req_log_level warn;"; }
 
 echo_port=$(free_port); start_echo "$echo_port"
 declare -A port
-port[nginx_pass]=$(free_port); start_nginx "${port[nginx_pass]}" "$echo_port" "limit_req zone=ip burst=1000000 nodelay;" "$(nginx_zone 1000000)"
-port[nginx_limit]=$(free_port); start_nginx "${port[nginx_limit]}" "$echo_port" "limit_req zone=ip burst=10 nodelay;" "$(nginx_zone 100)"
-port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo_port" "$(rule 1000000 1000000)"
-port[tollgate_limit]=$(free_port); start_tollgate "${port[tollgate_limit]}" "$echo_port" "$(rule 100 10)"
+port[nginx_pass]=$(free_port); start_nginx "${port[nginx_pass]}" "$echo_port" "limit_req zone=ip burst=1000000 nodelay;" "$(nginx_limit_zone 1000000)"
+port[nginx_limit]=$(free_port); start_nginx "${port[nginx_limit]}" "$echo_port" "limit_req zone=ip burst=10 nodelay;" "$(nginx_limit_zone 100)"
+port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo_port" "$(token_bucket_rule 1000000 1000000)"
+port[tollgate_limit]=$(free_port); start_tollgate "${port[tollgate_limit]}" "$echo_port" "$(token_bucket_rule 100 10)"
 port[tollgate_plain]=$(free_port); start_tollgate "${port[tollgate_plain]}" "$echo_port"
 redis_port=$(free_port); start_redis "$redis_port"
 redis_store() {
@@ -47,12 +34,12 @@ url = "redis://127.0.0.1:$redis_port"
 TOML
 }
 port[tollgate_redis]=$(free_port); start_tollgate "${port[tollgate_redis]}" "$echo_port" "$(redis_store)
-$(rule 1000000 1000000)"
+$(token_bucket_rule 1000000 1000000)"
 declare -A wrk_script
 for t in tollgate_keys tollgate_redis_keys; do wrk_script[$t]=$BENCH_ROOT/bench/distinct_keys.lua; done
-port[tollgate_keys]=$(free_port); start_tollgate "${port[tollgate_keys]}" "$echo_port" "$(rule 1000000 1000000 header:X-Key)"
+port[tollgate_keys]=$(free_port); start_tollgate "${port[tollgate_keys]}" "$echo_port" "$(token_bucket_rule 1000000 1000000 header:X-Key)"
 port[tollgate_redis_keys]=$(free_port); start_tollgate "${port[tollgate_redis_keys]}" "$echo_port" "$(redis_store)
-$(rule 1000000 1000000 header:X-Key)"
+$(token_bucket_rule 1000000 1000000 header:X-Key)"
 
 targets="nginx_pass tollgate_pass tollgate_plain tollgate_redis tollgate_keys tollgate_redis_keys nginx_limit tollgate_limit"
 run_rounds "$rounds" $targets
