@@ -196,6 +196,22 @@ col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# Target $2 against target $1 round by round, on column $3: in each round
+# the two ran back to back, so the ratio of that round is free of the
+# machine's drift between rounds (seen here: ±10% over minutes). $4 is
+# "higher" or "lower": which way is better for $2. Prints e.g.
+# "median 1.02× (0.97–1.06×), better or equal in 4 of 5 rounds".
+round_ratios() {  # reference target column higher|lower
+  paste "$WORK/$1" "$WORK/$2" | awk -v c="$3" -v better="$4" '
+    { n = NF / 2; r = $(n + c) / $c; print r, (better == "higher" ? r >= 1 : r <= 1) }
+  ' | sort -n | awk '
+    { a[NR] = $1; wins += $2 }
+    END {
+      m = NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2
+      printf "median %.2f× (%.2f–%.2f×), better or equal in %d of %d rounds\n", m, a[1], a[NR], wins, NR
+    }'
+}
+
 # Replaces the block between <!-- NAME:begin --> and <!-- NAME:end --> in
 # bench/RESULTS.md with the content of file $2.
 write_results() {

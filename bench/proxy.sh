@@ -28,6 +28,8 @@ report=$WORK/report.md
   rps_ratio=$(awk -v a="$(col tollgate 1)" -v b="$(col nginx 1)" 'BEGIN { printf "%.2f", a / b }')
   p99_ratio=$(awk -v a="$(col tollgate 3)" -v b="$(col nginx 3)" 'BEGIN { printf "%.2f", a / b }')
   echo "**tollgate ÷ nginx: req/s ${rps_ratio}×, p99 ${p99_ratio}×** (goal: req/s ≥ 1.00×, p99 ≤ 1.00×)."
+  echo
+  echo "Round by round (the two ran back to back in each round; tollgate ÷ nginx): req/s $(round_ratios nginx tollgate 1 higher); p99 $(round_ratios nginx tollgate 3 lower)."
 } > "$report"
 cat "$report"
 write_results proxy "$report"

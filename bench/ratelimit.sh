@@ -76,6 +76,11 @@ report=$WORK/report.md
     echo "| $s | $(col $n 1) | $(col $g 1) | $(ratio "$(col $g 1)" "$(col $n 1)")× | $(col $n 3) | $(col $g 3) | $(ratio "$(col $g 3)" "$(col $n 3)")× |"
   done
   echo
+  echo "Round by round (nginx and tollgate ran back to back in each round; tollgate ÷ nginx):"
+  for s in pass limit; do
+    echo "- $s: req/s $(round_ratios nginx_$s tollgate_$s 1 higher); p99 $(round_ratios nginx_$s tollgate_$s 3 lower)."
+  done
+  echo
   echo "pass: R = 1000000/s, B = 1000000 (nothing limited). limit: R = 100/s, B = 10 (non-2xx responses: nginx $(col nginx_limit 4), tollgate $(col tollgate_limit 4) per run)."
   echo
   echo "Cost of rate limiting: tollgate with the pass rule $(col tollgate_pass 1) req/s vs plain proxy $(col tollgate_plain 1) req/s = $(ratio "$(col tollgate_pass 1)" "$(col tollgate_plain 1)")× (goal ≥ 0.95×)."
