@@ -5,7 +5,6 @@
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
-#include <cstring>
 #include <string>
 #include <vector>
 
@@ -162,10 +161,9 @@ void AppendFields(const Fields& fields, std::string& out, std::string_view extra
   const std::size_t start = out.size();
   out.resize(start + size);
   char* at = out.data() + start;
-  const auto put = [&at](std::string_view s) {
-    std::memcpy(at, s.data(), s.size());
-    at += s.size();
-  };
+  // copy_n, not memcpy: an empty view (`extra` by default) may have no data
+  // pointer, which memcpy must not be given.
+  const auto put = [&at](std::string_view s) { at = std::copy_n(s.data(), s.size(), at); };
   for (const auto& f : fields) {
     put(f.name_string());
     put(": ");
