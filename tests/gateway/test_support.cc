@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/wait.h>
@@ -173,8 +174,12 @@ bool Client::ClosedByPeer() {
 Process::Process(std::vector<std::string> argv) {
   int fds[2];
   EXPECT_EQ(pipe(fds), 0);
+  const pid_t test = getpid();
   pid_ = fork();
   if (pid_ == 0) {
+    // Gone with the test, even one that aborts (see RedisServer::Start).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != test) _exit(127);
     dup2(fds[1], 2);
     close(fds[0]);
     std::vector<char*> args;
