@@ -46,7 +46,7 @@ report=$WORK/report.md
 {
   echo "## Instructions per request: tollgate vs nginx (bench/instructions.sh)"
   echo
-  echo "\`bench/instructions.sh $seconds\` on $(date -u +%Y-%m-%d): valgrind --tool=callgrind, user-space instructions of the whole server process per request completed by wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${seconds}s (after a 2 s warm-up), one worker each, the servers and rules of bench/ratelimit.sh. Counts do not depend on the machine's load; the kernel's share (most of the CPU time per request, the same system calls for both) is not in them."
+  echo "\`bench/instructions.sh $seconds\` on $(date -u +%Y-%m-%d): valgrind --tool=callgrind, user-space instructions of the whole server process per request completed by wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${seconds}s (after a 2 s warm-up), one worker each, the servers and rules of bench/ratelimit.sh. Counts do not depend on the machine's load; the kernel's share (most of the CPU time per request) is not in them: bench/syscalls.sh counts the system calls."
   echo
   echo "| scenario | nginx instructions/request | tollgate instructions/request | tollgate ÷ nginx |"
   echo "|---|---:|---:|---:|"

@@ -7,6 +7,7 @@ bench/store.sh
 bench/proxy.sh
 bench/ratelimit.sh
 bench/instructions.sh
+bench/syscalls.sh
 bench/redis_store.sh
 bench/metrics.sh
 bench/upstream_limits.sh "$@"
