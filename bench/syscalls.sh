@@ -25,7 +25,7 @@ for s in proxied:1000000:1000000 429:100:10; do  # scenario:rate:burst
   pid[tollgate_$name]=${PIDS[-1]}
 done
 
-# "name per_request" lines for target $1, busiest first.
+# counts[T]: "call calls_per_request" lines of target T, busiest first.
 declare -A counts
 for t in nginx_proxied tollgate_proxied nginx_429 tollgate_429; do
   url="http://127.0.0.1:${port[$t]}${BENCH_PATH:-/api/hello}"
