@@ -41,7 +41,6 @@ for t in nginx_proxied tollgate_proxied nginx_429 tollgate_429; do
   echo "$t: $total instructions for ${requests[$t]} requests" >&2
 done
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 report=$WORK/report.md
 {
   echo "## Instructions per request: tollgate vs nginx (bench/instructions.sh)"

@@ -196,6 +196,9 @@ col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { if (NR % 2) print a[(NR + 1) / 2]; else printf "%.3f\n", (a[NR / 2] + a[NR / 2 + 1]) / 2 }'; }
 
+# $1 ÷ $2 with two decimals.
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
+
 # Target $2 against target $1 round by round, on column $3: in each round
 # the two ran back to back, so the ratio of that round is free of the
 # machine's drift between rounds (seen here: ±10% over minutes). $4 is

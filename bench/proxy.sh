@@ -25,9 +25,7 @@ report=$WORK/report.md
     echo "| $target | $(col "$target" 1) | $(col "$target" 2) | $(col "$target" 3) |"
   done
   echo
-  rps_ratio=$(awk -v a="$(col tollgate 1)" -v b="$(col nginx 1)" 'BEGIN { printf "%.2f", a / b }')
-  p99_ratio=$(awk -v a="$(col tollgate 3)" -v b="$(col nginx 3)" 'BEGIN { printf "%.2f", a / b }')
-  echo "**tollgate ÷ nginx: req/s ${rps_ratio}×, p99 ${p99_ratio}×** (goal: req/s ≥ 1.00×, p99 ≤ 1.00×)."
+  echo "**tollgate ÷ nginx: req/s $(ratio "$(col tollgate 1)" "$(col nginx 1)")×, p99 $(ratio "$(col tollgate 3)" "$(col nginx 3)")×** (goal: req/s ≥ 1.00×, p99 ≤ 1.00×)."
   echo
   echo "Round by round (the two ran back to back in each round; tollgate ÷ nginx): req/s $(round_ratios nginx tollgate 1 higher); p99 $(round_ratios nginx tollgate 3 lower)."
 } > "$report"

@@ -44,7 +44,6 @@ $(token_bucket_rule 1000000 1000000 header:X-Key)"
 targets="nginx_pass tollgate_pass tollgate_plain tollgate_redis tollgate_keys tollgate_redis_keys nginx_limit tollgate_limit"
 run_rounds "$rounds" $targets
 
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 
 # The Redis commands per request through Redis-backed target $1, one more
 # wrk run: a sentence for the report.

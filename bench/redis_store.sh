@@ -31,7 +31,6 @@ for round in $(seq "$rounds"); do
 done
 s=$(median < "$WORK/store"); a=$(median < "$WORK/anchor")
 b=$(median < "$WORK/batched"); h=$(median < "$WORK/hot")
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'; }
 report=$WORK/report.md
 {
   echo "## Redis store decisions/s vs redis-benchmark (bench/redis_store.sh)"

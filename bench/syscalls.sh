@@ -43,8 +43,7 @@ for t in nginx_proxied tollgate_proxied nginx_429 tollgate_429; do
   echo "$t: $requests requests; $(echo "${counts[$t]}" | tr '\n' ' ')" >&2
 done
 
-# The per-request count of call $2 by target $1 ("0" when it made none).
-per_request() { echo "${counts[$1]}" | awk -v c="$2" '$1 == c { v = $2 } END { print v ? v : 0 }'; }
+# The calls per request of target $1, all calls together.
 total() { echo "${counts[$1]}" | awk '{ s += $2 } END { printf "%.2f", s }'; }
 report=$WORK/report.md
 {
