@@ -40,6 +40,16 @@ algorithms::Decision Limited(std::int64_t retry_after_ms, std::int64_t reset_ms,
   return d;
 }
 
+algorithms::Decision Allowed(std::int64_t remaining, std::int64_t reset_ms,
+                             std::size_t window = 0) {
+  algorithms::Decision d;
+  d.allowed = true;
+  d.remaining = remaining;
+  d.window_reset_ms = reset_ms;
+  d.window = static_cast<std::uint8_t>(window);
+  return d;
+}
+
 std::string LimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
                             bool keep_alive, std::size_t* body_size = nullptr) {
   std::string out = "(before)";
@@ -159,12 +169,8 @@ algorithm = "token_bucket"
 limit = 1000
 window = "1m"
 )");
-  algorithms::Decision d;
-  d.allowed = true;
-  d.remaining = 999;
-  d.window_reset_ms = 60;
   std::string out = "X: y\r\n";
-  AppendRateLimitHeaders(rule.get(), d, out);
+  AppendRateLimitHeaders(rule.get(), Allowed(999, 60), out);
   EXPECT_EQ(out,
             "X: y\r\n"
             "RateLimit-Policy: \"per-ip\";q=1000;w=60\r\n"
@@ -182,11 +188,8 @@ key = "ip"
 algorithm = "fixed_window"
 limits = [ { limit = 5, window = "1s" }, { limit = 50, window = "1d" } ]
 )");
-  algorithms::Decision d;
-  d.allowed = true;
-  d.remaining = -3;
-  d.window_reset_ms = 0;
-  d.window = 7;  // past the last window: the last one is shown
+  // Window 7 is past the last one: the last one is shown.
+  const algorithms::Decision d = Allowed(-3, 0, 7);
   std::string out;
   AppendRateLimitHeaders(rule.get(), d, out);
   EXPECT_EQ(out,
