@@ -9,7 +9,7 @@ packages=(
   libssl-dev openssl
   libhiredis-dev libtoml11-dev libspdlog-dev libfmt-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  redis-server redis-tools nginx-light wrk curl
+  redis-server redis-tools nginx-light wrk curl valgrind strace
   prometheus chromium fonts-dejavu-core
 )
 
