@@ -3,6 +3,7 @@
 #include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <spdlog/async.h>
+#include <spdlog/details/periodic_worker.h>
 #include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
@@ -109,6 +110,8 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
                                                           spdlog::async_overflow_policy::block);
     log->logger_->set_level(spdlog::level::info);
     log->logger_->flush_on(spdlog::level::err);
+    log->flusher_ = std::make_unique<spdlog::details::periodic_worker>(
+        [logger = log->logger_] { logger->flush(); }, std::chrono::seconds(1));
   } catch (const spdlog::spdlog_ex& e) {
     error = fmt::format("cannot open access log \"{}\": {}", config.access, e.what());
     return nullptr;
@@ -118,9 +121,14 @@ std::unique_ptr<AccessLog> AccessLog::Create(const rules::LogConfig& config, std
 
 AccessLog::~AccessLog() {
   if (!logger_) return;
+  flusher_.reset();
   logger_->flush();
   pool_.reset();  // joins the writer after the queue is drained
   logger_.reset();
+}
+
+void AccessLog::Flush() {
+  if (logger_) logger_->flush();
 }
 
 void AccessLog::Write(const AccessRecord& record) {

@@ -1,6 +1,8 @@
 // One line per request, in nginx's "combined" format (plus tollgate's fields)
 // or as one JSON object per line, through spdlog's asynchronous logger to
-// stdout or a file. Thread-safe; Write() does not wait for the disk.
+// stdout or a file. Thread-safe; Write() does not wait for the disk. Lines
+// reach the destination within a second (a flush every second) and at
+// Flush().
 #pragma once
 
 #include <cstdint>
@@ -14,6 +16,7 @@ namespace spdlog {
 class logger;
 namespace details {
 class thread_pool;
+class periodic_worker;
 }
 }  // namespace spdlog
 
@@ -51,6 +54,9 @@ class AccessLog {
 
   bool enabled() const { return logger_ != nullptr; }
   void Write(const AccessRecord& record);
+  // Hands the lines written so far to the destination without waiting for
+  // the next periodic flush (e.g. when a drain begins).
+  void Flush();
 
  private:
   AccessLog() = default;
@@ -58,6 +64,9 @@ class AccessLog {
   // the thread joined) before the sink goes away.
   std::shared_ptr<spdlog::details::thread_pool> pool_;
   std::shared_ptr<spdlog::logger> logger_;
+  // Flushes logger_ every second: lines of a quiet gateway are not held in
+  // the sink's buffer for minutes. Stopped before logger_ goes.
+  std::unique_ptr<spdlog::details::periodic_worker> flusher_;
   rules::LogFormat format_ = rules::LogFormat::kCombined;
 };
 

@@ -320,6 +320,7 @@ void Server::Start() {
 
 void Server::Drain() {
   impl_->serving = false;
+  impl_->access_log->Flush();
   asio::post(impl_->workers.front()->io(), [this] { impl_->admin->Stop(); });
   for (auto& worker : impl_->workers) {
     asio::post(worker->io(), [w = worker.get()] { w->BeginDrain(); });

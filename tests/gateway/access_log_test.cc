@@ -12,6 +12,26 @@
 namespace tollgate::testing {
 namespace {
 
+// A quiet gateway's lines reach the file within about a second, not when
+// 4 KB have gathered or the process exits.
+TEST(AccessLog, ALineReachesTheFileWhileTheGatewayRuns) {
+  auto echo = StartEcho();
+  TempDir dir;
+  const std::string log = dir.path() + "/access.log";
+  std::string config = BasicConfig();
+  config.replace(config.find("access = \"off\""), 14, "access = \"" + log + "\"");
+  TestGateway gateway(config, echo->port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/one-quiet-request").result_int(), 200);
+  std::string content;
+  for (int i = 0; i < 150 && content.find("/one-quiet-request") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    std::ifstream in(log);
+    content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+  EXPECT_NE(content.find("/one-quiet-request"), std::string::npos) << content;
+}
+
 TEST(AccessLog, JsonLinesAreValidAndSayWhatLimited) {
   auto echo = StartEcho();
   TempDir dir;
