@@ -11,7 +11,9 @@ Worker::Worker(const StateSource& source, std::size_t index) : source_(source), 
   Current();
 }
 
-Worker::~Worker() = default;
+// Sessions that io_ destroys unregister while it is being torn down: not a
+// drain ending.
+Worker::~Worker() { draining_ = false; }
 
 const std::shared_ptr<Generation>& Worker::Current() {
   const std::uint64_t number = source_.generation();
@@ -71,6 +73,7 @@ void Worker::BeginDrain() {
   // Copy: closing may end sessions, which unregister themselves.
   const std::vector<Session*> sessions(sessions_.begin(), sessions_.end());
   for (Session* s : sessions) s->CloseIfIdle();
+  if (sessions_.empty()) io_.stop();
 }
 
 }  // namespace tollgate::gateway

@@ -110,11 +110,17 @@ class Worker {
   void StartAccepting();
 
   void Register(Session* session) { sessions_.insert(session); }
-  void Unregister(Session* session) { sessions_.erase(session); }
+  void Unregister(Session* session) {
+    sessions_.erase(session);
+    if (draining_ && sessions_.empty()) io_.stop();
+  }
 
   bool draining() const { return draining_; }
   // Stops accepting, closes idle connections; busy ones close after their
-  // current exchange. Runs on the worker's thread.
+  // current exchange. Once no session is left the worker's loop stops,
+  // whatever else still waits on it (Redis connections, pooled upstream
+  // connections, admin requests): those are no work to drain. Runs on the
+  // worker's thread.
   void BeginDrain();
 
  private:
