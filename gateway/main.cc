@@ -360,6 +360,10 @@ int EchoUpstreamMain(const std::vector<std::string>& args) {
 }
 
 int Main(int argc, char** argv) {
+  // A write to a socket or pipe whose reader has gone (a Redis connection
+  // closed under hiredis's write(), stdout piped to a dead logger) fails
+  // with EPIPE instead of ending the process.
+  std::signal(SIGPIPE, SIG_IGN);
   // Operational messages go to stderr; stdout is the access log's.
   spdlog::set_default_logger(spdlog::stderr_color_mt("tollgate"));
   std::vector<std::string> args(argv + 1, argv + argc);

@@ -15,8 +15,10 @@
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <charconv>
 #include <chrono>
+#include <csignal>
 #include <deque>
 #include <limits>
+#include <mutex>
 
 #include "store/clock.h"
 #include "store/redis_scripts.h"
@@ -26,6 +28,14 @@ namespace asio = boost::asio;
 namespace {
 
 using Steady = std::chrono::steady_clock;
+
+// hiredis writes with plain write(): a connection Redis has closed would
+// raise SIGPIPE, whose default action ends the process. Ignored once, before
+// the first connection, so such a write fails with EPIPE like any other.
+void IgnoreSigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
+}
 
 // The gateway's clock (one reading per handler on its threads), on which
 // command deadlines and the retry timer are set.
@@ -352,6 +362,7 @@ class SyncConnection {
   SyncConnection(const RedisAddress& a, std::int64_t timeout_ms)
       : where_(fmt::format("redis {}:{}", a.host, a.port)),
         c_(redisConnectWithTimeout(a.host.c_str(), a.port, Timeval(timeout_ms)), &redisFree) {
+    IgnoreSigpipe();
     if (c_ && c_->err == 0) redisSetTimeout(c_.get(), Timeval(timeout_ms));
   }
   bool Connected() const { return c_ && c_->err == 0; }
@@ -629,6 +640,7 @@ class RedisStore::Connection {
   }
 
   void Connect() {
+    IgnoreSigpipe();
     const RedisAddress& a = address_;
     redisAsyncContext* ac = redisAsyncConnect(a.host.c_str(), a.port);
     if (ac == nullptr || ac->err != 0) {

@@ -191,5 +191,77 @@ window = "1h"
   }
 }
 
+// The real binary, so that a SIGPIPE would end it as it ends a deployed
+// gateway: hiredis writes with write(), and Redis closing connections under
+// load made those writes raise SIGPIPE (exit status 141).
+TEST(RedisGateway, SurvivesRedisDroppingConnectionsUnderLoad) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  std::string config = RedisConfig(redis, "allow", R"(
+[[rules]]
+name = "many"
+key = "ip"
+algorithm = "token_bucket"
+limit = 1000000
+window = "1s"
+)");
+  TempDir dir;
+  const std::string file = dir.Write("tollgate.toml", WithEchoPort(config, echo->port()));
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t port = WaitForPort(gateway);
+  std::atomic<bool> stop{false};
+  std::atomic<int> answered{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      while (!stop) {
+        try {
+          Client client(port, 2000);
+          for (int i = 0; i < 50 && !stop; ++i) {
+            if (client.Get("/").result_int() == 200) ++answered;
+          }
+        } catch (const std::exception&) {
+          return;  // the gateway is gone: Wait() below tells how it ended
+        }
+      }
+    });
+  }
+  // Decisions are being written while Redis closes every connection.
+  for (int round = 0; round < 60; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    redis.Command({"CLIENT", "KILL", "TYPE", "normal"});
+  }
+  redis.Kill();
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  stop = true;
+  for (auto& t : clients) t.join();
+  EXPECT_GT(answered.load(), 0);
+  Client after(port);
+  EXPECT_EQ(after.Get("/").result_int(), 200);  // on_error = "allow" while Redis is down
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
+// An idle gateway on the Redis store stops at SIGTERM at once, not at
+// drain_timeout: its Redis connections are no work to drain.
+TEST(RedisGateway, SigtermWhenIdleDoesNotWaitForTheDrainTimeout) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  std::string config = RedisConfig(redis, "deny", kThreePerHour);
+  config.replace(config.find("threads = 1"), 11, "threads = 1\ndrain_timeout = \"30s\"");
+  TempDir dir;
+  const std::string file = dir.Write("tollgate.toml", WithEchoPort(config, echo->port()));
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t port = WaitForPort(gateway);
+  {
+    Client client(port);
+    EXPECT_EQ(client.Get("/").result_int(), 200);
+  }
+  const auto signalled = std::chrono::steady_clock::now();
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
+}
+
 }  // namespace
 }  // namespace tollgate::testing
