@@ -1,12 +1,32 @@
 #include "gateway/upstream_pool.h"
 
 #include <openssl/ssl.h>
+#include <sys/socket.h>
+
+#include <spdlog/spdlog.h>
+
+#include <cerrno>
 
 #include "gateway/draining_read.h"
 
 namespace tollgate::gateway {
 namespace {
 constexpr std::size_t kUpstreamReadSize = 16 * 1024;
+
+// True when the idle connection's socket holds nothing: no bytes the
+// upstream sent after its last response (they would answer the next
+// request, from another client), no end of stream, no error. One
+// non-blocking peek; a TLS connection is judged by its raw socket, so a
+// late TLS record (a session ticket) also retires it, which costs a connect.
+bool QuietWhileIdle(UpstreamConnection& c) {
+  char byte;
+  for (;;) {
+    const ssize_t n =
+        ::recv(Lowest(c.stream).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (n < 0 && errno == EINTR) continue;
+    return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+  }
+}
 }  // namespace
 
 UpstreamPool::UpstreamPool(const rules::UpstreamConfig& config,
@@ -47,7 +67,7 @@ std::unique_ptr<UpstreamConnection> UpstreamPool::PopIdle(std::size_t server) {
   while (!idle.empty()) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
     idle.pop_back();
-    if (now - c->idle_since_ms < config_.idle_timeout_ms) return c;
+    if (now - c->idle_since_ms < config_.idle_timeout_ms && QuietWhileIdle(*c)) return c;
   }
   return nullptr;
 }
@@ -124,6 +144,13 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
 }
 
 void UpstreamPool::Release(std::unique_ptr<UpstreamConnection> connection) {
+  // Bytes read past the end of the response belong to no request: as nginx
+  // ("upstream sent more data than specified"), such a connection is closed.
+  if (connection->buffer.size() > 0) {
+    spdlog::warn("upstream \"{}\" ({}) sent more data than its response: connection closed",
+                 config_.name, servers_[connection->server].name);
+    return;
+  }
   auto& idle = servers_[connection->server].idle;
   if (static_cast<std::int64_t>(idle.size()) >= config_.max_idle) {
     // Close the oldest rather than refuse the newest: the newest is warm.

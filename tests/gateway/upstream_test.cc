@@ -2,7 +2,12 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
 #include <map>
+#include <mutex>
+#include <thread>
 
 #include "test_support.h"
 
@@ -58,6 +63,113 @@ TEST(Upstreams, RefusingServerIsSkippedForFailTimeout) {
   gateway.clock().Advance(31'000);
   Client client(gateway.port());
   EXPECT_EQ(client.Get("/").result_int(), 200);
+}
+
+// An upstream that misbehaves after some responses: for GET /extra it
+// sends a second, unasked-for response in the same write; for HEAD it sends
+// a body 50 ms after the header. Otherwise it answers 200 with the request
+// target as the body. Each connection is served on a thread of its own.
+class MisbehavingUpstream {
+ public:
+  MisbehavingUpstream() : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    port_ = acceptor_.local_endpoint().port();
+    accepting_ = std::thread([this] { Accept(); });
+  }
+  ~MisbehavingUpstream() {
+    stop_ = true;
+    {
+      asio::io_context io;
+      asio::ip::tcp::socket wake(io);
+      boost::system::error_code ec;
+      wake.connect({asio::ip::make_address("127.0.0.1"), port_}, ec);
+    }
+    accepting_.join();
+    std::lock_guard lock(mutex_);
+    for (auto& s : sockets_) {
+      boost::system::error_code ec;
+      s->shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    }
+    for (auto& t : connections_) t.join();
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  void Accept() {
+    for (;;) {
+      auto socket = std::make_shared<asio::ip::tcp::socket>(io_);
+      boost::system::error_code ec;
+      acceptor_.accept(*socket, ec);
+      if (ec || stop_) return;
+      std::lock_guard lock(mutex_);
+      sockets_.push_back(socket);
+      connections_.emplace_back([socket] { Serve(*socket); });
+    }
+  }
+  static void Serve(asio::ip::tcp::socket& socket) {
+    asio::streambuf in;
+    for (;;) {
+      boost::system::error_code ec;
+      const std::size_t n = asio::read_until(socket, in, "\r\n\r\n", ec);
+      if (ec) return;
+      std::string head(asio::buffers_begin(in.data()), asio::buffers_begin(in.data()) + n);
+      in.consume(n);
+      const std::string method = head.substr(0, head.find(' '));
+      const std::size_t target_at = head.find(' ') + 1;
+      const std::string target = head.substr(target_at, head.find(' ', target_at) - target_at);
+      const auto response = [](const std::string& body) {
+        return "HTTP/1.1 200 OK\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
+               body;
+      };
+      if (method == "HEAD") {
+        asio::write(socket, asio::buffer("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n"), ec);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        asio::write(socket, asio::buffer(response("POISON")), ec);
+      } else if (target == "/extra") {
+        asio::write(socket, asio::buffer(response("/extra") + response("POISON")), ec);
+      } else {
+        asio::write(socket, asio::buffer(response(target)), ec);
+      }
+      if (ec) return;
+    }
+  }
+
+  asio::io_context io_;
+  asio::ip::tcp::acceptor acceptor_;
+  std::uint16_t port_ = 0;
+  std::atomic<bool> stop_{false};
+  std::thread accepting_;
+  std::mutex mutex_;
+  std::vector<std::shared_ptr<asio::ip::tcp::socket>> sockets_;
+  std::vector<std::thread> connections_;
+};
+
+// Bytes after a complete response never answer the next request: the
+// connection that carried them is not reused.
+TEST(Upstreams, BytesAfterAResponseDoNotAnswerTheNextRequest) {
+  MisbehavingUpstream upstream;
+  TestGateway gateway(WithEchoPort(BasicConfig(), upstream.port()), 0);
+  for (int i = 0; i < 10; ++i) {
+    Client attacker(gateway.port());
+    EXPECT_EQ(attacker.Get("/extra").body(), "/extra");
+    Client victim(gateway.port());
+    const std::string target = "/victim-" + std::to_string(i);
+    EXPECT_EQ(victim.Get(target).body(), target) << i;
+  }
+}
+
+TEST(Upstreams, ABodyAfterAHeadAnswerDoesNotAnswerTheNextRequest) {
+  MisbehavingUpstream upstream;
+  TestGateway gateway(WithEchoPort(BasicConfig(), upstream.port()), 0);
+  for (int i = 0; i < 3; ++i) {
+    Client attacker(gateway.port());
+    attacker.Send("HEAD /h HTTP/1.1\r\nHost: test\r\n\r\n");
+    EXPECT_EQ(attacker.Read(true).result_int(), 200);
+    // The body arrives while the connection sits in the pool.
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    Client victim(gateway.port());
+    const std::string target = "/victim-" + std::to_string(i);
+    EXPECT_EQ(victim.Get(target).body(), target) << i;
+  }
 }
 
 TEST(Upstreams, AllServersDownIs502) {
