@@ -173,6 +173,10 @@ class Connection {
     if (path.rfind("/_test/bytes/", 0) == 0) {
       co_return co_await Bytes(keep_alive, Number(path.substr(13)), chunked);
     }
+    if (path.rfind("/_test/drip/", 0) == 0) {
+      co_return co_await Drip(keep_alive, Number(path.substr(12)),
+                              std::max<std::uint64_t>(1, QueryNumber(target, "every")));
+    }
     res.set(http::field::content_type, "text/plain");
     bool keep = res.keep_alive();
     if (path.rfind("/_test/status/", 0) == 0) {
@@ -273,6 +277,33 @@ class Connection {
       res.body().data = nullptr;
       res.body().size = 0;
       res.body().more = false;
+      auto [ec, wn] = co_await http::async_write(stream_, sr, kUseTuple);
+      if (ec && ec != http::error::need_buffer) co_return false;
+    }
+    co_return res.keep_alive();
+  }
+
+  // A chunked body of `total` bytes, one byte every `every_ms`.
+  Task<bool> Drip(bool keep_alive, std::uint64_t total, std::uint64_t every_ms) {
+    http::response<http::buffer_body> res{http::status::ok, 11};
+    Common(res, keep_alive);
+    res.set(http::field::content_type, "application/octet-stream");
+    res.chunked(true);
+    char byte = 'd';
+    res.body().data = nullptr;
+    res.body().more = true;
+    http::response_serializer<http::buffer_body> sr{res};
+    stream_.expires_after(std::chrono::seconds(60));
+    auto [hec, hn] = co_await http::async_write_header(stream_, sr, kUseTuple);
+    if (hec) co_return false;
+    asio::steady_timer timer(co_await asio::this_coro::executor);
+    for (std::uint64_t sent = 0; sent <= total; ++sent) {
+      timer.expires_after(std::chrono::milliseconds(every_ms));
+      co_await timer.async_wait(kUseTuple);
+      res.body().data = sent < total ? &byte : nullptr;
+      res.body().size = sent < total ? 1 : 0;
+      res.body().more = sent < total;
+      stream_.expires_after(std::chrono::seconds(60));
       auto [ec, wn] = co_await http::async_write(stream_, sr, kUseTuple);
       if (ec && ec != http::error::need_buffer) co_return false;
     }

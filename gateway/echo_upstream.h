@@ -4,6 +4,8 @@
 //   /_test/status/N     status N
 //   /_test/sleep/MS     200 after MS milliseconds
 //   /_test/bytes/N      N bytes of body, streamed (chunked with ?chunked)
+//   /_test/drip/N?every=MS
+//                       N bytes of chunked body, one byte every MS ms
 //   /_test/echo         the request body back, streamed
 //   /_test/headers      the request headers as JSON
 //   /_test/close        200, then closes the connection

@@ -3,9 +3,12 @@
 // body size; chunked framing is re-encoded by the serializer.
 #pragma once
 
+#include <algorithm>
+#include <chrono>
 #include <cstdint>
 
 #include "gateway/net.h"
+#include "store/loop_time.h"
 
 namespace tollgate::gateway {
 
@@ -19,9 +22,23 @@ struct RelayResult {
   std::uint64_t bytes = 0;  // body bytes written
 };
 
+// Each read and each write has its own timeout, and none outlives
+// `deadline` (store::LoopNow()'s scale): a peer that keeps every single
+// read or write within its timeout, one byte at a time, still cannot hold
+// the exchange past the deadline.
 struct RelayTimeouts {
   std::chrono::milliseconds read;
   std::chrono::milliseconds write;
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+
+  // `timeout` from now, or less where the deadline comes first.
+  std::chrono::steady_clock::duration Within(std::chrono::milliseconds timeout) const {
+    const auto now = store::LoopNow();
+    if (deadline == std::chrono::steady_clock::time_point::max()) return timeout;
+    return std::max<std::chrono::steady_clock::duration>(
+        std::chrono::milliseconds(1), std::min<std::chrono::steady_clock::duration>(
+                                          timeout, deadline - now));
+  }
 };
 
 // Writes the header of `parser`'s message to `out`, then the body as it is
@@ -36,7 +53,7 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
   body.data = nullptr;
   body.size = 0;
   body.more = true;
-  Lowest(out).expires_after(timeouts.write);
+  Lowest(out).expires_after(timeouts.Within(timeouts.write));
   auto [header_ec, header_n] = co_await std::visit(
       [&](auto& s) { return http::async_write_header(s, serializer, kUseTuple); }, out);
   if (header_ec) co_return RelayResult{RelayFailure::kWrite, header_ec, 0};
@@ -44,7 +61,7 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
     if (!parser.is_done()) {
       body.data = buffer;
       body.size = kRelayChunk;
-      Lowest(in).expires_after(timeouts.read);
+      Lowest(in).expires_after(timeouts.Within(timeouts.read));
       auto [ec, n] = co_await std::visit(
           [&](auto& s) { return http::async_read_some(s, in_buffer, parser, kUseTuple); }, in);
       if (ec == http::error::need_buffer) ec = {};
@@ -60,7 +77,7 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
       body.more = false;
     }
     result.bytes += body.size;
-    Lowest(out).expires_after(timeouts.write);
+    Lowest(out).expires_after(timeouts.Within(timeouts.write));
     auto [ec, n] = co_await std::visit(
         [&](auto& s) { return http::async_write(s, serializer, kUseTuple); }, out);
     if (ec == http::error::need_buffer) ec = {};

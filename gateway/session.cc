@@ -178,6 +178,10 @@ std::chrono::milliseconds Session::Budget(std::int64_t op_ms, const Exchange& ex
   return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
 }
 
+std::chrono::steady_clock::time_point Session::SteadyDeadline(const Exchange& ex) const {
+  return store::LoopNow() + Ms(ex.deadline_ms - generation_->state->clock->NowMs());
+}
+
 char* Session::RelayBuffer() {
   if (!relay_buffer_) relay_buffer_ = std::make_unique<char[]>(kRelayChunk);
   return relay_buffer_.get();
@@ -792,7 +796,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   }
 
   const RelayTimeouts to_client{Budget(timeouts.upstream_response_ms, ex),
-                                Budget(timeouts.client_body_ms, ex)};
+                                Budget(timeouts.client_body_ms, ex), SteadyDeadline(ex)};
   bool complete = false;
   if (no_body) {
     MarkUpstreamEnd(clock, ex);
@@ -866,7 +870,7 @@ Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange&
   RequestParser<http::buffer_body> streamed{std::move(head)};
   streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
-                                  Budget(timeouts.upstream_response_ms, ex)};
+                                  Budget(timeouts.upstream_response_ms, ex), SteadyDeadline(ex)};
   RelayResult relayed =
       co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), to_upstream);
   ex.bytes_in = relayed.bytes;

@@ -112,6 +112,9 @@ class Session {
   Task<void> Shutdown();
   void Log(const Exchange& ex);
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
+  // The exchange's deadline (timeouts.request from its start) on
+  // store::LoopNow()'s scale, which stream deadlines use.
+  std::chrono::steady_clock::time_point SteadyDeadline(const Exchange& ex) const;
   char* RelayBuffer();
 
   Worker& worker_;

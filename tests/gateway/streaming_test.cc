@@ -4,8 +4,10 @@
 
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <fstream>
 #include <string>
+#include <thread>
 
 #include "test_support.h"
 
@@ -83,6 +85,44 @@ TEST_F(Streaming, OneGibibyteDownload) {
     EXPECT_EQ(body, kGiB);
     EXPECT_LT(peak - before, kMaxGrowthKiB) << "KiB of growth while downloading 1 GiB";
   }
+}
+
+// [timeouts] request ends the whole exchange: a body dripping one byte at a
+// time, each read well within client_body (or upstream_response), cannot
+// hold the connections past it.
+constexpr const char* kShortRequest =
+    "[timeouts]\nrequest = \"700ms\"\nclient_body = \"2s\"\nupstream_response = \"2s\"\n";
+
+TEST(StreamingDeadline, ADrippedRequestBodyEndsAtTheRequestTimeout) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(kShortRequest), echo->port(), TestClock::kSteady);
+  Client client(gateway.port(), 5000);
+  client.Send("POST /_test/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    // One byte every 100 ms for up to 5 s, until the gateway answers.
+    for (int i = 0; i < 50 && client.socket().available() == 0; ++i) {
+      client.Send("1\r\nx\r\n");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  } catch (const std::exception&) {
+    // The gateway closed the connection after answering.
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_EQ(client.Read().result_int(), 408);
+}
+
+TEST(StreamingDeadline, ADrippedResponseBodyEndsAtTheRequestTimeout) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(kShortRequest), echo->port(), TestClock::kSteady);
+  Client client(gateway.port(), 10000);
+  const auto start = std::chrono::steady_clock::now();
+  // 100 bytes, one every 100 ms: 10 s if nothing ended it.
+  client.Send("GET /_test/drip/100?every=100 HTTP/1.1\r\nHost: t\r\n\r\n");
+  const std::string received = client.ReadToClose();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(4));
+  EXPECT_NE(received.find("200 OK"), std::string::npos) << received;
+  EXPECT_EQ(received.find("\r\n0\r\n\r\n"), std::string::npos) << "the body was not cut short";
 }
 
 }  // namespace
