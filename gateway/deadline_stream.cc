@@ -21,8 +21,20 @@ void State::Begin(Direction direction) {
   if (expired_[direction]) {
     expired_[direction] = false;
     timed_out_[direction] = true;
-    Close();
+    TimeOut(direction);
   }
+}
+
+void State::TimeOut(Direction direction) {
+  if (direction == kWrite) {
+    Close();  // as basic_stream does: pending operations fail, the stream is done
+    return;
+  }
+  // A read that timed out ends receiving only: the pending read sees the end
+  // of the stream (reported as a timeout), and the stream can still write
+  // the answer to it (408 to a client too slow to send its request).
+  ErrorCode ignored;
+  socket.shutdown(TcpSocket::shutdown_receive, ignored);
 }
 
 void State::Finish(Direction direction, ErrorCode& ec) {
@@ -71,7 +83,7 @@ void State::OnWatch(std::uint64_t generation, const ErrorCode& ec) {
   if (ec) return;
   const Clock::time_point now = store::LoopNow();
   Clock::time_point next = Clock::time_point::max();
-  bool timed_out = false;
+  bool timed_out[2] = {false, false};
   for (int d = kRead; d <= kWrite; ++d) {
     if (deadline_[d] > now) {
       next = std::min(next, deadline_[d]);
@@ -80,16 +92,17 @@ void State::OnWatch(std::uint64_t generation, const ErrorCode& ec) {
     deadline_[d] = Clock::time_point::max();
     if (pending_[d]) {
       timed_out_[d] = true;
-      timed_out = true;
+      timed_out[d] = true;
     } else {
       expired_[d] = true;
     }
   }
-  if (timed_out) {
-    Close();  // as basic_stream does: pending operations fail, the stream is done
-  } else if (next != Clock::time_point::max()) {
-    Watch(next);
+  if (timed_out[kWrite]) {
+    TimeOut(kWrite);
+    return;
   }
+  if (timed_out[kRead]) TimeOut(kRead);
+  if (next != Clock::time_point::max()) Watch(next);
 }
 
 }  // namespace tollgate::gateway::deadline_detail

@@ -1,9 +1,11 @@
 // DeadlineStream: a TCP stream whose reads and writes time out, with the
 // interface and timeout semantics of beast::basic_stream (expires_after()
 // sets the deadline of the next read and of the next write; when it passes
-// with the operation still pending, the socket is closed and the operation
-// completes with beast::error::timeout; an operation started after its
-// deadline has passed times out at once).
+// with the operation still pending, the operation completes with
+// beast::error::timeout; an operation started after its deadline has passed
+// times out at once). A write that times out closes the socket, as in
+// basic_stream; a read that times out only ends receiving (shutdown), so
+// that the stream can still write an answer (408) before it is closed.
 //
 // What differs is the cost: basic_stream starts and cancels a timer wait for
 // every read and every write, two timer-queue changes and one more handler
@@ -46,8 +48,11 @@ struct State : std::enable_shared_from_this<State> {
   // Deadlines of the directions with nothing pending become `t`.
   void ExpiresAt(Clock::time_point t);
   // An operation in `direction` starts; one whose deadline passed already
-  // closes the socket (it then fails and reports a timeout).
+  // times out at once (TimeOut: it then fails and reports a timeout).
   void Begin(Direction direction);
+  // Makes the operation pending in `direction` fail: a write by closing
+  // the socket, a read by shutting down its receiving side.
+  void TimeOut(Direction direction);
   // It completed: a timeout is reported as such.
   void Finish(Direction direction, ErrorCode& ec);
   void Close();

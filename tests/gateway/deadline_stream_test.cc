@@ -10,6 +10,7 @@
 #include <sys/socket.h>
 
 #include <boost/asio/read.hpp>
+#include <boost/asio/write.hpp>
 #include <chrono>
 #include <optional>
 #include <string>
@@ -90,13 +91,19 @@ class DeadlineStreamTest : public ::testing::Test {
   std::size_t read_n_ = 0;
 };
 
-TEST_F(DeadlineStreamTest, ReadPastItsDeadlineIsATimeoutAndClosesTheSocket) {
+// The stream stays open for writing: the answer to a client too slow to
+// send its request (408) can still be written.
+TEST_F(DeadlineStreamTest, ReadPastItsDeadlineIsATimeoutAndEndsReceivingOnly) {
   stream_->expires_after(milliseconds(20));
   StartRead();
   RunUntilRead();
   ASSERT_TRUE(read_ec_);
   EXPECT_EQ(*read_ec_, beast::error::timeout);
-  EXPECT_FALSE(stream_->socket().is_open());
+  ASSERT_TRUE(stream_->socket().is_open());
+  asio::write(stream_->socket(), asio::buffer("408", 3));
+  char answer[3];
+  asio::read(peer_, asio::buffer(answer));
+  EXPECT_EQ(std::string(answer, 3), "408");
 }
 
 TEST_F(DeadlineStreamTest, ADeadlinePushedBackLetsTheReadWait) {

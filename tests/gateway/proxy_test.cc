@@ -414,7 +414,7 @@ TEST_F(ProxyTest, SlowlorisIsCutOffWhileOthersAreServed) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
   const std::string answer = slow.ReadToClose();
-  EXPECT_TRUE(cut_off || answer.find("408") != std::string::npos) << answer;
+  EXPECT_NE(answer.find("408"), std::string::npos) << answer;
 }
 
 TEST_F(ProxyTest, IdleKeepAliveConnectionIsClosed) {
