@@ -62,12 +62,19 @@ bool IsValidHost(std::string_view host) {
 RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
   RequestHeaderCheck check;
   int hosts = 0;
-  bool transfer_encoding = false;
+  int lengths = 0;            // Content-Length values, over every such field
+  int codings = 0;            // transfer codings, over every Transfer-Encoding field
+  bool other_coding = false;  // one of them is not chunked
   for (const auto& f : header) {
     if (f.name() == http::field::host) {
       if (hosts++ == 0) check.host = f.value();
+    } else if (f.name() == http::field::content_length) {
+      lengths += 1 + static_cast<int>(std::count(f.value().begin(), f.value().end(), ','));
     } else if (f.name() == http::field::transfer_encoding) {
-      transfer_encoding = true;
+      for (const auto coding : http::token_list(f.value())) {
+        ++codings;
+        other_coding = other_coding || !beast::iequals(coding, "chunked");
+      }
     }
   }
   const std::string_view target = header.target();
@@ -77,8 +84,17 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
     check.problem = "an HTTP/1.1 request needs a Host field";
   } else if (!IsValidHost(check.host)) {
     check.problem = "the Host field is not a valid host";
-  } else if (transfer_encoding && !chunked) {
+  } else if (lengths > 1) {
+    // RFC 9110 §8.6 lets a recipient refuse a list of equal lengths or send
+    // one value; refused, as nginx does ("duplicate header line").
+    check.problem = "more than one Content-Length value";
+  } else if (codings > 0 && !chunked) {
     check.problem = "Transfer-Encoding must end with chunked";
+  } else if (other_coding) {
+    // As nginx: a coding other than chunked (gzip, chunked) is not relayed
+    // (the upstream would get the body without it).
+    check.problem = "transfer codings other than chunked are not supported";
+    check.status = http::status::not_implemented;
   } else if ((!target.empty() && target.front() == '/') ||
              (target == "*" && header.method() == http::verb::options)) {
     return check;

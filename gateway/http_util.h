@@ -29,7 +29,8 @@ struct RequestHeaderCheck {
   // replace the request's target and Host; empty otherwise.
   std::string origin_form;
   std::string authority;
-  std::string_view problem;
+  std::string_view problem;  // empty: the header is fine
+  http::status status = http::status::bad_request;  // the answer to a problem
 };
 RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked);
 

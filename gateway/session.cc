@@ -12,6 +12,7 @@
 #include "gateway/http_util.h"
 #include "gateway/relay.h"
 #include "gateway/upstream_limits.h"
+#include "rules/normalize.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -282,7 +283,9 @@ Task<bool> Session::ServeOne() {
   const RequestHeaderCheck check = CheckRequestHeader(req, head.chunked());
   if (!check.problem.empty()) {
     ex.close = true;
-    co_await ReplyError(ex, http::status::bad_request, "bad_request", check.problem);
+    co_await ReplyError(ex, check.status,
+                        check.status == http::status::bad_request ? "bad_request" : "not_implemented",
+                        check.problem);
     Log(ex);
     co_return false;
   }
@@ -293,6 +296,13 @@ Task<bool> Session::ServeOne() {
     head.get().target(check.origin_form);
     host = head.get()[http::field::host];
   }
+  if (const std::string_view problem = Canonicalize(head.get(), host); !problem.empty()) {
+    ex.close = true;
+    co_await ReplyError(ex, http::status::bad_request, "bad_request", problem);
+    Log(ex);
+    co_return false;
+  }
+  if (!ex.target.empty()) ex.target = req.target();  // the access log shows what rules saw
 
   const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
   if (route == nullptr) {
@@ -311,6 +321,43 @@ Task<bool> Session::ServeOne() {
   whole_.reset();             // a buffered body is not kept between exchanges
   outcome_ = LimitOutcome();  // places of concurrency rules are given back here
   co_return !ex.close && !worker_.draining();
+}
+
+std::string_view Session::Canonicalize(http::request_header<Fields>& req, std::string_view& host) {
+  const std::string_view target = req.target();
+  if (target.front() == '/') {
+    const std::size_t query = target.find('?');
+    const rules::PathStatus path =
+        rules::NormalizePath(target.substr(0, query), canonical_);
+    switch (path) {
+      case rules::PathStatus::kUnchanged:
+        break;
+      case rules::PathStatus::kNormalized:
+        if (query != std::string_view::npos) canonical_.append(target.substr(query));
+        req.target(canonical_);
+        break;
+      case rules::PathStatus::kBadEncoding:
+        return "the path has a malformed percent-encoding";
+      case rules::PathStatus::kNulByte:
+        return "the path holds a NUL byte";
+      case rules::PathStatus::kAboveRoot:
+        return "the path climbs above the root";
+      case rules::PathStatus::kNotAbsolute:
+        return "the path must start with /";
+    }
+  }
+  if (host.empty()) return {};  // HTTP/1.0 without Host
+  switch (rules::NormalizeHost(host, canonical_)) {
+    case rules::HostStatus::kUnchanged:
+      break;
+    case rules::HostStatus::kNormalized:
+      req.set(http::field::host, canonical_);
+      host = req[http::field::host];
+      break;
+    case rules::HostStatus::kInvalid:
+      return "the Host field is not a valid host";
+  }
+  return {};
 }
 
 Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, std::string_view host,

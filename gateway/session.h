@@ -32,6 +32,11 @@ class Session {
   using HeadParser = RequestParser<http::empty_body>;
 
   Task<bool> ServeOne();
+  // Puts the request's path (query kept) and `host` (the Host field) in
+  // their canonical forms (rules/normalize.h) in `req`, which routes, rules,
+  // the access log and the upstream then see. A problem (answered 400) when
+  // either cannot be. Empty Host (HTTP/1.0) stays empty; "*" stays.
+  std::string_view Canonicalize(http::request_header<Fields>& req, std::string_view& host);
   Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex,
                      const LimitOutcome& limits);
   // Forward's steps, each a coroutine of its own: every frame stays under the
@@ -138,7 +143,8 @@ class Session {
   std::optional<HeadParser> head_;
   std::optional<RequestParser<http::string_body>> whole_;  // a buffered request with its body
   std::optional<ResponseParser<http::empty_body>> res_head_;
-  std::string wire_;           // reused for every buffered message this session sends
+  std::string canonical_;  // Canonicalize()'s output, reused
+  std::string wire_;       // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
   int metric_listener_ = 0;

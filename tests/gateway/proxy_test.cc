@@ -454,5 +454,83 @@ TEST_F(ProxyTest, StaleUpstreamConnectionIsRetriedForIdempotentRequests) {
   EXPECT_EQ(client.Get("/").result_int(), 200);
 }
 
+// Rules and routes see the canonical path and Host (rules/normalize.h): the
+// spellings an upstream that normalises serves as /api/x are all /api/x to
+// a rule, and the upstream is sent that canonical path.
+TEST_F(ProxyTest, PathAndHostTricksDoNotDodgeRules) {
+  StartGateway(R"(
+[[rules]]
+name = "api"
+match = { path_prefix = "/api" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+[[rules]]
+name = "host"
+match = { host = "limited.example.com" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+)");
+  Client client(port());
+  EXPECT_EQ(client.Get("/api/x").result_int(), 200);
+  for (const char* trick : {"/%61pi/x", "//api/x", "/./api/x", "/x/../api/x", "/api//x",
+                            "/%2e/api/x", "/API/../api/x"}) {
+    EXPECT_EQ(client.Get(trick).result_int(), 429) << trick;
+  }
+  Client by_host(port());
+  const auto host = [&](const std::string& name) {
+    by_host.Send("GET / HTTP/1.1\r\nHost: " + name + "\r\n\r\n");
+    return by_host.Read().result_int();
+  };
+  EXPECT_EQ(host("limited.example.com"), 200);
+  for (const char* trick : {"limited.example.com.", "LIMITED.Example.COM", "limited.example.com.:80"}) {
+    EXPECT_EQ(host(trick), 429) << trick;
+  }
+  // The upstream gets the canonical path (this one is its header echo) and Host.
+  Response echoed = client.Get("/x/../%5Ftest/./headers", "");
+  EXPECT_EQ(echoed.result_int(), 200);
+  Client other(port());
+  other.Send("GET /%5Ftest/headers HTTP/1.1\r\nHost: Some.Example.\r\n\r\n");
+  Response seen = other.Read();
+  EXPECT_NE(seen.body().find("\"Host\":\"some.example\""), std::string::npos) << seen.body();
+}
+
+TEST_F(ProxyTest, PathsThatCannotBeCanonicalAre400) {
+  StartGateway();
+  for (const char* bad : {"/../x", "/a/../../x", "/a%00b", "/a%zz", "/a%2", "/%2e%2e/x"}) {
+    Client client(port());
+    client.Send(std::string("GET ") + bad + " HTTP/1.1\r\nHost: t\r\n\r\n");
+    Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 400) << bad;
+    EXPECT_EQ(res[http::field::connection], "close") << bad;
+  }
+  // An encoded slash stays encoded and is no separator: one segment.
+  Client client(port());
+  EXPECT_EQ(client.Get("/a%2F..%2Fb").result_int(), 200);
+}
+
+// RFC 9110 §8.6: several Content-Length values are refused (as nginx does)
+// rather than forwarded as received; a transfer coding other than chunked
+// is 501 (as nginx), not relayed without it.
+TEST_F(ProxyTest, RepeatedContentLengthIs400AndOtherCodingsAre501) {
+  StartGateway();
+  for (const char* lengths : {"Content-Length: 5, 5\r\n", "Content-Length: 5\r\nContent-Length: 5\r\n"}) {
+    Client client(port());
+    client.Send(std::string("POST / HTTP/1.1\r\nHost: t\r\n") + lengths + "\r\nhello");
+    EXPECT_EQ(client.Read().result_int(), 400) << lengths;
+  }
+  for (const char* codings : {"Transfer-Encoding: gzip, chunked\r\n",
+                              "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n"}) {
+    Client client(port());
+    client.Send(std::string("POST / HTTP/1.1\r\nHost: t\r\n") + codings + "\r\n0\r\n\r\n");
+    Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 501) << codings;
+    EXPECT_EQ(res[http::field::connection], "close") << codings;
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::testing
