@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <atomic>
@@ -18,6 +19,22 @@
 
 namespace tollgate::gateway {
 namespace {
+
+// The soft limit on open descriptors, raised to the hard one: a gateway
+// holds a descriptor per client and upstream connection, and a soft limit
+// of 1024 (the usual default) is far below what it can serve.
+void RaiseDescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur >= limit.rlim_max) return;
+  limit.rlim_cur = limit.rlim_max;
+  setrlimit(RLIMIT_NOFILE, &limit);
+}
+
+std::int64_t DescriptorLimit() {
+  rlimit limit{};
+  if (getrlimit(RLIMIT_NOFILE, &limit) != 0 || limit.rlim_cur == RLIM_INFINITY) return 1 << 20;
+  return static_cast<std::int64_t>(std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 30));
+}
 
 double UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
@@ -56,6 +73,7 @@ struct Server::Impl final : StateSource {
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
   std::atomic<bool> serving{false};
+  std::atomic<std::int64_t> connections{0};  // client connections, every worker's
 
   std::uint64_t generation() const override {
     return generation_number.load(std::memory_order_acquire);
@@ -124,6 +142,9 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->local_coordinator = &coordinator;
   state->inflight_upstreams = &inflight_upstreams;
   state->access_log = access_log.get();
+  state->max_connections = config->limits.max_connections > 0
+                               ? config->limits.max_connections
+                               : MaxConnectionsFor(DescriptorLimit());
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
   if (!state->identity) {
@@ -191,6 +212,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   // spdlog's registry is made on first use, inside libspdlog: make it here,
   // before the workers log, rather than in a race TSan cannot see guarded.
   spdlog::default_logger_raw();
+  RaiseDescriptorLimit();
   auto impl = std::make_unique<Impl>();
   impl->clock = &clock;
   store::LocalStoreOptions store_options;
@@ -232,6 +254,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       worker->SetStore(impl->store.get());
       worker->SetCoordinator(&impl->coordinator);
     }
+    worker->SetConnectionCount(&impl->connections);
     impl->workers.push_back(std::move(worker));
   }
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads

@@ -171,7 +171,16 @@ Session::~Session() {
 Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
 
 void Session::CloseIfIdle() {
-  if (idle_) Lowest(stream_).cancel();
+  if (idle_ && !closing_) {
+    closing_ = true;
+    Lowest(stream_).cancel();
+  }
+}
+
+bool Session::CloseIfIdleKeepAlive() {
+  if (!served_ || !idle_ || closing_) return false;
+  CloseIfIdle();
+  return true;
 }
 
 std::chrono::milliseconds Session::Budget(std::int64_t op_ms, const Exchange& ex) const {
@@ -209,11 +218,13 @@ Task<void> Session::Run() {
         return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
       });
       idle_ = false;
+      closing_ = false;
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
       buffer_.commit(n);
     }
     first = false;
     if (!co_await ServeOne()) break;
+    served_ = true;
   }
   co_await Shutdown();
 }

@@ -27,6 +27,9 @@ class Session {
   Task<void> Run();
   // Drain: a session waiting for its next request is closed now.
   void CloseIfIdle();
+  // Likewise, but only one that has served a request (an idle keep-alive
+  // connection, not a new one yet to send its first); true when closed.
+  bool CloseIfIdleKeepAlive();
 
  private:
   using HeadParser = RequestParser<http::empty_body>;
@@ -147,6 +150,8 @@ class Session {
   std::string wire_;       // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool idle_ = true;
+  bool served_ = false;  // an exchange has completed
+  bool closing_ = false;  // CloseIfIdle has cancelled its wait
   int metric_listener_ = 0;
 };
 

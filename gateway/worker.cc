@@ -1,5 +1,8 @@
 #include "gateway/worker.h"
 
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
 #include <vector>
 
 #include "gateway/draining_read.h"
@@ -37,9 +40,39 @@ void Worker::StartAccepting() {
   }
 }
 
+std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit) {
+  return std::max<std::int64_t>(1, (descriptor_limit - 64) / 2);
+}
+
+Task<void> Worker::WaitForRoom(Acceptor& acceptor) {
+  constexpr auto kRoomCheck = std::chrono::milliseconds(10);
+  bool paused = false;
+  const auto room = [&] {
+    return connections_->load(std::memory_order_relaxed) < Current()->state->max_connections ||
+           !acceptor.is_open();
+  };
+  for (;;) {
+    if (room()) co_return;
+    // Only for a client that is waiting to connect is room made.
+    co_await acceptor.async_wait(tcp::acceptor::wait_read, kUseTuple);
+    if (room()) co_return;
+    const std::int64_t max = Current()->state->max_connections;
+    if (!paused) {
+      spdlog::warn("{} client connections (max_connections): accepting paused", max);
+      paused = true;
+    }
+    for (Session* s : sessions_) {
+      if (s->CloseIfIdleKeepAlive()) break;
+    }
+    asio::steady_timer pause(io_, kRoomCheck);
+    co_await pause.async_wait(kUseTuple);
+  }
+}
+
 Task<void> Worker::AcceptLoop(std::size_t listener) {
   Acceptor& acceptor = *acceptors_[listener];
   for (;;) {
+    co_await WaitForRoom(acceptor);
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;

@@ -4,6 +4,7 @@
 // here needs a lock. GatewayStates are immutable and shared between threads.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <unordered_set>
 #include <vector>
@@ -51,7 +52,15 @@ struct GatewayState {
   // ->upstreams and ->listeners; empty when metrics are off.
   std::vector<int> route_ids, rule_ids, upstream_ids, listener_ids;
   int unrouted_id = 0;  // requests that matched no route
+  // Client connections the process keeps open at most ([limits]
+  // max_connections, or what the descriptor limit allows).
+  std::int64_t max_connections = 0;
 };
+
+// [limits] max_connections = 0: half of the descriptors left after a
+// reserve of 64 (listeners, Redis, the logs), the other half for the
+// upstream connection each client connection may hold; at least 1.
+std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit);
 
 class Session;
 
@@ -109,9 +118,16 @@ class Worker {
   // Starts accepting on every acceptor (listener i at acceptors()[i]).
   void StartAccepting();
 
-  void Register(Session* session) { sessions_.insert(session); }
+  // The process's count of client connections, shared by its workers (not
+  // owned). Call before serving.
+  void SetConnectionCount(std::atomic<std::int64_t>* count) { connections_ = count; }
+  void Register(Session* session) {
+    sessions_.insert(session);
+    connections_->fetch_add(1, std::memory_order_relaxed);
+  }
   void Unregister(Session* session) {
     sessions_.erase(session);
+    connections_->fetch_sub(1, std::memory_order_relaxed);
     if (draining_ && sessions_.empty()) io_.stop();
   }
 
@@ -125,6 +141,12 @@ class Worker {
 
  private:
   Task<void> AcceptLoop(std::size_t listener);
+  // Returns once the process is below max_connections (or `acceptor` is
+  // closed). Meanwhile nothing is accepted (new connections wait in the
+  // listen backlog) and, while one waits, every kRoomCheck one idle
+  // keep-alive connection of this worker is closed to make room, as nginx
+  // reuses its keep-alive connections when worker_connections run out.
+  Task<void> WaitForRoom(Acceptor& acceptor);
 
   const StateSource& source_;
   const std::size_t index_;
@@ -133,6 +155,7 @@ class Worker {
   // unregister themselves here.
   std::unordered_set<Session*> sessions_;
   bool draining_ = false;
+  std::atomic<std::int64_t>* connections_ = nullptr;
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   // Declared after io_: pooled upstream sockets and acceptors close while

@@ -92,6 +92,7 @@ void ReadLimits(TableReader r, LimitsConfig& out) {
   if (auto v = r.Integer("max_header_bytes", 1024, 1 << 20)) out.max_header_bytes = *v;
   if (auto v = r.Integer("max_body_bytes", 0, kMaxInt)) out.max_body_bytes = *v;
   if (auto v = r.Integer("max_waiting", 0, 10'000'000)) out.max_waiting = *v;
+  if (auto v = r.Integer("max_connections", 1, 10'000'000)) out.max_connections = *v;
   r.Finish();
 }
 

@@ -53,6 +53,9 @@ struct LimitsConfig {
   std::int64_t max_header_bytes = 16'384;
   std::int64_t max_body_bytes = 10'485'760;
   std::int64_t max_waiting = 10'000;  // requests held by delay rules, in total
+  // Client connections of the process; 0: derived from the descriptor
+  // limit (gateway::MaxConnectionsFor).
+  std::int64_t max_connections = 0;
 };
 
 enum class LogFormat { kCombined, kJson };

@@ -532,5 +532,49 @@ TEST_F(ProxyTest, RepeatedContentLengthIs400AndOtherCodingsAre501) {
   }
 }
 
+bool ClosedNow(Client& client) {
+  char byte;
+  return ::recv(client.socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
+// At [limits] max_connections, accepting pauses and one idle keep-alive
+// connection is closed to make room for the new client.
+TEST_F(ProxyTest, AtMaxConnectionsAnIdleKeepAliveConnectionMakesRoom) {
+  StartGateway("[limits]\nmax_connections = 3\n");
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<Client>(port()));
+    EXPECT_EQ(idle.back()->Get("/").result_int(), 200);
+  }
+  Client late(port());
+  EXPECT_EQ(late.Get("/").result_int(), 200);
+  int closed = 0;
+  for (auto& c : idle) closed += ClosedNow(*c);
+  EXPECT_EQ(closed, 1);
+}
+
+// The hostile test's case: a descriptor limit of 256 and more idle
+// connections than it allows; the gateway (max_connections derived from the
+// limit) keeps serving new clients.
+TEST(MaxConnections, ManyIdleConnectionsDoNotStopNewClients) {
+  auto echo = StartEcho();
+  TempDir dir;
+  const std::string file = dir.Write("tollgate.toml", WithEchoPort(BasicConfig(), echo->port()));
+  Process gateway({"/bin/sh", "-c",
+                   std::string("ulimit -n 256 && exec ") + TOLLGATE_BINARY + " --config " + file});
+  const std::uint16_t port = WaitForPort(gateway);
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 150; ++i) {
+    idle.push_back(std::make_unique<Client>(port));
+    idle.back()->Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
+  }
+  for (int round = 0; round < 5; ++round) {
+    Client fresh(port);
+    EXPECT_EQ(fresh.Get("/").result_int(), 200) << round;
+  }
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
 }  // namespace
 }  // namespace tollgate::testing
