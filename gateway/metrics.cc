@@ -330,8 +330,11 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("local_store_keys", "gauge", "Keys held by the local store.");
   w.Sample("local_store_keys", "", external.local_store_keys);
   w.Family("local_store_evictions_total", "counter",
-           "Keys the local store evicted to stay within max_keys.");
-  w.Sample("local_store_evictions_total", "", external.local_store_evictions);
+           "Keys the local store evicted to stay within max_keys, by rule (a rule's keys are "
+           "evicted only to make room for keys of the same rule).");
+  for (const auto& [id, n] : external.local_store_rule_evictions) {
+    w.Sample("local_store_evictions_total", label("rule", rules_[static_cast<std::size_t>(id)]), n);
+  }
 
   const std::int64_t delayed =
       Sum([](const ThreadMetrics& t) { return t.delayed_.load(std::memory_order_relaxed); });

@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "rules/rule.h"
@@ -104,7 +105,9 @@ class ThreadMetrics {
 // Values kept elsewhere, read at scrape time.
 struct ExternalGauges {
   std::int64_t local_store_keys = 0;
-  std::uint64_t local_store_evictions = 0;
+  // Evictions by rule label id (RuleId): each rule's own keys evicted to
+  // stay within its share, since the rule got its partition.
+  std::vector<std::pair<int, std::uint64_t>> local_store_rule_evictions;
   bool redis = false;
   std::int64_t redis_circuits_open = 0;
   std::uint64_t redis_batched_decisions = 0;

@@ -90,7 +90,8 @@ void DecisionBatch::Start(store::Store& store, std::span<const rules::RuleHit* c
   for (std::size_t i = 0; i < hits.size(); ++i) {
     slots_[i].batch = this;
     const rules::RuleConfig& rule = *hits[i]->rule;
-    store.Decide({hits[i]->key, rule.limit.get(), rule.cost, now_ms}, slots_[i]);
+    store.Decide({hits[i]->key, rule.limit.get(), rule.cost, now_ms, hits[i]->partition},
+                 slots_[i]);
   }
 }
 
@@ -168,8 +169,9 @@ algorithms::Decision ResolveDecision(const LimitContext& context, const rules::R
       break;
   }
   error = false;  // the local store decided: a real decision
+  // The rule's own partition of the local store, as when it is the store.
   return context.fallback.DecideNow(
-      {hit.key, hit.rule->limit.get(), hit.rule->cost, context.now_ms});
+      {hit.key, hit.rule->limit.get(), hit.rule->cost, context.now_ms, hit.partition});
 }
 
 LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <map>
 #include <memory>
 #include <thread>
 
@@ -83,7 +84,16 @@ struct Server::Impl final : StateSource {
   std::string RenderMetrics() const {
     ExternalGauges external;
     external.local_store_keys = static_cast<std::int64_t>(store->KeyCount());
-    external.local_store_evictions = store->Evictions();
+    // Evictions by rule, for the rules of the store in force (rules that
+    // share a metric label, past kMaxNames, add up).
+    const std::shared_ptr<const GatewayState> current = state.load();
+    const std::vector<rules::RuleConfig>& rules = current->config->rules;
+    std::map<int, std::uint64_t> by_rule;
+    for (std::size_t i = 0; i < rules.size() && i < current->rule_ids.size(); ++i) {
+      if (rules[i].limit == nullptr) continue;
+      by_rule[current->rule_ids[i]] += store->Stats(current->rule_set->partitions()[i]).evictions;
+    }
+    external.local_store_rule_evictions.assign(by_rule.begin(), by_rule.end());
     external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
     external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
     external.redis_batched_decisions = redis_health.coalesced.load(std::memory_order_relaxed);
@@ -151,7 +161,6 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
     error = "identity.jwt: " + error;
     return nullptr;
   }
-  state->rule_set = std::make_unique<rules::RuleSet>(config->rules);
   if (metrics) {
     for (const rules::RouteConfig& r : config->routes)
       state->route_ids.push_back(metrics->RouteId(r.name));
@@ -197,6 +206,27 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
       state->listener_tls.push_back(nullptr);
     }
   }
+  // Last, when nothing can fail any more: the local store's partitions
+  // become this configuration's. Each rule of the store gets its own (a
+  // rule kept from the running configuration keeps its partition and its
+  // counters), bounded by the rule's share of [store] max_keys.
+  std::vector<store::PartitionShare> shares;
+  std::vector<std::size_t> sharing;  // rule index of each share
+  for (std::size_t i = 0; i < config->rules.size(); ++i) {
+    if (config->rules[i].limit != nullptr) sharing.push_back(i);
+  }
+  for (const std::size_t i : sharing) {
+    const rules::RuleConfig& rule = config->rules[i];
+    // 0 only in a configuration not made by the loader: an even share.
+    const std::size_t keys =
+        rule.max_keys != 0 ? rule.max_keys
+                           : std::max<std::size_t>(1, config->store.max_keys / sharing.size());
+    shares.push_back({rule.name, keys});
+  }
+  const std::vector<std::uint32_t> assigned = store->AssignPartitions(shares);
+  std::vector<std::uint32_t> partitions(config->rules.size(), 0);
+  for (std::size_t s = 0; s < sharing.size(); ++s) partitions[sharing[s]] = assigned[s];
+  state->rule_set = std::make_unique<rules::RuleSet>(config->rules, std::move(partitions));
   return state;
 }
 

@@ -277,7 +277,9 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
                [&](TableReader r) { ReadRoute(std::move(r), config.upstreams, config.routes); });
   ForTable(root, "identity", [&](TableReader r) { ReadIdentity(std::move(r), config.identity); });
   ForTable(root, "store", [&](TableReader r) { ReadStore(std::move(r), config.store); });
-  ForEachTable(root, "rules", [&](TableReader r) { ReadRule(std::move(r), config.rules); });
+  ForEachTable(root, "rules",
+               [&](TableReader r) { ReadRule(std::move(r), config.store, config.rules); });
+  ShareStoreKeys(config.store, config.rules);
   root.Finish();
   if (config.listeners.empty()) {
     errors.Add(ConfigError{name, 1, 1, "no [[listeners]]: tollgate needs at least one address"});

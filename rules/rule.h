@@ -67,6 +67,10 @@ struct RuleConfig {
   std::int64_t max_waiting = 100;
   unsigned status = 429;
   RateLimitHeaders headers = RateLimitHeaders::kAll;
+  // Keys this rule may keep in the local store (its partition's bound): its
+  // own `max_keys`, or an even share of what those leave of [store]
+  // max_keys. 0 for exempt and concurrency rules, which keep none.
+  std::size_t max_keys = 0;
 };
 
 enum class JwtAlgorithm { kHs256, kRs256, kEs256 };

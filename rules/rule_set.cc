@@ -147,7 +147,10 @@ std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
   return out;
 }
 
-RuleSet::RuleSet(const std::vector<RuleConfig>& rules) : rules_(rules) {}
+RuleSet::RuleSet(const std::vector<RuleConfig>& rules, std::vector<std::uint32_t> partitions)
+    : rules_(rules), partitions_(std::move(partitions)) {
+  partitions_.resize(rules_.size());
+}
 
 void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
                        Evaluation& out) const {
@@ -169,6 +172,7 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
     if (used == list.size()) list.emplace_back();
     RuleHit& hit = list[used];
     hit.rule = &rule;
+    hit.partition = partitions_[static_cast<std::size_t>(&rule - rules_.data())];
     if (BuildKey(rule, request, identity, hit.key)) ++used;
   }
   out.hits.resize(hits);

@@ -4,6 +4,7 @@
 // to the RuleConfigs it was built from, which must outlive it.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,8 @@ namespace tollgate::rules {
 struct RuleHit {
   const RuleConfig* rule = nullptr;
   std::string key;  // for the store; bounded, see BuildKey
+  // The rule's partition of the local store (DecideRequest::partition).
+  std::uint32_t partition = 0;
 };
 
 // Reused from request to request: Evaluate builds keys in the storage of
@@ -28,12 +31,17 @@ struct Evaluation {
 
 class RuleSet {
  public:
-  explicit RuleSet(const std::vector<RuleConfig>& rules);
+  // `partitions`: each rule's local store partition, by index in `rules`
+  // (LocalStore::AssignPartitions); empty: partition 0 for all.
+  explicit RuleSet(const std::vector<RuleConfig>& rules,
+                   std::vector<std::uint32_t> partitions = {});
   void Evaluate(const RequestFacts& request, const Identity& identity, Evaluation& out) const;
   bool empty() const { return rules_.empty(); }
+  const std::vector<std::uint32_t>& partitions() const { return partitions_; }
 
  private:
   const std::vector<RuleConfig>& rules_;
+  std::vector<std::uint32_t> partitions_;  // one per rule
 };
 
 bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity& identity);

@@ -310,9 +310,29 @@ void ReadStore(TableReader r, StoreConfig& out) {
   r.Finish();
 }
 
-void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
+namespace {
+
+// Rules that keep keys in the local store: rate rules (not exempt, no
+// max_inflight).
+bool UsesLocalStore(const RuleConfig& rule) { return !rule.exempt && rule.max_inflight == 0; }
+
+// The keys `rules` need of the local store: their own max_keys, and a key at
+// least for each rule without one (while read, a rule's max_keys is its own
+// or 0).
+std::uint64_t KeysNeeded(const std::vector<RuleConfig>& rules) {
+  std::uint64_t n = 0;
+  for (const RuleConfig& rule : rules) {
+    if (UsesLocalStore(rule)) n += std::max<std::size_t>(1, rule.max_keys);
+  }
+  return n;
+}
+
+}  // namespace
+
+void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& out) {
   RuleConfig rule;
   ErrorList& errors = r.errors();
+  const toml::value* name_value = r.Find("name");
   if (const toml::value* name = r.Require("name")) {
     if (auto s = ReadString(*name, "name", errors)) {
       rule.name = *s;
@@ -335,7 +355,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     // An exempt rule only matches: limits, keys and actions do not apply.
     for (const char* key :
          {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows", "nodelay",
-          "cost", "action", "max_delay", "status", "headers", "max_inflight"}) {
+          "cost", "action", "max_delay", "status", "headers", "max_inflight", "max_keys"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
       }
@@ -351,7 +371,7 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
     // A concurrency rule counts requests in flight: no algorithm or window.
     rule.max_inflight = *n;
     for (const char* key : {"algorithm", "limit", "window", "limits", "burst", "sub_windows",
-                            "nodelay", "cost", "action", "headers"}) {
+                            "nodelay", "cost", "action", "headers", "max_keys"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning with max_inflight (a concurrency "
                                    "rule); put a rate limit in a rule of its own",
@@ -452,6 +472,21 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
                    : *h == "limited" ? RateLimitHeaders::kLimited
                                      : RateLimitHeaders::kAll;
   }
+  // The rule's own part of [store] max_keys (read before the rules); the
+  // rules without one share what is left (ShareStoreKeys).
+  if (auto n = r.Integer("max_keys", 1, std::int64_t{1} << 32)) {
+    rule.max_keys = static_cast<std::size_t>(*n);
+  }
+  const std::uint64_t before = KeysNeeded(out);
+  const std::uint64_t needed = before + std::max<std::size_t>(1, rule.max_keys);
+  if (needed > store.max_keys && before <= store.max_keys) {
+    const toml::value* at = r.Has("max_keys") ? r.Find("max_keys") : name_value;
+    errors.Add(at != nullptr ? *at : r.table(),
+               fmt::format("the rules need {} keys of the local store, more than [store] "
+                           "max_keys ({}): their own max_keys, and one key at least for each "
+                           "rule without one",
+                           needed, store.max_keys));
+  }
   if (algorithm && where != nullptr && !windows.empty()) {
     std::vector<algorithms::LimitParams> params;
     for (const auto& [limit, label] : windows) {
@@ -475,6 +510,26 @@ void ReadRule(TableReader r, std::vector<RuleConfig>& out) {
   }
   r.Finish();
   out.push_back(std::move(rule));
+}
+
+void ShareStoreKeys(const StoreConfig& store, std::vector<RuleConfig>& rules) {
+  std::uint64_t own = 0;
+  std::size_t sharing = 0;
+  for (const RuleConfig& rule : rules) {
+    if (!UsesLocalStore(rule)) continue;
+    own += rule.max_keys;
+    if (rule.max_keys == 0) ++sharing;
+  }
+  if (sharing == 0) return;
+  const std::uint64_t left = own < store.max_keys ? store.max_keys - own : 0;
+  // An even share each; the first rules one key more, so that the shares
+  // add up to [store] max_keys.
+  std::size_t i = 0;
+  for (RuleConfig& rule : rules) {
+    if (!UsesLocalStore(rule) || rule.max_keys != 0) continue;
+    rule.max_keys = std::max<std::size_t>(1, left / sharing + (i < left % sharing ? 1 : 0));
+    ++i;
+  }
 }
 
 bool operator==(const StoreConfig& a, const StoreConfig& b) {

@@ -32,6 +32,9 @@ struct DecideRequest {
   const LimitSpec* limit;   // must outlive the call until completion
   std::int64_t cost = 1;    // validated against the limit's capacity
   std::int64_t now_ms = 0;  // the caller's clock; a store may use its own
+  // The LocalStore partition of the key's rule (LocalStore::AssignPartitions):
+  // keys are evicted only by keys of their own partition. Other stores ignore it.
+  std::uint32_t partition = 0;
 };
 inline constexpr std::size_t kMaxKeyBytes = 1024;
 

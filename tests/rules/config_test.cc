@@ -218,6 +218,181 @@ upstream = "api"
   EXPECT_NE(errors[0].find("cannot read certificate \"/nonexistent/cert.pem\""), std::string::npos);
 }
 
+// Every rule of the local store gets its own share of [store] max_keys:
+// its own max_keys, or an even part of what those leave.
+TEST(Config, RulesShareTheLocalStoresKeys) {
+  LoadResult r = LoadConfigText(std::string(kMinimal) + R"([store]
+max_keys = 1000
+[[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "b"
+key = "header:X-Key"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 101
+[[rules]]
+name = "c"
+exempt = true
+[[rules]]
+name = "d"
+key = "ip"
+max_inflight = 2
+[[rules]]
+name = "e"
+key = "user"
+algorithm = "token_bucket"
+limit = 1
+window = "1s"
+[[rules]]
+name = "f"
+key = "route"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                "t.toml");
+  ASSERT_TRUE(r.config) << r.errors[0].ToString();
+  std::vector<std::size_t> shares;
+  for (const RuleConfig& rule : r.config->rules) shares.push_back(rule.max_keys);
+  // 899 keys left for a, e and f; exempt and concurrency rules keep no key.
+  EXPECT_EQ(shares, (std::vector<std::size_t>{300, 101, 0, 0, 300, 299}));
+
+  LoadResult defaults = LoadConfigText(std::string(kMinimal) + R"([[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "c"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                       "t.toml");
+  ASSERT_TRUE(defaults.config) << defaults.errors[0].ToString();
+  EXPECT_EQ(defaults.config->store.max_keys, 1'000'000u);
+  EXPECT_EQ(defaults.config->rules[0].max_keys, 333'334u);
+  EXPECT_EQ(defaults.config->rules[1].max_keys, 333'333u);
+  EXPECT_EQ(defaults.config->rules[2].max_keys, 333'333u);
+}
+
+TEST(Config, RuleMaxKeysErrorsArePlaced) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([store]
+max_keys = 1000
+[[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 0
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = "many"
+[[rules]]
+name = "c"
+exempt = true
+max_keys = 5
+[[rules]]
+name = "d"
+key = "ip"
+max_inflight = 2
+max_keys = 5
+[[rules]]
+name = "e"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 4294967297
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:16:12: "max_keys" must be between 1 and 4294967296; got 0)",
+      R"(t.toml:23:12: "max_keys" must be an integer; got a string)",
+      R"(t.toml:27:12: "max_keys" has no meaning in an exempt rule)",
+      R"(t.toml:32:12: "max_keys" has no meaning with max_inflight (a concurrency rule); put a rate limit in a rule of its own)",
+      R"(t.toml:39:12: "max_keys" must be between 1 and 4294967296; got 4294967297)",
+  };
+  EXPECT_EQ(errors, expected);
+
+  // The rules' own max_keys, and a key at least for each other rule, must
+  // fit in [store] max_keys: the rule that goes beyond is named.
+  const std::vector<std::string> over = Errors(std::string(kMinimal) + R"([store]
+max_keys = 100
+[[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 60
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "c"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 40
+[[rules]]
+name = "d"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+max_keys = 1
+)");
+  const std::vector<std::string> expected_over = {
+      "t.toml:29:12: the rules need 101 keys of the local store, more than [store] max_keys "
+      "(100): their own max_keys, and one key at least for each rule without one",
+  };
+  EXPECT_EQ(over, expected_over);
+
+  const std::vector<std::string> too_many = Errors(std::string(kMinimal) + R"([store]
+max_keys = 1
+[[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)");
+  const std::vector<std::string> expected_too_many = {
+      "t.toml:17:8: the rules need 2 keys of the local store, more than [store] max_keys "
+      "(1): their own max_keys, and one key at least for each rule without one",
+  };
+  EXPECT_EQ(too_many, expected_too_many);
+}
+
 TEST(Duration, Units) {
   EXPECT_EQ(ParseDurationMs("500ms"), 500);
   EXPECT_EQ(ParseDurationMs("1s"), 1000);

@@ -148,5 +148,129 @@ TEST(LocalStore, ManyKeysAcrossThreads) {
   EXPECT_GT(allowed.load(), 0);
 }
 
+// Issue 26, defect 5: a flood of keys in one rule's partition evicts keys of
+// that partition only.
+TEST(LocalStorePartitions, AFloodEvictsOnlyInItsOwnPartition) {
+  LocalStoreOptions options;
+  options.max_keys = 1000;
+  LocalStore store(options);
+  const std::vector<PartitionShare> shares = {{"per-key", 500}, {"per-ip", 500}};
+  const std::vector<std::uint32_t> p = store.AssignPartitions(shares);
+  ASSERT_EQ(p.size(), 2u);
+  EXPECT_NE(p[0], p[1]);
+  const LimitSpec one = Spec(Algorithm::kFixedWindow, 1, 1'000'000);
+  const LimitSpec many = Spec(Algorithm::kFixedWindow, 1000, 1'000'000);
+  EXPECT_TRUE(store.DecideNow({"per-ip\x1fvictim", &one, 1, 0, p[1]}).allowed);
+  EXPECT_FALSE(store.DecideNow({"per-ip\x1fvictim", &one, 1, 0, p[1]}).allowed);
+  for (int i = 0; i < 20'000; ++i) {
+    store.DecideNow({"per-key\x1f" + std::to_string(i), &many, 1, i, p[0]});
+  }
+  // Still limited: its state was not evicted.
+  EXPECT_FALSE(store.DecideNow({"per-ip\x1fvictim", &one, 1, 20'000, p[1]}).allowed);
+  EXPECT_EQ(store.Stats(p[1]).keys, 1u);
+  EXPECT_EQ(store.Stats(p[1]).evictions, 0u);
+  EXPECT_LE(store.Stats(p[0]).keys, 500u);
+  EXPECT_GE(store.Stats(p[0]).evictions, 20'000u - 500u);
+  EXPECT_LE(store.KeyCount(), 1000u);
+  EXPECT_EQ(store.Evictions(), store.Stats(p[0]).evictions);
+}
+
+TEST(LocalStorePartitions, EachPartitionKeepsItsOwnBound) {
+  LocalStoreOptions options;
+  options.max_keys = 1000;
+  LocalStore store(options);
+  const std::vector<PartitionShare> shares = {{"small", 10}, {"big", 990}};
+  const std::vector<std::uint32_t> p = store.AssignPartitions(shares);
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 5, 1'000'000);
+  for (int i = 0; i < 5000; ++i) {
+    store.DecideNow({"small\x1f" + std::to_string(i), &spec, 1, 0, p[0]});
+    store.DecideNow({"big\x1f" + std::to_string(i), &spec, 1, 0, p[1]});
+  }
+  EXPECT_EQ(store.Stats(p[0]).keys, 10u);
+  EXPECT_LE(store.Stats(p[1]).keys, 990u);
+  EXPECT_GE(store.Stats(p[1]).keys, 900u);  // shards fill unevenly, but 5000 keys fill them all
+  EXPECT_LE(store.KeyCount(), 1000u);
+}
+
+TEST(LocalStorePartitions, ANameKeepsItsPartitionAndStateRemovedOnesAreEmptied) {
+  LocalStoreOptions options;
+  options.max_keys = 300;
+  LocalStore store(options);
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 1, 1'000'000);
+  const std::vector<PartitionShare> first = {{"a", 100}, {"b", 200}};
+  const std::vector<std::uint32_t> p = store.AssignPartitions(first);
+  EXPECT_TRUE(store.DecideNow({"a\x1fk", &spec, 1, 0, p[0]}).allowed);
+  for (int i = 0; i < 50; ++i) store.DecideNow({"b\x1f" + std::to_string(i), &spec, 1, 0, p[1]});
+  EXPECT_EQ(store.KeyCount(), 51u);
+
+  // "b" is gone, "c" and "d" are new: "a" keeps its partition and its state
+  // (under a smaller share); b's keys are freed and its partition is reused.
+  const std::vector<PartitionShare> second = {{"c", 100}, {"a", 100}, {"d", 100}};
+  const std::vector<std::uint32_t> q = store.AssignPartitions(second);
+  EXPECT_EQ(q[1], p[0]);
+  EXPECT_NE(q[0], q[2]);
+  EXPECT_NE(q[0], q[1]);
+  EXPECT_NE(q[2], q[1]);
+  EXPECT_FALSE(store.DecideNow({"a\x1fk", &spec, 1, 0, q[1]}).allowed);
+  EXPECT_EQ(store.KeyCount(), 1u);
+  EXPECT_EQ(store.Stats(q[0]).keys + store.Stats(q[2]).keys, 0u);
+
+  // The same names again (a reload of an unchanged file): nothing moves.
+  EXPECT_EQ(store.AssignPartitions(second), q);
+  EXPECT_FALSE(store.DecideNow({"a\x1fk", &spec, 1, 0, q[1]}).allowed);
+}
+
+TEST(LocalStorePartitions, ASmallerShareShrinksThePartitionAsKeysArrive) {
+  LocalStoreOptions options;
+  options.max_keys = 64;
+  options.shards = 1;
+  LocalStore store(options);
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 5, 1'000'000);
+  const std::vector<PartitionShare> whole = {{"a", 64}};
+  const std::uint32_t a = store.AssignPartitions(whole)[0];
+  for (int i = 0; i < 64; ++i) store.DecideNow({"a\x1f" + std::to_string(i), &spec, 1, 0, a});
+  EXPECT_EQ(store.Stats(a).keys, 64u);
+  const std::vector<PartitionShare> halves = {{"a", 32}, {"b", 32}};
+  ASSERT_EQ(store.AssignPartitions(halves)[0], a);
+  // Each new key evicts two old ones until the partition is within its share.
+  for (int i = 0; i < 32; ++i) store.DecideNow({"a\x1fnew" + std::to_string(i), &spec, 1, 0, a});
+  EXPECT_EQ(store.Stats(a).keys, 32u);
+}
+
+TEST(LocalStorePartitions, DecisionsGoOnWhilePartitionsAreAssigned) {
+  LocalStoreOptions options;
+  options.max_keys = 10'000;
+  LocalStore store(options);
+  const LimitSpec spec = Spec(Algorithm::kTokenBucket, 10, 1000, 10);
+  const std::vector<PartitionShare> first = {{"r0", 5000}, {"r1", 5000}};
+  const std::vector<std::uint32_t> p = store.AssignPartitions(first);
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      // Indices of the first assignment, as a request of an old
+      // configuration would still use them.
+      for (int i = 0; !stop.load(std::memory_order_relaxed) || i < 2000; ++i) {
+        const std::string key = "r" + std::to_string(t) + "\x1f" + std::to_string(i % 3000);
+        store.DecideNow({key, &spec, 1, i, p[static_cast<std::size_t>(t)]});
+      }
+    });
+  }
+  // Up to 200 rules, partitions added (the directory grows) and reused.
+  for (int round = 1; round <= 200; ++round) {
+    std::vector<std::string> names;
+    for (int r = 0; r < round; r += (round % 3) + 1) names.push_back("r" + std::to_string(r));
+    std::vector<PartitionShare> shares;
+    for (const std::string& n : names) shares.push_back({n, 10'000 / names.size()});
+    const std::vector<std::uint32_t> q = store.AssignPartitions(shares);
+    if (names[0] == "r0") {
+      EXPECT_EQ(q[0], p[0]);
+    }
+  }
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_LE(store.KeyCount(), 10'000u + 1024u);
+}
+
 }  // namespace
 }  // namespace tollgate::store
