@@ -2,10 +2,13 @@
 BUILD_DIR ?= build
 ASAN_DIR ?= build-asan
 TSAN_DIR ?= build-tsan
+FUZZ_DIR ?= build-fuzz
+FUZZ_SECONDS ?= 60
+FUZZERS ?= request_head normalize config jwt replay
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan test-tsan bench format tidy clean
+.PHONY: all deps build run test test-asan test-tsan fuzz bench format tidy clean
 
 all: build
 
@@ -37,6 +40,13 @@ test-tsan: deps
 	cmake --build $(TSAN_DIR) -j$(JOBS)
 	cd $(TSAN_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 600 -L threaded
 
+# libFuzzer targets of fuzz/ (clang 14, ASan + UBSan), FUZZ_SECONDS each.
+fuzz:
+	@scripts/deps.sh fuzz
+	cmake -S . -B $(FUZZ_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++-14 -DTOLLGATE_FUZZ=ON -DTOLLGATE_TESTS=OFF -DTOLLGATE_BENCH=OFF
+	cmake --build $(FUZZ_DIR) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
+	fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZERS)
+
 bench: build
 	bench/run_all.sh $(BUILD_DIR)
 
@@ -47,4 +57,4 @@ tidy: $(BUILD_DIR)/Makefile
 	clang-tidy -p $(BUILD_DIR) $$(git ls-files '*.cc')
 
 clean:
-	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR)
+	rm -rf $(BUILD_DIR) $(ASAN_DIR) $(TSAN_DIR) $(FUZZ_DIR)

@@ -14,7 +14,7 @@ namespace tollgate::algorithms {
 // limit, all or nothing: `states[i]` (see state.h) belongs to `windows[i]`.
 // States change only when the request is allowed. Preconditions: every
 // window passed ValidateLimit() and ValidateCost(); windows.size() ==
-// states.size() >= 1.
+// states.size() >= 1; 0 <= now_ms <= kMaxTimeMs (validate.h).
 Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
                 std::int64_t now_ms, std::int64_t cost);
 

@@ -102,7 +102,12 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
              url &&
              (url->scheme_id() == boost::urls::scheme::http ||
               url->scheme_id() == boost::urls::scheme::https) &&
-             url->has_authority() && IsValidHost(url->encoded_host_and_port())) {
+             url->has_authority() && IsValidHost(url->encoded_host_and_port()) &&
+             // After an authority the path is empty or begins with '/' (RFC
+             // 3986 §3.3). Boost.URL 1.81 parses "http://a:80x/y" as host
+             // "a", port "80" and path "x/y" (boostorg/url issue 680; found by
+             // fuzz/request_head.cc): the upstream would have got "x/y".
+             (url->encoded_path().empty() || url->encoded_path().front() == '/')) {
     check.authority = url->encoded_host_and_port();
     check.origin_form = url->encoded_path().empty() ? "/" : std::string(url->encoded_path());
     if (url->has_query()) {

@@ -5,7 +5,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <charconv>
 #include <chrono>
 #include <istream>
 #include <limits>
@@ -16,24 +15,12 @@
 
 #include "algorithms/validate.h"
 #include "gateway/net.h"
+#include "gateway/trace_line.h"
 #include "store/local_store.h"
 #include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
-
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
-    s.remove_suffix(1);
-  return s;
-}
-
-bool ParseInt(std::string_view text, std::int64_t& out) {
-  text = Trim(text);
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
-  return ec == std::errc() && ptr == text.data() + text.size() && !text.empty();
-}
 
 struct KeyTotals {
   std::uint64_t allowed = 0;
@@ -147,34 +134,11 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
   std::int64_t last_t = 0;
   while (std::getline(in, text)) {
     ++line_number;
-    const std::string_view line = Trim(text);
-    if (line.empty() || line.front() == '#') continue;
-    if (!seen_data && line.rfind("t_ms", 0) == 0) continue;  // header
-    const std::size_t first = line.find(',');
-    if (first == std::string_view::npos) {
-      return fail(line_number, "expected \"t_ms,key[,cost]\"");
-    }
-    std::string_view rest = line.substr(first + 1);
-    std::string_view key = rest;
-    std::int64_t cost = options.default_cost;
-    if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
-      key = rest.substr(0, second);
-      if (!ParseInt(rest.substr(second + 1), cost)) {
-        return fail(line_number,
-                    fmt::format("cost \"{}\" is not an integer", Trim(rest.substr(second + 1))));
-      }
-    }
-    key = Trim(key);
-    std::int64_t t = 0;
-    if (!ParseInt(line.substr(0, first), t) || t < 0) {
-      return fail(line_number, fmt::format("time \"{}\" is not a non-negative integer of "
-                                           "milliseconds",
-                                           Trim(line.substr(0, first))));
-    }
-    if (key.empty()) return fail(line_number, "the key is empty");
-    if (key.size() > store::kMaxKeyBytes) {
-      return fail(line_number, fmt::format("the key is longer than {} bytes", store::kMaxKeyBytes));
-    }
+    const TraceLine parsed = ParseTraceLine(text, seen_data, options.default_cost);
+    if (parsed.kind == TraceLine::Kind::kSkip) continue;
+    if (parsed.kind == TraceLine::Kind::kError) return fail(line_number, parsed.error);
+    const std::int64_t t = parsed.t_ms;
+    const std::int64_t cost = parsed.cost;
     if (seen_data && t < last_t) {
       return fail(line_number, fmt::format("time goes backwards: {} after {}", t, last_t));
     }
@@ -186,7 +150,7 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     Row& row = rows.emplace_back();
     row.line = line_number;
     row.t = t;
-    row.key = std::string(key);
+    row.key = std::string(parsed.key);
     row.cost = cost;
     if (rows.size() == kBatchRows && !flush()) return 1;
   }

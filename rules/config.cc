@@ -298,7 +298,10 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
 }
 
 // toml11's own message is multi-line; the first line, without its "[error]"
-// tag and parser function name, is what a user needs.
+// tag and parser function name, is what a user needs. Some errors leave that
+// line empty ("toml::parse_boolean: ", found by fuzz/config.cc: the user saw
+// "file:2:1: " and nothing else) and say what is wrong only under the caret
+// ("^--- the next token is not a boolean"): then that is the message.
 std::string FirstLine(const std::string& what) {
   std::string line = what.substr(0, what.find('\n'));
   for (std::string_view tag : {"[error] "}) {
@@ -306,6 +309,14 @@ std::string FirstLine(const std::string& what) {
   }
   const std::size_t colon = line.find(": ");
   if (line.rfind("toml::", 0) == 0 && colon != std::string::npos) line.erase(0, colon + 2);
+  if (line.find_first_not_of(' ') == std::string::npos) {
+    constexpr std::string_view kCaret = "^--- ";
+    const std::size_t caret = what.find(kCaret);
+    line = caret == std::string::npos
+               ? std::string()
+               : what.substr(caret + kCaret.size(), what.find('\n', caret) - caret - kCaret.size());
+  }
+  if (line.find_first_not_of(' ') == std::string::npos) line = "syntax error";
   return line;
 }
 

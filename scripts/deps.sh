@@ -12,6 +12,11 @@ packages=(
   redis-server redis-tools nginx-light wrk curl valgrind strace
   prometheus chromium fonts-dejavu-core
 )
+# `scripts/deps.sh fuzz` (make fuzz) also installs clang 14 and its runtime
+# libraries (libclang_rt.fuzzer, ASan, UBSan): not needed to build or test.
+if [ "${1:-}" = fuzz ]; then
+  packages+=(clang-14 libclang-rt-14-dev)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

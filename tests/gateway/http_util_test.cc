@@ -8,6 +8,7 @@
 #include <cctype>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -160,6 +161,29 @@ TEST(RequestHeader, AHostMayHoldOnlyTheBytesOfUriHostAndPort) {
     header.insert(http::field::host, host);
     const RequestHeaderCheck check = CheckRequestHeader(header, false);
     EXPECT_EQ(check.problem.empty(), InHostSyntax(static_cast<unsigned char>(c))) << "byte " << c;
+  }
+}
+
+// Absolute-form stands for its origin-form, with the authority as Host. A
+// port followed by anything but '/', '?' or the end is refused, not split
+// into a port and a path without its '/' (Boost.URL 1.81 takes
+// "http://a:80x/y" for port 80 and path "x/y"; found by fuzz/request_head.cc).
+TEST(RequestHeader, AbsoluteFormPathBeginsWithASlash) {
+  auto check = [](std::string_view target) {
+    http::request_header<Fields> header;
+    header.version(11);
+    header.method(http::verb::get);
+    header.target(target);
+    header.insert(http::field::host, "ignored.example");
+    const RequestHeaderCheck c = CheckRequestHeader(header, false);
+    return std::make_tuple(std::string(c.problem), c.authority, c.origin_form);
+  };
+  EXPECT_EQ(check("http://a.example:80/x?y=1"), std::make_tuple("", "a.example:80", "/x?y=1"));
+  EXPECT_EQ(check("https://a.example?q"), std::make_tuple("", "a.example", "/?q"));
+  for (std::string_view bad :
+       {"http://a:80x/y", "http://a:x", "http://a.example:80st61pi/./x", "https://[::1]:80x/"}) {
+    EXPECT_EQ(std::get<0>(check(bad)), "the request target must be a path or an http(s) URL")
+        << bad;
   }
 }
 

@@ -76,6 +76,11 @@ TEST(Replay, BadInputNamesTheLine) {
   EXPECT_EQ(ReplayError("x,a\n"),
             "trace.csv:1: time \"x\" is not a non-negative integer of milliseconds\n");
   EXPECT_EQ(ReplayError("0,a,two\n"), "trace.csv:1: cost \"two\" is not an integer\n");
+  // Beyond 2^50 ms the algorithms' arithmetic would overflow (found by
+  // fuzz/replay.cc with a time of 2^63 - 1).
+  EXPECT_EQ(ReplayError("0,a\n9223372036854775807,a\n"),
+            "trace.csv:2: time 9223372036854775807 is too large: at most 1125899906842624 "
+            "milliseconds (2^50)\n");
 }
 
 TEST(Replay, InvalidLimitIsExplained) {

@@ -153,6 +153,17 @@ TEST(Config, SyntaxErrorHasAPosition) {
   EXPECT_EQ(errors[0].rfind("t.toml:1:", 0), 0u) << errors[0];
 }
 
+// Some of toml11's errors say what is wrong only under their caret (found
+// by fuzz/config.cc): the message is never empty.
+TEST(Config, SyntaxErrorAlwaysSaysWhat) {
+  for (const char* text : {"[server]\nvia = ture\n", "[[rules]]\nmatch = { anonymous = trn }\n"}) {
+    const std::vector<std::string> errors = Errors(text);
+    ASSERT_EQ(errors.size(), 1u) << text;
+    EXPECT_EQ(errors[0].rfind("t.toml:2:", 0), 0u) << errors[0];
+    EXPECT_TRUE(errors[0].ends_with(": the next token is not a boolean")) << errors[0];
+  }
+}
+
 TEST(Config, MissingFileIsAnError) {
   LoadResult r = LoadConfigFile("/nonexistent/tollgate.toml");
   ASSERT_EQ(r.errors.size(), 1u);

@@ -1,0 +1,31 @@
+// One line of a `tollgate replay` trace, parsed: the pure part of
+// gateway/replay.cc (no I/O, no store), so that it can be tested and fuzzed
+// on its own. Thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace tollgate::gateway {
+
+struct TraceLine {
+  enum class Kind {
+    kSkip,   // blank, a `#` comment, or the header line
+    kRow,    // t_ms, key, cost are set
+    kError,  // error is set
+  };
+  Kind kind = Kind::kSkip;
+  std::int64_t t_ms = 0;  // 0 to algorithms::kMaxTimeMs
+  std::string_view key;   // within the line; not empty, at most store::kMaxKeyBytes
+  std::int64_t cost = 0;  // as written, or default_cost; any integer
+  std::string error;      // without the "name:line: " prefix
+};
+
+// `t_ms,key[,cost]`, spaces and tabs around fields (and a trailing '\r')
+// ignored; a line starting with "t_ms" before the first data line
+// (`seen_data` false) is the header. Not checked here: time order and the
+// cost against the limit, which need the run's state (RunReplay checks them).
+TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t default_cost);
+
+}  // namespace tollgate::gateway
