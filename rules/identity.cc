@@ -11,6 +11,15 @@ std::string_view Trim(std::string_view s) {
   return s;
 }
 
+// "Bearer <token>", the scheme in any case (RFC 9110 §11.1).
+bool IsBearer(std::string_view auth) {
+  constexpr std::string_view kScheme = "bearer ";
+  return auth.size() > kScheme.size() &&
+         std::equal(kScheme.begin(), kScheme.end(), auth.begin(), [](char want, char c) {
+           return want == (c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c);
+         });
+}
+
 }  // namespace
 
 std::unique_ptr<IdentityResolver> IdentityResolver::Create(const IdentityConfig& config,
@@ -59,7 +68,7 @@ Identity IdentityResolver::Resolve(const RequestFacts& request) const {
   id.client_ip = ClientIp(request.peer, *request.headers);
   if (jwt_) {
     const std::string_view auth = request.headers->Get("Authorization");
-    if (auth.size() > 7 && (auth.substr(0, 7) == "Bearer " || auth.substr(0, 7) == "bearer ")) {
+    if (IsBearer(auth)) {
       const JwtClaims claims = jwt_->Verify(Trim(auth.substr(7)), clock_.UnixMs());
       if (claims.valid) {
         id.token = TokenState::kValid;

@@ -260,6 +260,26 @@ TEST(Jwt, InvalidTokenMakesTheRequestAnonymous) {
   EXPECT_EQ(ok.user, "alice");
 }
 
+// RFC 9110 §11.1: the scheme is case-insensitive.
+TEST(Jwt, TheBearerSchemeIsCaseInsensitive) {
+  IdentityConfig config = TrustLocal();
+  config.jwt = JwtConfig{};
+  config.jwt->secret = kSecret;
+  const std::string token = Sign(kHs256Header, kPayload, kSecret);
+  for (const char* scheme : {"Bearer ", "bearer ", "BEARER ", "bEaReR ", "Bearer   "}) {
+    Headers h;
+    h.values.insert({"Authorization", scheme + token});
+    const Identity id = ResolveWith(config, "203.0.113.1", h);
+    EXPECT_EQ(id.token, TokenState::kValid) << scheme;
+    EXPECT_EQ(id.user, "alice") << scheme;
+  }
+  for (const char* other : {"Basic ", "Bearerx ", "Bearer"}) {
+    Headers h;
+    h.values.insert({"Authorization", other + token});
+    EXPECT_EQ(ResolveWith(config, "203.0.113.1", h).token, TokenState::kNone) << other;
+  }
+}
+
 // ---- matching and keys -----------------------------------------------------
 
 // The parts of a configuration that the rules below need around them.
