@@ -65,6 +65,7 @@ IpAddress IdentityResolver::ClientIp(const IpAddress& peer, const HeaderLookup& 
 Identity IdentityResolver::Resolve(const RequestFacts& request) const {
   Identity id;
   id.peer_trusted = Trusted(request.peer);
+  id.ipv6_prefix = config_.ipv6_prefix;
   id.client_ip = ClientIp(request.peer, *request.headers);
   if (jwt_) {
     const std::string_view auth = request.headers->Get("Authorization");

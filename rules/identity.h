@@ -18,6 +18,10 @@ enum class TokenState { kNone, kValid, kInvalid };
 
 struct Identity {
   IpAddress client_ip;
+  // The `ip` key of an IPv6 client is its network of this many bits
+  // ([identity] ipv6_prefix); IPv4 clients (IPv4-mapped ones too) are keyed
+  // by their address.
+  int ipv6_prefix = 128;
   std::string user;  // empty: anonymous
   std::string role;
   TokenState token = TokenState::kNone;

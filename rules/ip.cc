@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 
@@ -29,6 +30,17 @@ std::optional<IpAddress> IpAddress::Parse(std::string_view text) {
     return a;
   }
   return std::nullopt;
+}
+
+IpAddress IpAddress::Network(int prefix_length) const {
+  IpAddress network = *this;
+  const int bits = std::clamp(prefix_length, 0, 128);
+  const int full = bits / 8;
+  if (full < 16) {
+    network.bytes[full] &= static_cast<std::uint8_t>(0xff00u >> (bits % 8));
+    std::fill(network.bytes.begin() + full + 1, network.bytes.end(), std::uint8_t{0});
+  }
+  return network;
 }
 
 std::string IpAddress::ToString() const {

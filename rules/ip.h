@@ -18,6 +18,8 @@ struct IpAddress {
   // "192.0.2.1", "2001:db8::1" (no brackets, no port).
   static std::optional<IpAddress> Parse(std::string_view text);
   std::string ToString() const;
+  // The first `prefix_length` bits of the 128-bit form, the others zero.
+  IpAddress Network(int prefix_length) const;
   friend bool operator==(const IpAddress&, const IpAddress&) = default;
 };
 

@@ -88,6 +88,7 @@ struct JwtConfig {
 
 struct IdentityConfig {
   std::vector<Cidr> trusted_proxies;
+  int ipv6_prefix = 64;     // the `ip` key of an IPv6 client is its network of this many bits
   std::string user_header;  // empty: users come only from JWTs
   std::string role_header;
   std::optional<JwtConfig> jwt;

@@ -31,6 +31,31 @@ void AppendBounded(std::string_view value, std::string& out) {
   AppendFingerprint(value, 16, out);
 }
 
+// The `ip` part: an IPv4 address as its 16 bytes (IPv4-mapped); an IPv6
+// client's network as its 16 bytes and a 17th, the prefix length. Neither
+// can be the other: no IPv6 network is IPv4-mapped (its bytes 10-11 would be
+// ff, so the prefix would keep bytes 0-9, all zero).
+void AppendIp(const Identity& identity, std::string& out) {
+  out.push_back('\x1f');
+  const IpAddress& ip = identity.client_ip;
+  if (ip.v4) {
+    out.append(reinterpret_cast<const char*>(ip.bytes.data()), ip.bytes.size());
+    return;
+  }
+  const IpAddress network = ip.Network(identity.ipv6_prefix);
+  out.append(reinterpret_cast<const char*>(network.bytes.data()), network.bytes.size());
+  out.push_back(static_cast<char>(identity.ipv6_prefix));
+}
+
+// The size of the `ip` part at the start of `rest` (see AppendIp).
+std::size_t IpPartSize(std::string_view rest) {
+  static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  const bool v4 =
+      rest.size() >= 16 && std::equal(std::begin(kMapped), std::end(kMapped),
+                                      reinterpret_cast<const std::uint8_t*>(rest.data()));
+  return std::min<std::size_t>(v4 ? 16 : 17, rest.size());
+}
+
 // A part's kind as configured: "ip", "user", ... ("header:" before the
 // header's name).
 std::string_view PartName(const KeyPart& part) {
@@ -85,10 +110,7 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
   for (const KeyPart& part : rule.key) {
     switch (part.kind) {
       case KeyPartKind::kIp:
-        AppendBounded(
-            std::string_view(reinterpret_cast<const char*>(identity.client_ip.bytes.data()),
-                             identity.client_ip.bytes.size()),
-            key);
+        AppendIp(identity, key);
         break;
       case KeyPartKind::kUser:
         if (identity.user.empty()) return false;
@@ -122,22 +144,22 @@ std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
   for (const KeyPart& part : rule.key) {
     if (rest.empty() || rest.front() != '\x1f') break;
     rest.remove_prefix(1);
-    // An address is 16 raw bytes (which may contain the separator).
-    const std::size_t size = part.kind == KeyPartKind::kIp
-                                 ? std::min<std::size_t>(16, rest.size())
-                                 : rest.substr(0, rest.find('\x1f')).size();
+    // An address is raw bytes (which may contain the separator).
+    const std::size_t size =
+        part.kind == KeyPartKind::kIp ? IpPartSize(rest) : rest.substr(0, rest.find('\x1f')).size();
     const std::string_view value = rest.substr(0, size);
     rest.remove_prefix(size);
     if (!out.empty()) out.push_back(' ');
     out += PartName(part);
     if (part.kind == KeyPartKind::kHeader) out += part.header;
     out.push_back('=');
-    if (part.kind == KeyPartKind::kIp && value.size() == 16) {
+    if (part.kind == KeyPartKind::kIp && (value.size() == 16 || value.size() == 17)) {
       IpAddress ip;
-      std::copy(value.begin(), value.end(), ip.bytes.begin());
-      static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-      ip.v4 = std::equal(std::begin(kMapped), std::end(kMapped), ip.bytes.begin());
+      std::copy_n(value.begin(), 16, ip.bytes.begin());
+      ip.v4 = value.size() == 16;
       out += ip.ToString();
+      const int prefix = value.size() == 17 ? static_cast<std::uint8_t>(value[16]) : 128;
+      if (prefix < 128) out += '/' + std::to_string(prefix);
     } else if (part.kind == KeyPartKind::kHeader) {
       AppendFingerprint(value, 4, out);
     } else {

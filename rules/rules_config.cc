@@ -176,6 +176,7 @@ void ReadIdentity(TableReader r, IdentityConfig& out) {
   }
   if (auto s = r.String("user_header")) out.user_header = *s;
   if (auto s = r.String("role_header")) out.role_header = *s;
+  if (auto n = r.Integer("ipv6_prefix", 1, 128)) out.ipv6_prefix = static_cast<int>(*n);
   if (const toml::value* jwt = r.Find("jwt")) {
     if (!jwt->is_table()) {
       r.errors().Add(*jwt, fmt::format("\"jwt\" must be a table; got {}", DescribeType(*jwt)));

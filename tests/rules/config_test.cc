@@ -215,6 +215,25 @@ watch_config = "yes"
   EXPECT_EQ(errors, expected);
 }
 
+TEST(Config, Ipv6PrefixIsOneTo128AndPlaced) {
+  LoadResult ok =
+      LoadConfigText(std::string(kMinimal) + "[identity]\nipv6_prefix = 56\n", "t.toml");
+  ASSERT_TRUE(ok.config) << ok.errors[0].ToString();
+  EXPECT_EQ(ok.config->identity.ipv6_prefix, 56);
+  LoadResult defaults = LoadConfigText(kMinimal, "t.toml");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_EQ(defaults.config->identity.ipv6_prefix, 64);
+  EXPECT_EQ(
+      Errors(std::string(kMinimal) + "[identity]\nipv6_prefix = 0\n"),
+      std::vector<std::string>{R"(t.toml:9:15: "ipv6_prefix" must be between 1 and 128; got 0)"});
+  EXPECT_EQ(
+      Errors(std::string(kMinimal) + "[identity]\nipv6_prefix = 129\n"),
+      std::vector<std::string>{R"(t.toml:9:15: "ipv6_prefix" must be between 1 and 128; got 129)"});
+  EXPECT_EQ(
+      Errors(std::string(kMinimal) + "[identity]\nipv6_prefix = \"/64\"\n"),
+      std::vector<std::string>{R"(t.toml:9:15: "ipv6_prefix" must be an integer; got a string)"});
+}
+
 TEST(Config, UnreadableCertificateIsNamed) {
   const std::vector<std::string> errors = Errors(R"([[listeners]]
 address = "127.0.0.1:8443"

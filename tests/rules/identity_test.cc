@@ -473,6 +473,48 @@ window = "1s"
   EXPECT_EQ(DisplayKey(rule, "other\x1fx"), "");
 }
 
+// One IPv6 client usually holds a whole /64: it is keyed by its network
+// ([identity] ipv6_prefix, 64 by default); IPv4, mapped or not, by its address.
+TEST(Rules, Ipv6ClientsAreKeyedByTheirNetwork) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
+[[rules]]
+name = "per-ip"
+key = ["ip", "user"]
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  EXPECT_EQ(loaded.config->identity.ipv6_prefix, 64);
+  const RuleConfig& rule = loaded.config->rules[0];
+  const auto key = [&](std::string_view ip, int prefix) {
+    IdentityConfig config;
+    config.ipv6_prefix = prefix;
+    Headers h;
+    Identity id = ResolveWith(config, ip, h);
+    EXPECT_EQ(id.client_ip, Ip(ip)) << "the address itself is kept (CIDRs, X-Real-IP)";
+    id.user = "bob";
+    RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
+    return KeyOf(rule, facts, id);
+  };
+  EXPECT_EQ(key("2001:db8:1:2::1", 64), key("2001:db8:1:2:ffff:1f1f:0:7", 64));
+  EXPECT_NE(key("2001:db8:1:2::1", 64), key("2001:db8:1:3::1", 64));
+  EXPECT_EQ(DisplayKey(rule, key("2001:db8:1:2:ffff:1f1f:0:7", 64)),
+            "ip=2001:db8:1:2::/64 user=bob");
+  EXPECT_EQ(DisplayKey(rule, key("2001:db8:1:2:ffff:1f1f:0:7", 56)), "ip=2001:db8:1::/56 user=bob");
+  EXPECT_EQ(DisplayKey(rule, key("2001:db8:1f1f:2::7", 31)), "ip=2001:db8::/31 user=bob");
+  EXPECT_EQ(DisplayKey(rule, key("2001:db8::1", 128)), "ip=2001:db8::1 user=bob");
+  EXPECT_NE(key("2001:db8::1", 128), key("2001:db8::2", 128));
+  // The same network under another prefix is another key.
+  EXPECT_NE(key("2001:db8::", 64), key("2001:db8::", 128));
+  EXPECT_NE(key("2001:db8::", 64), key("2001:db8::", 48));
+  // IPv4-mapped addresses are IPv4: one address, one key, whatever the prefix.
+  EXPECT_EQ(key("::ffff:192.0.2.7", 64), key("192.0.2.7", 64));
+  EXPECT_NE(key("::ffff:192.0.2.7", 8), key("::ffff:192.0.2.8", 8));
+  EXPECT_EQ(DisplayKey(rule, key("::ffff:192.0.2.7", 64)), "ip=192.0.2.7 user=bob");
+}
+
 TEST(Rules, ConfigErrorsHavePositions) {
   LoadResult r = LoadConfigText(R"([[listeners]]
 address = "127.0.0.1:0"
