@@ -41,32 +41,41 @@ bool IdentityResolver::Trusted(const IpAddress& address) const {
                      [&](const Cidr& c) { return c.Contains(address); });
 }
 
-IpAddress IdentityResolver::ClientIp(const IpAddress& peer, const HeaderLookup& headers) const {
-  if (!Trusted(peer)) return peer;
+void IdentityResolver::FindClient(const IpAddress& peer, const HeaderLookup& headers,
+                                  Identity& out) const {
+  out.client_ip = peer;
+  if (!Trusted(peer)) return;
   // Right to left: each hop was added by the proxy to its right; the first
-  // address that is not one of ours is the client. A hop that does not parse
-  // ends the walk at the last proxy we trust.
+  // address that is not one of ours is the client. Empty elements do not
+  // count (RFC 9110 §5.6.1); a port after an address is ignored. An entry
+  // that is no address was written by a proxy we trust (a client's own
+  // entries are left of the one its proxy added) that could not name the
+  // client: the client is that text, never the proxy before it (whose own
+  // requests would then share its key).
   const std::string chain = headers.GetJoined("X-Forwarded-For");
-  IpAddress client = peer;
   std::size_t end = chain.size();
   while (end > 0) {
     const std::size_t comma = chain.rfind(',', end - 1);
     const std::size_t start = comma == std::string::npos ? 0 : comma + 1;
-    const auto hop = IpAddress::Parse(Trim(std::string_view(chain).substr(start, end - start)));
-    if (!hop) break;
-    client = *hop;
-    if (!Trusted(*hop)) break;
-    if (comma == std::string::npos) break;
-    end = comma;
+    const std::string_view entry = Trim(std::string_view(chain).substr(start, end - start));
+    end = comma == std::string::npos ? 0 : comma;
+    if (entry.empty()) continue;
+    const auto hop = IpAddress::ParseWithPort(entry);
+    if (!hop) {
+      out.client_ip = IpAddress{};
+      out.unidentified_client = entry;
+      return;
+    }
+    out.client_ip = *hop;
+    if (!Trusted(*hop)) return;
   }
-  return client;
 }
 
 Identity IdentityResolver::Resolve(const RequestFacts& request) const {
   Identity id;
   id.peer_trusted = Trusted(request.peer);
   id.ipv6_prefix = config_.ipv6_prefix;
-  id.client_ip = ClientIp(request.peer, *request.headers);
+  FindClient(request.peer, *request.headers, id);
   if (jwt_) {
     const std::string_view auth = request.headers->Get("Authorization");
     if (IsBearer(auth)) {

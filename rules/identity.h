@@ -18,6 +18,11 @@ enum class TokenState { kNone, kValid, kInvalid };
 
 struct Identity {
   IpAddress client_ip;
+  // Not empty when a trusted proxy's X-Forwarded-For names the client with
+  // something that is no address ("unknown", "_hidden", garbage): that text.
+  // The client is then in no CIDR and its `ip` key is this text's, apart
+  // from every address's (never its proxy's); client_ip is ::.
+  std::string unidentified_client;
   // The `ip` key of an IPv6 client is its network of this many bits
   // ([identity] ipv6_prefix); IPv4 clients (IPv4-mapped ones too) are keyed
   // by their address.
@@ -36,8 +41,9 @@ class IdentityResolver {
                                                   const store::Clock& clock, std::string& error);
   Identity Resolve(const RequestFacts& request) const;
   const IdentityConfig& config() const { return config_; }
-  // The client IP alone (peer, or X-Forwarded-For behind trusted proxies).
-  IpAddress ClientIp(const IpAddress& peer, const HeaderLookup& headers) const;
+  // Sets client_ip (the peer, or from X-Forwarded-For behind trusted
+  // proxies) or unidentified_client.
+  void FindClient(const IpAddress& peer, const HeaderLookup& headers, Identity& out) const;
 
  private:
   IdentityResolver(const IdentityConfig& config, const store::Clock& clock);

@@ -32,6 +32,43 @@ std::optional<IpAddress> IpAddress::Parse(std::string_view text) {
   return std::nullopt;
 }
 
+std::optional<IpAddress> IpAddress::ParseWithPort(std::string_view text) {
+  if (auto plain = Parse(text)) return plain;
+  std::string_view address;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const std::size_t close = text.find(']');
+    if (close == std::string_view::npos) return std::nullopt;
+    address = text.substr(1, close - 1);
+    const std::string_view rest = text.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return std::nullopt;
+      port = rest.substr(1);
+      if (port.empty()) return std::nullopt;
+    }
+    // Brackets hold IPv6 only.
+    if (address.find(':') == std::string_view::npos) return std::nullopt;
+  } else {
+    const std::size_t colon = text.find(':');
+    // An IPv6 address has several colons and needs brackets around it.
+    if (colon == std::string_view::npos || text.find(':', colon + 1) != std::string_view::npos) {
+      return std::nullopt;
+    }
+    address = text.substr(0, colon);
+    port = text.substr(colon + 1);
+    if (port.empty()) return std::nullopt;
+  }
+  if (!port.empty()) {
+    unsigned number = 0;
+    auto [ptr, ec] = std::from_chars(port.data(), port.data() + port.size(), number);
+    if (ec != std::errc() || ptr != port.data() + port.size() || port.size() > 5 ||
+        number > 65535) {
+      return std::nullopt;
+    }
+  }
+  return Parse(address);
+}
+
 IpAddress IpAddress::Network(int prefix_length) const {
   IpAddress network = *this;
   const int bits = std::clamp(prefix_length, 0, 128);

@@ -17,6 +17,10 @@ struct IpAddress {
 
   // "192.0.2.1", "2001:db8::1" (no brackets, no port).
   static std::optional<IpAddress> Parse(std::string_view text);
+  // An X-Forwarded-For entry: an address as Parse reads it, or with a port
+  // ("192.0.2.1:5678", "[2001:db8::1]:443"; also "[2001:db8::1]"), which
+  // some proxies write (nginx's realip accepts the same).
+  static std::optional<IpAddress> ParseWithPort(std::string_view text);
   std::string ToString() const;
   // The first `prefix_length` bits of the 128-bit form, the others zero.
   IpAddress Network(int prefix_length) const;

@@ -32,11 +32,19 @@ void AppendBounded(std::string_view value, std::string& out) {
 }
 
 // The `ip` part: an IPv4 address as its 16 bytes (IPv4-mapped); an IPv6
-// client's network as its 16 bytes and a 17th, the prefix length. Neither
-// can be the other: no IPv6 network is IPv4-mapped (its bytes 10-11 would be
-// ff, so the prefix would keep bytes 0-9, all zero).
+// client's network as its 16 bytes and a 17th, the prefix length; an
+// unidentified client (no address) as '#' and 32 hex digits of its text's
+// SHA-256. None can be another: no IPv6 network is IPv4-mapped (its bytes
+// 10-11 would be ff, so the prefix would keep bytes 0-9, all zero), an IPv4
+// part starts with a zero byte where a fingerprint has '#', and an IPv6
+// part is followed by the separator (or the key's end) where a
+// fingerprint's digits go on.
 void AppendIp(const Identity& identity, std::string& out) {
   out.push_back('\x1f');
+  if (!identity.unidentified_client.empty()) {
+    AppendFingerprint(identity.unidentified_client, 16, out);
+    return;
+  }
   const IpAddress& ip = identity.client_ip;
   if (ip.v4) {
     out.append(reinterpret_cast<const char*>(ip.bytes.data()), ip.bytes.size());
@@ -49,6 +57,13 @@ void AppendIp(const Identity& identity, std::string& out) {
 
 // The size of the `ip` part at the start of `rest` (see AppendIp).
 std::size_t IpPartSize(std::string_view rest) {
+  constexpr std::size_t kFingerprint = 33;
+  if (rest.size() >= kFingerprint && rest.front() == '#' &&
+      (rest.size() == kFingerprint || rest[kFingerprint] == '\x1f') &&
+      std::all_of(rest.begin() + 1, rest.begin() + kFingerprint,
+                  [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); })) {
+    return kFingerprint;
+  }
   static constexpr std::uint8_t kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
   const bool v4 =
       rest.size() >= 16 && std::equal(std::begin(kMapped), std::end(kMapped),
@@ -92,9 +107,10 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
       std::find(match.roles.begin(), match.roles.end(), identity.role) == match.roles.end()) {
     return false;
   }
-  if (!match.ips.empty() && std::none_of(match.ips.begin(), match.ips.end(), [&](const Cidr& c) {
-        return c.Contains(identity.client_ip);
-      })) {
+  if (!match.ips.empty() && (!identity.unidentified_client.empty() ||
+                             std::none_of(match.ips.begin(), match.ips.end(), [&](const Cidr& c) {
+                               return c.Contains(identity.client_ip);
+                             }))) {
     return false;
   }
   if (!match.host.empty() && NormalizeHost(request.host) != match.host) return false;
@@ -160,6 +176,9 @@ std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
       out += ip.ToString();
       const int prefix = value.size() == 17 ? static_cast<std::uint8_t>(value[16]) : 128;
       if (prefix < 128) out += '/' + std::to_string(prefix);
+    } else if (part.kind == KeyPartKind::kIp) {  // '#' and digits (see AppendIp)
+      out += "unidentified";
+      out += value;
     } else if (part.kind == KeyPartKind::kHeader) {
       AppendFingerprint(value, 4, out);
     } else {

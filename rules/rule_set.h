@@ -49,17 +49,18 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
 // "<rule>\x1f<part>\x1f<part>..." into `key` (replacing what it held, in
 // its storage): a part longer than kMaxKeyPart bytes is replaced by "#" and
 // 32 hex digits of its SHA-256, so keys stay short and a client cannot
-// choose a long key. The `ip` part is raw bytes: an IPv4 address or an IPv6
-// client's network (Identity::ipv6_prefix), never one for the other. False
-// when the request lacks a part (no user, no role, no such header): the rule
-// does not apply to it.
+// choose a long key. The `ip` part is raw bytes: an IPv4 address, an IPv6
+// client's network (Identity::ipv6_prefix) or an unidentified client's
+// fingerprint, never one for another. False when the request lacks a part
+// (no user, no role, no such header): the rule does not apply to it.
 inline constexpr std::size_t kMaxKeyPart = 64;
 bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
               std::string& key);
 
 // A key built by BuildKey for `rule`, for people: its parts after the rule's
 // name as "ip=192.0.2.1 user=alice route=api" ("ip=2001:db8:1:2::/64" for
-// an IPv6 network). Header values are shown as a fingerprint
+// an IPv6 network, "ip=unidentified#<digits>" for a client named by no
+// address). Header values are shown as a fingerprint
 // ("header:x-api-key=#1f2e3d4c"): they may be credentials.
 std::string DisplayKey(const RuleConfig& rule, std::string_view key);
 

@@ -87,11 +87,92 @@ TEST(ClientIp, TrustedChainGivesTheRightmostUntrustedHop) {
   Headers only_proxies;
   only_proxies.values.insert({"X-Forwarded-For", "10.0.0.5, 10.0.0.6"});
   EXPECT_EQ(ResolveWith(TrustLocal(), "127.0.0.1", only_proxies).client_ip, Ip("10.0.0.5"));
-  Headers garbage;
-  garbage.values.insert({"X-Forwarded-For", "198.51.100.2, nonsense, 10.0.0.6"});
-  EXPECT_EQ(ResolveWith(TrustLocal(), "127.0.0.1", garbage).client_ip, Ip("10.0.0.6"));
   Headers none;
   EXPECT_EQ(ResolveWith(TrustLocal(), "10.9.9.9", none).client_ip, Ip("10.9.9.9"));
+  // Empty list elements do not count (RFC 9110 §5.6.1).
+  Headers empty_elements;
+  empty_elements.values.insert({"X-Forwarded-For", "198.51.100.2, , 10.0.0.6,"});
+  EXPECT_EQ(ResolveWith(TrustLocal(), "127.0.0.1", empty_elements).client_ip, Ip("198.51.100.2"));
+}
+
+// Some proxies write the client's port too (Azure's gateways do): the entry
+// is still that address (one of ours with a port is still one of ours).
+TEST(ClientIp, AnEntryWithAPortIsItsAddress) {
+  const std::vector<std::pair<std::string, std::string>> cases{
+      {"198.51.100.2:5678", "198.51.100.2"},
+      {"[2001:db8::7]:443", "2001:db8::7"},
+      {"[2001:db8::7]", "2001:db8::7"},
+      {"10.0.0.6:80", "6.6.6.6"}};
+  for (const auto& [entry, address] : cases) {
+    Headers h;
+    h.values.insert({"X-Forwarded-For", "6.6.6.6, " + entry});
+    const Identity id = ResolveWith(TrustLocal(), "127.0.0.1", h);
+    EXPECT_EQ(id.client_ip, Ip(address)) << entry;
+    EXPECT_EQ(id.unidentified_client, "") << entry;
+  }
+}
+
+// An entry that is no address ("unknown", garbage, a port without its
+// brackets) ends the walk, and the client is that text: never the proxy,
+// whose own requests have a key of their own.
+TEST(ClientIp, AnEntryThatIsNoAddressNeverSharesTheProxysKey) {
+  LoadResult loaded = LoadConfigText(std::string(R"(
+[[listeners]]
+address = "127.0.0.1:0"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9"]
+[[routes]]
+upstream = "api"
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "inner"
+match = { ip = ["0.0.0.0/0", "::/0"] }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)"),
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  const RuleConfig& rule = loaded.config->rules[0];
+  const RuleMatch& everyone = loaded.config->rules[1].match;
+  const auto resolve = [](const std::string& xff, std::string peer = "127.0.0.1") {
+    Headers h;
+    if (!xff.empty()) h.values.insert({"X-Forwarded-For", xff});
+    return ResolveWith(TrustLocal(), peer, h);
+  };
+  const auto key_of = [&](const Identity& id) {
+    Headers h;
+    const RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
+    return KeyOf(rule, facts, id);
+  };
+  const std::string proxy_key = key_of(resolve(""));
+  const std::string inner_proxy_key = key_of(resolve("", "10.0.0.6"));
+  for (const std::string xff : {"unknown", "198.51.100.2, nonsense, 10.0.0.6", "1.2.3.4:5678:9",
+                                "1.2.3.4:99999", "[2001:db8::1]:x", "_hidden"}) {
+    const Identity id = resolve(xff);
+    EXPECT_NE(id.unidentified_client, "") << xff;
+    const std::string key = key_of(id);
+    EXPECT_NE(key, proxy_key) << xff;
+    EXPECT_NE(key, inner_proxy_key) << xff;
+    EXPECT_NE(key, "(none)") << xff;  // still limited
+    Headers h;
+    const RequestFacts facts{"GET", "/", "h", "main", id.client_ip, &h};
+    EXPECT_FALSE(Matches(everyone, facts, id)) << xff << ": in no CIDR";
+    EXPECT_EQ(DisplayKey(rule, key).substr(0, 16), "ip=unidentified#") << xff;
+  }
+  EXPECT_EQ(resolve("198.51.100.2, nonsense, 10.0.0.6").unidentified_client, "nonsense");
+  // One text, one key; another text, another key.
+  EXPECT_EQ(key_of(resolve("unknown")), key_of(resolve("unknown, 10.0.0.6")));
+  EXPECT_NE(key_of(resolve("unknown")), key_of(resolve("nonsense")));
+  // From a peer that is not trusted the header is not read at all.
+  EXPECT_EQ(key_of(resolve("unknown", "203.0.113.9")), key_of(resolve("", "203.0.113.9")));
 }
 
 TEST(IdentityHeaders, HonouredOnlyFromTrustedProxies) {
