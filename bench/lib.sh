@@ -75,6 +75,7 @@ http {
       proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
       proxy_set_header X-Forwarded-Proto \$scheme;
       proxy_set_header X-Forwarded-Host \$http_host;
+      proxy_set_header X-Real-IP \$remote_addr;
     }
   }
 }

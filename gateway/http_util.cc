@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "rules/identity.h"
+
 namespace tollgate::gateway {
 
 namespace {
@@ -32,6 +34,56 @@ bool IsHopByHop(http::field name) {
 constexpr std::string_view kForwardedFor = "X-Forwarded-For";
 constexpr std::string_view kForwardedProto = "X-Forwarded-Proto";
 constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
+constexpr std::string_view kRealIp = "X-Real-IP";
+constexpr std::string_view kTrueClientIp = "True-Client-IP";
+
+char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// How a field's name compares with `canonical` as CGI servers name fields
+// (HTTP_X_USER_ID for X-User-Id and X_User_Id alike).
+enum class Spelling {
+  kOther,    // another field
+  kSame,     // the same field (HTTP names are case-insensitive)
+  kVariant,  // another field to HTTP, the same to CGI: '_' and '-' swapped
+};
+Spelling CompareName(std::string_view name, std::string_view canonical) {
+  if (name.size() != canonical.size() || canonical.empty()) return Spelling::kOther;
+  Spelling result = Spelling::kSame;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char a = Lower(name[i]);
+    const char b = Lower(canonical[i]);
+    if (a == b) continue;
+    if ((a != '-' && a != '_') || (b != '-' && b != '_')) return Spelling::kOther;
+    result = Spelling::kVariant;
+  }
+  return result;
+}
+
+// tchar (RFC 9110 §5.6.2).
+bool IsToken(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+// A Forwarded parameter's value (RFC 7239 §4): a token as it is, anything
+// else quoted; an IPv6 node in brackets ("[2001:db8::1]").
+void AppendForwardedValue(std::string_view value, bool node, std::string& out) {
+  const bool v6 = node && value.find(':') != std::string_view::npos;
+  if (!v6 && IsToken(value)) {
+    out.append(value);
+    return;
+  }
+  out.push_back('"');
+  if (v6) out.push_back('[');
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  if (v6) out.push_back(']');
+  out.push_back('"');
+}
 
 // The bytes of uri-host [":" port] (RFC 3986): a registered name, IPv4 or
 // IP-literal, with percent-encoding.
@@ -120,7 +172,10 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
   return check;
 }
 
-void RemoveHopByHop(Fields& fields) {
+namespace {
+
+// RemoveHopByHop, but a field named `keep` stays even when Connection lists it.
+void RemoveHopByHopKeeping(Fields& fields, std::string_view keep) {
   std::vector<std::string> named;  // listed in Connection: hop-by-hop too
   for (auto it = fields.begin(); it != fields.end();) {
     if (!IsHopByHop(it->name())) {
@@ -135,13 +190,48 @@ void RemoveHopByHop(Fields& fields) {
   for (const std::string& name : named) {
     // "Connection: Content-Length" must not strip the message's framing.
     if (beast::iequals(name, "content-length") || beast::iequals(name, "host")) continue;
+    if (beast::iequals(name, keep)) continue;
     fields.erase(name);
   }
 }
 
+}  // namespace
+
+void RemoveHopByHop(Fields& fields) { RemoveHopByHopKeeping(fields, {}); }
+
+void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
+                         const rules::Identity& identity) {
+  const bool trusted = identity.peer_trusted;
+  for (auto it = fields.begin(); it != fields.end();) {
+    bool drop = false;
+    if (it->name() == http::field::forwarded) {
+      drop = !trusted;
+    } else {
+      const std::string_view name = it->name_string();
+      Spelling s = Spelling::kOther;
+      if ((s = CompareName(name, config.user_header)) != Spelling::kOther ||
+          (s = CompareName(name, config.role_header)) != Spelling::kOther ||
+          (s = CompareName(name, kTrueClientIp)) != Spelling::kOther) {
+        drop = !trusted || s == Spelling::kVariant;
+      } else {
+        // A trusted proxy's is replaced by the client it named, below.
+        drop = CompareName(name, kRealIp) != Spelling::kOther;
+      }
+    }
+    it = drop ? fields.erase(it) : std::next(it);
+  }
+  if (trusted) {
+    fields.insert(http::field::unknown, kRealIp,
+                  identity.unidentified_client.empty() ? identity.client_ip.ToString()
+                                                       : identity.unidentified_client);
+  }
+}
+
 void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme) {
-  RemoveHopByHop(fields);
+  RemoveHopByHopKeeping(fields, kRealIp);  // ScrubIdentityFields' for a trusted proxy
   std::string chain;
+  std::string forwarded;
+  bool real_ip = false;
   std::string_view host;  // the first Host field's value (it stays in place)
   for (auto it = fields.begin(); it != fields.end();) {
     if (it->name() == http::field::host) {
@@ -149,26 +239,49 @@ void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme 
     } else if (it->name() == http::field::expect) {
       it = fields.erase(it);
       continue;
+    } else if (it->name() == http::field::forwarded) {
+      if (!forwarded.empty()) forwarded += ", ";
+      forwarded.append(it->value().data(), it->value().size());
+      it = fields.erase(it);
+      continue;
     } else if (it->name() == http::field::unknown) {
       const std::string_view name = it->name_string();
-      if (beast::iequals(name, kForwardedFor)) {
+      const Spelling xff = CompareName(name, kForwardedFor);
+      if (xff == Spelling::kSame) {
         if (!chain.empty()) chain += ", ";
         chain.append(it->value().data(), it->value().size());
         it = fields.erase(it);
         continue;
       }
-      if (beast::iequals(name, kForwardedProto) || beast::iequals(name, kForwardedHost)) {
+      const Spelling real = CompareName(name, kRealIp);
+      if (xff == Spelling::kVariant || real == Spelling::kVariant ||
+          CompareName(name, kForwardedProto) != Spelling::kOther ||
+          CompareName(name, kForwardedHost) != Spelling::kOther) {
         it = fields.erase(it);
         continue;
       }
+      if (real == Spelling::kSame) real_ip = true;
     }
     ++it;
   }
   if (!chain.empty()) chain += ", ";
   chain.append(client_ip);
+  const std::string_view proto = scheme == Scheme::kHttps ? "https" : "http";
   fields.insert(http::field::unknown, kForwardedFor, chain);
-  fields.insert(http::field::unknown, kForwardedProto, scheme == Scheme::kHttps ? "https" : "http");
+  fields.insert(http::field::unknown, kForwardedProto, proto);
   if (!host.empty()) fields.insert(http::field::unknown, kForwardedHost, host);
+  if (!real_ip) fields.insert(http::field::unknown, kRealIp, client_ip);
+  if (!forwarded.empty()) {
+    forwarded += ", for=";
+    AppendForwardedValue(client_ip, true, forwarded);
+    forwarded += ";proto=";
+    forwarded += proto;
+    if (!host.empty()) {
+      forwarded += ";host=";
+      AppendForwardedValue(host, false, forwarded);
+    }
+    fields.insert(http::field::forwarded, forwarded);
+  }
 }
 
 namespace {

@@ -7,6 +7,11 @@
 
 #include "gateway/net.h"
 
+namespace tollgate::rules {
+struct Identity;
+struct IdentityConfig;
+}  // namespace tollgate::rules
+
 namespace tollgate::gateway {
 
 // Removes Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
@@ -36,10 +41,28 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
 
 enum class Scheme { kHttp, kHttps };
 
+// What a request's fields say of who sent it, once `identity` is resolved
+// and before PrepareForwardedRequest. Field names are compared as CGI
+// servers see them (case-insensitive, '_' for '-': X_User_Id is their
+// X-User-Id). From a peer that is not a trusted proxy nothing of it passes:
+// every spelling of user_header and role_header, of X-Real-IP and of
+// True-Client-IP, and Forwarded, are removed. From a trusted proxy they pass
+// in their own spelling only (tollgate reads no other), and X-Real-IP is set
+// to the client it found in X-Forwarded-For (or the text that stood for it;
+// see Identity::unidentified_client). One walk over the fields.
+void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
+                         const rules::Identity& identity);
+
 // A request's fields as its upstream sees them: hop-by-hop fields removed
-// (RemoveHopByHop) and Expect (tollgate answers it), the client appended to
-// X-Forwarded-For (joining repeated lines), X-Forwarded-Proto and
-// X-Forwarded-Host (from Host) set.
+// (RemoveHopByHop, but never X-Real-IP) and Expect (tollgate answers it),
+// the client appended to X-Forwarded-For (joining repeated lines),
+// X-Forwarded-Proto and X-Forwarded-Host (from Host) set, other spellings of
+// these three and of X-Real-IP removed; X-Real-IP set to `client_ip` unless
+// ScrubIdentityFields set it (for a trusted proxy's client); a Forwarded
+// field, which only a trusted proxy's request still has, joined into one
+// with tollgate's element appended: for=<client_ip>;proto=<scheme>;host=<Host>
+// (RFC 7239: IPv6 and host:port quoted). tollgate adds no Forwarded to a
+// request that came without one.
 void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme);
 
 // GET, HEAD, PUT, DELETE, OPTIONS, TRACE: safe to send again on a fresh

@@ -400,13 +400,9 @@ Task<bool> Session::Limit(HeadParser& head, const rules::RouteConfig& route, std
   if (outcome.shown != nullptr && generation_->state->access_log->enabled()) {
     ex.limit_key = outcome.shown->KeyKind();
   }
-  if (!identity.peer_trusted) {
-    // Identity headers count only from trusted proxies; nobody else may
-    // pass them on to the upstream either.
-    const rules::IdentityConfig& config = state.identity->config();
-    if (!config.user_header.empty()) req.erase(config.user_header);
-    if (!config.role_header.empty()) req.erase(config.role_header);
-  }
+  // Identity headers count only from trusted proxies; nobody else may pass
+  // them (in any spelling) or a client address on to the upstream either.
+  ScrubIdentityFields(req, state.identity->config(), identity);
   // An unread body would be taken for the next request.
   if (outcome.verdict != Verdict::kForward && outcome.verdict != Verdict::kDelay &&
       !head.is_done()) {

@@ -1,7 +1,8 @@
 // Who a request comes from: client IP (the socket peer, or from
 // X-Forwarded-For only when the peer is a trusted proxy), user and role
 // (from a verified JWT, or from headers only when the peer is a trusted
-// proxy). Immutable after construction; thread-safe.
+// proxy, in their configured spelling only). Immutable after construction;
+// thread-safe.
 #pragma once
 
 #include <memory>

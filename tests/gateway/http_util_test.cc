@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include "rules/identity.h"
+
 namespace tollgate::gateway {
 namespace {
 
@@ -78,7 +80,8 @@ TEST(Forwarded, TheChainJoinsEveryLineAndEndsWithTheClient) {
                    {"Accept", "*/*"},
                    {"X-Forwarded-For", "198.51.100.1, 203.0.113.7, 10.0.0.1, 127.0.0.1"},
                    {"X-Forwarded-Proto", "https"},
-                   {"X-Forwarded-Host", "api.example.com"}}));
+                   {"X-Forwarded-Host", "api.example.com"},
+                   {"X-Real-IP", "127.0.0.1"}}));
 }
 
 TEST(Forwarded, AClientsProtoAndHostNeverReachTheUpstream) {
@@ -91,7 +94,8 @@ TEST(Forwarded, AClientsProtoAndHostNeverReachTheUpstream) {
                                     {"Host", "h2"},
                                     {"X-Forwarded-For", "::1"},
                                     {"X-Forwarded-Proto", "http"},
-                                    {"X-Forwarded-Host", "h1"}}));
+                                    {"X-Forwarded-Host", "h1"},
+                                    {"X-Real-IP", "::1"}}));
 }
 
 TEST(Forwarded, HopByHopFieldsAndExpectGo) {
@@ -104,14 +108,126 @@ TEST(Forwarded, HopByHopFieldsAndExpectGo) {
   EXPECT_EQ(Written(fields), (Lines{{"Host", "h"},
                                     {"X-Forwarded-For", "10.1.2.3"},
                                     {"X-Forwarded-Proto", "http"},
-                                    {"X-Forwarded-Host", "h"}}));
+                                    {"X-Forwarded-Host", "h"},
+                                    {"X-Real-IP", "10.1.2.3"}}));
 }
 
 TEST(Forwarded, NoHostMeansNoForwardedHost) {
   Fields fields = Make({{"X-Forwarded-Host", "claimed"}});
   PrepareForwardedRequest(fields, "10.1.2.3", Scheme::kHttp);
-  EXPECT_EQ(Written(fields),
-            (Lines{{"X-Forwarded-For", "10.1.2.3"}, {"X-Forwarded-Proto", "http"}}));
+  EXPECT_EQ(Written(fields), (Lines{{"X-Forwarded-For", "10.1.2.3"},
+                                    {"X-Forwarded-Proto", "http"},
+                                    {"X-Real-IP", "10.1.2.3"}}));
+}
+
+// CGI servers read X_Forwarded_For as X-Forwarded-For: no spelling of the
+// fields tollgate sets passes but its own.
+TEST(Forwarded, OtherSpellingsOfTollgatesFieldsGo) {
+  Fields fields = Make({{"X_Forwarded_For", "6.6.6.1"},
+                        {"x-forwarded_proto", "https"},
+                        {"X_FORWARDED_HOST", "evil.example"},
+                        {"X_Real_IP", "6.6.6.2"},
+                        {"Host", "h"}});
+  PrepareForwardedRequest(fields, "10.1.2.3", Scheme::kHttp);
+  EXPECT_EQ(Written(fields), (Lines{{"Host", "h"},
+                                    {"X-Forwarded-For", "10.1.2.3"},
+                                    {"X-Forwarded-Proto", "http"},
+                                    {"X-Forwarded-Host", "h"},
+                                    {"X-Real-IP", "10.1.2.3"}}));
+}
+
+// Forwarded (RFC 7239) comes only from trusted proxies (ScrubIdentityFields
+// removes the others'): tollgate appends its element, the peer quoted when
+// it is IPv6, the host when it is not a token.
+TEST(Forwarded, ATrustedChainGetsTollgatesElement) {
+  Fields fields = Make({{"Forwarded", "for=192.0.2.60;proto=http"},
+                        {"Host", "api.example:8080"},
+                        {"forwarded", "for=\"[2001:db8::1]\""}});
+  PrepareForwardedRequest(fields, "::1", Scheme::kHttps);
+  EXPECT_EQ(Written(fields), (Lines{{"Host", "api.example:8080"},
+                                    {"X-Forwarded-For", "::1"},
+                                    {"X-Forwarded-Proto", "https"},
+                                    {"X-Forwarded-Host", "api.example:8080"},
+                                    {"X-Real-IP", "::1"},
+                                    {"Forwarded",
+                                     "for=192.0.2.60;proto=http, for=\"[2001:db8::1]\", "
+                                     "for=\"[::1]\";proto=https;host=\"api.example:8080\""}}));
+  Fields plain = Make({{"Forwarded", "for=192.0.2.60"}, {"Host", "api.example"}});
+  PrepareForwardedRequest(plain, "10.0.0.1", Scheme::kHttp);
+  EXPECT_EQ(plain["Forwarded"], "for=192.0.2.60, for=10.0.0.1;proto=http;host=api.example");
+  Fields no_host = Make({{"Forwarded", "for=192.0.2.60"}});
+  PrepareForwardedRequest(no_host, "10.0.0.1", Scheme::kHttp);
+  EXPECT_EQ(no_host["Forwarded"], "for=192.0.2.60, for=10.0.0.1;proto=http");
+}
+
+rules::IdentityConfig IdentityHeaders() {
+  rules::IdentityConfig config;
+  config.user_header = "X-User-Id";
+  config.role_header = "X-User-Role";
+  return config;
+}
+
+// A peer that is not a trusted proxy tells the upstream nothing of who sends
+// the request: no spelling of the identity headers (CGI servers read
+// X_User_Id as X-User-Id), nor of X-Real-IP (PrepareForwardedRequest sets
+// it), True-Client-IP or Forwarded.
+TEST(IdentityFields, NothingOfAPeerThatIsNotTrusted) {
+  Fields fields = Make({{"X-User-Id", "a"},
+                        {"Host", "h"},
+                        {"x_user_id", "b"},
+                        {"X-USER_ROLE", "admin"},
+                        {"X-Real-IP", "6.6.6.1"},
+                        {"x_real-ip", "6.6.6.2"},
+                        {"True-Client-IP", "6.6.6.3"},
+                        {"True_Client_Ip", "6.6.6.4"},
+                        {"Forwarded", "for=6.6.6.5"},
+                        {"FORWARDED", "for=6.6.6.6"},
+                        {"X-User-Ids", "kept"},
+                        {"X-Kept", "1"}});
+  rules::Identity stranger;
+  stranger.client_ip = *rules::IpAddress::Parse("203.0.113.9");
+  ScrubIdentityFields(fields, IdentityHeaders(), stranger);
+  EXPECT_EQ(Written(fields), (Lines{{"Host", "h"}, {"X-User-Ids", "kept"}, {"X-Kept", "1"}}));
+  PrepareForwardedRequest(fields, "203.0.113.9", Scheme::kHttp);
+  EXPECT_EQ(fields["X-Real-IP"], "203.0.113.9");
+  EXPECT_EQ(fields.count("Forwarded"), 0u);
+}
+
+// From a trusted proxy its fields stay in their configured spelling (in any
+// case), and X-Real-IP is the client tollgate found in X-Forwarded-For.
+TEST(IdentityFields, ATrustedProxysStayButOnlyInTheirOwnSpelling) {
+  Fields fields = Make({{"x-user-id", "alice"},
+                        {"X_User_Id", "mallory"},
+                        {"X-User-Role", "user"},
+                        {"X_User_Role", "admin"},
+                        {"X-Real-IP", "10.9.9.9"},
+                        {"X_Real_IP", "6.6.6.1"},
+                        {"True-Client-IP", "198.51.100.7"},
+                        {"True_Client_IP", "6.6.6.2"},
+                        {"Forwarded", "for=198.51.100.7"},
+                        {"Host", "h"}});
+  rules::Identity proxied;
+  proxied.peer_trusted = true;
+  proxied.client_ip = *rules::IpAddress::Parse("2001:db8::7");
+  ScrubIdentityFields(fields, IdentityHeaders(), proxied);
+  EXPECT_EQ(Written(fields), (Lines{{"x-user-id", "alice"},
+                                    {"X-User-Role", "user"},
+                                    {"True-Client-IP", "198.51.100.7"},
+                                    {"Forwarded", "for=198.51.100.7"},
+                                    {"Host", "h"},
+                                    {"X-Real-IP", "2001:db8::7"}}));
+  // "Connection: X-Real-IP" from the proxy does not remove tollgate's own.
+  fields.insert("Connection", "X-Real-IP");
+  PrepareForwardedRequest(fields, "10.0.0.1", Scheme::kHttp);
+  EXPECT_EQ(fields["X-Real-IP"], "2001:db8::7");
+  EXPECT_EQ(fields["Forwarded"], "for=198.51.100.7, for=10.0.0.1;proto=http;host=h");
+  // A client a proxy named with something that is no address: that text.
+  Fields unknown = Make({{"X-Real-IP", "10.9.9.9"}});
+  rules::Identity unidentified;
+  unidentified.peer_trusted = true;
+  unidentified.unidentified_client = "unknown";
+  ScrubIdentityFields(unknown, IdentityHeaders(), unidentified);
+  EXPECT_EQ(Written(unknown), (Lines{{"X-Real-IP", "unknown"}}));
 }
 
 TEST(WireHeader, RequestAndResponseAreWrittenFieldByFieldInOrder) {

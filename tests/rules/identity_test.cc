@@ -188,6 +188,20 @@ TEST(IdentityHeaders, HonouredOnlyFromTrustedProxies) {
   EXPECT_FALSE(stranger.peer_trusted);
 }
 
+// CGI servers read X_User_Id as X-User-Id; tollgate reads only the
+// configured name (in any case), and only from trusted proxies.
+TEST(IdentityHeaders, OtherSpellingsAreNeverRead) {
+  Headers h;
+  h.values.insert({"X_User_Id", "mallory"});
+  h.values.insert({"x_user-role", "admin"});
+  h.values.insert({"X-User_Role", "admin"});
+  for (const char* peer : {"203.0.113.9", "127.0.0.1"}) {
+    const Identity id = ResolveWith(TrustLocal(), peer, h);
+    EXPECT_TRUE(id.anonymous()) << peer;
+    EXPECT_EQ(id.role, "") << peer;
+  }
+}
+
 // ---- JWT -----------------------------------------------------------------
 
 const std::string kSecret = "0123456789abcdef0123456789abcdef-test-secret";
