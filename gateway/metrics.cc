@@ -103,7 +103,9 @@ ThreadMetrics::ThreadMetrics()
       decisions_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kDecisionKinds)),
       upstream_duration_(new Histogram[kMaxNames]),
       upstream_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
-      connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)) {}
+      connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
+      websockets_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
+      websocket_bytes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * 2)) {}
 
 void ThreadMetrics::RecordRequest(int route, unsigned status, double seconds) {
   if (status >= 100 && status < 600) Bump(requests_[route * kStatuses + (status - 100)]);
@@ -141,6 +143,16 @@ void ThreadMetrics::AddConnections(int listener, int delta) {
 
 void ThreadMetrics::AddDelayed(int delta) {
   delayed_.store(delayed_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+void ThreadMetrics::AddWebSockets(int route, int delta) {
+  auto& c = websockets_[route];
+  c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
+}
+
+void ThreadMetrics::AddWebSocketBytes(int route, bool in, std::uint64_t bytes) {
+  auto& c = websocket_bytes_[route * 2 + (in ? 0 : 1)];
+  c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
 }
 
 Metrics::Metrics(std::size_t threads, std::string version) : version_(std::move(version)) {
@@ -345,6 +357,27 @@ std::string Metrics::Render(const ExternalGauges& external) const {
     const std::int64_t n = Sum(
         [&](const ThreadMetrics& t) { return t.connections_[l].load(std::memory_order_relaxed); });
     w.Sample("active_connections", label("listener", listeners_[l]), n);
+  }
+
+  w.Family("websocket_connections", "gauge", "WebSocket tunnels open right now, by route.");
+  const auto routed = [&](std::size_t r) { return routes_[r] != "_unrouted"; };
+  for (std::size_t r = 0; r < routes_.size(); ++r) {
+    if (!routed(r)) continue;
+    const std::int64_t n = Sum(
+        [&](const ThreadMetrics& t) { return t.websockets_[r].load(std::memory_order_relaxed); });
+    w.Sample("websocket_connections", label("route", routes_[r]), n);
+  }
+  w.Family("websocket_bytes_total", "counter",
+           "Bytes carried by WebSocket tunnels, by route and direction (in: client to upstream, "
+           "out: upstream to client).");
+  for (std::size_t r = 0; r < routes_.size(); ++r) {
+    if (!routed(r)) continue;
+    for (int d = 0; d < 2; ++d) {
+      const std::uint64_t n =
+          Sum([&](const ThreadMetrics& t) { return Load(t.websocket_bytes_[r * 2 + d]); });
+      w.Sample("websocket_bytes_total",
+               label("route", routes_[r]) + "," + label("direction", d == 0 ? "in" : "out"), n);
+    }
   }
 
   w.Family("config_reloads_total", "counter", "Configuration reloads, by result.");

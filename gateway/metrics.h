@@ -64,6 +64,11 @@ class ThreadMetrics {
   void RecordFallback(rules::StoreFailurePolicy policy);
   void AddConnections(int listener, int delta);
   void AddDelayed(int delta);
+  // WebSocket tunnels open on `route` (+1 when one opens, -1 when it closes)
+  // and the bytes they carried: `in` client to upstream, else upstream to
+  // client.
+  void AddWebSockets(int route, int delta);
+  void AddWebSocketBytes(int route, bool in, std::uint64_t bytes);
   // A request limited for `key` (a store key, which begins with the rule's
   // name), for the status page's top limited keys. The tally is the one
   // exception to "nothing shared": a mutex taken by this thread and by the
@@ -98,6 +103,8 @@ class ThreadMetrics {
   std::array<std::atomic<std::uint64_t>, 3> fallbacks_{};
   std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
   std::atomic<std::int64_t> delayed_{0};
+  std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]
   std::mutex tally_mutex_;
   KeyTally tally_;
 };

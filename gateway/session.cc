@@ -12,6 +12,7 @@
 #include "gateway/http_util.h"
 #include "gateway/relay.h"
 #include "gateway/upstream_limits.h"
+#include "gateway/websocket_tunnel.h"
 #include "rules/normalize.h"
 #include "store/loop_time.h"
 
@@ -325,8 +326,15 @@ Task<bool> Session::ServeOne() {
     if (worker_.metrics() != nullptr) {
       ex.route_metric = generation_->state->route_ids[route - config_->routes.data()];
     }
-    const bool forward = co_await Limit(head, *route, host, ex);
-    if (forward) co_await Forward(head, *route, ex, outcome_);
+    // (The parser's flag first: no field lookup for other requests.)
+    websocket_ = head.upgrade() && IsWebSocketHandshake(req, !head.is_done());
+    if (websocket_ && !route->websocket) {
+      co_await ReplyError(ex, http::status::bad_request, "websocket_disabled",
+                          "WebSocket is not enabled on this route");
+    } else {
+      const bool forward = co_await Limit(head, *route, host, ex);
+      if (forward) co_await Forward(head, *route, ex, outcome_);
+    }
   }
   Log(ex);
   whole_.reset();             // a buffered body is not kept between exchanges
@@ -736,6 +744,11 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (config_->server.via) req.set(http::field::via, "1.1 tollgate");
   req.version(11);
   if (chunked) req.chunked(true);
+  if (websocket_) {
+    // The upgrade fields are hop-by-hop, but a handshake goes on with them.
+    req.set(http::field::upgrade, "websocket");
+    req.set(http::field::connection, "Upgrade");
+  }
 
   if (expects_continue) {
     if (co_await WriteContinue()) {
@@ -801,6 +814,12 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     sent = co_await SendStreamed(call, head, ex);
   }
   if (!sent) co_return;
+  if (websocket_ && res_head_->get().result() == http::status::switching_protocols) {
+    // The tunnel holds the upstream place (and the session the
+    // max_inflight ones) until it closes.
+    co_await OpenTunnel(call, req[http::field::sec_websocket_key], ex);
+    co_return;
+  }
 
   // The response as the client sees it.
   auto& res = res_head_->get();
@@ -1060,6 +1079,44 @@ Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_
   ex.close = true;
   if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
   co_return false;
+}
+
+Task<void> Session::OpenTunnel(UpstreamCall& call, std::string_view key, Exchange& ex) {
+  MarkUpstreamEnd(*generation_->state->clock, ex);
+  ex.close = true;  // the connection is the tunnel's now, or failed
+  auto& res = res_head_->get();
+  if (!AcceptsHandshake(res, key)) {
+    // call.conn is dropped, not pooled: the upstream thinks it switched.
+    co_await ReplyError(ex, http::status::bad_gateway, "bad_gateway",
+                        "the upstream's WebSocket handshake answer is not valid");
+    co_return;
+  }
+  ex.status = 101;
+  RemoveHopByHop(res);
+  res.set(http::field::upgrade, "websocket");
+  res.set(http::field::connection, "Upgrade");
+  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
+  res.version(11);
+  extra_headers_.clear();
+  if (outcome_.shown != nullptr) {
+    AppendRateLimitHeaders(*outcome_.shown, outcome_.shown_decision, extra_headers_);
+  }
+  wire_.clear();
+  AppendWireHeader(res.base(), wire_, extra_headers_);
+  ErrorCode ec;
+  if (!TryWriteWire(stream_, ec)) {
+    ec = co_await WriteWire(stream_, Budget(config_->timeouts.client_body_ms, ex));
+  }
+  if (ec) co_return;
+  TunnelOptions options;
+  options.idle = Ms(config_->timeouts.websocket_idle_ms);
+  options.metrics = worker_.metrics();
+  if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
+  const TunnelResult tunnel = co_await RunTunnel(stream_, buffer_, call.conn->stream,
+                                                 call.conn->buffer, RelayBuffer(), options);
+  ex.bytes_in = tunnel.bytes_in;
+  ex.bytes_out = tunnel.bytes_out;
+  if (tunnel.idle_timeout) ex.error = "websocket_idle";
 }
 
 void Session::AddHeaderLines(std::string_view lines, Fields& fields) {

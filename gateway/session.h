@@ -62,6 +62,11 @@ class Session {
   // header, or relayed as it comes. True when the exchange completed.
   Task<bool> RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_client, Exchange& ex);
   Task<bool> RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client, Exchange& ex);
+  // The upstream answered a WebSocket handshake with 101: checks its
+  // Sec-WebSocket-Accept for `key` (502 when wrong), sends the 101 on and
+  // runs the tunnel (websocket_tunnel.h) until it closes. The upstream
+  // connection is never pooled again.
+  Task<void> OpenTunnel(UpstreamCall& call, std::string_view key, Exchange& ex);
   // identify -> match rules -> decide, into outcome_; answers limited
   // requests itself. True when the request goes on to the upstream.
   // `host`: the request's Host field.
@@ -149,6 +154,7 @@ class Session {
   std::string canonical_;  // Canonicalize()'s output, reused
   std::string wire_;       // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
+  bool websocket_ = false;  // the current request is a WebSocket handshake
   bool idle_ = true;
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait

@@ -85,6 +85,7 @@ void ReadTimeouts(TableReader r, TimeoutsConfig& out) {
   if (auto v = r.DurationMs("upstream_connect", 1)) out.upstream_connect_ms = *v;
   if (auto v = r.DurationMs("upstream_response", 1)) out.upstream_response_ms = *v;
   if (auto v = r.DurationMs("request", 1)) out.request_ms = *v;
+  if (auto v = r.DurationMs("websocket_idle", 1)) out.websocket_idle_ms = *v;
   r.Finish();
 }
 
@@ -210,6 +211,7 @@ void ReadRoute(TableReader r, const std::vector<UpstreamConfig>& upstreams,
   }
   if (auto v = r.String("host")) route.host = *v;
   if (auto v = r.String("name")) route.name = *v;
+  if (auto v = r.Bool("websocket")) route.websocket = *v;
   if (route.name.empty()) route.name = route.host + route.path_prefix;
   if (const toml::value* up = r.Require("upstream")) {
     if (auto name = ReadString(*up, "upstream", r.errors())) {

@@ -47,6 +47,7 @@ struct TimeoutsConfig {
   std::int64_t upstream_connect_ms = 2'000;
   std::int64_t upstream_response_ms = 30'000;  // response header, then each body read
   std::int64_t request_ms = 300'000;           // the whole exchange
+  std::int64_t websocket_idle_ms = 300'000;    // a WebSocket tunnel with no bytes either way
 };
 
 struct LimitsConfig {
@@ -101,6 +102,7 @@ struct RouteConfig {
   std::string host;  // empty: any host
   std::string upstream;
   std::size_t upstream_index = 0;  // into Config::upstreams
+  bool websocket = true;  // WebSocket handshakes are tunnelled (false: answered 400)
 };
 
 struct Config {

@@ -11,6 +11,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   redis-server redis-tools nginx-light wrk curl valgrind strace
   prometheus chromium fonts-dejavu-core
+  python3-websockets
 )
 # `scripts/deps.sh fuzz` (make fuzz) also installs clang 14 and its runtime
 # libraries (libclang_rt.fuzzer, ASan, UBSan): not needed to build or test.

@@ -1,0 +1,406 @@
+// WebSocket through the gateway, with real peers: Debian's python3-websockets
+// (run with /usr/bin/python3) as the echo server (websocket_echo.py) and as
+// the client (websocket_client.py), tollgate in between on plain and TLS
+// listeners; a raw upstream for a wrong Sec-WebSocket-Accept.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
+#include <boost/asio/write.hpp>
+#include <chrono>
+#include <fstream>
+#include <future>
+#include <regex>
+#include <sstream>
+#include <thread>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kScripts = TOLLGATE_WEBSOCKET_SCRIPTS;
+
+// The RFC 6455 §1.3 example: this key calls for this accept.
+constexpr const char* kKey = "dGhlIHNhbXBsZSBub25jZQ==";
+constexpr const char* kAccept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
+
+// websocket_echo.py on a free port.
+class EchoServer {
+ public:
+  EchoServer() : process_({kPython, kScripts + "/websocket_echo.py"}) {
+    const std::string line = process_.StderrLine();
+    std::smatch match;
+    if (std::regex_search(line, match, std::regex("port (\\d+)"))) {
+      port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
+    }
+    EXPECT_NE(port_, 0) << line;
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  Process process_;
+  std::uint16_t port_ = 0;
+};
+
+// websocket_client.py URL SCENARIO ARGS: its exit code; stdout and stderr
+// in `out`.
+int RunClient(const std::string& url, const std::string& args, std::string& out) {
+  return RunCommand(kPython + " " + kScripts + "/websocket_client.py " + url + " " + args, "", out);
+}
+
+std::string Handshake(const std::string& target, const std::string& extra = "") {
+  return "GET " + target +
+         " HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+         "Sec-WebSocket-Key: " +
+         kKey + "\r\nSec-WebSocket-Version: 13\r\n" + extra + "\r\n";
+}
+
+int Count(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (std::size_t at = 0; (at = text.find(needle, at)) != std::string::npos; at += needle.size()) {
+    ++n;
+  }
+  return n;
+}
+
+// The value of the first sample whose line starts with `name` in a
+// Prometheus exposition; -1 when absent.
+double Sample(const std::string& text, const std::string& name) {
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+class WebSocketTest : public ::testing::Test {
+ protected:
+  void Start(const std::string& extra = "", const std::string& route_extra = "") {
+    std::string config = BasicConfig(route_extra + extra);
+    gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  }
+  std::string Url(const std::string& path = "/") const {
+    return "ws://127.0.0.1:" + std::to_string(gateway_->port()) + path;
+  }
+
+  EchoServer echo_;
+  std::unique_ptr<TestGateway> gateway_;
+};
+
+TEST_F(WebSocketTest, MessagesBothWaysUpToOneMebibyte) {
+  Start();
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "messages", out), 0) << out;
+  EXPECT_NE(out.find("echoed 1048576"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, FragmentedMessagesPingPongAndTheCloseHandshake) {
+  Start();
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "fragmented", out), 0) << out;
+  out.clear();
+  EXPECT_EQ(RunClient(Url(), "ping", out), 0) << out;
+  out.clear();
+  EXPECT_EQ(RunClient(Url(), "close", out), 0) << out;
+  EXPECT_NE(out.find("client close 1000"), std::string::npos) << out;
+  EXPECT_NE(out.find("server close 4001 bye"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, TwoHundredTunnelsAtOnce) {
+  Start();
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "many 200", out), 0) << out;
+  EXPECT_NE(out.find("open 200"), std::string::npos) << out;
+  EXPECT_NE(out.find("closed 200"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, TheHandshakeGoesUpWithItsUpgradeFieldsAndTheAnswerComesBack) {
+  Start();
+  Client client(gateway_->port());
+  client.Send(Handshake("/"));
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 101);
+  EXPECT_EQ(res[http::field::upgrade], "websocket");
+  EXPECT_EQ(res[http::field::connection], "Upgrade");
+  EXPECT_EQ(res[http::field::sec_websocket_accept], kAccept);
+  // Tokens in lists and in any case (Firefox sends "keep-alive, Upgrade").
+  Client firefox(gateway_->port());
+  std::string request = Handshake("/");
+  request.replace(request.find("Upgrade: websocket"), 18, "Upgrade: WebSocket");
+  request.replace(request.find("Connection: Upgrade"), 19, "Connection: keep-alive, Upgrade");
+  firefox.Send(request);
+  EXPECT_EQ(firefox.Read().result_int(), 101);
+}
+
+TEST(WebSocket, AnUpstreamThatDoesNotSwitchIsRelayedAsAResponse) {
+  // The HTTP echo upstream answers a handshake with 200 and the fields it got.
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(), echo->port());
+  Client client(gateway.port());
+  client.Send(Handshake("/_test/headers"));
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 200);
+  EXPECT_NE(res.body().find("\"Upgrade\":\"websocket\""), std::string::npos) << res.body();
+  EXPECT_NE(res.body().find("\"Connection\":\"Upgrade\""), std::string::npos) << res.body();
+  EXPECT_NE(res.body().find(kKey), std::string::npos) << res.body();
+  // A request that is no handshake still loses its Upgrade.
+  Response plain = client.Get("/_test/headers", "Upgrade: h2c\r\nConnection: Upgrade\r\n");
+  EXPECT_EQ(plain.body().find("h2c"), std::string::npos) << plain.body();
+}
+
+TEST_F(WebSocketTest, AHandshakeIsRateLimitedLikeAnyRequest) {
+  Start(R"(
+[[rules]]
+name = "ws"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+)");
+  Client first(gateway_->port());
+  first.Send(Handshake("/"));
+  EXPECT_EQ(first.Read().result_int(), 101);
+  Client second(gateway_->port());
+  second.Send(Handshake("/"));
+  Response res = second.Read();
+  EXPECT_EQ(res.result_int(), 429);
+  EXPECT_NE(res.body().find("rate_limited"), std::string::npos);
+  EXPECT_EQ(res["RateLimit-Policy"], "\"ws\";q=1;w=3600");
+  EXPECT_NE(res["RateLimit"].find("\"ws\";r=0"), std::string::npos);
+  EXPECT_FALSE(res[http::field::retry_after].empty());
+  std::string out;
+  EXPECT_NE(RunClient(Url(), "ping", out), 0);
+  EXPECT_NE(out.find("429"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, MaxInflightCountsOpenTunnelsPerUser) {
+  Start(R"(
+[identity]
+trusted_proxies = ["127.0.0.1/32"]
+user_header = "X-User-Id"
+[[rules]]
+name = "five-sockets"
+key = "user"
+max_inflight = 5
+)");
+  // alice holds five tunnels; her sixth handshake is refused while they are
+  // open, bob's are not.
+  auto alice = std::async(std::launch::async, [&] {
+    std::string out;
+    RunClient(Url(), "hold 6 2 --header X-User-Id:alice", out);
+    return out;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(800));
+  std::string bob;
+  EXPECT_EQ(RunClient(Url(), "hold 2 0 --header X-User-Id:bob", bob), 0) << bob;
+  EXPECT_EQ(Count(bob, "open "), 2) << bob;
+  const std::string out = alice.get();
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_NE(out.find("open " + std::to_string(i) + "\n"), std::string::npos) << out;
+  }
+  EXPECT_NE(out.find("refused 5 429"), std::string::npos) << out;
+  // Closed tunnels give their places back.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string again;
+  EXPECT_EQ(RunClient(Url(), "hold 5 0 --header X-User-Id:alice", again), 0) << again;
+  EXPECT_EQ(Count(again, "open "), 5) << again;
+}
+
+TEST_F(WebSocketTest, AnUpstreamsMaxConnectionsCountsOpenTunnels) {
+  std::string config = BasicConfig();
+  config.replace(config.find("[[routes]]"), 10, "max_connections = 2\n[[routes]]");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  std::string out;
+  RunClient(Url(), "hold 3 0", out);
+  EXPECT_EQ(Count(out, "open "), 2) << out;
+  EXPECT_NE(out.find("refused 2 503"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, AnIdleTunnelIsClosed) {
+  Start("[timeouts]\nwebsocket_idle = \"500ms\"\n");
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "idle 10", out), 0) << out;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(out, match, std::regex("closed after ([0-9.]+)"))) << out;
+  const double after = std::stod(match[1]);
+  EXPECT_GE(after, 0.4);
+  EXPECT_LT(after, 3.0);
+  // Traffic keeps it open: messages spread over longer than the idle time.
+  out.clear();
+  EXPECT_EQ(RunClient(Url(), "messages", out), 0) << out;
+}
+
+TEST_F(WebSocketTest, ARouteWithoutWebSocketRefusesTheHandshake) {
+  std::string config = BasicConfig("websocket = false\n");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  Client client(gateway_->port());
+  client.Send(Handshake("/"));
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 400);
+  EXPECT_NE(res.body().find("\"error\":\"websocket_disabled\""), std::string::npos) << res.body();
+}
+
+TEST(WebSocket, AWrongAcceptFromTheUpstreamIs502) {
+  // A raw upstream that switches with a wrong Sec-WebSocket-Accept.
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  const std::uint16_t upstream_port = acceptor.local_endpoint().port();
+  std::promise<std::string> seen;
+  std::thread server([&] {
+    tcp::socket socket(io);
+    acceptor.accept(socket);
+    asio::streambuf request;
+    boost::system::error_code ec;
+    asio::read_until(socket, request, "\r\n\r\n", ec);
+    seen.set_value(
+        std::string(asio::buffers_begin(request.data()), asio::buffers_end(request.data())));
+    const std::string answer =
+        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        "Sec-WebSocket-Accept: dGhpcyBpcyBub3QgaXQ=\r\n\r\n";
+    asio::write(socket, asio::buffer(answer), ec);
+    char c;
+    socket.read_some(asio::buffer(&c, 1), ec);  // until the gateway closes
+  });
+  {
+    TestGateway gateway(BasicConfig(), upstream_port);
+    Client client(gateway.port());
+    client.Send(Handshake("/"));
+    Response res = client.Read();
+    EXPECT_EQ(res.result_int(), 502);
+    EXPECT_NE(res.body().find("bad_gateway"), std::string::npos);
+    const std::string request = seen.get_future().get();
+    EXPECT_NE(request.find("Upgrade: websocket\r\n"), std::string::npos) << request;
+    EXPECT_NE(request.find("Connection: Upgrade\r\n"), std::string::npos) << request;
+  }
+  server.join();
+}
+
+TEST_F(WebSocketTest, ThroughATlsListener) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "ws.test");
+  std::string config = BasicConfig();
+  config.replace(
+      config.find("address = \"127.0.0.1:0\""), 23,
+      "address = \"127.0.0.1:0\"\ntls = [ { cert = \"" + cert + "\", key = \"" + key + "\" } ]");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  const std::string url = "wss://127.0.0.1:" + std::to_string(gateway_->port()) + "/";
+  for (const char* scenario : {"messages", "fragmented", "ping", "close", "many 20"}) {
+    std::string out;
+    EXPECT_EQ(RunClient(url, std::string(scenario) + " --cafile " + cert, out), 0)
+        << scenario << ": " << out;
+  }
+}
+
+TEST_F(WebSocketTest, ThroughTlsOnBothSides) {
+  // wss to a gateway whose upstream is a TLS-terminating gateway in front of
+  // the echo server: TLS on both sides of the outer gateway's tunnels.
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "upstream.test");
+  std::string inner_config = BasicConfig();
+  inner_config.replace(
+      inner_config.find("address = \"127.0.0.1:0\""), 23,
+      "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key + "\" }");
+  TestGateway inner(inner_config, echo_.port(), TestClock::kSteady);
+  std::string outer_config = BasicConfig();
+  outer_config.replace(
+      outer_config.find("address = \"127.0.0.1:0\""), 23,
+      "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key + "\" }");
+  outer_config.replace(outer_config.find("servers = [\"127.0.0.1:{ECHO}\"]"), 30,
+                       "servers = [\"127.0.0.1:{ECHO}\"]\ntls = { verify = true, ca_file = \"" +
+                           cert + "\", sni = \"upstream.test\" }");
+  TestGateway outer(outer_config, inner.port(), TestClock::kSteady);
+  const std::string url = "wss://127.0.0.1:" + std::to_string(outer.port()) + "/";
+  for (const char* scenario : {"messages", "fragmented", "close", "many 20"}) {
+    std::string out;
+    EXPECT_EQ(RunClient(url, std::string(scenario) + " --cafile " + cert, out), 0)
+        << scenario << ": " << out;
+  }
+}
+
+TEST_F(WebSocketTest, OneAccessLogLinePerTunnelAndMetrics) {
+  TempDir dir;
+  const std::string log = dir.path() + "/access.log";
+  std::string config = BasicConfig();
+  config.replace(config.find("access = \"off\""), 14, "access = \"" + log + "\"");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  auto held = std::async(std::launch::async, [&] {
+    std::string out;
+    RunClient(Url("/held"), "hold 3 1.5", out);
+    return out;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(900));
+  Client admin(gateway_->admin_port());
+  const std::string during = admin.Get("/metrics").body();
+  EXPECT_EQ(Sample(during, "tollgate_websocket_connections{route=\"/\"}"), 3) << during;
+  EXPECT_EQ(Count(held.get(), "open "), 3);
+
+  std::string out;
+  ASSERT_EQ(RunClient(Url(), "messages", out), 0) << out;
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const std::string after = admin.Get("/metrics").body();
+  EXPECT_EQ(Sample(after, "tollgate_websocket_connections{route=\"/\"}"), 0) << after;
+  // Text and binary of each size, each way, plus frame headers and the
+  // 3 x "hi" of the held tunnels.
+  const double in = Sample(after, "tollgate_websocket_bytes_total{route=\"/\",direction=\"in\"}");
+  const double out_bytes =
+      Sample(after, "tollgate_websocket_bytes_total{route=\"/\",direction=\"out\"}");
+  constexpr double kPayload = 2 * 1'280'026;  // 0 + 1 + 125 + ... + 1048576, twice
+  EXPECT_GT(in, kPayload) << after;
+  EXPECT_GT(out_bytes, kPayload) << after;
+  EXPECT_LT(in, kPayload + 10'000) << after;
+
+  // The lines reach the file within a second.
+  std::string text;
+  for (int i = 0; i < 30 && Count(text, "\" 101 ") < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream file(log);
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  EXPECT_EQ(Count(text, "\"GET /held HTTP/1.1\" 101 "), 3) << text;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(text, match,
+                                std::regex("\"GET / HTTP/1.1\" 101 ([0-9]+) .* rt=([0-9.]+) .* "
+                                           "in=([0-9]+)")))
+      << text;
+  EXPECT_GT(std::stod(match[1]), kPayload);  // bytes to the client
+  EXPECT_GT(std::stod(match[3]), kPayload);  // bytes from the client
+  std::smatch held_match;
+  ASSERT_TRUE(std::regex_search(text, held_match,
+                                std::regex("\"GET /held HTTP/1.1\" 101 [0-9]+ .* rt=([0-9.]+)")));
+  EXPECT_GE(std::stod(held_match[1]), 1.0);  // the tunnel's whole life
+}
+
+TEST(WebSocket, DrainClosesTunnelsAtTheDrainTimeout) {
+  EchoServer echo;
+  TempDir dir;
+  std::string config = BasicConfig();
+  config.replace(config.find("threads = 1"), 11, "threads = 1\ndrain_timeout = \"1s\"");
+  const std::string file = dir.Write("tollgate.toml", WithEchoPort(config, echo.port()));
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::uint16_t port = WaitForPort(gateway);
+  auto client = std::async(std::launch::async, [port] {
+    std::string out;
+    RunClient("ws://127.0.0.1:" + std::to_string(port) + "/", "idle 20", out);
+    return out;
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const auto start = std::chrono::steady_clock::now();
+  gateway.Signal(SIGTERM);
+  const int code = gateway.Wait();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(code, 0);
+  EXPECT_GE(took, 0.9);  // the tunnel is no idle connection: it lives until the timeout
+  EXPECT_LT(took, 5.0);
+  const std::string out = client.get();
+  EXPECT_NE(out.find("closed after"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace tollgate::testing
