@@ -100,6 +100,9 @@ class RedisStore final : public Store {
  private:
   // TRYAGAIN, or a command's second MOVED: sent again this much later (ms).
   static constexpr int kRetryAfterMs = 5;
+  // Defined in store/redis/: connection.h (Shared, Connection), batch.h
+  // (Pending). Routing (NodeIndex, LoadSlotMap, Redirect, Retry*) is in
+  // store/redis/cluster.cc.
   struct Shared;
   struct Pending;
   class Connection;
@@ -116,6 +119,9 @@ class RedisStore final : public Store {
   std::size_t NodeOfSlot(std::uint16_t slot) const;
   // The node at `address`, connected to when new.
   int NodeIndex(const RedisAddress& address);
+  // Redis Cluster: the slot map now (startup), from the seeds; MOVED keeps
+  // it current.
+  void LoadSlotMap();
   // Follows a cluster redirect (MOVED, ASK, TRYAGAIN) for `p`.
   void Redirect(Pending p, std::string_view error);
   // Queues `p` for RetryNow in kRetryAfterMs.

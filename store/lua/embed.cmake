@@ -1,7 +1,7 @@
 # Writes OUT: the decision scripts as C++ string literals, assembled from
 # the files of store/lua: prelude + one algorithm + decide for each
 # algorithm (or <algorithm>_fused.lua alone, where there is one: a
-# single-window script with its own arguments, see redis_store.cc), and
+# single-window script with its own arguments, see store/redis/protocol.h), and
 # prelude + every algorithm + decide as "multi"; then the
 # upstream-protection scripts of store/lua/protect, each on its own.
 set(algorithms token_bucket leaky_bucket fixed_window sliding_log sub_window two_bucket)

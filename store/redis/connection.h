@@ -1,0 +1,214 @@
+// Internal to the Redis store: connections to Redis. The asynchronous
+// connection (RedisStore::Connection: hiredis on the thread's io_context,
+// pipelining, the batching queue, deadlines, the circuit breaker,
+// reconnecting with backoff, the handshake and script loads on every
+// connection) and the blocking one of startup checks (SyncConnection).
+#pragma once
+
+#include <fmt/format.h>
+#include <hiredis/async.h>
+#include <hiredis/hiredis.h>
+
+#include <algorithm>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <limits>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "store/clock.h"
+#include "store/redis/batch.h"
+#include "store/redis/protocol.h"
+#include "store/redis_options.h"
+#include "store/redis_store.h"
+
+namespace tollgate::store {
+namespace redis {
+
+using Steady = std::chrono::steady_clock;
+
+// hiredis writes with plain write(): a connection Redis has closed would
+// raise SIGPIPE, whose default action ends the process. Ignored once, before
+// the first connection, so such a write fails with EPIPE like any other.
+void IgnoreSigpipe();
+
+// The gateway's clock (one reading per handler on its threads), on which
+// command deadlines and the retry timer are set.
+inline std::int64_t NowMs() { return SteadyClock().NowMs(); }
+
+// A blocking connection for startup checks (never on an I/O thread).
+class SyncConnection {
+ public:
+  SyncConnection(const RedisAddress& a, std::int64_t timeout_ms)
+      : where_(fmt::format("redis {}:{}", a.host, a.port)),
+        c_(redisConnectWithTimeout(a.host.c_str(), a.port, Timeval(timeout_ms)), &redisFree) {
+    IgnoreSigpipe();
+    if (c_ && c_->err == 0) redisSetTimeout(c_.get(), Timeval(timeout_ms));
+  }
+  bool Connected() const { return c_ && c_->err == 0; }
+  std::string ConnectError() const {
+    return fmt::format("{}: cannot connect: {}", where_, c_ ? c_->errstr : "out of memory");
+  }
+  const std::string& Where() const { return where_; }
+  // The reply (null when the connection failed); `text` is set to the
+  // error when there is one.
+  std::unique_ptr<redisReply, void (*)(void*)> Run(const Command& args, std::string& text) {
+    std::vector<const char*> argv;
+    std::vector<std::size_t> lens;
+    for (const std::string& s : args) {
+      argv.push_back(s.data());
+      lens.push_back(s.size());
+    }
+    auto* r = static_cast<redisReply*>(
+        redisCommandArgv(c_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    std::unique_ptr<redisReply, void (*)(void*)> reply(r, &freeReplyObject);
+    text.clear();
+    if (!reply) {
+      text = c_->errstr;
+    } else if (reply->type == REDIS_REPLY_ERROR) {
+      text = std::string(ErrorText(*reply));
+    }
+    return reply;
+  }
+
+ private:
+  static timeval Timeval(std::int64_t ms) {
+    return timeval{ms / 1000, static_cast<suseconds_t>(ms % 1000 * 1000)};
+  }
+  std::string where_;
+  std::unique_ptr<redisContext, decltype(&redisFree)> c_;
+};
+
+}  // namespace redis
+
+struct RedisStore::Shared {
+  Shared(boost::asio::io_context& i, const RedisOptions& o, RedisHealth& h)
+      : io(i), options(o), health(h), retry_timer(i) {
+    // A reply is read into an array of kMaxBatch decisions.
+    options.batch = std::min(options.batch, RedisOptions::kMaxBatch);
+  }
+  boost::asio::io_context& io;
+  RedisOptions options;
+  RedisHealth& health;
+  std::vector<std::string> handshake;     // AUTH/SELECT as RESP (HandshakeCommands)
+  std::vector<std::string> script_loads;  // SCRIPT LOAD of every script as RESP
+  std::deque<Pending> retry;              // TRYAGAIN, MOVED again: sent when retry_timer fires
+  boost::asio::steady_timer retry_timer;
+};
+
+// One hiredis asynchronous connection on Asio: hiredis's event hooks
+// (addRead/delRead/addWrite/delWrite/cleanup) become waits on a
+// stream_descriptor over hiredis's socket. Replies arrive in command order,
+// so pending_ is a FIFO matched one to one with hiredis's callbacks.
+class RedisStore::Connection {
+ public:
+  Connection(Shared& shared, RedisStore& owner, const RedisAddress& address);
+  ~Connection();
+
+  // Whether a decision may be sent now. While the circuit is open one probe
+  // per breaker_open_ms goes through.
+  bool Usable(std::int64_t now) {
+    if (ac_ == nullptr ||
+        pending_.size() - setup_pending_ + unsent_.size() >= shared_.options.max_pending) {
+      return false;
+    }
+    if (!open_) return true;
+    if (now < open_until_) return false;
+    open_until_ = now + shared_.options.breaker_open_ms;
+    return true;
+  }
+
+  // Sends `p` (a decision or a count) and awaits its reply until its
+  // deadline; completes it at once when it cannot be sent.
+  void Submit(Pending p);
+
+  // Adds a decision to the script call this connection writes next: the
+  // call with the same QueuedCall::call (the same limit and time, and for
+  // decide.lua the same key) while it has room for more (options.batch),
+  // or a new one. So concurrent decisions of one limit cost Redis one call,
+  // decided one after the other exactly as separate calls would be.
+  void Queue(const redis::QueuedCall& q, redis::DecisionWaiter waiter);
+
+  // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
+  void Resend(Pending p, bool asking);
+
+  // Completes `p` (once) with a failure.
+  void Fail(Pending& p, StoreStatus status) { p.Fail(status, shared_.health); }
+
+ private:
+  using Kind = redis::PendingKind;
+
+  // hiredis's callbacks and event hooks (privdata, ev.data: the Connection).
+  static void OnReply(redisAsyncContext*, void* reply, void* privdata);
+  static void OnConnect(const redisAsyncContext* ac, int status);
+  static void OnDisconnect(const redisAsyncContext* ac, int);
+  static void AddRead(void* p);
+  static void DelRead(void* p);
+  static void AddWrite(void* p);
+  static void DelWrite(void* p);
+  static void Cleanup(void* p);
+
+  // Connects, then sends the handshake and the script loads.
+  void Connect();
+  void SendScriptLoads(std::int64_t deadline);
+  bool Send(std::string_view command);
+  void HandleReply(redisReply* reply);
+  void HandleCount(Pending& p, const redisReply& reply);
+  Pending Pop();
+  void FailAll(StoreStatus status);
+  // Writes the queued decisions' script calls (Queue).
+  void SendUnsent();
+
+  // The circuit breaker.
+  void Success();
+  void Failure(std::int64_t now);
+
+  // The connection is gone (hiredis frees the context after this).
+  void Lost(const char* why);
+  // Closes the connection from outside hiredis's callbacks.
+  void Drop();
+  void ScheduleReconnect();
+
+  void ArmRead();
+  void ArmWrite();
+  void ArmDeadline(std::int64_t deadline);
+  void ExpireOverdue();
+
+  Shared& shared_;
+  RedisStore& owner_;
+  const RedisAddress address_;
+  redisAsyncContext* ac_ = nullptr;
+  std::optional<boost::asio::posix::stream_descriptor> descriptor_;
+  boost::asio::steady_timer timer_;  // the earliest deadline of pending_
+  boost::asio::steady_timer retry_;  // reconnect backoff
+  std::int64_t armed_for_ = std::numeric_limits<std::int64_t>::max();
+  std::deque<Pending> pending_;
+  // Decisions not yet written (Queue), by their QueuedCall::call (views of
+  // their `command`).
+  std::deque<Pending> unsent_;
+  std::deque<Pending> flushing_;  // SendUnsent's
+  boost::unordered_flat_map<std::string_view, Pending*, std::hash<std::string_view>> by_call_;
+  std::size_t setup_pending_ = 0;  // handshake and script loads in pending_: not bounded
+  std::shared_ptr<char> life_ = std::make_shared<char>();  // handlers check it
+  bool want_read_ = false;
+  bool want_write_ = false;
+  bool reading_ = false;
+  bool writing_ = false;
+  bool up_ = false;
+  bool open_ = false;
+  bool shutting_down_ = false;
+  bool error_logged_ = false;
+  int failures_ = 0;
+  std::int64_t open_until_ = 0;
+  std::int64_t backoff_ms_ = 0;
+};
+
+}  // namespace tollgate::store
