@@ -1,29 +1,26 @@
 #include "algorithms/limit.h"
 
-#include <array>
-
 namespace tollgate::algorithms {
 namespace {
 
-constexpr std::array<std::string_view, kAlgorithmCount> kNames = {
-    "token_bucket", "leaky_bucket", "fixed_window", "sliding_log", "sub_window", "two_bucket",
-};
+// ", token_bucket, leaky_bucket, ..."
+#define TOLLGATE_ALGORITHM_NAME(enumerator, name) ", " #name
+constexpr std::string_view kJoinedNames = TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_NAME);
+#undef TOLLGATE_ALGORITHM_NAME
 
 }  // namespace
 
 std::string_view AlgorithmName(Algorithm algorithm) {
-  return kNames[static_cast<std::size_t>(algorithm)];
+  return kAlgorithmNames[static_cast<std::size_t>(algorithm)];
 }
 
 std::optional<Algorithm> ParseAlgorithm(std::string_view name) {
-  for (std::size_t i = 0; i < kNames.size(); ++i) {
-    if (kNames[i] == name) return static_cast<Algorithm>(i);
+  for (std::size_t i = 0; i < std::size(kAlgorithmNames); ++i) {
+    if (kAlgorithmNames[i] == name) return static_cast<Algorithm>(i);
   }
   return std::nullopt;
 }
 
-std::string_view AlgorithmNames() {
-  return "token_bucket, leaky_bucket, fixed_window, sliding_log, sub_window, two_bucket";
-}
+std::string_view AlgorithmNames() { return kJoinedNames.substr(2); }
 
 }  // namespace tollgate::algorithms

@@ -6,17 +6,21 @@
 #include <optional>
 #include <string_view>
 
+#include "algorithms/algorithm_list.h"
+
 namespace tollgate::algorithms {
 
+// One per entry of TOLLGATE_ALGORITHMS (algorithms/algorithm_list.h).
 enum class Algorithm : std::uint8_t {
-  kTokenBucket,
-  kLeakyBucket,
-  kFixedWindow,
-  kSlidingLog,
-  kSubWindow,
-  kTwoBucket,
+#define TOLLGATE_ALGORITHM_ENUMERATOR(enumerator, name) enumerator,
+  TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_ENUMERATOR)
+#undef TOLLGATE_ALGORITHM_ENUMERATOR
 };
-inline constexpr int kAlgorithmCount = 6;
+#define TOLLGATE_ALGORITHM_NAME(enumerator, name) #name,
+// By Algorithm: "token_bucket", "leaky_bucket", ...
+inline constexpr std::string_view kAlgorithmNames[] = {TOLLGATE_ALGORITHMS(TOLLGATE_ALGORITHM_NAME)};
+#undef TOLLGATE_ALGORITHM_NAME
+inline constexpr int kAlgorithmCount = static_cast<int>(std::size(kAlgorithmNames));
 
 // Leaky bucket only: kDelay holds an allowed request until its turn (shaping);
 // kNoDelay forwards it at once (policing, nginx's `nodelay`).

@@ -157,7 +157,7 @@ std::optional<std::vector<std::string>> TableReader::Strings(std::string_view ke
 }
 
 std::optional<std::string> TableReader::OneOf(std::string_view key,
-                                              std::initializer_list<std::string_view> choices) {
+                                              std::span<const std::string_view> choices) {
   const toml::value* v = Find(key);
   if (v == nullptr) return std::nullopt;
   auto s = ReadString(*v, key, errors_);

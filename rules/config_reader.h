@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <optional>
 #include <set>
+#include <span>
 #include <string>
 #include <string_view>
 #include <toml.hpp>
@@ -53,8 +54,11 @@ class TableReader {
   std::optional<std::int64_t> DurationMs(std::string_view key, std::int64_t min_ms = 0);
   std::optional<HostPort> Address(std::string_view key);
   std::optional<std::vector<std::string>> Strings(std::string_view key);
+  std::optional<std::string> OneOf(std::string_view key, std::span<const std::string_view> choices);
   std::optional<std::string> OneOf(std::string_view key,
-                                   std::initializer_list<std::string_view> choices);
+                                   std::initializer_list<std::string_view> choices) {
+    return OneOf(key, std::span(choices.begin(), choices.size()));
+  }
 
   void Finish();
 

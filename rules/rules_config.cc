@@ -393,8 +393,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
     return;
   }
   r.Require("algorithm");
-  auto algorithm_name = r.OneOf("algorithm", {"token_bucket", "leaky_bucket", "fixed_window",
-                                              "sliding_log", "sub_window", "two_bucket"});
+  auto algorithm_name = r.OneOf("algorithm", algorithms::kAlgorithmNames);
   std::optional<algorithms::Algorithm> algorithm;
   if (algorithm_name) algorithm = algorithms::ParseAlgorithm(*algorithm_name);
 

@@ -1,9 +1,24 @@
 // The Lua scripts, embedded at build time (store/lua/embed.cmake): the
-// decision scripts, one per algorithm (index = algorithms::Algorithm) and
-// "multi", then the upstream-protection scripts (store/lua/protect).
+// decision scripts, one per algorithm (index = algorithms::Algorithm, from
+// TOLLGATE_ALGORITHMS) and "multi", then the upstream-protection scripts
+// (store/lua/protect), from TOLLGATE_REDIS_AUX_SCRIPTS below.
 #pragma once
 
 #include <string_view>
+
+#include "algorithms/limit.h"
+
+// The upstream-protection scripts, X(enumerator, name) per script
+// (store/lua/protect/<name>.lua), in their order in kRedisScripts.
+// store/lua/embed.cmake parses the X(...) lines: keep one per line, in this
+// form.
+#define TOLLGATE_REDIS_AUX_SCRIPTS(X) \
+  X(kLearnedCheck, learned_check)     \
+  X(kLearnedLearn, learned_learn)     \
+  X(kInflightAcquire, inflight_acquire) \
+  X(kInflightRelease, inflight_release) \
+  X(kQueueEnter, queue_enter)         \
+  X(kQueueLeave, queue_leave)
 
 namespace tollgate::store {
 
@@ -11,18 +26,22 @@ struct RedisScriptSource {
   std::string_view name;
   std::string_view body;
 };
-inline constexpr int kMultiWindowScript = 6;
+inline constexpr int kMultiWindowScript = algorithms::kAlgorithmCount;
 
-// The upstream-protection scripts, by index in kRedisScripts.
+// The upstream-protection scripts.
 enum class RedisAux : int {
-  kLearnedCheck = 7,
-  kLearnedLearn,
-  kInflightAcquire,
-  kInflightRelease,
-  kQueueEnter,
-  kQueueLeave,
+#define TOLLGATE_REDIS_AUX_ENUMERATOR(enumerator, name) enumerator,
+  TOLLGATE_REDIS_AUX_SCRIPTS(TOLLGATE_REDIS_AUX_ENUMERATOR)
+#undef TOLLGATE_REDIS_AUX_ENUMERATOR
 };
-inline constexpr int kRedisScriptCount = 13;
+#define TOLLGATE_REDIS_AUX_ONE(enumerator, name) +1
+inline constexpr int kRedisAuxCount = 0 TOLLGATE_REDIS_AUX_SCRIPTS(TOLLGATE_REDIS_AUX_ONE);
+#undef TOLLGATE_REDIS_AUX_ONE
+// Its index in kRedisScripts.
+constexpr int RedisScriptIndex(RedisAux script) {
+  return kMultiWindowScript + 1 + static_cast<int>(script);
+}
+inline constexpr int kRedisScriptCount = kMultiWindowScript + 1 + kRedisAuxCount;
 extern const RedisScriptSource kRedisScripts[kRedisScriptCount];
 
 }  // namespace tollgate::store

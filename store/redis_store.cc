@@ -63,7 +63,7 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   RespWriter w(command);
   w.Count(3 + keys.size() + args.size());
   w.Arg("EVALSHA");
-  w.Arg(ScriptSha(static_cast<int>(script)));
+  w.Arg(ScriptSha(RedisScriptIndex(script)));
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
   for (std::string_view a : args) w.Arg(a);

@@ -4,7 +4,25 @@
 # single-window script with its own arguments, see store/redis/protocol.h), and
 # prelude + every algorithm + decide as "multi"; then the
 # upstream-protection scripts of store/lua/protect, each on its own.
-set(algorithms token_bucket leaky_bucket fixed_window sliding_log sub_window two_bucket)
+# The algorithms and the upstream-protection scripts, and their order, come
+# from the tables the C++ side uses: TOLLGATE_ALGORITHMS in ALGORITHMS
+# (algorithms/algorithm_list.h) and TOLLGATE_REDIS_AUX_SCRIPTS in SCRIPTS
+# (store/redis_scripts.h), one "X(kEnumerator, name)" line per entry.
+function(read_table file out)
+  file(READ ${file} text)
+  string(REGEX MATCHALL "\n  X\\(k[A-Za-z0-9]+, [a-z0-9_]+\\)" entries "${text}")
+  set(names "")
+  foreach(entry IN LISTS entries)
+    string(REGEX REPLACE "^\n  X\\(k[A-Za-z0-9]+, ([a-z0-9_]+)\\)$" "\\1" name "${entry}")
+    list(APPEND names ${name})
+  endforeach()
+  if(names STREQUAL "")
+    message(FATAL_ERROR "${file}: no X(kEnumerator, name) lines")
+  endif()
+  set(${out} ${names} PARENT_SCOPE)
+endfunction()
+read_table(${ALGORITHMS} algorithms)
+read_table(${SCRIPTS} protect_scripts)
 # clock.lua (now_ms) comes first in every script that asks the time.
 file(READ ${DIR}/clock.lua clock)
 file(READ ${DIR}/prelude.lua prelude)
@@ -23,7 +41,7 @@ foreach(a IN LISTS algorithms)
   string(APPEND entries "    {\"${a}\", R\"lua(${script})lua\"},\n")
 endforeach()
 string(APPEND entries "    {\"multi\", R\"lua(${prelude}${all}${decide})lua\"},\n")
-foreach(p IN ITEMS learned_check learned_learn inflight_acquire inflight_release queue_enter queue_leave)
+foreach(p IN LISTS protect_scripts)
   file(READ ${DIR}/protect/${p}.lua body)
   string(FIND "${body}" "now_ms(" uses_clock)
   if(NOT uses_clock EQUAL -1)
