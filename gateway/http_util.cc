@@ -155,6 +155,9 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
              (url->scheme_id() == boost::urls::scheme::http ||
               url->scheme_id() == boost::urls::scheme::https) &&
              url->has_authority() && IsValidHost(url->encoded_host_and_port()) &&
+             // RFC 9110 §4.2.4: userinfo in an http(s) URI is an error
+             // ("http://trusted@evil/" deceives whoever reads it).
+             !url->has_userinfo() &&
              // After an authority the path is empty or begins with '/' (RFC
              // 3986 §3.3). Boost.URL 1.81 parses "http://a:80x/y" as host
              // "a", port "80" and path "x/y" (boostorg/url issue 680; found by

@@ -326,7 +326,8 @@ TEST_F(ProxyTest, AnAbsoluteFormTargetIsItsPathWithItsAuthorityAsHost) {
 
 TEST_F(ProxyTest, ATargetThatIsNeitherAPathNorAnHttpUrlIs400) {
   StartGateway();
-  for (const char* target : {"api", "ftp://files.example/x", "http:/no-authority", "*"}) {
+  for (const char* target : {"api", "ftp://files.example/x", "http:/no-authority", "*",
+                             "http://trusted.example@evil.example/x"}) {
     Client client(port());
     client.Send(std::string("GET ") + target + " HTTP/1.1\r\nHost: t\r\n\r\n");
     EXPECT_EQ(client.Read().result_int(), 400) << target;
