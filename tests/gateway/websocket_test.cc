@@ -281,6 +281,76 @@ TEST(WebSocket, AWrongAcceptFromTheUpstreamIs502) {
   server.join();
 }
 
+TEST(WebSocket, BytesAfterThe101AndBackpressure) {
+  // A raw upstream that switches correctly, with a frame in the same write
+  // as its 101, then reads nothing until told to.
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  std::promise<void> start_reading;
+  std::promise<std::uint64_t> received;
+  std::thread server([&] {
+    tcp::socket socket(io);
+    acceptor.accept(socket);
+    asio::streambuf request;
+    boost::system::error_code ec;
+    asio::read_until(socket, request, "\r\n\r\n", ec);
+    const std::string answer = std::string(
+                                   "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                   "Connection: Upgrade\r\nSec-WebSocket-Accept: ") +
+                               kAccept + "\r\n\r\n\x81\x05hello";
+    asio::write(socket, asio::buffer(answer), ec);
+    start_reading.get_future().wait();
+    std::uint64_t n = 0;
+    char chunk[65536];
+    for (;;) {
+      const std::size_t got = socket.read_some(asio::buffer(chunk), ec);
+      if (ec) break;
+      n += got;
+    }
+    received.set_value(n);
+  });
+  TestGateway gateway(BasicConfig(), acceptor.local_endpoint().port());
+  Client client(gateway.port());
+  client.Send(Handshake("/"));
+  Response res = client.Read();
+  ASSERT_EQ(res.result_int(), 101);
+  std::string frame(static_cast<const char*>(client.buffer().data().data()),
+                    client.buffer().size());
+  while (frame.size() < 7) {
+    char c[16];
+    frame.append(c, client.socket().read_some(asio::buffer(c, 7 - frame.size())));
+  }
+  EXPECT_EQ(frame, "\x81\x05hello");
+
+  // The upstream does not read: the client's writes stall once the socket
+  // buffers on the way and one relay buffer are full.
+  client.socket().non_blocking(true);
+  const std::string chunk(64 * 1024, 'x');
+  std::uint64_t sent = 0;
+  auto last_progress = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - last_progress < std::chrono::milliseconds(500) &&
+         sent < (512u << 20)) {
+    boost::system::error_code ec;
+    const std::size_t n = client.socket().write_some(asio::buffer(chunk), ec);
+    if (ec == asio::error::would_block) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      continue;
+    }
+    ASSERT_FALSE(ec) << ec.message();
+    sent += n;
+    last_progress = std::chrono::steady_clock::now();
+  }
+  EXPECT_LT(sent, 64u << 20) << "the gateway kept reading from the client";
+  // Once the upstream reads, everything arrives, then the end.
+  start_reading.set_value();
+  client.socket().non_blocking(false);
+  asio::write(client.socket(), asio::buffer(chunk));
+  sent += chunk.size();
+  client.socket().shutdown(tcp::socket::shutdown_send);
+  EXPECT_EQ(received.get_future().get(), sent);
+  server.join();
+}
+
 TEST_F(WebSocketTest, ThroughATlsListener) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "ws.test");
