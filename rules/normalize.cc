@@ -164,15 +164,19 @@ HostStatus NormalizeHost(std::string_view host, std::string& out) {
   }
   if (name_end == 0) return HostStatus::kInvalid;
 
+  // Branch-free accumulation over the bytes (the common Host has neither),
+  // then the rare cases looked at once.
   bool upper = false;
-  for (std::size_t i = 0; i < host.size(); ++i) {
+  bool dots = false;  // ".." somewhere in the name
+  char previous = 0;
+  for (std::size_t i = 0; i < name_end; ++i) {
     const char c = host[i];
-    if (IsUpperAscii(c)) {
-      upper = true;
-    } else if (c == '.' && !literal && i < name_end && i + 1 < name_end && host[i + 1] == '.') {
-      return HostStatus::kInvalid;
-    }
+    upper |= IsUpperAscii(c);
+    dots |= c == '.' && previous == '.';
+    previous = c;
   }
+  for (std::size_t i = name_end; i < host.size(); ++i) upper |= IsUpperAscii(host[i]);
+  if (dots && !literal) return HostStatus::kInvalid;
   const bool trailing_dot = !literal && host[name_end - 1] == '.';
   if (trailing_dot && name_end == 1) return HostStatus::kInvalid;  // "." alone
   if (!upper && !trailing_dot) return HostStatus::kUnchanged;
