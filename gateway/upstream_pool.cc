@@ -13,12 +13,24 @@ namespace tollgate::gateway {
 namespace {
 constexpr std::size_t kUpstreamReadSize = 16 * 1024;
 
-// True when the idle connection's socket holds nothing: no bytes the
-// upstream sent after its last response (they would answer the next
-// request, from another client), no end of stream, no error. One
-// non-blocking peek; a TLS connection is judged by its raw socket, so a
-// late TLS record (a session ticket) also retires it, which costs a connect.
+// Bytes of a TLS connection read off the socket but not yet taken by the
+// parser: decrypted in the SSL object, or records waiting in its input BIO
+// (Asio's SSL stream reads up to 17 KB off the socket at once, records the
+// response did not need included).
+bool TlsHoldsBytes(UpstreamConnection& c) {
+  auto* tls = std::get_if<TlsStream>(&c.stream);
+  if (tls == nullptr) return false;
+  SSL* ssl = tls->native_handle();
+  return SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+}
+
+// True when the idle connection holds nothing: no bytes the upstream sent
+// after its last response (they would answer the next request, from another
+// client), no end of stream, no error. One non-blocking peek, plus the TLS
+// layer's buffers; a TLS connection's raw socket counts too, so a late TLS
+// record (a session ticket) also retires it, which costs a connect.
 bool QuietWhileIdle(UpstreamConnection& c) {
+  if (TlsHoldsBytes(c)) return false;
   char byte;
   for (;;) {
     const ssize_t n =
@@ -146,7 +158,7 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
 void UpstreamPool::Release(std::unique_ptr<UpstreamConnection> connection) {
   // Bytes read past the end of the response belong to no request: as nginx
   // ("upstream sent more data than specified"), such a connection is closed.
-  if (connection->buffer.size() > 0) {
+  if (connection->buffer.size() > 0 || TlsHoldsBytes(*connection)) {
     spdlog::warn("upstream \"{}\" ({}) sent more data than its response: connection closed",
                  config_.name, servers_[connection->server].name);
     return;
