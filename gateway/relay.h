@@ -57,8 +57,15 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
   auto [header_ec, header_n] = co_await std::visit(
       [&](auto& s) { return http::async_write_header(s, serializer, kUseTuple); }, out);
   if (header_ec) co_return RelayResult{RelayFailure::kWrite, header_ec, 0};
+  // Each operation is cut to what is left of the deadline; one that would
+  // start past it fails at once (one that completes within its 1 ms floor
+  // does not keep the relay going).
+  const auto past_deadline = [&] { return store::LoopNow() >= timeouts.deadline; };
   do {
     if (!parser.is_done()) {
+      if (past_deadline()) {
+        co_return RelayResult{RelayFailure::kRead, beast::error::timeout, result.bytes};
+      }
       body.data = buffer;
       body.size = kRelayChunk;
       Lowest(in).expires_after(timeouts.Within(timeouts.read));
@@ -77,6 +84,9 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
       body.more = false;
     }
     result.bytes += body.size;
+    if (past_deadline()) {
+      co_return RelayResult{RelayFailure::kWrite, beast::error::timeout, result.bytes};
+    }
     Lowest(out).expires_after(timeouts.Within(timeouts.write));
     auto [ec, n] = co_await std::visit(
         [&](auto& s) { return http::async_write(s, serializer, kUseTuple); }, out);

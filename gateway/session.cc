@@ -876,7 +876,9 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
+    if (!TryWriteWire(stream_, wec)) {
+      wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
+    }
     if (wec) ex.close = true;
     complete = true;
   } else if (res_length && *res_length <= kBufferedBody) {
@@ -1058,7 +1060,10 @@ Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_
   wire_.append(body.get().body());
   ex.bytes_out = body.get().body().size();
   ErrorCode wec;
-  if (!TryWriteWire(stream_, wec)) wec = co_await WriteWire(stream_, to_client.write);
+  // The body took its time to arrive: the write gets what is left.
+  if (!TryWriteWire(stream_, wec)) {
+    wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
+  }
   if (wec) ex.close = true;
   co_return true;
 }
@@ -1138,7 +1143,7 @@ bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec) {
   return false;
 }
 
-Task<ErrorCode> Session::WriteWire(AnyStream& stream, std::chrono::milliseconds timeout) {
+Task<ErrorCode> Session::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {
   Lowest(stream).expires_after(timeout);
   auto [ec, n] = co_await Visit(
       stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });

@@ -116,7 +116,7 @@ class Session {
   static void AddHeaderLines(std::string_view lines, Fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`, within
   // `timeout`.
-  Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::milliseconds timeout);
+  Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout);
   // The fast path of WriteWire(), with no coroutine frame, operation or
   // handler: a plain TCP stream whose socket takes all of wire_ at once.
   // True when done (`ec` says how it went); false when bytes remain (those
