@@ -69,12 +69,14 @@ struct Server::Impl final : StateSource {
   const store::Clock* clock = nullptr;
   std::atomic<std::shared_ptr<const GatewayState>> state;
   std::atomic<std::uint64_t> generation_number{1};
+  // Client connections, every worker's: declared before the workers, whose
+  // sessions count themselves out as the workers are destroyed.
+  std::atomic<std::int64_t> connections{0};
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
   std::atomic<bool> serving{false};
-  std::atomic<std::int64_t> connections{0};  // client connections, every worker's
 
   std::uint64_t generation() const override {
     return generation_number.load(std::memory_order_acquire);
@@ -286,6 +288,11 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     }
     worker->SetConnectionCount(&impl->connections);
     impl->workers.push_back(std::move(worker));
+  }
+  for (auto& worker : impl->workers) {
+    for (auto& other : impl->workers) {
+      if (other != worker) worker->AddPeer(other.get());
+    }
   }
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
   // connections over them. Port 0 is resolved by the first bind.

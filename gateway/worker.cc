@@ -46,7 +46,6 @@ std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit) {
 
 Task<void> Worker::WaitForRoom(Acceptor& acceptor) {
   constexpr auto kRoomCheck = std::chrono::milliseconds(10);
-  bool paused = false;
   const auto room = [&] {
     return connections_->load(std::memory_order_relaxed) < Current()->state->max_connections ||
            !acceptor.is_open();
@@ -57,12 +56,17 @@ Task<void> Worker::WaitForRoom(Acceptor& acceptor) {
     co_await acceptor.async_wait(tcp::acceptor::wait_read, kUseTuple);
     if (room()) co_return;
     const std::int64_t max = Current()->state->max_connections;
-    if (!paused) {
+    // At most one warning a minute: a gateway at its bound pauses often.
+    if (const auto now = std::chrono::steady_clock::now();
+        now - paused_warning_ >= std::chrono::minutes(1)) {
       spdlog::warn("{} client connections (max_connections): accepting paused", max);
-      paused = true;
+      paused_warning_ = now;
     }
-    for (Session* s : sessions_) {
-      if (s->CloseIfIdleKeepAlive()) break;
+    // This worker's idle connection, else another worker's: the bound is
+    // the process's.
+    if (!CloseOneIdleKeepAlive() && !peers_.empty()) {
+      Worker* peer = peers_[next_peer_++ % peers_.size()];
+      asio::post(peer->io(), [peer] { peer->CloseOneIdleKeepAlive(); });
     }
     asio::steady_timer pause(io_, kRoomCheck);
     co_await pause.async_wait(kUseTuple);
@@ -97,6 +101,22 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
   }
 }
 
+bool Worker::CloseOneIdleKeepAlive() {
+  for (Session* s : sessions_) {
+    if (s->CloseIfIdleKeepAlive()) return true;
+  }
+  return false;
+}
+
+void Worker::FinishDrain() {
+  constexpr auto kFinishGrace = std::chrono::milliseconds(100);
+  if (finish_timer_) return;
+  finish_timer_.emplace(io_, kFinishGrace);
+  finish_timer_->async_wait([this](const ErrorCode& ec) {
+    if (!ec) io_.stop();
+  });
+}
+
 void Worker::BeginDrain() {
   draining_ = true;
   for (auto& acceptor : acceptors_) {
@@ -106,7 +126,7 @@ void Worker::BeginDrain() {
   // Copy: closing may end sessions, which unregister themselves.
   const std::vector<Session*> sessions(sessions_.begin(), sessions_.end());
   for (Session* s : sessions) s->CloseIfIdle();
-  if (sessions_.empty()) io_.stop();
+  if (sessions_.empty()) FinishDrain();
 }
 
 }  // namespace tollgate::gateway

@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <memory>
+#include <optional>
 #include <unordered_set>
 #include <vector>
 
@@ -128,19 +129,31 @@ class Worker {
   void Unregister(Session* session) {
     sessions_.erase(session);
     connections_->fetch_sub(1, std::memory_order_relaxed);
-    if (draining_ && sessions_.empty()) io_.stop();
+    if (draining_ && sessions_.empty()) FinishDrain();
   }
+  // The other workers of the process (not owned): asked to close an idle
+  // keep-alive connection when this one has none to make room. Call before
+  // serving.
+  void AddPeer(Worker* peer) { peers_.push_back(peer); }
+  // Closes one idle keep-alive session of this worker, if any; true when it
+  // did. Runs on the worker's thread.
+  bool CloseOneIdleKeepAlive();
 
   bool draining() const { return draining_; }
   // Stops accepting, closes idle connections; busy ones close after their
-  // current exchange. Once no session is left the worker's loop stops,
-  // whatever else still waits on it (Redis connections, pooled upstream
-  // connections, admin requests): those are no work to drain. Runs on the
-  // worker's thread.
+  // current exchange. Once no session is left the worker's loop stops
+  // (FinishDrain), whatever else still waits on it (Redis connections,
+  // pooled upstream connections, admin requests). Runs on the worker's
+  // thread.
   void BeginDrain();
 
  private:
   Task<void> AcceptLoop(std::size_t listener);
+  // The loop stops kFinishGrace after the last session: commands the last
+  // exchanges handed to the store (a max_inflight place given back, a
+  // lesson learned) have that long to leave before the Redis connections
+  // are dropped.
+  void FinishDrain();
   // Returns once the process is below max_connections (or `acceptor` is
   // closed). Meanwhile nothing is accepted (new connections wait in the
   // listen backlog) and, while one waits, every kRoomCheck one idle
@@ -156,12 +169,16 @@ class Worker {
   std::unordered_set<Session*> sessions_;
   bool draining_ = false;
   std::atomic<std::int64_t>* connections_ = nullptr;
+  std::vector<Worker*> peers_;
+  std::size_t next_peer_ = 0;  // asked next to make room
+  std::chrono::steady_clock::time_point paused_warning_{};  // logged last
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   // Declared after io_: pooled upstream sockets and acceptors close while
   // their io_context still exists.
   std::shared_ptr<Generation> generation_;
   std::vector<std::unique_ptr<Acceptor>> acceptors_;
+  std::optional<Timer> finish_timer_;  // FinishDrain's
   // Completes its pending decisions (into suspended sessions) before io_
   // destroys them.
   std::unique_ptr<store::Store> own_store_;
