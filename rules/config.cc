@@ -12,6 +12,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "rules/normalize.h"
 #include "rules/rules_config.h"
 
 namespace tollgate::rules {
@@ -206,10 +207,13 @@ void ReadRoute(TableReader r, const std::vector<UpstreamConfig>& upstreams,
     if (v->empty() || v->front() != '/') {
       r.errors().Add(*r.Find("path_prefix"),
                      fmt::format("\"path_prefix\" must start with \"/\"; got \"{}\"", *v));
+    } else if (!CanonicalPathPrefix(*v, route.path_prefix)) {
+      r.errors().Add(*r.Find("path_prefix"), fmt::format(kNotCanonicalPath, *v));
     }
-    route.path_prefix = *v;
   }
-  if (auto v = r.String("host")) route.host = *v;
+  if (auto v = r.String("host")) {
+    if (!CanonicalHost(*v, route.host)) r.errors().Add(*r.Find("host"), fmt::format(kNotAHost, *v));
+  }
   if (auto v = r.String("name")) route.name = *v;
   if (auto v = r.Bool("websocket")) route.websocket = *v;
   if (route.name.empty()) route.name = route.host + route.path_prefix;

@@ -189,4 +189,29 @@ HostStatus NormalizeHost(std::string_view host, std::string& out) {
   return HostStatus::kNormalized;
 }
 
+bool CanonicalPathPrefix(std::string_view prefix, std::string& out) {
+  switch (NormalizePath(prefix, out)) {
+    case PathStatus::kUnchanged:
+      out.assign(prefix);
+      return true;
+    case PathStatus::kNormalized:
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool CanonicalHost(std::string_view host, std::string& out) {
+  switch (NormalizeHost(host, out)) {
+    case HostStatus::kUnchanged:
+      out.assign(host);
+      return true;
+    case HostStatus::kNormalized:
+      return true;
+    case HostStatus::kInvalid:
+      return false;
+  }
+  return false;
+}
+
 }  // namespace tollgate::rules

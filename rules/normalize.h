@@ -98,6 +98,13 @@ enum class HostStatus {
 // the name without its port (and keeps a trailing dot).
 HostStatus NormalizeHost(std::string_view host, std::string& out);
 
+// For configured values, which must be written as requests are seen
+// (otherwise a route or rule would silently never match): `prefix` or
+// `host` in canonical form into `out`; false when it has none (an invalid
+// path or host), `out` then unspecified.
+bool CanonicalPathPrefix(std::string_view prefix, std::string& out);
+bool CanonicalHost(std::string_view host, std::string& out);
+
 namespace detail {
 // NormalizePath without the fast path: always writes `out` on success and
 // returns kNormalized even when `out` equals the input. For tests and the

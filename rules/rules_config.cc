@@ -10,14 +10,11 @@
 #include <sstream>
 
 #include "algorithms/validate.h"
+#include "rules/normalize.h"
 
 namespace tollgate::rules {
 namespace {
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 std::string Upper(std::string s) {
   for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
   return s;
@@ -86,8 +83,9 @@ void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList
     if (s->empty() || s->front() != '/') {
       errors.Add(*r.Find("path_prefix"),
                  fmt::format("\"path_prefix\" must start with \"/\"; got \"{}\"", *s));
+    } else if (!CanonicalPathPrefix(*s, out.path_prefix)) {
+      errors.Add(*r.Find("path_prefix"), fmt::format(kNotCanonicalPath, *s));
     }
-    out.path_prefix = *s;
   }
   if (const toml::value* m = r.Find("methods")) {
     if (auto list = StringOrStrings(*m, "methods", errors)) {
@@ -98,7 +96,9 @@ void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList
     if (auto list = StringOrStrings(*roles, "role", errors)) out.roles = *list;
   }
   if (const toml::value* ips = r.Find("ip")) out.ips = ReadCidrs(*ips, "ip", errors);
-  if (auto s = r.String("host")) out.host = Lower(*s);
+  if (auto s = r.String("host")) {
+    if (!CanonicalHost(*s, out.host)) errors.Add(*r.Find("host"), fmt::format(kNotAHost, *s));
+  }
   if (const toml::value* h = r.Find("header")) {
     if (!h->is_table()) {
       errors.Add(*h, fmt::format("\"header\" must be a table {{ \"Name\" = \"value\" }}; got {}",

@@ -9,6 +9,13 @@
 
 namespace tollgate::rules {
 
+// A route's or rule's path_prefix and host are kept in the canonical form
+// requests are matched in (rules/normalize.h); these say why one has none.
+inline constexpr char kNotCanonicalPath[] =
+    "\"path_prefix\" \"{}\" is not a valid path (a malformed escape, %00 or dot segments above "
+    "the root)";
+inline constexpr char kNotAHost[] = "\"host\" \"{}\" is not a valid host (an empty name or \"..\")";
+
 void ReadIdentity(TableReader r, IdentityConfig& out);
 void ReadStore(TableReader r, StoreConfig& out);
 // Reads one [[rules]] entry; [store] must be read before (a rule's

@@ -234,6 +234,33 @@ TEST(Config, Ipv6PrefixIsOneTo128AndPlaced) {
       std::vector<std::string>{R"(t.toml:9:15: "ipv6_prefix" must be an integer; got a string)"});
 }
 
+// Requests are matched in canonical form (rules/normalize.h): configured
+// prefixes and hosts are kept in it too, or they could never match.
+TEST(Config, PrefixesAndHostsAreCanonical) {
+  LoadResult ok = LoadConfigText(std::string(kMinimal) + R"(host = "API.Example.com."
+path_prefix = "/a//b/%7euser/%c3%a9"
+[[rules]]
+name = "r"
+match = { path_prefix = "/x/./y", host = "Limited.example." }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                 "t.toml");
+  ASSERT_TRUE(ok.config) << ok.errors[0].ToString();
+  EXPECT_EQ(ok.config->routes[0].host, "api.example.com");
+  EXPECT_EQ(ok.config->routes[0].path_prefix, "/a/b/~user/%C3%A9");
+  EXPECT_EQ(ok.config->rules[0].match.path_prefix, "/x/y");
+  EXPECT_EQ(ok.config->rules[0].match.host, "limited.example");
+  EXPECT_EQ(Errors(std::string(kMinimal) + "path_prefix = \"/../x\"\n"),
+            std::vector<std::string>{
+                R"(t.toml:8:15: "path_prefix" "/../x" is not a valid path (a malformed escape, %00 or dot segments above the root))"});
+  EXPECT_EQ(Errors(std::string(kMinimal) + "host = \"a..b\"\n"),
+            std::vector<std::string>{
+                R"(t.toml:8:8: "host" "a..b" is not a valid host (an empty name or ".."))"});
+}
+
 TEST(Config, UnreadableCertificateIsNamed) {
   const std::vector<std::string> errors = Errors(R"([[listeners]]
 address = "127.0.0.1:8443"
