@@ -491,8 +491,6 @@ window = "1h"
     EXPECT_EQ(host(trick), 429) << trick;
   }
   // The upstream gets the canonical path (this one is its header echo) and Host.
-  Response echoed = client.Get("/x/../%5Ftest/./headers", "");
-  EXPECT_EQ(echoed.result_int(), 200);
   Client other(port());
   other.Send("GET /%5Ftest/headers HTTP/1.1\r\nHost: Some.Example.\r\n\r\n");
   Response seen = other.Read();
@@ -555,8 +553,8 @@ TEST_F(ProxyTest, AtMaxConnectionsAnIdleKeepAliveConnectionMakesRoom) {
 }
 
 // The hostile test's case: a descriptor limit of 256 and more idle
-// connections than it allows; the gateway (max_connections derived from the
-// limit) keeps serving new clients.
+// connections than there are descriptors; the gateway (max_connections
+// derived from the limit) keeps serving new clients.
 TEST(MaxConnections, ManyIdleConnectionsDoNotStopNewClients) {
   auto echo = StartEcho();
   TempDir dir;
@@ -565,7 +563,7 @@ TEST(MaxConnections, ManyIdleConnectionsDoNotStopNewClients) {
                    std::string("ulimit -n 256 && exec ") + TOLLGATE_BINARY + " --config " + file});
   const std::uint16_t port = WaitForPort(gateway);
   std::vector<std::unique_ptr<Client>> idle;
-  for (int i = 0; i < 150; ++i) {
+  for (int i = 0; i < 260; ++i) {  // more than the 256 descriptors
     idle.push_back(std::make_unique<Client>(port));
     idle.back()->Send("GET / HTTP/1.1\r\nHost: t\r\n\r\n");
   }
