@@ -1,12 +1,17 @@
 // Upstream selection: round-robin over servers and passive health.
 #include <gtest/gtest.h>
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read_until.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "test_support.h"
@@ -66,12 +71,20 @@ TEST(Upstreams, RefusingServerIsSkippedForFailTimeout) {
 }
 
 // An upstream that misbehaves after some responses: for GET /extra it
-// sends a second, unasked-for response in the same write; for HEAD it sends
-// a body 50 ms after the header. Otherwise it answers 200 with the request
-// target as the body. Each connection is served on a thread of its own.
+// sends a second, unasked-for response in the same write (over TLS: as a
+// record of its own, in the same TCP segment); for HEAD it sends a body
+// 50 ms after the header. Otherwise it answers 200 with the request target
+// as the body. Each connection is served on a thread of its own; with a
+// certificate and key, over TLS.
 class MisbehavingUpstream {
  public:
-  MisbehavingUpstream() : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+  explicit MisbehavingUpstream(const std::string& cert = "", const std::string& key = "")
+      : acceptor_(io_, {asio::ip::make_address("127.0.0.1"), 0}) {
+    if (!cert.empty()) {
+      tls_.emplace(asio::ssl::context::tls_server);
+      tls_->use_certificate_chain_file(cert);
+      tls_->use_private_key_file(key, asio::ssl::context::pem);
+    }
     port_ = acceptor_.local_endpoint().port();
     accepting_ = std::thread([this] { Accept(); });
   }
@@ -102,10 +115,25 @@ class MisbehavingUpstream {
       if (ec || stop_) return;
       std::lock_guard lock(mutex_);
       sockets_.push_back(socket);
-      connections_.emplace_back([socket] { Serve(*socket); });
+      connections_.emplace_back([this, socket] {
+        if (!tls_) {
+          Serve(*socket, *socket);
+          return;
+        }
+        asio::ssl::stream<asio::ip::tcp::socket&> tls(*socket, *tls_);
+        boost::system::error_code ec;
+        tls.handshake(asio::ssl::stream_base::server, ec);
+        if (!ec) Serve(tls, *socket);
+      });
     }
   }
-  static void Serve(asio::ip::tcp::socket& socket) {
+  // Both writes leave in one segment: with TLS, two records.
+  static void Corked(asio::ip::tcp::socket& socket, bool on) {
+    const int flag = on ? 1 : 0;
+    setsockopt(socket.native_handle(), IPPROTO_TCP, TCP_CORK, &flag, sizeof(flag));
+  }
+  template <typename Stream>
+  static void Serve(Stream& socket, asio::ip::tcp::socket& raw) {
     asio::streambuf in;
     for (;;) {
       boost::system::error_code ec;
@@ -125,7 +153,10 @@ class MisbehavingUpstream {
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         asio::write(socket, asio::buffer(response("POISON")), ec);
       } else if (target == "/extra") {
-        asio::write(socket, asio::buffer(response("/extra") + response("POISON")), ec);
+        Corked(raw, true);
+        asio::write(socket, asio::buffer(response("/extra")), ec);
+        asio::write(socket, asio::buffer(response("POISON")), ec);
+        Corked(raw, false);
       } else {
         asio::write(socket, asio::buffer(response(target)), ec);
       }
@@ -134,6 +165,7 @@ class MisbehavingUpstream {
   }
 
   asio::io_context io_;
+  std::optional<asio::ssl::context> tls_;
   asio::ip::tcp::acceptor acceptor_;
   std::uint16_t port_ = 0;
   std::atomic<bool> stop_{false};
@@ -148,6 +180,24 @@ class MisbehavingUpstream {
 TEST(Upstreams, BytesAfterAResponseDoNotAnswerTheNextRequest) {
   MisbehavingUpstream upstream;
   TestGateway gateway(WithEchoPort(BasicConfig(), upstream.port()), 0);
+  for (int i = 0; i < 10; ++i) {
+    Client attacker(gateway.port());
+    EXPECT_EQ(attacker.Get("/extra").body(), "/extra");
+    Client victim(gateway.port());
+    const std::string target = "/victim-" + std::to_string(i);
+    EXPECT_EQ(victim.Get(target).body(), target) << i;
+  }
+}
+
+// Behind TLS the stray response is a record of its own: read off the socket
+// with the first one, it waits in the TLS layer, not in the parser's buffer.
+TEST(Upstreams, ARecordAfterATlsResponseDoesNotAnswerTheNextRequest) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "upstream.test");
+  MisbehavingUpstream upstream(cert, key);
+  std::string config = WithEchoPort(BasicConfig(), upstream.port());
+  config.replace(config.find("servers = [\"127.0.0.1:"), 0, "tls = { verify = false }\n");
+  TestGateway gateway(config, 0);
   for (int i = 0; i < 10; ++i) {
     Client attacker(gateway.port());
     EXPECT_EQ(attacker.Get("/extra").body(), "/extra");
