@@ -6,7 +6,7 @@
 
 namespace tollgate::rules {
 
-std::string NormalizeHost(std::string_view host) {
+std::string_view HostName(std::string_view host) {
   std::size_t end = host.size();
   const std::size_t colon = host.rfind(':');
   if (colon != std::string_view::npos && host.find(']') == std::string_view::npos) {
@@ -14,9 +14,16 @@ std::string NormalizeHost(std::string_view host) {
   } else if (colon != std::string_view::npos && colon > host.rfind(']')) {
     end = colon;
   }
-  std::string out(host.substr(0, end));
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
+  return host.substr(0, end);
+}
+
+bool SameHostName(std::string_view host, std::string_view name) {
+  const std::string_view a = HostName(host);
+  const std::string_view b = HostName(name);
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
 }
 
 RouteTable::RouteTable(const std::vector<RouteConfig>& routes) {
@@ -32,17 +39,9 @@ RouteTable::RouteTable(const std::vector<RouteConfig>& routes) {
 
 const RouteConfig* RouteTable::Match(std::string_view host, std::string_view target) const {
   const std::string_view path = target.substr(0, target.find('?'));
-  std::string normalized;
-  bool normalized_ready = false;
   for (const RouteConfig* r : ordered_) {
     if (path.substr(0, r->path_prefix.size()) != r->path_prefix) continue;
-    if (!r->host.empty()) {
-      if (!normalized_ready) {
-        normalized = NormalizeHost(host);
-        normalized_ready = true;
-      }
-      if (NormalizeHost(r->host) != normalized) continue;
-    }
+    if (!r->host.empty() && !SameHostName(host, r->host)) continue;
     return r;
   }
   return nullptr;

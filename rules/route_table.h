@@ -21,7 +21,12 @@ class RouteTable {
   std::vector<const RouteConfig*> ordered_;  // most specific first
 };
 
-// "Example.COM:8080" -> "example.com" (IPv6 literals keep their brackets).
-std::string NormalizeHost(std::string_view host);
+// "Example.COM:8080" -> "Example.COM": the name without its port (IPv6
+// literals keep their brackets); a view into `host`, no copy.
+std::string_view HostName(std::string_view host);
+
+// `host`'s name (HostName) equals `name`, ignoring ASCII case: how a route's
+// or rule's host matches a request's Host, with no allocation.
+bool SameHostName(std::string_view host, std::string_view name);
 
 }  // namespace tollgate::rules

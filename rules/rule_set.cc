@@ -113,7 +113,7 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
                              }))) {
     return false;
   }
-  if (!match.host.empty() && NormalizeHost(request.host) != match.host) return false;
+  if (!match.host.empty() && !SameHostName(request.host, match.host)) return false;
   for (const auto& [name, value] : match.headers) {
     if (request.headers->Get(name) != value) return false;
   }

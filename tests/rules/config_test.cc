@@ -471,6 +471,15 @@ TEST(HostPortParsing, V4V6AndErrors) {
   EXPECT_FALSE(ParseHostPort("host"));
 }
 
+TEST(Routes, HostNamesCompareWithoutPortOrCase) {
+  EXPECT_TRUE(SameHostName("API.example.com:8080", "api.example.com"));
+  EXPECT_TRUE(SameHostName("api.example.com", "api.example.com:443"));
+  EXPECT_TRUE(SameHostName("[::1]:80", "[::1]"));
+  EXPECT_FALSE(SameHostName("api.example.co", "api.example.com"));
+  EXPECT_FALSE(SameHostName("[::1]", "[::2]"));
+  EXPECT_EQ(HostName("[fe80::1]:8080"), "[fe80::1]");
+}
+
 TEST(Routes, LongestPrefixAndHost) {
   std::vector<RouteConfig> routes(4);
   routes[0].path_prefix = "/";
@@ -488,6 +497,7 @@ TEST(Routes, LongestPrefixAndHost) {
   EXPECT_EQ(table.Match("special.example.com:8080", "/api/users")->upstream, "special");
   EXPECT_EQ(table.Match("special.example.com", "/api/v2/x")->upstream, "v2");
   EXPECT_EQ(table.Match("x", "/apix")->upstream, "api");  // a prefix, as in nginx
+  EXPECT_EQ(table.Match("SPECIAL.example.COM", "/api/x")->upstream, "special");
   // The table refers to the configs: they must outlive it.
   const std::vector<RouteConfig> api_only(routes.begin() + 1, routes.begin() + 2);
   RouteTable only_api(api_only);
