@@ -136,6 +136,15 @@ void ThreadMetrics::RecordFallback(rules::StoreFailurePolicy policy) {
   Bump(fallbacks_[static_cast<int>(policy)]);
 }
 
+void StoreFailureCounter::OnStoreFailure(store::StoreStatus status, store::FailurePolicy policy) {
+  metrics_.RecordStoreError(store_, status == store::StoreStatus::kTimeout
+                                        ? StoreErrorKind::kTimeout
+                                    : status == store::StoreStatus::kUnavailable
+                                        ? StoreErrorKind::kUnavailable
+                                        : StoreErrorKind::kError);
+  metrics_.RecordFallback(policy);
+}
+
 void ThreadMetrics::AddConnections(int listener, int delta) {
   auto& c = connections_[listener];
   c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);

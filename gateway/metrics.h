@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "rules/rule.h"
+#include "store/failover_store.h"
 
 namespace tollgate::gateway {
 
@@ -107,6 +108,21 @@ class ThreadMetrics {
   std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]
   std::mutex tally_mutex_;
   KeyTally tally_;
+};
+
+// Counts the calls a store decorator (store/failover_store.h) answered for
+// its failed primary: the store error (tollgate_store_errors_total) and the
+// on_error fallback taken (tollgate_store_fallback_total), into one
+// worker's metrics, on its thread.
+class StoreFailureCounter final : public store::FailureObserver {
+ public:
+  StoreFailureCounter(ThreadMetrics& metrics, StoreKindLabel store)
+      : metrics_(metrics), store_(store) {}
+  void OnStoreFailure(store::StoreStatus status, store::FailurePolicy policy) override;
+
+ private:
+  ThreadMetrics& metrics_;
+  StoreKindLabel store_;
 };
 
 // Values kept elsewhere, read at scrape time.

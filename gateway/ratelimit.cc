@@ -140,52 +140,18 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   return false;
 }
 
-void RecordStoreFailure(const LimitContext& context, store::StoreStatus status) {
-  if (context.metrics == nullptr) return;
-  context.metrics->RecordStoreError(context.store_kind, status == store::StoreStatus::kTimeout
-                                                            ? StoreErrorKind::kTimeout
-                                                        : status == store::StoreStatus::kUnavailable
-                                                            ? StoreErrorKind::kUnavailable
-                                                            : StoreErrorKind::kError);
-  context.metrics->RecordFallback(context.on_error);
-}
-
-algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
-                                     const store::StoreResult& result, bool& error) {
-  error = result.status != store::StoreStatus::kOk;
-  if (!error) return result.decision;
-  RecordStoreFailure(context, result.status);
-  algorithms::Decision d;
-  switch (context.on_error) {
-    case rules::StoreFailurePolicy::kAllow:
-      d.allowed = true;
-      d.remaining = hit.rule->limit->windows.front().limit;
-      return d;
-    case rules::StoreFailurePolicy::kDeny:
-      d.allowed = false;
-      d.retry_after_ms = 1000;
-      return d;
-    case rules::StoreFailurePolicy::kLocal:
-      break;
-  }
-  error = false;  // the local store decided: a real decision
-  // The rule's own partition of the local store, as when it is the store.
-  return context.fallback.DecideNow(
-      {hit.key, hit.rule->limit.get(), hit.rule->cost, context.now_ms, hit.partition});
-}
-
 LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch) {
   LimitOutcome outcome;
   for (std::size_t i = 0; i < hits.size(); ++i) {
     const rules::RuleHit& hit = *hits[i];
     const rules::RuleConfig& rule = *hit.rule;
-    bool error = false;
-    const algorithms::Decision d = ResolveDecision(context, hit, batch.result(i), error);
-    if (error) {
+    const store::StoreResult& result = batch.result(i);
+    const algorithms::Decision& d = result.decision;
+    if (result.status != store::StoreStatus::kOk) {
       Describe(context, outcome, rule.name, "error");
       Record(context, rule, DecisionKind::kError);
-      if (context.on_error == rules::StoreFailurePolicy::kDeny) {
+      if (result.source == store::ResultSource::kPolicyDenied) {
         outcome.verdict = Verdict::kStoreUnavailable;
         outcome.shown = &rule;
         outcome.shown_decision = d;
@@ -193,7 +159,7 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
       continue;
     }
     Describe(context, outcome, rule.name, DecisionWord(d.allowed, rule.action),
-             batch.result(i).status != store::StoreStatus::kOk ? "(local)" : "");
+             result.source == store::ResultSource::kFallback ? "(local)" : "");
     Record(context, hit, KindOf(d.allowed, rule.action));
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {

@@ -15,7 +15,6 @@
 #include "rules/rule_set.h"
 #include "store/coordinator.h"
 #include "store/inflight.h"
-#include "store/local_store.h"
 #include "store/store.h"
 
 namespace tollgate::gateway {
@@ -44,10 +43,10 @@ struct LimitOutcome {
 struct LimitContext {
   const rules::IdentityResolver& identity;
   const rules::RuleSet& rules;
-  store::Store& store;          // the configured store (this worker's)
-  store::LocalStore& fallback;  // decides when `store` cannot and on_error = "local"
-  rules::StoreFailurePolicy on_error;
-  std::int64_t now_ms;                         // the gateway's clock (local store)
+  // The configured store (this worker's): with Redis, the decorator that
+  // answers by on_error when Redis cannot (store/failover_store.h).
+  store::Store& store;
+  std::int64_t now_ms;                         // the gateway's clock
   std::int64_t store_now_ms;                   // the configured store's clock
   ThreadMetrics* metrics = nullptr;            // null: not recorded
   const std::vector<int>* rule_ids = nullptr;  // metric ids by index in `rules_base`
@@ -94,19 +93,12 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
                  LimitOutcome& outcome);
 
 // Step 2, once `batch` is done: what the decisions mean for the request.
-// Decisions the store could not make follow `context.on_error`.
+// A decision no store could make (status not kOk: the on_error policy's
+// answer, already counted by the store decorator) is logged "error"; one
+// the policy denied (store::ResultSource::kPolicyDenied) makes the verdict
+// kStoreUnavailable; one the fallback store made is logged "(local)".
 LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch);
-
-// Counts a call the store could not answer (metrics: the store error and
-// the on_error fallback taken).
-void RecordStoreFailure(const LimitContext& context, store::StoreStatus status);
-
-// A decision of `batch` with the failure policy applied: `error` is set when
-// the store could not decide (on_error allow/deny give an allowed/limited
-// decision; local asks the local store).
-algorithms::Decision ResolveDecision(const LimitContext& context, const rules::RuleHit& hit,
-                                     const store::StoreResult& result, bool& error);
 
 // Step 3, for a request the rate rules let through: whether concurrency rule
 // `hit` (max_inflight) gave it a place; for the log and metrics.

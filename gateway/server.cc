@@ -14,6 +14,7 @@
 #include "gateway/listen.h"
 #include "gateway/status.h"
 #include "gateway/worker.h"
+#include "store/failover_store.h"
 #include "store/local_store.h"
 #include "store/redis_coordinator.h"
 #include "store/redis_store.h"
@@ -72,6 +73,9 @@ struct Server::Impl final : StateSource {
   // Client connections, every worker's: declared before the workers, whose
   // sessions count themselves out as the workers are destroyed.
   std::atomic<std::int64_t> connections{0};
+  // Per worker with Redis and metrics: what its store decorators count.
+  // Declared before the workers, whose decorators count into them.
+  std::vector<std::unique_ptr<StoreFailureCounter>> store_failures;
   std::vector<std::unique_ptr<Worker>> workers;
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
@@ -149,9 +153,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   auto state = std::make_shared<GatewayState>();
   state->config = config;
   state->clock = clock;
-  state->local_store = store.get();
   state->waiting_room = waiting_room.get();
-  state->local_coordinator = &coordinator;
   state->inflight_upstreams = &inflight_upstreams;
   state->access_log = access_log.get();
   state->max_connections = config->limits.max_connections > 0
@@ -278,10 +280,25 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     auto worker = std::make_unique<Worker>(*impl, i);
     if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
+      // on_error is decided by the decorators in front of Redis: the
+      // sessions see one store and one coordinator.
+      store::FailureObserver* observer = nullptr;
+      if (impl->metrics) {
+        impl->store_failures.push_back(std::make_unique<StoreFailureCounter>(
+            impl->metrics->thread(i), StoreKindLabel::kRedis));
+        observer = impl->store_failures.back().get();
+      }
       auto redis =
           std::make_unique<store::RedisStore>(worker->io(), store_config.redis, impl->redis_health);
-      worker->SetCoordinator(std::make_unique<store::RedisCoordinator>(*redis));
-      worker->SetStore(std::move(redis));
+      auto coordinator = std::make_unique<store::RedisCoordinator>(*redis);
+      // Redis with time = "client" decides on wall-clock time; the local
+      // store keeps the gateway's clock.
+      const store::Clock* fallback_clock =
+          store_config.redis.time == store::RedisTime::kClient ? &clock : nullptr;
+      worker->SetStore(std::make_unique<store::FailoverStore>(
+          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock));
+      worker->SetCoordinator(std::make_unique<store::FailoverCoordinator>(
+          std::move(coordinator), impl->coordinator, store_config.on_error, observer));
     } else {
       worker->SetStore(impl->store.get());
       worker->SetCoordinator(&impl->coordinator);

@@ -472,24 +472,11 @@ Task<void> Session::WaitShaped(std::int64_t delay_ms) {
   co_await turn.async_wait(kUseTuple);
 }
 
-Task<store::CountResult> Session::Coordinate(const LimitContext& context, CoordinatorCall call) {
+Task<store::CountResult> Session::Coordinate(CoordinatorCall call) {
   const Executor executor = co_await asio::this_coro::executor;
-  store::Coordinator& coordinator = worker_.coordinator();
-  store::CountResult result;
-  {
-    CountCall answer(executor);
-    call(coordinator, answer);
-    result = co_await answer.Wait();
-  }
-  if (result.status == store::StoreStatus::kOk) co_return result;
-  RecordStoreFailure(context, result.status);
-  store::LocalCoordinator& local = *generation_->state->local_coordinator;
-  if (context.on_error == rules::StoreFailurePolicy::kLocal && &coordinator != &local) {
-    CountCall answer(executor);
-    call(local, answer);
-    result = co_await answer.Wait();
-  }
-  co_return result;
+  CountCall answer(executor);
+  call(worker_.coordinator(), answer);
+  co_return co_await answer.Wait();
 }
 
 struct Session::PlaceWait {
@@ -531,11 +518,11 @@ Task<Session::Place> Session::AcquirePlaces(const LimitContext& context, LimitOu
     for (;;) {
       store::InflightGuard place;
       const store::CountResult got =
-          co_await Coordinate(context, [&](store::Coordinator& c, store::CountSink& sink) {
+          co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
             c.AcquirePlace(hit.key, rule.max_inflight, context.store_now_ms, place, sink);
           });
       if (got.status != store::StoreStatus::kOk) {
-        if (context.on_error == rules::StoreFailurePolicy::kDeny) {
+        if (got.source == store::ResultSource::kPolicyDenied) {
           outcome.inflight.clear();
           co_return Place::kStoreDown;
         }
@@ -596,7 +583,6 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
   // on Redis: it spreads their waiting requests over later windows too).
   std::vector<WaitingRoom::Ticket> tickets;
   std::vector<store::InflightGuard> lines(outcome.delayed.size());
-  const LimitContext line_context = MakeLimitContext(state);
   for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
     const DelayedHit& d = outcome.delayed[i];
     const rules::RuleConfig& rule = *d.hit->rule;
@@ -612,7 +598,7 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
     }
     tickets.push_back(std::move(*ticket));
     const store::CountResult queued =
-        co_await Coordinate(line_context, [&](store::Coordinator& c, store::CountSink& sink) {
+        co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
           c.EnterQueue(d.hit->key, rule.max_delay_ms + 1000, lines[i], sink);
         });
     // Without an answer, this process's own count is the estimate.
@@ -660,8 +646,8 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
     if (!batch_.done()) co_await batch_.Wait();
     for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
       DelayedHit& d = outcome.delayed[i];
-      bool error = false;
-      d.decision = ResolveDecision(context, *d.hit, batch_.result(i), error);
+      // The store's decision, or what on_error answered for it.
+      d.decision = batch_.result(i).decision;
       if (!d.decision.allowed) {
         allowed = false;
         wait = std::max(wait, std::max<std::int64_t>(1, d.decision.retry_after_ms));
@@ -674,7 +660,6 @@ Task<Session::Turn> Session::WaitForTurn(LimitOutcome& outcome, Exchange& ex) {
 Task<bool> Session::WaitForUpstreamLimit(const rules::UpstreamConfig& upstream,
                                          const std::string& bucket, Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
-  const LimitContext context = MakeLimitContext(*generation_->state);
   const std::int64_t deadline = clock.NowMs() + upstream.learn_max_delay_ms;
   const Executor executor = co_await asio::this_coro::executor;
   Timer timer(executor);
@@ -682,11 +667,11 @@ Task<bool> Session::WaitForUpstreamLimit(const rules::UpstreamConfig& upstream,
   for (;;) {
     const std::int64_t now = clock.NowMs();
     const store::CountResult checked =
-        co_await Coordinate(context, [&](store::Coordinator& c, store::CountSink& sink) {
+        co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
           c.CheckLearned(upstream.name, bucket, now, sink);
         });
     if (checked.status != store::StoreStatus::kOk) {
-      if (context.on_error != rules::StoreFailurePolicy::kDeny) co_return true;
+      if (checked.source != store::ResultSource::kPolicyDenied) co_return true;
       co_await ReplyError(ex, http::status::service_unavailable, "store_unavailable",
                           "the rate-limit store is unavailable", 1);
       co_return false;
@@ -825,15 +810,9 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   auto& res = res_head_->get();
   if (upstream.learn_limits) {
     const algorithms::LearnedFacts facts = ReadLearnedFacts(res.result_int(), res, clock.UnixMs());
-    const std::int64_t now = clock.NowMs();
-    store::Coordinator& local = *generation_->state->local_coordinator;
-    worker_.coordinator().Learn(upstream.name, learned_bucket, facts, now);
-    // The local fallback of a shared store learns too: it decides while the
-    // shared one cannot.
-    if (&worker_.coordinator() != &local &&
-        config_->store.on_error == rules::StoreFailurePolicy::kLocal) {
-      local.Learn(upstream.name, learned_bucket, facts, now);
-    }
+    // With on_error = "local", the Redis coordinator's decorator teaches
+    // the process's own coordinator too.
+    worker_.coordinator().Learn(upstream.name, learned_bucket, facts, clock.NowMs());
   }
   bool upstream_reusable = res_head_->keep_alive();
   const bool res_chunked = res_head_->chunked();
@@ -1161,8 +1140,6 @@ LimitContext Session::MakeLimitContext(const GatewayState& state) const {
   LimitContext context{*state.identity,
                        *state.rule_set,
                        worker_.store(),
-                       *state.local_store,
-                       store.on_error,
                        now,
                        wall_clock ? clock.UnixMs() : now};
   context.metrics = worker_.metrics();

@@ -82,11 +82,10 @@ class Session {
   // be refused (up to learn_max_delay); false once it was answered 429.
   Task<bool> WaitForUpstreamLimit(const rules::UpstreamConfig& upstream, const std::string& bucket,
                                   Exchange& ex);
-  // Runs `call` on this worker's coordinator; a call it cannot answer is
-  // counted as a store error and, with on_error = "local", made again on
-  // the process's own coordinator.
+  // Runs `call` on this worker's coordinator and awaits its answer (with
+  // Redis, on_error answers for it when Redis cannot: store/failover_store.h).
   using CoordinatorCall = std::function<void(store::Coordinator&, store::CountSink&)>;
-  Task<store::CountResult> Coordinate(const LimitContext& context, CoordinatorCall call);
+  Task<store::CountResult> Coordinate(CoordinatorCall call);
   enum class Place { kAdmitted, kRefused, kStoreDown };
   // A place for each concurrency rule of the request (max_inflight), into
   // outcome.inflight; a request beyond a rule's limit waits for one up to

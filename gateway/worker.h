@@ -37,15 +37,9 @@ struct GatewayState {
   std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
   std::unique_ptr<rules::IdentityResolver> identity;
   std::unique_ptr<rules::RuleSet> rule_set;
-  // Outlives the state (kept across configurations). With [store] kind =
-  // "redis" it is the fallback of on_error = "local"; each worker has its own
-  // Redis store (Worker::store()).
-  store::LocalStore* local_store = nullptr;
-  WaitingRoom* waiting_room = nullptr;  // likewise
-  // Likewise: learned limits, max_inflight places and waiting lines of this
-  // process; with Redis the fallback of on_error = "local" (each worker has
-  // its own Redis coordinator, Worker::coordinator()).
-  store::LocalCoordinator* local_coordinator = nullptr;
+  // Outlives the state (kept across configurations). The rate-limit store
+  // and coordinator are the worker's (Worker::store(), coordinator()).
+  WaitingRoom* waiting_room = nullptr;
   store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
@@ -93,7 +87,9 @@ class Worker {
   // This thread's metrics; null when metrics are off.
   ThreadMetrics* metrics() const { return metrics_; }
   void SetMetrics(ThreadMetrics* metrics) { metrics_ = metrics; }
-  // The rate-limit store this worker's sessions use.
+  // The rate-limit store this worker's sessions use: the process's local
+  // store, or this worker's Redis store behind the decorator that applies
+  // [store] on_error (store::FailoverStore).
   store::Store& store() { return *store_; }
   // A store shared with other workers (not owned), or this worker's own one
   // (created on io(), destroyed before it). Call before serving.

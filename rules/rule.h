@@ -98,7 +98,8 @@ enum class StoreKind : std::uint8_t { kLocal, kRedis };
 
 // What decides while the Redis store cannot (timeout, unreachable, circuit
 // open): let the request through, refuse it (503), or the local store.
-enum class StoreFailurePolicy : std::uint8_t { kAllow, kDeny, kLocal };
+// [store] on_error: the store decorators' policy (store/failover_store.h).
+using StoreFailurePolicy = store::FailurePolicy;
 
 struct StoreConfig {
   StoreKind kind = StoreKind::kLocal;

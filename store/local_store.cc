@@ -446,7 +446,7 @@ algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
 }
 
 void LocalStore::Decide(const DecideRequest& request, DecisionSink& sink) {
-  sink.OnDecision(StoreResult{StoreStatus::kOk, DecideNow(request)});
+  sink.OnDecision(StoreResult{StoreStatus::kOk, ResultSource::kPrimary, DecideNow(request)});
 }
 
 std::size_t LocalStore::KeyCount() const {

@@ -101,7 +101,7 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   q.deadline = now + o.timeout_ms;
   Connection* connection = PickConnection(now, q.slot);
   if (connection == nullptr) {
-    sink.OnDecision({StoreStatus::kUnavailable, {}});
+    sink.OnDecision({StoreStatus::kUnavailable, ResultSource::kPrimary, {}});
     return;
   }
   connection->Queue(q, {&sink, request.cost});

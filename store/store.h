@@ -45,8 +45,30 @@ enum class StoreStatus : std::uint8_t {
   kError,        // the store answered with an error
 };
 
+// Who answered a call. A store answers for itself (kPrimary). A
+// FailoverStore or FailoverCoordinator (store/failover_store.h) in front of
+// a store that can fail (Redis) answers for it when it could not, as its
+// FailurePolicy says, so that callers never need to know the policy:
+//   kFallback       status kOk: the fallback store (the process's own)
+//                   decided; a real decision or count ("rule:allowed(local)").
+//   kPolicyAllowed  status is the primary's failure; the decision allows
+//                   (`remaining` = the first window's limit), count 0: go
+//                   on as if unlimited, holding nothing (on_error = "allow").
+//   kPolicyDenied   status is the primary's failure; the decision limits
+//                   (retry_after_ms 1000), count 0: the caller answers
+//                   503 store_unavailable (on_error = "deny").
+// A failed result with kPrimary (a store with no decorator in front, which
+// the gateway never has: only Redis can fail) carries no decision or count;
+// the gateway logs it "error" and lets the request through.
+enum class ResultSource : std::uint8_t { kPrimary, kFallback, kPolicyAllowed, kPolicyDenied };
+
+// What a FailoverStore/FailoverCoordinator does when its primary fails
+// ([store] on_error; rules::StoreFailurePolicy is this type).
+enum class FailurePolicy : std::uint8_t { kAllow, kDeny, kLocal };
+
 struct StoreResult {
   StoreStatus status = StoreStatus::kOk;
+  ResultSource source = ResultSource::kPrimary;
   algorithms::Decision decision;
 };
 
@@ -65,6 +87,7 @@ class DecisionSink {
 struct CountResult {
   StoreStatus status = StoreStatus::kOk;
   std::int64_t value = 0;
+  ResultSource source = ResultSource::kPrimary;  // as in StoreResult
 };
 
 // Receives exactly one result per call, inline or later on the caller's

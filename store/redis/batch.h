@@ -84,7 +84,9 @@ struct RedisStore::Pending {
       health.unavailable.fetch_add(kind == redis::PendingKind::kDecide ? waiters.size() : 1,
                                    std::memory_order_relaxed);
     }
-    for (const redis::DecisionWaiter& w : waiters) w.sink->OnDecision({status, {}});
+    for (const redis::DecisionWaiter& w : waiters) {
+      w.sink->OnDecision({status, ResultSource::kPrimary, {}});
+    }
     if (kind == redis::PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
   }
 

@@ -247,7 +247,7 @@ void RedisStore::Connection::HandleReply(redisReply* reply) {
   if (p.done) return;
   p.done = true;
   for (std::size_t i = 0; i < n; ++i) {
-    p.waiters[i].sink->OnDecision({StoreStatus::kOk, decisions[i]});
+    p.waiters[i].sink->OnDecision({StoreStatus::kOk, ResultSource::kPrimary, decisions[i]});
   }
 }
 

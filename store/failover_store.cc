@@ -1,0 +1,237 @@
+#include "store/failover_store.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace tollgate::store {
+namespace {
+
+// The answer of a policy that does not ask another store.
+algorithms::Decision PolicyDecision(FailurePolicy policy, const LimitSpec& limit) {
+  algorithms::Decision d;
+  if (policy == FailurePolicy::kAllow) {
+    d.allowed = true;
+    d.remaining = limit.windows.front().limit;
+  } else {
+    d.allowed = false;
+    d.retry_after_ms = 1000;
+  }
+  return d;
+}
+
+ResultSource PolicySource(FailurePolicy policy) {
+  switch (policy) {
+    case FailurePolicy::kAllow:
+      return ResultSource::kPolicyAllowed;
+    case FailurePolicy::kDeny:
+      return ResultSource::kPolicyDenied;
+    case FailurePolicy::kLocal:
+      break;
+  }
+  return ResultSource::kFallback;
+}
+
+// Keeps the inline answer of a LocalCoordinator call.
+struct Kept final : CountSink {
+  CountResult result;
+  void OnCount(const CountResult& r) override { result = r; }
+};
+
+}  // namespace
+
+// One decision in flight through the primary: what the fallback needs to
+// decide it again, and whom to answer.
+struct FailoverStore::Call final : DecisionSink {
+  FailoverStore* owner = nullptr;
+  DecisionSink* target = nullptr;
+  std::string key;  // reused capacity
+  const LimitSpec* limit = nullptr;
+  std::int64_t cost = 1;
+  std::int64_t now_ms = 0;
+  std::uint32_t partition = 0;
+
+  void OnDecision(const StoreResult& result) override { owner->Finish(this, result); }
+};
+
+FailoverStore::FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallback,
+                             FailurePolicy policy, FailureObserver* observer,
+                             const Clock* fallback_clock)
+    : fallback_(fallback),
+      policy_(policy),
+      observer_(observer),
+      fallback_clock_(fallback_clock),
+      primary_(std::move(primary)) {}
+
+FailoverStore::~FailoverStore() { primary_.reset(); }
+
+FailoverStore::Call* FailoverStore::Take() {
+  if (free_.empty()) {
+    calls_.push_back(std::make_unique<Call>());
+    calls_.back()->owner = this;
+    return calls_.back().get();
+  }
+  Call* call = free_.back();
+  free_.pop_back();
+  return call;
+}
+
+void FailoverStore::Decide(const DecideRequest& request, DecisionSink& sink) {
+  Call* call = Take();
+  call->target = &sink;
+  call->key.assign(request.key);
+  call->limit = request.limit;
+  call->cost = request.cost;
+  call->now_ms = request.now_ms;
+  call->partition = request.partition;
+  primary_->Decide(request, *call);
+}
+
+void FailoverStore::Finish(Call* call, const StoreResult& result) {
+  DecisionSink& target = *call->target;
+  if (result.status == StoreStatus::kOk) {
+    free_.push_back(call);
+    target.OnDecision(result);
+    return;
+  }
+  if (observer_ != nullptr) observer_->OnStoreFailure(result.status, policy_);
+  StoreResult answer;
+  answer.source = PolicySource(policy_);
+  if (policy_ == FailurePolicy::kLocal) {
+    // The rule's own partition of the local store, as when it is the store.
+    const std::int64_t now = fallback_clock_ != nullptr ? fallback_clock_->NowMs() : call->now_ms;
+    answer.decision =
+        fallback_.DecideNow({call->key, call->limit, call->cost, now, call->partition});
+  } else {
+    answer.status = result.status;
+    answer.decision = PolicyDecision(policy_, *call->limit);
+  }
+  free_.push_back(call);
+  target.OnDecision(answer);
+}
+
+// One coordinator call in flight through the primary: its arguments, to make
+// it again on the fallback, and whom to answer.
+struct FailoverCoordinator::Call final : CountSink {
+  enum class Kind : std::uint8_t { kCheckLearned, kAcquirePlace, kEnterQueue };
+  FailoverCoordinator* owner = nullptr;
+  CountSink* target = nullptr;
+  Kind kind = Kind::kCheckLearned;
+  std::string first, second;  // upstream and bucket, or key (reused capacity)
+  std::int64_t number = 0;    // max (places), ttl_ms (lines)
+  std::int64_t now_ms = 0;
+  InflightGuard* guard = nullptr;
+
+  void OnCount(const CountResult& result) override {
+    if (owner != nullptr) {
+      owner->Finish(this, result);
+      return;
+    }
+    // Outlived its decorator (see ~FailoverCoordinator): passed on as is.
+    const std::unique_ptr<Call> self(this);
+    target->OnCount(result);
+  }
+};
+
+FailoverCoordinator::FailoverCoordinator(std::unique_ptr<Coordinator> primary,
+                                         LocalCoordinator& fallback, FailurePolicy policy,
+                                         FailureObserver* observer)
+    : fallback_(fallback), policy_(policy), observer_(observer), primary_(std::move(primary)) {}
+
+FailoverCoordinator::~FailoverCoordinator() {
+  primary_.reset();
+  // A Redis coordinator's calls wait in its RedisStore, which outlives it
+  // (and completes them when it goes): the records still in flight then
+  // outlive this decorator, answer as the primary did and delete themselves.
+  std::sort(free_.begin(), free_.end());
+  for (std::unique_ptr<Call>& call : calls_) {
+    if (std::binary_search(free_.begin(), free_.end(), call.get())) continue;
+    Call* detached = call.release();
+    detached->owner = nullptr;
+  }
+}
+
+FailoverCoordinator::Call* FailoverCoordinator::Take() {
+  if (free_.empty()) {
+    calls_.push_back(std::make_unique<Call>());
+    calls_.back()->owner = this;
+    return calls_.back().get();
+  }
+  Call* call = free_.back();
+  free_.pop_back();
+  return call;
+}
+
+void FailoverCoordinator::CheckLearned(std::string_view upstream, std::string_view bucket,
+                                       std::int64_t now_ms, CountSink& sink) {
+  Call* call = Take();
+  call->target = &sink;
+  call->kind = Call::Kind::kCheckLearned;
+  call->first.assign(upstream);
+  call->second.assign(bucket);
+  call->now_ms = now_ms;
+  call->guard = nullptr;
+  primary_->CheckLearned(upstream, bucket, now_ms, *call);
+}
+
+void FailoverCoordinator::Learn(std::string_view upstream, std::string_view bucket,
+                                const algorithms::LearnedFacts& facts, std::int64_t now_ms) {
+  primary_->Learn(upstream, bucket, facts, now_ms);
+  if (policy_ == FailurePolicy::kLocal) fallback_.Learn(upstream, bucket, facts, now_ms);
+}
+
+void FailoverCoordinator::AcquirePlace(std::string_view key, std::int64_t max, std::int64_t now_ms,
+                                       InflightGuard& place, CountSink& sink) {
+  Call* call = Take();
+  call->target = &sink;
+  call->kind = Call::Kind::kAcquirePlace;
+  call->first.assign(key);
+  call->number = max;
+  call->now_ms = now_ms;
+  call->guard = &place;
+  primary_->AcquirePlace(key, max, now_ms, place, *call);
+}
+
+void FailoverCoordinator::EnterQueue(std::string_view key, std::int64_t ttl_ms,
+                                     InflightGuard& ticket, CountSink& sink) {
+  Call* call = Take();
+  call->target = &sink;
+  call->kind = Call::Kind::kEnterQueue;
+  call->first.assign(key);
+  call->number = ttl_ms;
+  call->guard = &ticket;
+  primary_->EnterQueue(key, ttl_ms, ticket, *call);
+}
+
+void FailoverCoordinator::Finish(Call* call, const CountResult& result) {
+  CountSink& target = *call->target;
+  if (result.status == StoreStatus::kOk) {
+    free_.push_back(call);
+    target.OnCount(result);
+    return;
+  }
+  if (observer_ != nullptr) observer_->OnStoreFailure(result.status, policy_);
+  CountResult answer;
+  if (policy_ == FailurePolicy::kLocal) {
+    // LocalCoordinator answers inline.
+    Kept kept;
+    switch (call->kind) {
+      case Call::Kind::kCheckLearned:
+        fallback_.CheckLearned(call->first, call->second, call->now_ms, kept);
+        break;
+      case Call::Kind::kAcquirePlace:
+        fallback_.AcquirePlace(call->first, call->number, call->now_ms, *call->guard, kept);
+        break;
+      case Call::Kind::kEnterQueue:
+        fallback_.EnterQueue(call->first, call->number, *call->guard, kept);
+        break;
+    }
+    answer = kept.result;
+  } else {
+    answer.status = result.status;
+  }
+  answer.source = PolicySource(policy_);
+  free_.push_back(call);
+  target.OnCount(answer);
+}
+
+}  // namespace tollgate::store

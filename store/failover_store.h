@@ -1,0 +1,113 @@
+// [store] on_error, decided in one place: decorators in front of a store
+// and a coordinator that can fail (Redis). When the primary cannot answer a
+// call (timeout, unreachable, circuit open, error reply) the decorator
+// counts the failure (FailureObserver) and completes the caller's sink with
+// what its FailurePolicy says, marked with a ResultSource (store/store.h):
+//   kLocal  the fallback (the process's LocalStore / LocalCoordinator)
+//           answers: status kOk, source kFallback;
+//   kAllow  status stays the primary's failure, source kPolicyAllowed, an
+//           allowing decision (remaining = the first window's limit), count 0;
+//   kDeny   status stays the primary's failure, source kPolicyDenied, a
+//           limiting decision (retry_after_ms 1000), count 0.
+// Callers (the gateway) hold one Store and one Coordinator and read the
+// answer's source, never the policy. With the local store alone there is
+// no decorator: it cannot fail.
+//
+// Not thread-safe: one of each per I/O thread, like the Redis store and
+// coordinator they own. No allocation per call once warm: each call in
+// flight borrows a reusable record (its key copied into reused capacity).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "store/clock.h"
+#include "store/coordinator.h"
+#include "store/local_store.h"
+#include "store/store.h"
+
+namespace tollgate::store {
+
+// Told of every call a primary could not answer: the failure and the
+// policy that answered for it (metrics: the store error, the fallback
+// taken). Called on the decorator's thread, before the caller's sink.
+class FailureObserver {
+ public:
+  virtual void OnStoreFailure(StoreStatus status, FailurePolicy policy) = 0;
+
+ protected:
+  ~FailureObserver() = default;
+};
+
+class FailoverStore final : public Store {
+ public:
+  // `fallback` and `observer` (may be null) must outlive the decorator.
+  // `fallback_clock`: when set, the fallback decides at its NowMs() rather
+  // than at the request's now_ms (a primary on another time scale, e.g.
+  // Redis with time = "client" on wall-clock time).
+  FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallback, FailurePolicy policy,
+                FailureObserver* observer, const Clock* fallback_clock = nullptr);
+  // Destroys the primary first: what it completes as it goes is still
+  // answered by the policy.
+  ~FailoverStore() override;
+  FailoverStore(const FailoverStore&) = delete;
+  FailoverStore& operator=(const FailoverStore&) = delete;
+
+  void Decide(const DecideRequest& request, DecisionSink& sink) override;
+  std::string_view Kind() const override { return primary_->Kind(); }
+
+  Store& primary() { return *primary_; }
+  FailurePolicy policy() const { return policy_; }
+
+ private:
+  struct Call;
+  Call* Take();
+  void Finish(Call* call, const StoreResult& result);
+
+  LocalStore& fallback_;
+  const FailurePolicy policy_;
+  FailureObserver* const observer_;
+  const Clock* const fallback_clock_;
+  std::vector<std::unique_ptr<Call>> calls_;  // every record made
+  std::vector<Call*> free_;                   // those not in flight
+  std::unique_ptr<Store> primary_;            // declared last: destroyed first
+};
+
+class FailoverCoordinator final : public Coordinator {
+ public:
+  // `fallback` and `observer` (may be null) must outlive the decorator.
+  FailoverCoordinator(std::unique_ptr<Coordinator> primary, LocalCoordinator& fallback,
+                      FailurePolicy policy, FailureObserver* observer);
+  ~FailoverCoordinator() override;
+  FailoverCoordinator(const FailoverCoordinator&) = delete;
+  FailoverCoordinator& operator=(const FailoverCoordinator&) = delete;
+
+  void CheckLearned(std::string_view upstream, std::string_view bucket, std::int64_t now_ms,
+                    CountSink& sink) override;
+  // Teaches the primary and, with FailurePolicy::kLocal, the fallback too:
+  // it decides while the primary cannot.
+  void Learn(std::string_view upstream, std::string_view bucket,
+             const algorithms::LearnedFacts& facts, std::int64_t now_ms) override;
+  void AcquirePlace(std::string_view key, std::int64_t max, std::int64_t now_ms,
+                    InflightGuard& place, CountSink& sink) override;
+  void EnterQueue(std::string_view key, std::int64_t ttl_ms, InflightGuard& ticket,
+                  CountSink& sink) override;
+
+  Coordinator& primary() { return *primary_; }
+
+ private:
+  struct Call;
+  Call* Take();
+  void Finish(Call* call, const CountResult& result);
+
+  LocalCoordinator& fallback_;
+  const FailurePolicy policy_;
+  FailureObserver* const observer_;
+  std::vector<std::unique_ptr<Call>> calls_;
+  std::vector<Call*> free_;
+  std::unique_ptr<Coordinator> primary_;  // declared last: destroyed first
+};
+
+}  // namespace tollgate::store
