@@ -53,6 +53,24 @@ struct FailoverStore::Call final : DecisionSink {
   void OnDecision(const StoreResult& result) override { owner->Finish(this, result); }
 };
 
+namespace {
+
+// A record not in flight from `free`, or a new one kept in `calls` for
+// `owner`: the decorators' calls allocate nothing once warm.
+template <typename Call, typename Owner>
+Call* TakeCall(std::vector<std::unique_ptr<Call>>& calls, std::vector<Call*>& free, Owner* owner) {
+  if (free.empty()) {
+    calls.push_back(std::make_unique<Call>());
+    calls.back()->owner = owner;
+    return calls.back().get();
+  }
+  Call* call = free.back();
+  free.pop_back();
+  return call;
+}
+
+}  // namespace
+
 FailoverStore::FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallback,
                              FailurePolicy policy, FailureObserver* observer,
                              const Clock* fallback_clock)
@@ -64,16 +82,7 @@ FailoverStore::FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallbac
 
 FailoverStore::~FailoverStore() { primary_.reset(); }
 
-FailoverStore::Call* FailoverStore::Take() {
-  if (free_.empty()) {
-    calls_.push_back(std::make_unique<Call>());
-    calls_.back()->owner = this;
-    return calls_.back().get();
-  }
-  Call* call = free_.back();
-  free_.pop_back();
-  return call;
-}
+FailoverStore::Call* FailoverStore::Take() { return TakeCall(calls_, free_, this); }
 
 void FailoverStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   Call* call = Take();
@@ -151,14 +160,7 @@ FailoverCoordinator::~FailoverCoordinator() {
 }
 
 FailoverCoordinator::Call* FailoverCoordinator::Take() {
-  if (free_.empty()) {
-    calls_.push_back(std::make_unique<Call>());
-    calls_.back()->owner = this;
-    return calls_.back().get();
-  }
-  Call* call = free_.back();
-  free_.pop_back();
-  return call;
+  return TakeCall(calls_, free_, this);
 }
 
 void FailoverCoordinator::CheckLearned(std::string_view upstream, std::string_view bucket,
