@@ -1,9 +1,9 @@
-// gateway/field_pool.cc for the fuzz targets: every block from operator new
+// gateway/io/field_pool.cc for the fuzz targets: every block from operator new
 // and back to operator delete, so that AddressSanitizer sees each field's
 // lifetime (the real pool recycles blocks, hiding a use after free).
 #include <new>
 
-#include "gateway/field_pool.h"
+#include "gateway/io/field_pool.h"
 
 namespace tollgate::gateway::field_pool {
 

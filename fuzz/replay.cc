@@ -1,5 +1,5 @@
 // `tollgate replay`'s input: each line through ParseTraceLine
-// (gateway/trace_line.h), then RunReplay's own checks (time order, the cost
+// (gateway/tools/trace_line.h), then RunReplay's own checks (time order, the cost
 // against the limit) and a decision of the local store, as RunReplay does
 // without its I/O. The first bytes choose the limit (validated as the
 // command line's are), so the algorithms see fuzzed times, keys and costs.
@@ -11,7 +11,7 @@
 
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
-#include "gateway/trace_line.h"
+#include "gateway/tools/trace_line.h"
 #include "store/local_store.h"
 
 namespace {

@@ -19,8 +19,8 @@
 
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
-#include "gateway/echo_upstream.h"
-#include "gateway/replay.h"
+#include "gateway/tools/echo_upstream.h"
+#include "gateway/tools/replay.h"
 #include "gateway/server.h"
 #include "rules/config.h"
 #include "rules/duration.h"

@@ -10,9 +10,9 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/admin.h"
-#include "gateway/listen.h"
-#include "gateway/status.h"
+#include "gateway/ops/admin.h"
+#include "gateway/io/listen.h"
+#include "gateway/ops/status.h"
 #include "gateway/worker.h"
 #include "store/failover_store.h"
 #include "store/local_store.h"

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "gateway/draining_read.h"
-#include "gateway/session.h"
+#include "gateway/io/draining_read.h"
+#include "gateway/http1/session.h"
 
 namespace tollgate::gateway {
 

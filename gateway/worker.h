@@ -10,12 +10,12 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gateway/access_log.h"
-#include "gateway/metrics.h"
-#include "gateway/net.h"
-#include "gateway/tls.h"
-#include "gateway/upstream_pool.h"
-#include "gateway/waiting_room.h"
+#include "gateway/ops/access_log.h"
+#include "gateway/ops/metrics.h"
+#include "gateway/io/net.h"
+#include "gateway/io/tls.h"
+#include "gateway/io/upstream_pool.h"
+#include "gateway/core/waiting_room.h"
 #include "rules/config.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"

@@ -2,7 +2,7 @@
 // watchdog wait per connection. Real loopback sockets and short real
 // deadlines (the stream reads steady_clock, as basic_stream does); bounds
 // are generous: a test fails only when a deadline is ignored altogether.
-#include "gateway/deadline_stream.h"
+#include "gateway/io/deadline_stream.h"
 
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -17,7 +17,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/net.h"
+#include "gateway/io/net.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {

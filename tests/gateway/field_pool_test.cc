@@ -1,6 +1,6 @@
 // FieldAllocator: header fields reuse the blocks of fields freed before on
 // the same thread, the free lists stay bounded, and Beast's fields work on it.
-#include "gateway/field_pool.h"
+#include "gateway/io/field_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "gateway/io_types.h"
+#include "gateway/io/io_types.h"
 
 namespace tollgate::gateway {
 namespace {

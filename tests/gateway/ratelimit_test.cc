@@ -3,7 +3,7 @@
 // an allowed one (AppendRateLimitHeaders), for rules of one and of several
 // windows, every `headers` setting, other statuses and names that JSON must
 // escape.
-#include "gateway/ratelimit.h"
+#include "gateway/core/ratelimit.h"
 
 #include <gtest/gtest.h>
 

@@ -7,7 +7,7 @@
 #include <sstream>
 
 #include "algorithms/validate.h"
-#include "gateway/replay.h"
+#include "gateway/tools/replay.h"
 #include "redis_server.h"
 
 namespace tollgate::gateway {

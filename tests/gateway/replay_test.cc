@@ -1,5 +1,5 @@
 // `tollgate replay`: golden outputs per algorithm, and bad input.
-#include "gateway/replay.h"
+#include "gateway/tools/replay.h"
 
 #include <gtest/gtest.h>
 

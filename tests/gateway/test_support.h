@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/echo_upstream.h"
+#include "gateway/tools/echo_upstream.h"
 #include "gateway/server.h"
 #include "rules/config.h"
 #include "store/clock.h"

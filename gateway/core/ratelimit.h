@@ -1,0 +1,157 @@
+// The identify -> match -> decide steps of a request, and what a client sees
+// of the decision: the IETF RateLimit/RateLimit-Policy fields, the common
+// X-RateLimit-* fields, Retry-After, and the 429 body. Runs on the request's
+// worker thread; the rule set and store are shared and thread-safe.
+#pragma once
+
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gateway/ops/metrics.h"
+#include "gateway/io/net.h"
+#include "rules/identity.h"
+#include "rules/rule_set.h"
+#include "store/coordinator.h"
+#include "store/inflight.h"
+#include "store/store.h"
+
+namespace tollgate::gateway {
+
+enum class Verdict { kForward, kDelay, kReject, kUnauthorized, kStoreUnavailable };
+
+// A delay rule that limited the request: it waits and is decided again.
+struct DelayedHit {
+  const rules::RuleHit* hit;  // into the Evaluation passed to DecideLimits
+  algorithms::Decision decision;
+};
+
+struct LimitOutcome {
+  Verdict verdict = Verdict::kForward;
+  // The rule whose numbers go into the response headers (the one closest to
+  // its limit, or the one that limited), and its decision.
+  const rules::RuleConfig* shown = nullptr;
+  algorithms::Decision shown_decision;
+  std::int64_t delay_ms = 0;        // leaky_bucket shaping: hold the request this long
+  std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
+  std::string log;                  // "rule:decision,..." for the access log (if describe)
+  // Places held for the concurrency rules until the exchange ends.
+  std::vector<store::InflightGuard> inflight;
+};
+
+struct LimitContext {
+  const rules::IdentityResolver& identity;
+  const rules::RuleSet& rules;
+  // The configured store (this worker's): with Redis, the decorator that
+  // answers by on_error when Redis cannot (store/failover_store.h).
+  store::Store& store;
+  std::int64_t now_ms;                         // the gateway's clock
+  std::int64_t store_now_ms;                   // the configured store's clock
+  ThreadMetrics* metrics = nullptr;            // null: not recorded
+  const std::vector<int>* rule_ids = nullptr;  // metric ids by index in `rules_base`
+  const rules::RuleConfig* rules_base = nullptr;
+  StoreKindLabel store_kind = StoreKindLabel::kLocal;
+  bool describe = true;  // fill LimitOutcome::log (only the access log reads it)
+};
+
+// The decisions of several rules, asked of the store at once (a Redis store
+// pipelines them) and collected as they complete, inline or later on this
+// thread. Not movable: the store holds pointers to its slots until they
+// complete, which every store guarantees within its own deadline.
+class DecisionBatch {
+ public:
+  explicit DecisionBatch(const Executor& executor) : timer_(executor) {}
+  DecisionBatch(const DecisionBatch&) = delete;
+  DecisionBatch& operator=(const DecisionBatch&) = delete;
+
+  // Asks `store` for one decision per hit.
+  void Start(store::Store& store, std::span<const rules::RuleHit* const> hits, std::int64_t now_ms);
+  bool done() const { return pending_ == 0; }
+  // Resumes once every decision is in.
+  Task<void> Wait();
+  const store::StoreResult& result(std::size_t i) const { return slots_[i].result; }
+
+ private:
+  struct Slot final : store::DecisionSink {
+    DecisionBatch* batch = nullptr;
+    store::StoreResult result;
+    void OnDecision(const store::StoreResult& r) override;
+  };
+  std::vector<Slot> slots_;
+  std::size_t pending_ = 0;
+  Timer timer_;
+};
+
+// Step 1 of deciding a request: true when no store is needed (unauthorized
+// token, exempt rule, no rule applies) and `outcome` is the answer; false
+// when the applying rules are in `scratch.hits` and their decisions are
+// started in `batch`.
+bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
+                 const rules::Identity& identity, rules::Evaluation& scratch,
+                 std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
+                 LimitOutcome& outcome);
+
+// Step 2, once `batch` is done: what the decisions mean for the request.
+// A decision no store could make (status not kOk: the on_error policy's
+// answer, already counted by the store decorator) is logged "error"; one
+// the policy denied (store::ResultSource::kPolicyDenied) makes the verdict
+// kStoreUnavailable; one the fallback store made is logged "(local)".
+LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                          const DecisionBatch& batch);
+
+// Step 3, for a request the rate rules let through: whether concurrency rule
+// `hit` (max_inflight) gave it a place; for the log and metrics.
+void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
+                  LimitOutcome& outcome);
+
+// One Coordinator call awaited by a request: pass it as the call's sink,
+// then Wait(). The answer may come inline or later on this thread.
+class CountCall final : public store::CountSink {
+ public:
+  explicit CountCall(const Executor& executor) : timer_(executor) {}
+  CountCall(const CountCall&) = delete;
+  CountCall& operator=(const CountCall&) = delete;
+  void OnCount(const store::CountResult& result) override;
+  // Resumes once answered.
+  Task<store::CountResult> Wait();
+
+ private:
+  bool done_ = false;
+  store::CountResult result_;
+  Timer timer_;
+};
+
+// How long a delayed request waits before it is decided again. For
+// fixed_window (one window), the delayed-queue estimate of the spec: with
+// `queued` requests of this key already waiting, the request is ready at
+// (idx + 1) * W + floor(queued / L) * W, so that waiting requests spread
+// over the following windows. Otherwise the decision's retry_after_ms.
+std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                      std::size_t queued, std::int64_t now_ms);
+
+// Appends the rate-limit fields for `rule`'s decision as header lines
+// ("Name: value\r\n"): RateLimit-Policy, RateLimit, X-RateLimit-*.
+void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                            std::string& out);
+
+// Appends the whole answer to a limited request: the rule's status,
+// Retry-After, the rate-limit fields and the JSON body
+// {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
+// body's size.
+std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
+                                  const algorithms::Decision& decision, bool keep_alive,
+                                  std::string& out);
+
+// Beast's fields as rules::HeaderLookup.
+class FieldsLookup final : public rules::HeaderLookup {
+ public:
+  explicit FieldsLookup(const Fields& fields) : fields_(fields) {}
+  std::string_view Get(std::string_view name) const override;
+  std::string GetJoined(std::string_view name) const override;
+
+ private:
+  const Fields& fields_;
+};
+
+}  // namespace tollgate::gateway

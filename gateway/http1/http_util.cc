@@ -1,0 +1,373 @@
+#include "gateway/http1/http_util.h"
+
+#include <algorithm>
+#include <array>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <boost/url/parse.hpp>
+#include <string>
+#include <vector>
+
+#include "rules/identity.h"
+
+namespace tollgate::gateway {
+
+namespace {
+
+bool IsHopByHop(http::field name) {
+  switch (name) {
+    case http::field::connection:
+    case http::field::keep_alive:
+    case http::field::proxy_connection:
+    case http::field::te:
+    case http::field::trailer:
+    case http::field::transfer_encoding:
+    case http::field::upgrade:
+    case http::field::proxy_authenticate:
+    case http::field::proxy_authorization:
+      return true;
+    default:
+      return false;
+  }
+}
+
+constexpr std::string_view kForwardedFor = "X-Forwarded-For";
+constexpr std::string_view kForwardedProto = "X-Forwarded-Proto";
+constexpr std::string_view kForwardedHost = "X-Forwarded-Host";
+constexpr std::string_view kRealIp = "X-Real-IP";
+constexpr std::string_view kTrueClientIp = "True-Client-IP";
+
+char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; }
+
+// How a field's name compares with `canonical` as CGI servers name fields
+// (HTTP_X_USER_ID for X-User-Id and X_User_Id alike).
+enum class Spelling {
+  kOther,    // another field
+  kSame,     // the same field (HTTP names are case-insensitive)
+  kVariant,  // another field to HTTP, the same to CGI: '_' and '-' swapped
+};
+Spelling CompareName(std::string_view name, std::string_view canonical) {
+  if (name.size() != canonical.size() || canonical.empty()) return Spelling::kOther;
+  Spelling result = Spelling::kSame;
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char a = Lower(name[i]);
+    const char b = Lower(canonical[i]);
+    if (a == b) continue;
+    if ((a != '-' && a != '_') || (b != '-' && b != '_')) return Spelling::kOther;
+    result = Spelling::kVariant;
+  }
+  return result;
+}
+
+// tchar (RFC 9110 §5.6.2).
+bool IsToken(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+  });
+}
+
+// A Forwarded parameter's value (RFC 7239 §4): a token as it is, anything
+// else quoted; an IPv6 node in brackets ("[2001:db8::1]").
+void AppendForwardedValue(std::string_view value, bool node, std::string& out) {
+  const bool v6 = node && value.find(':') != std::string_view::npos;
+  if (!v6 && IsToken(value)) {
+    out.append(value);
+    return;
+  }
+  out.push_back('"');
+  if (v6) out.push_back('[');
+  for (const char c : value) {
+    if (c == '"' || c == '\\') out.push_back('\\');
+    out.push_back(c);
+  }
+  if (v6) out.push_back(']');
+  out.push_back('"');
+}
+
+// The bytes of uri-host [":" port] (RFC 3986): a registered name, IPv4 or
+// IP-literal, with percent-encoding.
+constexpr std::array<bool, 256> kHostBytes = [] {
+  std::array<bool, 256> table{};
+  for (char c = '0'; c <= '9'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (char c = 'a'; c <= 'z'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (char c = 'A'; c <= 'Z'; ++c) table[static_cast<unsigned char>(c)] = true;
+  for (const char c : std::string_view("-._~%!$&'()*+,;=:[]")) {
+    table[static_cast<unsigned char>(c)] = true;
+  }
+  return table;
+}();
+
+// Empty is valid (a target without authority).
+bool IsValidHost(std::string_view host) {
+  return std::all_of(host.begin(), host.end(),
+                     [](char c) { return kHostBytes[static_cast<unsigned char>(c)]; });
+}
+
+}  // namespace
+
+// The functions below walk the fields once: Beast keeps them in a tree
+// ordered by name string, so every lookup or erase by name, even by a field
+// enum, is a case-insensitive tree search; most messages carry none of the
+// names looked for.
+
+RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
+  RequestHeaderCheck check;
+  int hosts = 0;
+  int lengths = 0;            // Content-Length values, over every such field
+  int codings = 0;            // transfer codings, over every Transfer-Encoding field
+  bool other_coding = false;  // one of them is not chunked
+  for (const auto& f : header) {
+    if (f.name() == http::field::host) {
+      if (hosts++ == 0) check.host = f.value();
+    } else if (f.name() == http::field::content_length) {
+      lengths += 1 + static_cast<int>(std::count(f.value().begin(), f.value().end(), ','));
+    } else if (f.name() == http::field::transfer_encoding) {
+      for (const auto coding : http::token_list(f.value())) {
+        ++codings;
+        other_coding = other_coding || !beast::iequals(coding, "chunked");
+      }
+    }
+  }
+  const std::string_view target = header.target();
+  if (hosts > 1) {
+    check.problem = "more than one Host field";
+  } else if (hosts == 0 && header.version() >= 11) {
+    check.problem = "an HTTP/1.1 request needs a Host field";
+  } else if (!IsValidHost(check.host)) {
+    check.problem = "the Host field is not a valid host";
+  } else if (lengths > 1) {
+    // RFC 9110 §8.6 lets a recipient refuse a list of equal lengths or send
+    // one value; refused, as nginx does ("duplicate header line").
+    check.problem = "more than one Content-Length value";
+  } else if (codings > 0 && !chunked) {
+    check.problem = "Transfer-Encoding must end with chunked";
+  } else if (other_coding) {
+    // As nginx: a coding other than chunked (gzip, chunked) is not relayed
+    // (the upstream would get the body without it).
+    check.problem = "transfer codings other than chunked are not supported";
+    check.status = http::status::not_implemented;
+  } else if ((!target.empty() && target.front() == '/') ||
+             (target == "*" && header.method() == http::verb::options)) {
+    return check;
+  } else if (const auto url = boost::urls::parse_absolute_uri(target);
+             url &&
+             (url->scheme_id() == boost::urls::scheme::http ||
+              url->scheme_id() == boost::urls::scheme::https) &&
+             url->has_authority() && IsValidHost(url->encoded_host_and_port()) &&
+             // RFC 9110 §4.2.4: userinfo in an http(s) URI is an error
+             // ("http://trusted@evil/" deceives whoever reads it).
+             !url->has_userinfo() &&
+             // After an authority the path is empty or begins with '/' (RFC
+             // 3986 §3.3). Boost.URL 1.81 parses "http://a:80x/y" as host
+             // "a", port "80" and path "x/y" (boostorg/url issue 680; found by
+             // fuzz/request_head.cc): the upstream would have got "x/y".
+             (url->encoded_path().empty() || url->encoded_path().front() == '/')) {
+    check.authority = url->encoded_host_and_port();
+    check.origin_form = url->encoded_path().empty() ? "/" : std::string(url->encoded_path());
+    if (url->has_query()) {
+      check.origin_form += '?';
+      check.origin_form += url->encoded_query();
+    }
+  } else {
+    check.problem = "the request target must be a path or an http(s) URL";
+  }
+  return check;
+}
+
+namespace {
+
+// RemoveHopByHop, but a field named `keep` stays even when Connection lists it.
+void RemoveHopByHopKeeping(Fields& fields, std::string_view keep) {
+  std::vector<std::string> named;  // listed in Connection: hop-by-hop too
+  for (auto it = fields.begin(); it != fields.end();) {
+    if (!IsHopByHop(it->name())) {
+      ++it;
+      continue;
+    }
+    if (it->name() == http::field::connection) {
+      for (auto token : http::token_list(it->value())) named.emplace_back(token);
+    }
+    it = fields.erase(it);
+  }
+  for (const std::string& name : named) {
+    // "Connection: Content-Length" must not strip the message's framing.
+    if (beast::iequals(name, "content-length") || beast::iequals(name, "host")) continue;
+    if (beast::iequals(name, keep)) continue;
+    fields.erase(name);
+  }
+}
+
+}  // namespace
+
+void RemoveHopByHop(Fields& fields) { RemoveHopByHopKeeping(fields, {}); }
+
+void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
+                         const rules::Identity& identity) {
+  const bool trusted = identity.peer_trusted;
+  for (auto it = fields.begin(); it != fields.end();) {
+    bool drop = false;
+    if (it->name() == http::field::forwarded) {
+      drop = !trusted;
+    } else {
+      const std::string_view name = it->name_string();
+      Spelling s = Spelling::kOther;
+      if ((s = CompareName(name, config.user_header)) != Spelling::kOther ||
+          (s = CompareName(name, config.role_header)) != Spelling::kOther ||
+          (s = CompareName(name, kTrueClientIp)) != Spelling::kOther) {
+        drop = !trusted || s == Spelling::kVariant;
+      } else {
+        // A trusted proxy's is replaced by the client it named, below.
+        drop = CompareName(name, kRealIp) != Spelling::kOther;
+      }
+    }
+    it = drop ? fields.erase(it) : std::next(it);
+  }
+  if (trusted) {
+    fields.insert(http::field::unknown, kRealIp,
+                  identity.unidentified_client.empty() ? identity.client_ip.ToString()
+                                                       : identity.unidentified_client);
+  }
+}
+
+void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme) {
+  RemoveHopByHopKeeping(fields, kRealIp);  // ScrubIdentityFields' for a trusted proxy
+  std::string chain;
+  std::string forwarded;
+  bool real_ip = false;
+  std::string_view host;  // the first Host field's value (it stays in place)
+  for (auto it = fields.begin(); it != fields.end();) {
+    if (it->name() == http::field::host) {
+      if (host.empty()) host = it->value();
+    } else if (it->name() == http::field::expect) {
+      it = fields.erase(it);
+      continue;
+    } else if (it->name() == http::field::forwarded) {
+      if (!forwarded.empty()) forwarded += ", ";
+      forwarded.append(it->value().data(), it->value().size());
+      it = fields.erase(it);
+      continue;
+    } else if (it->name() == http::field::unknown) {
+      const std::string_view name = it->name_string();
+      const Spelling xff = CompareName(name, kForwardedFor);
+      if (xff == Spelling::kSame) {
+        if (!chain.empty()) chain += ", ";
+        chain.append(it->value().data(), it->value().size());
+        it = fields.erase(it);
+        continue;
+      }
+      const Spelling real = CompareName(name, kRealIp);
+      if (xff == Spelling::kVariant || real == Spelling::kVariant ||
+          CompareName(name, kForwardedProto) != Spelling::kOther ||
+          CompareName(name, kForwardedHost) != Spelling::kOther) {
+        it = fields.erase(it);
+        continue;
+      }
+      if (real == Spelling::kSame) real_ip = true;
+    }
+    ++it;
+  }
+  if (!chain.empty()) chain += ", ";
+  chain.append(client_ip);
+  const std::string_view proto = scheme == Scheme::kHttps ? "https" : "http";
+  fields.insert(http::field::unknown, kForwardedFor, chain);
+  fields.insert(http::field::unknown, kForwardedProto, proto);
+  if (!host.empty()) fields.insert(http::field::unknown, kForwardedHost, host);
+  if (!real_ip) fields.insert(http::field::unknown, kRealIp, client_ip);
+  if (!forwarded.empty()) {
+    forwarded += ", for=";
+    AppendForwardedValue(client_ip, true, forwarded);
+    forwarded += ";proto=";
+    forwarded += proto;
+    if (!host.empty()) {
+      forwarded += ";host=";
+      AppendForwardedValue(host, false, forwarded);
+    }
+    fields.insert(http::field::forwarded, forwarded);
+  }
+}
+
+namespace {
+
+// "Name: value\r\n" per field, `extra` (whole lines) and the empty line that
+// ends the header. The block is sized once and copied into (appending the
+// four pieces of each field took ~50% more instructions).
+void AppendFields(const Fields& fields, std::string& out, std::string_view extra = {}) {
+  std::size_t size = extra.size() + 2;
+  for (const auto& f : fields) size += f.name_string().size() + f.value().size() + 4;
+  const std::size_t start = out.size();
+  out.resize(start + size);
+  char* at = out.data() + start;
+  // copy_n, not memcpy: an empty view (`extra` by default) may have no data
+  // pointer, which memcpy must not be given.
+  const auto put = [&at](std::string_view s) { at = std::copy_n(s.data(), s.size(), at); };
+  for (const auto& f : fields) {
+    put(f.name_string());
+    put(": ");
+    put(f.value());
+    put("\r\n");
+  }
+  put(extra);
+  put("\r\n");
+}
+
+void AppendVersion(unsigned version, std::string& out) {
+  out.append("HTTP/");
+  out.push_back(static_cast<char>('0' + version / 10));
+  out.push_back('.');
+  out.push_back(static_cast<char>('0' + version % 10));
+}
+
+}  // namespace
+
+void AppendWireHeader(const http::request_header<Fields>& header, std::string& out) {
+  out.append(header.method_string().data(), header.method_string().size());
+  out.push_back(' ');
+  out.append(header.target().data(), header.target().size());
+  out.push_back(' ');
+  AppendVersion(header.version(), out);
+  out.append("\r\n");
+  AppendFields(header, out);
+}
+
+void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
+                      std::string_view extra) {
+  AppendVersion(header.version(), out);
+  out.push_back(' ');
+  out.append(std::to_string(header.result_int()));
+  out.push_back(' ');
+  out.append(header.reason().data(), header.reason().size());
+  out.append("\r\n");
+  AppendFields(header, out, extra);
+}
+
+bool IsIdempotent(http::verb method) {
+  switch (method) {
+    case http::verb::get:
+    case http::verb::head:
+    case http::verb::put:
+    case http::verb::delete_:
+    case http::verb::options:
+    case http::verb::trace:
+      return true;
+    default:
+      return false;
+  }
+}
+
+http::response<http::string_body> MakeErrorResponse(http::status status, std::string_view code,
+                                                    std::string_view message) {
+  http::response<http::string_body> res{status, 11};
+  res.set(http::field::server, "tollgate");
+  res.set(http::field::content_type, "application/json");
+  boost::json::object body;
+  body["error"] = code;
+  body["message"] = message;
+  body["status"] = static_cast<unsigned>(status);
+  res.body() = boost::json::serialize(body);
+  res.body() += '\n';
+  res.prepare_payload();
+  return res;
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,83 @@
+// Connections from one I/O thread to the servers of one upstream:
+// round-robin choice, passive health (a server that fails to connect is
+// skipped for `fail_timeout`) and a bounded pool of idle keep-alive
+// connections per server. One instance per thread and upstream: not
+// thread-safe, and never needs to be.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gateway/io/net.h"
+#include "rules/config.h"
+#include "store/clock.h"
+
+namespace tollgate::gateway {
+
+struct UpstreamConnection {
+  AnyStream stream;
+  beast::flat_buffer buffer;
+  std::size_t server = 0;
+  std::int64_t idle_since_ms = 0;
+  bool reused = false;  // served a request before: may have been closed meanwhile
+};
+
+enum class ConnectFailure { kNone, kRefused, kTimeout };
+
+struct ConnectResult {
+  std::unique_ptr<UpstreamConnection> connection;
+  ConnectFailure failure = ConnectFailure::kNone;
+  std::string_view server;  // "host:port" tried last (the pool's own string)
+};
+
+class UpstreamPool {
+ public:
+  // `endpoints[i]` is the resolved address of config.servers[i]; `tls` is
+  // null for plain HTTP upstreams and must outlive the pool.
+  UpstreamPool(const rules::UpstreamConfig& config, std::vector<tcp::endpoint> endpoints,
+               ssl::context* tls, const store::Clock& clock);
+
+  // A pooled connection to the next healthy server, or a new one. Tries
+  // every server at most once.
+  Task<ConnectResult> Acquire(std::int64_t connect_timeout_ms);
+  // Acquire()'s answer when it needs no connect, without a coroutine: a
+  // pooled connection to the server Acquire() would try first. No
+  // connection: nothing was chosen, Acquire() makes the same choice.
+  ConnectResult TakeIdle();
+  // A fresh connection (never pooled), for the retry of a stale one.
+  Task<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
+  // Returns a connection whose last exchange completed cleanly.
+  void Release(std::unique_ptr<UpstreamConnection> connection);
+
+  const std::string& name() const { return config_.name; }
+  // "host:port" of config.servers[server], as configured.
+  const std::string& ServerName(std::size_t server) const { return servers_[server].name; }
+
+ private:
+  struct Server {
+    tcp::endpoint endpoint;
+    std::string name;  // formatted once: every exchange logs it
+    std::int64_t down_until_ms = 0;
+    std::deque<std::unique_ptr<UpstreamConnection>> idle;
+  };
+
+  // The next healthy server in round-robin order; PickServer() also moves
+  // the order on.
+  std::size_t NextServer() const;
+  std::size_t PickServer();
+  // A connection of `server`'s that has not idled past idle_timeout, if any;
+  // older ones are closed on the way.
+  std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server);
+  Task<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms);
+
+  const rules::UpstreamConfig& config_;
+  std::vector<Server> servers_;
+  ssl::context* tls_;
+  const store::Clock& clock_;
+  std::size_t next_ = 0;
+};
+
+}  // namespace tollgate::gateway

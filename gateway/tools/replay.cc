@@ -1,0 +1,165 @@
+#include "gateway/tools/replay.h"
+
+#include <fmt/format.h>
+#include <fmt/ostream.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <istream>
+#include <limits>
+#include <map>
+#include <memory>
+#include <ostream>
+#include <string_view>
+
+#include "algorithms/validate.h"
+#include "gateway/io/net.h"
+#include "gateway/tools/trace_line.h"
+#include "store/local_store.h"
+#include "store/redis_store.h"
+
+namespace tollgate::gateway {
+namespace {
+
+struct KeyTotals {
+  std::uint64_t allowed = 0;
+  std::uint64_t limited = 0;
+};
+
+struct Row final : store::DecisionSink {
+  std::size_t line = 0;
+  std::int64_t t = 0;
+  std::string key;
+  std::int64_t cost = 1;
+  store::StoreResult result;
+  bool done = false;
+  void OnDecision(const store::StoreResult& r) override {
+    result = r;
+    done = true;
+  }
+};
+
+// Rows are decided in batches: a Redis store pipelines a whole batch.
+constexpr std::size_t kBatchRows = 512;
+
+std::string_view StatusWord(store::StoreStatus status) {
+  switch (status) {
+    case store::StoreStatus::kOk:
+      return "ok";
+    case store::StoreStatus::kTimeout:
+      return "timed out";
+    case store::StoreStatus::kUnavailable:
+      return "could not reach the store";
+    case store::StoreStatus::kError:
+      return "the store answered with an error";
+  }
+  return "failed";
+}
+
+}  // namespace
+
+int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
+              std::ostream& err) {
+  if (auto problem = algorithms::ValidateWindows(options.windows)) {
+    fmt::print(err, "replay: {}\n", *problem);
+    return 1;
+  }
+  const store::LimitSpec spec = store::LimitSpec::Make(options.windows);
+  asio::io_context io;
+  store::RedisHealth health;
+  std::unique_ptr<store::Store> store;
+  if (options.redis) {
+    store::RedisOptions redis;
+    redis.address = *options.redis;
+    redis.time = store::RedisTime::kClient;
+    // The trace's clock is not Redis's: keys live at least an hour, under a
+    // prefix of their own so that runs never see each other's state.
+    redis.min_ttl_ms = 3'600'000;
+    redis.prefix = fmt::format("tollgate:replay:{}-{}:", ::getpid(),
+                               std::chrono::system_clock::now().time_since_epoch().count());
+    redis.timeout_ms = 10'000;
+    redis.max_pending = kBatchRows * 2;
+    redis.breaker_failures = std::numeric_limits<int>::max();
+    spdlog::set_level(spdlog::level::warn);  // stderr carries the summary
+    bool fatal = false;
+    if (auto problem = store::CheckRedis(redis, fatal)) {
+      fmt::print(err, "replay: {}\n", *problem);
+      return 1;
+    }
+    store = std::make_unique<store::RedisStore>(io, redis, health);
+  } else {
+    store::LocalStoreOptions store_options;
+    store_options.max_keys = std::size_t{1} << 24;
+    store = std::make_unique<store::LocalStore>(store_options);
+  }
+  std::map<std::string, KeyTotals, std::less<>> totals;
+  std::vector<Row> rows;
+  rows.reserve(kBatchRows);
+
+  // Decides and prints the rows read so far; false after a store failure.
+  auto flush = [&]() -> bool {
+    for (Row& row : rows) store->Decide({row.key, &spec, row.cost, row.t}, row);
+    for (Row& row : rows) {
+      while (!row.done) io.run_one();
+    }
+    for (const Row& row : rows) {
+      if (row.result.status != store::StoreStatus::kOk) {
+        out.flush();
+        fmt::print(err, "{}:{}: {}\n", options.input_name, row.line, StatusWord(row.result.status));
+        return false;
+      }
+      const algorithms::Decision& d = row.result.decision;
+      auto it = totals.find(row.key);
+      if (it == totals.end()) it = totals.emplace(row.key, KeyTotals{}).first;
+      (d.allowed ? it->second.allowed : it->second.limited) += 1;
+      fmt::print(out, "{},{},{},{},{},{},{}\n", row.t, row.key, row.cost,
+                 d.allowed ? "allowed" : "limited", d.remaining, d.retry_after_ms, d.delay_ms);
+    }
+    rows.clear();
+    return true;
+  };
+
+  auto fail = [&](std::size_t line, std::string_view message) {
+    if (!flush()) return 1;
+    out.flush();
+    fmt::print(err, "{}:{}: {}\n", options.input_name, line, message);
+    return 1;
+  };
+
+  out << "t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms\n";
+  std::string text;
+  std::size_t line_number = 0;
+  bool seen_data = false;
+  std::int64_t last_t = 0;
+  while (std::getline(in, text)) {
+    ++line_number;
+    const TraceLine parsed = ParseTraceLine(text, seen_data, options.default_cost);
+    if (parsed.kind == TraceLine::Kind::kSkip) continue;
+    if (parsed.kind == TraceLine::Kind::kError) return fail(line_number, parsed.error);
+    const std::int64_t t = parsed.t_ms;
+    const std::int64_t cost = parsed.cost;
+    if (seen_data && t < last_t) {
+      return fail(line_number, fmt::format("time goes backwards: {} after {}", t, last_t));
+    }
+    if (auto problem = algorithms::ValidateCost(options.windows, cost)) {
+      return fail(line_number, *problem);
+    }
+    seen_data = true;
+    last_t = t;
+    Row& row = rows.emplace_back();
+    row.line = line_number;
+    row.t = t;
+    row.key = std::string(parsed.key);
+    row.cost = cost;
+    if (rows.size() == kBatchRows && !flush()) return 1;
+  }
+  if (!flush()) return 1;
+  out.flush();
+  for (const auto& [key, t] : totals) {
+    fmt::print(err, "{}: allowed {}, limited {}\n", key, t.allowed, t.limited);
+  }
+  return 0;
+}
+
+}  // namespace tollgate::gateway

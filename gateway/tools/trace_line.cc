@@ -1,0 +1,72 @@
+#include "gateway/tools/trace_line.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "algorithms/validate.h"
+#include "store/store.h"
+
+namespace tollgate::gateway {
+namespace {
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r'))
+    s.remove_suffix(1);
+  return s;
+}
+
+bool ParseInt(std::string_view text, std::int64_t& out) {
+  text = Trim(text);
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+  return ec == std::errc() && ptr == text.data() + text.size() && !text.empty();
+}
+
+TraceLine Error(std::string message) {
+  TraceLine r;
+  r.kind = TraceLine::Kind::kError;
+  r.error = std::move(message);
+  return r;
+}
+
+}  // namespace
+
+TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t default_cost) {
+  const std::string_view line = Trim(text);
+  if (line.empty() || line.front() == '#') return {};
+  if (!seen_data && line.rfind("t_ms", 0) == 0) return {};  // header
+  const std::size_t first = line.find(',');
+  if (first == std::string_view::npos) return Error("expected \"t_ms,key[,cost]\"");
+  std::string_view rest = line.substr(first + 1);
+  std::string_view key = rest;
+  std::int64_t cost = default_cost;
+  if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
+    key = rest.substr(0, second);
+    if (!ParseInt(rest.substr(second + 1), cost)) {
+      return Error(fmt::format("cost \"{}\" is not an integer", Trim(rest.substr(second + 1))));
+    }
+  }
+  key = Trim(key);
+  std::int64_t t = 0;
+  if (!ParseInt(line.substr(0, first), t) || t < 0) {
+    return Error(fmt::format("time \"{}\" is not a non-negative integer of milliseconds",
+                             Trim(line.substr(0, first))));
+  }
+  if (t > algorithms::kMaxTimeMs) {
+    return Error(fmt::format("time {} is too large: at most {} milliseconds (2^50)", t,
+                             algorithms::kMaxTimeMs));
+  }
+  if (key.empty()) return Error("the key is empty");
+  if (key.size() > store::kMaxKeyBytes) {
+    return Error(fmt::format("the key is longer than {} bytes", store::kMaxKeyBytes));
+  }
+  TraceLine r;
+  r.kind = TraceLine::Kind::kRow;
+  r.t_ms = t;
+  r.key = key;
+  r.cost = cost;
+  return r;
+}
+
+}  // namespace tollgate::gateway
