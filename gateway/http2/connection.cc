@@ -1,0 +1,1043 @@
+#include "gateway/http2/connection.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/asio/post.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <cstring>
+
+#include "store/loop_time.h"
+
+namespace tollgate::gateway {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+constexpr std::size_t kReadChunk = 16 * 1024;
+// After the last frame, what the peer still sends is read and dropped for
+// at most this long (and this much) before the socket is closed: closing
+// with unread bytes makes the kernel send RST, which may destroy the
+// GOAWAY before the peer has read it.
+constexpr auto kLingerTime = std::chrono::seconds(1);
+constexpr std::size_t kLingerBytes = 1 << 20;
+// Shutdown(): the final GOAWAY follows the notice after a PING round trip,
+// or after this long without the PING's ACK.
+constexpr auto kGoawayGrace = std::chrono::seconds(1);
+// RFC 7541 §4.1: each field's size in a header list.
+constexpr std::size_t kFieldOverhead = 32;
+
+class Http2ErrorCategory final : public boost::system::error_category {
+ public:
+  const char* name() const noexcept override { return "http2"; }
+  std::string message(int ev) const override {
+    switch (static_cast<Http2Errc>(ev)) {
+      case Http2Errc::kStreamReset:
+        return "HTTP/2 stream reset";
+      case Http2Errc::kConnectionClosed:
+        return "HTTP/2 connection closed";
+      case Http2Errc::kWrongState:
+        return "not allowed in the HTTP/2 stream's state";
+    }
+    return "unknown HTTP/2 error";
+  }
+};
+
+char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
+
+bool IEquals(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](char x, char y) { return Lower(x) == Lower(y); });
+}
+
+// Fields that HTTP/2 forbids (RFC 9113 §8.2.2).
+bool ConnectionSpecific(std::string_view name) {
+  return IEquals(name, "connection") || IEquals(name, "keep-alive") ||
+         IEquals(name, "proxy-connection") || IEquals(name, "transfer-encoding") ||
+         IEquals(name, "upgrade") || IEquals(name, "te");
+}
+
+// Name/value pairs for nghttp2, which copies them when the frame is
+// submitted.
+class HeaderList {
+ public:
+  void Add(std::string_view name, std::string_view value) {
+    std::string lower(name.size(), '\0');
+    std::transform(name.begin(), name.end(), lower.begin(), Lower);
+    strings_.push_back(std::move(lower));
+    strings_.emplace_back(value);
+  }
+  const nghttp2_nv* Get() {
+    nv_.clear();
+    for (std::size_t i = 0; i + 1 < strings_.size(); i += 2) {
+      nv_.push_back(nghttp2_nv{
+          reinterpret_cast<std::uint8_t*>(strings_[i].data()),
+          reinterpret_cast<std::uint8_t*>(strings_[i + 1].data()), strings_[i].size(),
+          strings_[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
+    }
+    return nv_.data();
+  }
+  std::size_t size() const { return strings_.size() / 2; }
+
+ private:
+  std::vector<std::string> strings_;
+  std::vector<nghttp2_nv> nv_;
+};
+
+void AddFields(const Fields& fields, HeaderList& list, bool no_content_length) {
+  for (const auto& field : fields) {
+    const std::string_view name = field.name_string();
+    if (ConnectionSpecific(name)) continue;
+    if (no_content_length && IEquals(name, "content-length")) continue;
+    list.Add(name, field.value());
+  }
+}
+
+Http2Stream* StreamOf(nghttp2_session* session, std::int32_t id) {
+  return static_cast<Http2Stream*>(nghttp2_session_get_stream_user_data(session, id));
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Free functions and helpers.
+
+PrefaceMatch MatchHttp2Preface(std::string_view bytes) {
+  const std::size_t n = std::min(bytes.size(), kHttp2Preface.size());
+  if (bytes.substr(0, n) != kHttp2Preface.substr(0, n)) return PrefaceMatch::kNo;
+  return n == kHttp2Preface.size() ? PrefaceMatch::kYes : PrefaceMatch::kPrefix;
+}
+
+const boost::system::error_category& Http2Category() {
+  static const Http2ErrorCategory category;
+  return category;
+}
+
+ErrorCode MakeErrorCode(Http2Errc e) { return ErrorCode(static_cast<int>(e), Http2Category()); }
+
+std::string_view ToString(Http2CloseReason reason) {
+  switch (reason) {
+    case Http2CloseReason::kOpen:
+      return "open";
+    case Http2CloseReason::kDone:
+      return "done";
+    case Http2CloseReason::kPeerClosed:
+      return "peer_closed";
+    case Http2CloseReason::kIdle:
+      return "idle";
+    case Http2CloseReason::kClosed:
+      return "closed";
+    case Http2CloseReason::kRapidReset:
+      return "rapid_reset";
+    case Http2CloseReason::kControlFlood:
+      return "control_flood";
+    case Http2CloseReason::kProtocolError:
+      return "protocol_error";
+    case Http2CloseReason::kIoError:
+      return "io_error";
+  }
+  return "unknown";
+}
+
+namespace http2_detail {
+
+Task<void> Wakeup::Wait(std::chrono::steady_clock::time_point deadline) {
+  if (notified_) {
+    notified_ = false;
+    co_return;
+  }
+  timer_.expires_at(deadline);
+  co_await timer_.async_wait(kUseTuple);
+  notified_ = false;
+}
+
+bool TokenBucket::Take(std::chrono::steady_clock::time_point now) {
+  if (last_ != std::chrono::steady_clock::time_point{}) {
+    const double elapsed = std::chrono::duration<double>(now - last_).count();
+    if (elapsed > 0) tokens_ = std::min(burst_, tokens_ + elapsed * per_second_);
+  }
+  last_ = now;
+  if (tokens_ < 1) return false;
+  tokens_ -= 1;
+  return true;
+}
+
+}  // namespace http2_detail
+
+// ---------------------------------------------------------------------------
+// nghttp2's callbacks: they only record what arrived and wake whoever
+// waits; handlers start after nghttp2_session_mem_recv has returned.
+
+struct Http2Callbacks {
+  static Http2Connection& Self(void* user_data) {
+    return *static_cast<Http2Connection*>(user_data);
+  }
+
+  static int OnBeginFrame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user_data) {
+    Http2Connection& c = Self(user_data);
+    switch (hd->type) {
+      case NGHTTP2_PING:
+      case NGHTTP2_SETTINGS:
+      case NGHTTP2_PRIORITY:
+        if (!c.control_frames_.Take(c.now_)) c.Calm(Http2CloseReason::kControlFlood);
+        break;
+      default:
+        break;
+    }
+    return 0;
+  }
+
+  static int OnBeginHeaders(nghttp2_session* session, const nghttp2_frame* frame,
+                            void* user_data) {
+    Http2Connection& c = Self(user_data);
+    if (frame->hd.type != NGHTTP2_HEADERS || frame->headers.cat != NGHTTP2_HCAT_REQUEST) {
+      return 0;
+    }
+    const std::int32_t id = frame->hd.stream_id;
+    // Streams whose handlers still run count, reset or not.
+    if (c.terminating_ || c.streams_.size() >= c.options_.max_concurrent_streams) {
+      ++c.stats_.refused;
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    }
+    auto stream = std::unique_ptr<Http2Stream>(new Http2Stream(c, id));
+    nghttp2_session_set_stream_user_data(session, id, stream.get());
+    c.streams_.emplace(id, std::move(stream));
+    return 0;
+  }
+
+  static int OnHeader(nghttp2_session* session, const nghttp2_frame* frame,
+                      const std::uint8_t* name_data, std::size_t name_size,
+                      const std::uint8_t* value_data, std::size_t value_size, std::uint8_t,
+                      void* user_data) {
+    Http2Connection& c = Self(user_data);
+    if (frame->hd.type != NGHTTP2_HEADERS) return 0;
+    Http2Stream* s = StreamOf(session, frame->hd.stream_id);
+    if (s == nullptr) return 0;
+    const std::string_view name(reinterpret_cast<const char*>(name_data), name_size);
+    const std::string_view value(reinterpret_cast<const char*>(value_data), value_size);
+    s->header_bytes_ += name_size + value_size + kFieldOverhead;
+    const bool trailer = frame->headers.cat != NGHTTP2_HCAT_REQUEST;
+    if (s->header_bytes_ > c.options_.max_header_list_bytes) {
+      if (trailer) {
+        c.CountPeerFault();
+        nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_ENHANCE_YOUR_CALM);
+        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      }
+      // The rest of the block is still decoded (HPACK's state needs it),
+      // each field in constant time and without being kept; 431 follows.
+      s->header_too_large_ = true;
+      return 0;
+    }
+    if (s->header_too_large_) return 0;
+    if (trailer) {
+      s->trailers_.insert(name, value);
+      return 0;
+    }
+    // nghttp2 has checked the pseudo-header fields (each once, before the
+    // others, only known ones, :path and :method present).
+    if (!name.empty() && name[0] == ':') {
+      if (name == ":method") {
+        s->method_.assign(value);
+      } else if (name == ":path") {
+        s->path_.assign(value);
+      } else if (name == ":authority") {
+        s->authority_.assign(value);
+      } else if (name == ":scheme") {
+        s->scheme_.assign(value);
+      }
+      return 0;
+    }
+    if (name == "host") {
+      s->host_.assign(value);
+    } else if (name == "cookie") {
+      if (!s->cookie_.empty()) s->cookie_.append("; ");
+      s->cookie_.append(value);
+    } else {
+      s->request_.insert(name, value);
+    }
+    return 0;
+  }
+
+  // nghttp2 ignores fields with invalid characters; RFC 9113 §8.2.1 makes
+  // such a request malformed.
+  static int OnInvalidHeader(nghttp2_session*, const nghttp2_frame*, const std::uint8_t*,
+                             std::size_t, const std::uint8_t*, std::size_t, std::uint8_t,
+                             void*) {
+    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+  }
+
+  static int OnInvalidFrame(nghttp2_session*, const nghttp2_frame* frame, int,
+                            void* user_data) {
+    Http2Connection& c = Self(user_data);
+    if (frame->hd.type == NGHTTP2_HEADERS) ++c.stats_.malformed;
+    c.CountPeerFault();
+    return 0;
+  }
+
+  static int OnDataChunk(nghttp2_session* session, std::uint8_t, std::int32_t id,
+                         const std::uint8_t* data, std::size_t size, void*) {
+    // The connection's window goes back at once: only the stream's waits
+    // for its handler.
+    nghttp2_session_consume_connection(session, size);
+    Http2Stream* s = StreamOf(session, id);
+    if (s == nullptr || s->handler_ == Http2Stream::Handler::kDone || s->Gone() ||
+        s->header_too_large_) {
+      nghttp2_session_consume_stream(session, id, size);
+      return 0;
+    }
+    // At most the stream's window: nghttp2 enforces it.
+    auto buffer = s->in_.prepare(size);
+    std::memcpy(buffer.data(), data, size);
+    s->in_.commit(size);
+    s->read_wake_.Notify();
+    return 0;
+  }
+
+  static int OnFrameRecv(nghttp2_session* session, const nghttp2_frame* frame,
+                         void* user_data) {
+    Http2Connection& c = Self(user_data);
+    const std::int32_t id = frame->hd.stream_id;
+    const bool end_stream = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
+    switch (frame->hd.type) {
+      case NGHTTP2_HEADERS: {
+        Http2Stream* s = StreamOf(session, id);
+        if (s == nullptr) return 0;
+        if (end_stream) {
+          s->in_end_ = true;
+          s->read_wake_.Notify();
+        }
+        if (frame->headers.cat == NGHTTP2_HCAT_REQUEST) {
+          s->has_body_ = !end_stream;
+          c.Dispatch(*s);
+        }
+        return 0;
+      }
+      case NGHTTP2_DATA: {
+        const std::size_t payload = frame->hd.length - frame->data.padlen;
+        if (payload == 0 && !end_stream && !c.control_frames_.Take(c.now_)) {
+          c.Calm(Http2CloseReason::kControlFlood);
+        }
+        if (end_stream) {
+          if (Http2Stream* s = StreamOf(session, id)) {
+            s->in_end_ = true;
+            s->read_wake_.Notify();
+          }
+        }
+        return 0;
+      }
+      case NGHTTP2_RST_STREAM:
+        ++c.stats_.peer_resets;
+        if (!c.resets_.Take(c.now_)) c.Calm(Http2CloseReason::kRapidReset);
+        return 0;
+      case NGHTTP2_PING:
+        // The ACK of Shutdown()'s PING: streams the peer opened before it
+        // saw the notice have arrived.
+        if ((frame->hd.flags & NGHTTP2_FLAG_ACK) != 0 && c.notice_sent_ && !c.final_goaway_) {
+          c.final_goaway_ = true;
+          nghttp2_submit_goaway(session, NGHTTP2_FLAG_NONE,
+                                nghttp2_session_get_last_proc_stream_id(session),
+                                NGHTTP2_NO_ERROR, nullptr, 0);
+        }
+        return 0;
+      default:
+        return 0;
+    }
+  }
+
+  static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame,
+                         void* user_data) {
+    (void)user_data;
+    if (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) return 0;
+    if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
+    Http2Stream* s = StreamOf(session, frame->hd.stream_id);
+    if (s == nullptr) return 0;
+    s->response_end_sent_ = true;
+    // The response is complete but the request is not: RFC 9113 §8.1 lets
+    // the server end the request with NO_ERROR, once the handler is done
+    // with it.
+    if (s->handler_ == Http2Stream::Handler::kDone && !s->in_end_) {
+      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_NO_ERROR);
+    }
+    return 0;
+  }
+
+  static int OnStreamClose(nghttp2_session* session, std::int32_t id, std::uint32_t error_code,
+                           void* user_data) {
+    Http2Connection& c = Self(user_data);
+    Http2Stream* s = StreamOf(session, id);
+    if (s == nullptr) return 0;
+    nghttp2_session_set_stream_user_data(session, id, nullptr);
+    c.CloseStream(*s, error_code);
+    return 0;
+  }
+
+  static ssize_t ReadData(nghttp2_session* session, std::int32_t id, std::uint8_t* buf,
+                          std::size_t length, std::uint32_t* data_flags,
+                          nghttp2_data_source* source, void*) {
+    auto* s = static_cast<Http2Stream*>(source->ptr);
+    const std::size_t n = std::min(length, s->out_.size());
+    if (n > 0) {
+      std::memcpy(buf, s->out_.data(), n);
+      s->out_ += n;
+    }
+    if (s->out_.size() > 0) return static_cast<ssize_t>(n);
+    if (!s->out_last_) {
+      s->write_wake_.Notify();
+      return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+    }
+    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+    if (s->trailers_pending_) {
+      s->trailers_pending_ = false;
+      HeaderList list;
+      for (const auto& [name, value] : s->out_trailers_) list.Add(name, value);
+      const nghttp2_nv* nva = list.Get();
+      if (nghttp2_submit_trailer(session, id, nva, list.size()) == 0) {
+        *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+      }
+      s->out_trailers_.clear();
+    }
+    s->eof_taken_ = true;
+    s->write_wake_.Notify();
+    return static_cast<ssize_t>(n);
+  }
+};
+
+// ---------------------------------------------------------------------------
+// Http2Stream
+
+Http2Stream::Http2Stream(Http2Connection& connection, std::int32_t id)
+    : connection_(connection),
+      id_(id),
+      read_wake_(connection.executor_),
+      write_wake_(connection.executor_) {
+  request_.version(20);
+}
+
+Http2Stream::~Http2Stream() = default;
+
+ErrorCode Http2Stream::StateError() const {
+  if (connection_.dead_) return MakeErrorCode(Http2Errc::kConnectionClosed);
+  return MakeErrorCode(Http2Errc::kStreamReset);
+}
+
+bool Http2Stream::Gone() const { return closed_ || local_reset_; }
+
+void Http2Stream::WakeAll() {
+  read_wake_.Notify();
+  write_wake_.Notify();
+}
+
+Task<Http2Read> Http2Stream::ReadBody(asio::mutable_buffer buffer,
+                                      std::chrono::steady_clock::duration timeout) {
+  if (reading_) co_return Http2Read{MakeErrorCode(Http2Errc::kWrongState)};
+  reading_ = true;
+  const auto deadline = store::LoopNow() + timeout;
+  Http2Read result;
+  for (;;) {
+    if (in_.size() > 0) {
+      const std::size_t n = asio::buffer_copy(buffer, in_.data());
+      in_.consume(n);
+      if (!Gone()) {
+        nghttp2_session_consume_stream(connection_.session_, id_, n);
+        connection_.Kick();  // a WINDOW_UPDATE may be due
+      }
+      result.bytes = n;
+      result.end = in_end_ && in_.size() == 0;
+      break;
+    }
+    if (in_end_) {
+      result.end = true;
+      break;
+    }
+    if (Gone()) {
+      result.ec = StateError();
+      break;
+    }
+    if (store::LoopNow() >= deadline) {
+      result.ec = beast::error::timeout;
+      break;
+    }
+    co_await read_wake_.Wait(deadline);
+  }
+  reading_ = false;
+  co_return result;
+}
+
+ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
+                                      Http2Body body) {
+  if (Gone()) return StateError();
+  if (response_submitted_) return MakeErrorCode(Http2Errc::kWrongState);
+  const unsigned status = head.result_int();
+  if (status < 100 || status > 999 || status == 101) return MakeErrorCode(Http2Errc::kWrongState);
+  const bool interim = status < 200;
+  const bool no_body = body == Http2Body::kNone || request_.method() == http::verb::head ||
+                       status == 204 || status == 304;
+  char status_text[4];
+  std::to_chars(status_text, status_text + 3, status);
+  status_text[3] = '\0';
+  HeaderList list;
+  list.Add(":status", std::string_view(status_text, 3));
+  AddFields(head, list, interim || status == 204);
+  const nghttp2_nv* nva = list.Get();
+  nghttp2_session* session = connection_.session_;
+  int rv;
+  if (interim) {
+    rv = nghttp2_submit_headers(session, NGHTTP2_FLAG_NONE, id_, nullptr, nva, list.size(),
+                                nullptr);
+  } else if (no_body) {
+    rv = nghttp2_submit_response(session, id_, nva, list.size(), nullptr);
+  } else {
+    nghttp2_data_provider provider{};
+    provider.source.ptr = this;
+    provider.read_callback = &Http2Callbacks::ReadData;
+    rv = nghttp2_submit_response(session, id_, nva, list.size(), &provider);
+  }
+  if (rv != 0) return MakeErrorCode(Http2Errc::kWrongState);
+  if (!interim) {
+    response_submitted_ = true;
+    response_has_body_ = !no_body;
+    if (no_body) response_ended_ = true;
+  }
+  connection_.Kick();
+  return {};
+}
+
+Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
+                                       std::chrono::steady_clock::duration timeout) {
+  if (Gone()) co_return StateError();
+  if (!response_submitted_ || writing_ || (response_has_body_ && response_ended_)) {
+    co_return MakeErrorCode(Http2Errc::kWrongState);
+  }
+  if (!response_has_body_) co_return ErrorCode{};  // HEAD, 204, 304: nothing to send
+  writing_ = true;
+  out_ = data;
+  out_last_ = end == BodyEnd::kLast;
+  response_ended_ = out_last_;
+  nghttp2_session_resume_data(connection_.session_, id_);
+  connection_.Kick();
+  const auto deadline = store::LoopNow() + timeout;
+  ErrorCode ec;
+  for (;;) {
+    // Taken: all of it (and, for the last piece, the end of the body).
+    if (out_.size() == 0 && (!out_last_ || eof_taken_)) break;
+    if (Gone()) {
+      ec = StateError();
+      break;
+    }
+    if (store::LoopNow() >= deadline) {
+      ec = beast::error::timeout;
+      break;
+    }
+    co_await write_wake_.Wait(deadline);
+  }
+  if (ec) {
+    // nghttp2 must not read the caller's buffer once this returns.
+    out_ = {};
+    out_last_ = false;
+    response_ended_ = false;
+  }
+  writing_ = false;
+  co_return ec;
+}
+
+ErrorCode Http2Stream::SubmitTrailers(const Fields& trailers) {
+  if (Gone()) return StateError();
+  if (!response_submitted_ || writing_) return MakeErrorCode(Http2Errc::kWrongState);
+  if (!response_has_body_) return {};
+  if (response_ended_) return MakeErrorCode(Http2Errc::kWrongState);
+  out_trailers_.clear();
+  for (const auto& field : trailers) {
+    if (ConnectionSpecific(field.name_string())) continue;
+    out_trailers_.emplace_back(field.name_string(), field.value());
+  }
+  trailers_pending_ = true;
+  out_ = {};
+  out_last_ = true;
+  response_ended_ = true;
+  nghttp2_session_resume_data(connection_.session_, id_);
+  connection_.Kick();
+  return {};
+}
+
+void Http2Stream::Reset(Http2ErrorCode code) {
+  if (Gone()) return;
+  out_ = {};
+  nghttp2_submit_rst_stream(connection_.session_, NGHTTP2_FLAG_NONE, id_,
+                            static_cast<std::uint32_t>(code));
+  // Operations from now on fail; nghttp2 closes the stream (and the
+  // connection forgets it) once the RST_STREAM is sent.
+  local_reset_ = true;
+  reset_code_ = static_cast<std::uint32_t>(code);
+  WakeAll();
+  connection_.Kick();
+}
+
+void Http2Stream::OnCancel(std::function<void()> fn) {
+  cancel_fn_ = std::move(fn);
+  if (cancelled_) connection_.PostCancel(*this);
+}
+
+// ---------------------------------------------------------------------------
+// Http2Connection
+
+Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
+                                 Http2Handler handler)
+    : stream_(stream),
+      executor_(Lowest(stream).get_executor()),
+      options_(options),
+      handler_(std::move(handler)),
+      read_buffer_(new std::uint8_t[kReadChunk]),
+      resets_(options.reset_burst, options.resets_per_second),
+      control_frames_(options.control_frame_burst, options.control_frames_per_second),
+      write_wake_(executor_),
+      read_wake_(executor_),
+      done_wake_(executor_),
+      watchdog_(executor_) {}
+
+Http2Connection::~Http2Connection() {
+  streams_.clear();
+  if (session_ != nullptr) nghttp2_session_del(session_);
+}
+
+Http2Stream* Http2Connection::Find(std::int32_t id) {
+  const auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+bool Http2Connection::Start() {
+  nghttp2_session_callbacks* callbacks = nullptr;
+  if (nghttp2_session_callbacks_new(&callbacks) != 0) return false;
+  nghttp2_session_callbacks_set_on_begin_frame_callback(callbacks, &Http2Callbacks::OnBeginFrame);
+  nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks,
+                                                          &Http2Callbacks::OnBeginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(callbacks, &Http2Callbacks::OnHeader);
+  nghttp2_session_callbacks_set_on_invalid_header_callback(callbacks,
+                                                           &Http2Callbacks::OnInvalidHeader);
+  nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(callbacks,
+                                                               &Http2Callbacks::OnInvalidFrame);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks,
+                                                            &Http2Callbacks::OnDataChunk);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &Http2Callbacks::OnFrameRecv);
+  nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, &Http2Callbacks::OnFrameSend);
+  nghttp2_session_callbacks_set_on_stream_close_callback(callbacks,
+                                                         &Http2Callbacks::OnStreamClose);
+  nghttp2_option* option = nullptr;
+  if (nghttp2_option_new(&option) != 0) {
+    nghttp2_session_callbacks_del(callbacks);
+    return false;
+  }
+  // Windows go back as handlers read (ReadBody), not as bytes arrive.
+  nghttp2_option_set_no_auto_window_update(option, 1);
+  nghttp2_option_set_no_closed_streams(option, 1);
+  nghttp2_option_set_max_outbound_ack(option, options_.max_outbound_ack);
+  nghttp2_option_set_max_continuations(option, options_.max_continuations);
+  // nghttp2's own reset limit (INTERNAL_ERROR) stays behind ours
+  // (ENHANCE_YOUR_CALM), which counts the same frames and more.
+  nghttp2_option_set_stream_reset_rate_limit(option, 2ULL * options_.reset_burst,
+                                             2ULL * options_.resets_per_second);
+  const int rv = nghttp2_session_server_new2(&session_, callbacks, this, option);
+  nghttp2_option_del(option);
+  nghttp2_session_callbacks_del(callbacks);
+  if (rv != 0) {
+    session_ = nullptr;
+    return false;
+  }
+  const std::array<nghttp2_settings_entry, 4> settings{{
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, options_.stream_window_bytes},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
+      {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+  }};
+  if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.data(), settings.size()) !=
+      0) {
+    return false;
+  }
+  const auto window = static_cast<std::int32_t>(
+      std::min<std::uint32_t>(options_.connection_window_bytes, NGHTTP2_MAX_WINDOW_SIZE));
+  if (window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, window);
+  }
+  return true;
+}
+
+void Http2Connection::TaskDone() {
+  --tasks_;
+  done_wake_.Notify();
+}
+
+Task<void> Http2Connection::Run(asio::const_buffer already_read) {
+  idle_since_ = store::LoopNow();
+  if (!Start()) {
+    Teardown(Http2CloseReason::kProtocolError);
+    co_return;
+  }
+  tasks_ += 2;
+  asio::co_spawn(executor_, WriteLoop(), asio::detached);
+  asio::co_spawn(executor_, Watchdog(), asio::detached);
+  if (already_read.size() > 0) {
+    Feed(static_cast<const std::uint8_t*>(already_read.data()), already_read.size());
+  }
+  while (!dead_ && !finishing_ && !fatal_) {
+    if (pending_.size() >= options_.max_outbound_bytes) {
+      // The peer does not take what we send: read nothing more from it
+      // (the write's deadline ends this).
+      co_await read_wake_.Wait(Clock::time_point::max());
+      continue;
+    }
+    // No deadline here: the watchdog closes an idle connection, and each
+    // stream's operations have their own.
+    Lowest(stream_).expires_never();
+    auto [ec, n] = co_await std::visit(
+        [&](auto& s) {
+          return s.async_read_some(asio::buffer(read_buffer_.get(), kReadChunk), kUseTuple);
+        },
+        stream_);
+    if (ec) {
+      if (!finishing_) {
+        Teardown(ec == asio::error::eof || ec == ssl::error::stream_truncated
+                     ? Http2CloseReason::kPeerClosed
+                     : Http2CloseReason::kIoError);
+      }
+      break;
+    }
+    Feed(read_buffer_.get(), n);
+  }
+  // After a fatal error the writer sends what is pending, then finishes.
+  while (!dead_ && !finishing_) co_await read_wake_.Wait(Clock::time_point::max());
+  if (finishing_ && !dead_) co_await Linger();
+  Teardown(Http2CloseReason::kDone);
+  while (!Quiet()) co_await done_wake_.Wait(Clock::time_point::max());
+}
+
+void Http2Connection::Feed(const std::uint8_t* data, std::size_t size) {
+  now_ = store::LoopNow();
+  const ssize_t rv = nghttp2_session_mem_recv(session_, data, size);
+  if (rv < 0) {
+    Fail(static_cast<int>(rv));
+  } else {
+    DispatchReady();
+  }
+  Pull();
+  Kick();
+}
+
+void Http2Connection::Pull() {
+  if (fatal_ || dead_ || session_ == nullptr) return;
+  while (pending_.size() < options_.max_outbound_bytes) {
+    const std::uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session_, &data);
+    if (n < 0) {
+      Fail(static_cast<int>(n));
+      return;
+    }
+    if (n == 0) break;
+    pending_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  }
+}
+
+void Http2Connection::Fail(int nghttp2_error) {
+  if (fatal_) return;
+  fatal_ = true;
+  terminating_ = true;
+  // Floods nghttp2 detects itself; anything else is the peer breaking the
+  // protocol in a way nghttp2 cannot go on from.
+  const bool flood =
+      nghttp2_error == NGHTTP2_ERR_FLOODED || nghttp2_error == NGHTTP2_ERR_TOO_MANY_CONTINUATIONS;
+  SetReason(flood ? Http2CloseReason::kControlFlood : Http2CloseReason::kProtocolError);
+  // The session may be in any state now: the GOAWAY is written by hand.
+  const std::uint32_t code = flood ? NGHTTP2_ENHANCE_YOUR_CALM : NGHTTP2_PROTOCOL_ERROR;
+  const std::uint32_t last =
+      session_ != nullptr
+          ? static_cast<std::uint32_t>(nghttp2_session_get_last_proc_stream_id(session_))
+          : 0;
+  const std::uint8_t goaway[17] = {
+      0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
+      static_cast<std::uint8_t>((last >> 24) & 0x7f), static_cast<std::uint8_t>(last >> 16),
+      static_cast<std::uint8_t>(last >> 8), static_cast<std::uint8_t>(last),
+      static_cast<std::uint8_t>(code >> 24), static_cast<std::uint8_t>(code >> 16),
+      static_cast<std::uint8_t>(code >> 8), static_cast<std::uint8_t>(code)};
+  pending_.append(reinterpret_cast<const char*>(goaway), sizeof goaway);
+  Kick();
+}
+
+void Http2Connection::Calm(Http2CloseReason reason) {
+  if (terminating_) return;
+  terminating_ = true;
+  SetReason(reason);
+  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+  Kick();
+}
+
+void Http2Connection::CountPeerFault() {
+  if (!resets_.Take(now_)) Calm(Http2CloseReason::kRapidReset);
+}
+
+void Http2Connection::Dispatch(Http2Stream& s) {
+  if (s.header_too_large_) {
+    RespondHeaderTooLarge(s);
+    return;
+  }
+  // RFC 9113 §8.3.1: a Host that names another authority is malformed.
+  if (!s.host_.empty() && !s.authority_.empty() && !IEquals(s.host_, s.authority_)) {
+    ++stats_.malformed;
+    CountPeerFault();
+    nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_PROTOCOL_ERROR);
+    return;
+  }
+  http::request_header<Fields>& req = s.request_;
+  req.method_string(s.method_);
+  const bool connect = req.method() == http::verb::connect;
+  req.target(connect ? s.authority_ : s.path_);
+  req.set(http::field::host, s.host_.empty() ? s.authority_ : s.host_);
+  if (!s.cookie_.empty()) req.set(http::field::cookie, s.cookie_);
+  s.method_.clear();
+  s.path_.clear();
+  s.cookie_.clear();
+  s.header_bytes_ = 0;  // trailers have a budget of their own
+  s.handler_ = Http2Stream::Handler::kReady;
+  ready_.push_back(s.id_);
+}
+
+void Http2Connection::RespondHeaderTooLarge(Http2Stream& s) {
+  ++stats_.header_too_large;
+  CountPeerFault();
+  s.handler_ = Http2Stream::Handler::kDone;
+  s.dispatched_ = true;
+  ++busy_;
+  s.in_.clear();
+  const std::array<nghttp2_nv, 1> nva{{{reinterpret_cast<std::uint8_t*>(const_cast<char*>(":status")),
+                                        reinterpret_cast<std::uint8_t*>(const_cast<char*>("431")),
+                                        7, 3, NGHTTP2_NV_FLAG_NONE}}};
+  s.response_submitted_ = true;
+  s.response_ended_ = true;
+  nghttp2_submit_response(session_, s.id_, nva.data(), nva.size(), nullptr);
+}
+
+void Http2Connection::DispatchReady() {
+  for (const std::int32_t id : ready_) {
+    Http2Stream* s = Find(id);
+    // Reset in the same read: no handler ever starts for it.
+    if (s == nullptr || s->handler_ != Http2Stream::Handler::kReady) continue;
+    if (terminating_ || s->closed_) {
+      s->handler_ = Http2Stream::Handler::kDone;
+      MaybeErase(*s);
+      continue;
+    }
+    s->handler_ = Http2Stream::Handler::kRunning;
+    s->dispatched_ = true;
+    ++busy_;
+    ++stats_.streams;
+    ++tasks_;
+    asio::co_spawn(executor_, RunHandler(s), asio::detached);
+  }
+  ready_.clear();
+}
+
+namespace {
+
+// Ends a handler's run even when it throws.
+class HandlerScope {
+ public:
+  HandlerScope(Http2Connection& c, Http2Stream& s, void (Http2Connection::*done)(Http2Stream&))
+      : c_(c), s_(s), done_(done) {}
+  ~HandlerScope() { (c_.*done_)(s_); }
+  HandlerScope(const HandlerScope&) = delete;
+  HandlerScope& operator=(const HandlerScope&) = delete;
+
+ private:
+  Http2Connection& c_;
+  Http2Stream& s_;
+  void (Http2Connection::*done_)(Http2Stream&);
+};
+
+}  // namespace
+
+Task<void> Http2Connection::RunHandler(Http2Stream* stream) {
+  const HandlerScope scope(*this, *stream, &Http2Connection::OnHandlerDone);
+  co_await handler_(*stream);
+}
+
+void Http2Connection::OnHandlerDone(Http2Stream& s) {
+  s.handler_ = Http2Stream::Handler::kDone;
+  s.cancel_fn_ = nullptr;
+  s.out_ = {};
+  if (!s.closed_ && !s.local_reset_ && !dead_) {
+    if (!s.response_ended_) {
+      // Returned with its response unfinished.
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_INTERNAL_ERROR);
+    } else if (s.response_end_sent_ && !s.in_end_) {
+      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
+    }
+    // Unread body: the stream's window goes back with it.
+    if (s.in_.size() > 0) {
+      nghttp2_session_consume_stream(session_, s.id_, s.in_.size());
+      s.in_.clear();
+    }
+    Kick();
+  }
+  MaybeErase(s);
+  TaskDone();
+}
+
+void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
+  s.closed_ = true;
+  if (error_code != NGHTTP2_NO_ERROR && s.reset_code_ == 0) s.reset_code_ = error_code;
+  if (!s.response_end_sent_ && s.handler_ == Http2Stream::Handler::kRunning) {
+    s.cancelled_ = true;
+    PostCancel(s);
+  }
+  s.WakeAll();
+  MaybeErase(s);
+}
+
+void Http2Connection::MaybeErase(Http2Stream& s) {
+  if (!s.closed_ || s.handler_ == Http2Stream::Handler::kRunning ||
+      s.handler_ == Http2Stream::Handler::kReady) {
+    return;
+  }
+  if (s.dispatched_ && --busy_ == 0) idle_since_ = store::LoopNow();
+  if (!dead_ && session_ != nullptr) nghttp2_session_set_stream_user_data(session_, s.id_, nullptr);
+  streams_.erase(s.id_);
+}
+
+void Http2Connection::PostCancel(Http2Stream& s) {
+  if (!s.cancel_fn_ || s.cancel_posted_) return;
+  s.cancel_posted_ = true;
+  ++tasks_;
+  asio::post(executor_, [this, id = s.id_] {
+    if (Http2Stream* stream = Find(id);
+        stream != nullptr && stream->handler_ == Http2Stream::Handler::kRunning &&
+        stream->cancel_fn_) {
+      auto fn = std::move(stream->cancel_fn_);
+      stream->cancel_fn_ = nullptr;
+      fn();
+    }
+    TaskDone();
+  });
+}
+
+Task<void> Http2Connection::WriteLoop() {
+  while (!dead_) {
+    Pull();
+    if (pending_.empty()) {
+      const bool done = fatal_ || session_ == nullptr ||
+                        (nghttp2_session_want_read(session_) == 0 &&
+                         nghttp2_session_want_write(session_) == 0);
+      if (done) {
+        if (close_reason_ == Http2CloseReason::kOpen) SetReason(Http2CloseReason::kDone);
+        // Everything is written: FIN, and the reader stops to linger.
+        finishing_ = true;
+        ErrorCode ignored;
+        Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ignored);
+        Lowest(stream_).socket().cancel(ignored);
+        read_wake_.Notify();
+        break;
+      }
+      co_await write_wake_.Wait(Clock::time_point::max());
+      continue;
+    }
+    writing_.swap(pending_);
+    ErrorCode ec;
+    std::size_t done = 0;
+    if (auto* plain = std::get_if<TcpStream>(&stream_)) {
+      done = plain->TryWrite(asio::buffer(writing_), ec);
+    }
+    if (!ec && done < writing_.size()) {
+      Lowest(stream_).expires_after(options_.write_timeout);
+      auto [write_ec, n] = co_await std::visit(
+          [&](auto& s) {
+            return asio::async_write(s, asio::buffer(writing_.data() + done, writing_.size() - done),
+                                     kUseTuple);
+          },
+          stream_);
+      ec = write_ec;
+    }
+    writing_.clear();
+    if (ec) {
+      Teardown(Http2CloseReason::kIoError);
+      break;
+    }
+    read_wake_.Notify();
+  }
+  TaskDone();
+}
+
+Task<void> Http2Connection::Watchdog() {
+  while (!dead_) {
+    const auto now = store::LoopNow();
+    auto next = now + options_.idle_timeout;
+    if (busy_ == 0 && !terminating_) {
+      const auto idle_end = idle_since_ + options_.idle_timeout;
+      if (now >= idle_end) {
+        terminating_ = true;
+        SetReason(Http2CloseReason::kIdle);
+        nghttp2_session_terminate_session(session_, NGHTTP2_NO_ERROR);
+        Kick();
+      } else {
+        next = idle_end;
+      }
+    }
+    if (notice_sent_ && !final_goaway_) {
+      if (now >= notice_at_ + kGoawayGrace) {
+        final_goaway_ = true;
+        nghttp2_submit_goaway(session_, NGHTTP2_FLAG_NONE,
+                              nghttp2_session_get_last_proc_stream_id(session_), NGHTTP2_NO_ERROR,
+                              nullptr, 0);
+        Kick();
+      } else {
+        next = std::min(next, notice_at_ + kGoawayGrace);
+      }
+    }
+    watchdog_.expires_at(next);
+    co_await watchdog_.async_wait(kUseTuple);
+  }
+  TaskDone();
+}
+
+Task<void> Http2Connection::Linger() {
+  TcpStream& tcp = Lowest(stream_);
+  tcp.expires_after(kLingerTime);
+  std::size_t total = 0;
+  while (total < kLingerBytes) {
+    auto [ec, n] =
+        co_await tcp.async_read_some(asio::buffer(read_buffer_.get(), kReadChunk), kUseTuple);
+    if (ec) break;
+    total += n;
+  }
+}
+
+void Http2Connection::Shutdown() {
+  if (dead_ || notice_sent_ || terminating_ || session_ == nullptr) return;
+  notice_sent_ = true;
+  notice_at_ = store::LoopNow();
+  nghttp2_submit_shutdown_notice(session_);
+  nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+  watchdog_.cancel();  // to schedule the final GOAWAY
+  Kick();
+}
+
+void Http2Connection::Close() { Teardown(Http2CloseReason::kClosed); }
+
+void Http2Connection::Teardown(Http2CloseReason reason) {
+  if (dead_) return;
+  dead_ = true;
+  SetReason(reason);
+  Lowest(stream_).close();
+  std::vector<std::int32_t> ids;
+  ids.reserve(streams_.size());
+  for (const auto& [id, s] : streams_) ids.push_back(id);
+  for (const std::int32_t id : ids) {
+    if (Http2Stream* s = Find(id); s != nullptr && !s->closed_) {
+      CloseStream(*s, NGHTTP2_NO_ERROR);
+    }
+  }
+  write_wake_.Notify();
+  read_wake_.Notify();
+  watchdog_.cancel();
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,428 @@
+// The server side of an HTTP/2 connection (RFC 9113) on libnghttp2, driven
+// from the worker's io_context: bytes read from the stream go into the
+// nghttp2 session (nghttp2_session_mem_recv), the frames it produces are
+// written out (nghttp2_session_mem_send); no nghttp2 I/O callbacks, no
+// second event loop, no thread.
+//
+// Not wired into the listeners yet: the protocol-independent request
+// pipeline (gateway/core/) will hand each Http2Stream to it. How the
+// listeners will get here:
+//   - TLS: after the handshake, ALPN selected "h2": construct an
+//     Http2Connection over the stream and co_await Run().
+//   - Cleartext with prior knowledge: the HTTP/1.1 session, having read the
+//     first bytes, sees MatchHttp2Preface() == kYes (kPrefix: read more), and
+//     passes the bytes it has read to Run(); the connection parses the
+//     preface itself.
+//   - Drain: Shutdown() (GOAWAY, in-flight streams finish, then close);
+//     a second signal or the drain deadline: Close().
+//
+// Each request runs as its own coroutine (the Http2Handler, co_spawned on
+// the stream's executor once its header is complete); the connection
+// outlives every handler: Run() returns only after all of them have.
+//
+// Bounds (every one of them ends in bounded work):
+//   - max_concurrent_streams: advertised in SETTINGS; a stream beyond it is
+//     refused (REFUSED_STREAM), and streams whose handler still runs count
+//     even after the peer has reset them, so that resetting does not make
+//     room for more handlers (CVE-2023-44487's amplification).
+//   - The request header list (HPACK-decoded, RFC 7541's name + value + 32
+//     per field) is bounded by max_header_list_bytes, advertised as
+//     SETTINGS_MAX_HEADER_LIST_SIZE: a larger request header is answered 431
+//     by the connection itself (the handler never sees it); larger trailers
+//     reset the stream (ENHANCE_YOUR_CALM).
+//   - A header block may span at most max_continuations CONTINUATION frames
+//     (CVE-2024-28182; Debian's nghttp2 1.52.0-1+deb12u2 has the option).
+//   - Request bodies: each stream's window (stream_window_bytes) is given
+//     back to the peer only as its handler reads (ReadBody), so a slow
+//     handler slows only its own stream; the connection window is given
+//     back on arrival. So each stream buffers at most its window.
+//   - Response bodies: WriteBody hands data to nghttp2 only as the peer's
+//     flow-control windows allow (a slow reader slows only its own stream),
+//     and the connection takes at most max_outbound_bytes of frames from
+//     nghttp2 per write, one write in flight; while that output is backed
+//     up, nothing more is read from the peer.
+//   - Floods: peer resets and stream errors the peer causes (malformed
+//     requests, 431s) drain a token bucket (reset_burst, refilled at
+//     resets_per_second); SETTINGS, PING, PRIORITY and empty DATA frames
+//     drain another (control_frame_burst, control_frames_per_second). An
+//     empty bucket ends the connection with GOAWAY ENHANCE_YOUR_CALM.
+//     Unacknowledged SETTINGS/PING ACKs are bounded by max_outbound_ack.
+//   - Time: idle_timeout closes (GOAWAY NO_ERROR) a connection that has
+//     served no stream for that long (frames that open no stream, PING
+//     included, do not keep it open); each write has write_timeout; a
+//     handler's ReadBody/WriteBody have the timeout it gives them.
+//
+// Requests are checked as RFC 9113 §8 says (nghttp2 checks the pseudo-header
+// set and order, connection-specific fields, TE other than "trailers",
+// upper-case names, content-length against the DATA received; this layer
+// makes invalid field characters and a Host that differs from :authority
+// malformed too); a malformed request is a stream error (RST_STREAM
+// PROTOCOL_ERROR) the handler never sees. No server push, no RFC 7540
+// priorities (SETTINGS_NO_RFC7540_PRIORITIES), no extended CONNECT, no h2c
+// upgrade from HTTP/1.1 (prior knowledge only).
+//
+// Single-threaded: everything here runs on the stream's executor.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "gateway/io/net.h"
+
+struct nghttp2_session;
+
+namespace tollgate::gateway {
+
+// The client connection preface (RFC 9113 §3.4).
+inline constexpr std::string_view kHttp2Preface = "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+enum class PrefaceMatch {
+  kNo,      // not HTTP/2 prior knowledge
+  kPrefix,  // the bytes so far begin the preface: read more to decide
+  kYes,     // starts with the whole preface
+};
+// Whether `bytes`, the first bytes read from a cleartext connection, are
+// HTTP/2 with prior knowledge (RFC 9113 §3.3).
+PrefaceMatch MatchHttp2Preface(std::string_view bytes);
+
+// RST_STREAM and GOAWAY error codes (RFC 9113 §7).
+enum class Http2ErrorCode : std::uint32_t {
+  kNoError = 0x0,
+  kProtocolError = 0x1,
+  kInternalError = 0x2,
+  kFlowControlError = 0x3,
+  kSettingsTimeout = 0x4,
+  kStreamClosed = 0x5,
+  kFrameSizeError = 0x6,
+  kRefusedStream = 0x7,
+  kCancel = 0x8,
+  kCompressionError = 0x9,
+  kConnectError = 0xa,
+  kEnhanceYourCalm = 0xb,
+  kInadequateSecurity = 0xc,
+  kHttp11Required = 0xd,
+};
+
+// Errors of Http2Stream's operations (besides beast::error::timeout).
+enum class Http2Errc {
+  kStreamReset = 1,   // the stream was reset (by the peer, or by Reset())
+  kConnectionClosed,  // the connection ended first
+  kWrongState,        // not allowed now (e.g. WriteBody before SubmitResponse)
+};
+const boost::system::error_category& Http2Category();
+ErrorCode MakeErrorCode(Http2Errc e);
+
+struct Http2Options {
+  std::uint32_t max_concurrent_streams = 128;
+  std::uint32_t max_header_list_bytes = 16'384;
+  std::uint32_t max_continuations = 8;
+  // SETTINGS_INITIAL_WINDOW_SIZE: what each stream may have buffered.
+  std::uint32_t stream_window_bytes = 65'535;
+  std::uint32_t connection_window_bytes = 1 << 20;
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds write_timeout{30'000};
+  // Frames taken from nghttp2 per write (one frame may go past it).
+  std::size_t max_outbound_bytes = 64 * 1024;
+  std::uint32_t max_outbound_ack = 1000;
+  std::uint32_t reset_burst = 200;
+  std::uint32_t resets_per_second = 20;
+  std::uint32_t control_frame_burst = 1000;
+  std::uint32_t control_frames_per_second = 100;
+};
+
+// Why a connection ended (logs, metrics, tests).
+enum class Http2CloseReason {
+  kOpen,           // not yet
+  kDone,           // GOAWAY sent or received and every stream finished
+  kPeerClosed,     // the peer closed the connection
+  kIdle,           // idle_timeout
+  kClosed,         // Close()
+  kRapidReset,     // reset budget exhausted: GOAWAY ENHANCE_YOUR_CALM
+  kControlFlood,   // control-frame budget exhausted: GOAWAY ENHANCE_YOUR_CALM
+  kProtocolError,  // a connection error found by nghttp2 (GOAWAY sent)
+  kIoError,        // a read or write failed or timed out
+};
+std::string_view ToString(Http2CloseReason reason);
+
+struct Http2Stats {
+  std::uint64_t streams = 0;           // requests handed to the handler
+  std::uint64_t refused = 0;           // REFUSED_STREAM (max_concurrent_streams)
+  std::uint64_t peer_resets = 0;       // RST_STREAM received
+  std::uint64_t malformed = 0;         // stream errors for malformed requests
+  std::uint64_t header_too_large = 0;  // answered 431
+};
+
+// SubmitResponse's: whether a body follows (WriteBody, SubmitTrailers).
+enum class Http2Body { kNone, kFollows };
+// WriteBody's: whether this is the body's last piece.
+enum class BodyEnd { kMore, kLast };
+
+struct Http2Read {
+  ErrorCode ec;
+  std::size_t bytes = 0;
+  bool end = false;  // the body ends with these bytes; trailers() are complete
+};
+
+namespace http2_detail {
+
+// Wakes one waiting coroutine; a wake-up that comes while none waits is kept
+// for the next wait.
+class Wakeup {
+ public:
+  explicit Wakeup(const Executor& executor)
+      : timer_(executor, std::chrono::steady_clock::time_point::max()) {}
+  void Notify() {
+    notified_ = true;
+    timer_.cancel();
+  }
+  // Returns when notified (perhaps before the call) or at `deadline`; the
+  // caller checks what it waits for.
+  Task<void> Wait(std::chrono::steady_clock::time_point deadline);
+
+ private:
+  Timer timer_;
+  bool notified_ = false;
+};
+
+// A token bucket: `burst` tokens, refilled at `per_second`.
+class TokenBucket {
+ public:
+  TokenBucket(std::uint32_t burst, std::uint32_t per_second)
+      : burst_(burst), per_second_(per_second), tokens_(burst) {}
+  // False when empty.
+  bool Take(std::chrono::steady_clock::time_point now);
+
+ private:
+  double burst_;
+  double per_second_;
+  double tokens_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
+}  // namespace http2_detail
+
+class Http2Connection;
+struct Http2Callbacks;  // nghttp2's callbacks (connection.cc)
+
+// One request/response exchange. Valid from the handler's start to its end
+// (the connection keeps it until then, also after a reset).
+class Http2Stream {
+ public:
+  Http2Stream(const Http2Stream&) = delete;
+  Http2Stream& operator=(const Http2Stream&) = delete;
+  ~Http2Stream();
+
+  std::int32_t id() const { return id_; }
+  // The request header: method and target (:path; :authority for CONNECT)
+  // from the pseudo-header fields, version 20, Host from :authority when the
+  // request has no Host, cookie fields joined into one (RFC 9113 §8.2.3).
+  // Mutable: the pipeline canonicalizes path and Host in place.
+  http::request_header<Fields>& request() { return request_; }
+  std::string_view scheme() const { return scheme_; }
+  // The request header came without END_STREAM: a body (maybe empty) or
+  // trailers follow.
+  bool has_body() const { return has_body_; }
+
+  // The next piece of the request body, at most `buffer`'s size, waiting at
+  // most `timeout` for it. `end`: the body is complete after it (then also
+  // with 0 bytes). Reading gives the window back to the peer.
+  Task<Http2Read> ReadBody(asio::mutable_buffer buffer,
+                           std::chrono::steady_clock::duration timeout);
+  // The request's trailer fields, complete once ReadBody reported the end.
+  const Fields& trailers() const { return trailers_; }
+
+  // Sends the response header: a 1xx (not 101) is interim and may be
+  // followed by another; a final one with kFollows is followed by WriteBody
+  // and ends with WriteBody(kLast) or SubmitTrailers. Connection-specific
+  // fields (Connection, Keep-Alive, Proxy-Connection, Transfer-Encoding,
+  // Upgrade, TE) are dropped, names are sent in lower case. A response to
+  // HEAD, a 204 and a 304 have no body whatever `body` says (their
+  // WriteBody and SubmitTrailers calls then succeed and send nothing). A
+  // gRPC trailers-only response is a final header with kNone.
+  ErrorCode SubmitResponse(const http::response_header<Fields>& head, Http2Body body);
+  // Sends `data` as response body, waiting at most `timeout` for the peer's
+  // flow-control windows to take all of it (the data is not copied: it
+  // must stay valid until this completes). One call at a time.
+  Task<ErrorCode> WriteBody(asio::const_buffer data, BodyEnd end,
+                            std::chrono::steady_clock::duration timeout);
+  // Ends the response body with trailer fields (gRPC's status).
+  ErrorCode SubmitTrailers(const Fields& trailers);
+  // Resets the stream (RST_STREAM `code`); pending and later operations fail
+  // with kStreamReset.
+  void Reset(Http2ErrorCode code);
+
+  // The stream ended before its response did: the peer reset it, or the
+  // connection ended. Pending ReadBody/WriteBody calls wake with an error.
+  bool cancelled() const { return cancelled_; }
+  // RST_STREAM's code when the stream was reset (by either side).
+  std::uint32_t reset_code() const { return reset_code_; }
+  // `fn` runs once (posted to the executor) when the stream is cancelled,
+  // at once if it is already; e.g. to stop an upstream call. Not after the
+  // handler has returned.
+  void OnCancel(std::function<void()> fn);
+
+ private:
+  friend class Http2Connection;
+  friend struct Http2Callbacks;
+  enum class Handler { kNone, kReady, kRunning, kDone };
+
+  Http2Stream(Http2Connection& connection, std::int32_t id);
+  ErrorCode StateError() const;
+  // Closed, or reset by Reset() (nghttp2 closes it once that is sent).
+  bool Gone() const;
+  void WakeAll();
+
+  Http2Connection& connection_;
+  const std::int32_t id_;
+  http::request_header<Fields> request_;
+  std::string scheme_;
+  bool has_body_ = false;
+
+  // Request header as it arrives (RFC 7541 sizes), then the body.
+  std::size_t header_bytes_ = 0;
+  bool header_too_large_ = false;
+  std::string method_;
+  std::string path_;
+  std::string authority_;
+  std::string host_;
+  std::string cookie_;
+  beast::flat_buffer in_;
+  bool in_end_ = false;
+  Fields trailers_;
+
+  // Response.
+  bool interim_ok_ = true;          // no final response header yet
+  bool response_submitted_ = false;  // a final header
+  bool response_has_body_ = false;
+  bool response_ended_ = false;     // the handler has ended the response
+  bool response_end_sent_ = false;  // END_STREAM written
+  asio::const_buffer out_;          // WriteBody's data not yet taken
+  bool out_last_ = false;           // the body ends after out_
+  bool eof_taken_ = false;          // nghttp2 has taken the end of the body
+  bool writing_ = false;
+  bool reading_ = false;
+  std::vector<std::pair<std::string, std::string>> out_trailers_;
+  bool trailers_pending_ = false;
+
+  Handler handler_ = Handler::kNone;
+  bool dispatched_ = false;  // counted in the connection's busy streams
+  bool closed_ = false;      // nghttp2 closed the stream, or the connection ended
+  bool local_reset_ = false;
+  bool cancelled_ = false;
+  bool cancel_posted_ = false;
+  std::uint32_t reset_code_ = 0;
+  std::function<void()> cancel_fn_;
+  http2_detail::Wakeup read_wake_;
+  http2_detail::Wakeup write_wake_;
+};
+
+// Called for each request whose header is complete; runs as a coroutine of
+// its own. A handler that returns before its response has ended leaves the
+// stream reset (INTERNAL_ERROR).
+using Http2Handler = std::function<Task<void>(Http2Stream&)>;
+
+class Http2Connection {
+ public:
+  // `stream` (plain, or TLS with "h2" negotiated and the handshake done)
+  // must outlive Run().
+  Http2Connection(AnyStream& stream, const Http2Options& options, Http2Handler handler);
+  ~Http2Connection();
+  Http2Connection(const Http2Connection&) = delete;
+  Http2Connection& operator=(const Http2Connection&) = delete;
+
+  // Serves the connection until it ends and every handler has returned,
+  // then closes the socket. `already_read`: bytes the caller read from the
+  // stream before (the preface at least, for cleartext prior knowledge).
+  Task<void> Run(asio::const_buffer already_read = {});
+  // Graceful end (drain): GOAWAY (a notice first, the final last-stream-id
+  // after a PING round trip), streams in flight finish, then the connection
+  // closes.
+  void Shutdown();
+  // Ends the connection now: pending operations of every stream fail.
+  void Close();
+
+  // Streams whose handler runs or whose response is still being sent.
+  std::size_t busy_streams() const { return busy_; }
+  const Http2Stats& stats() const { return stats_; }
+  Http2CloseReason close_reason() const { return close_reason_; }
+
+ private:
+  friend class Http2Stream;
+  friend struct Http2Callbacks;
+
+  bool Start();
+  Task<void> WriteLoop();
+  Task<void> Watchdog();
+  Task<void> Linger();
+  Task<void> RunHandler(Http2Stream* stream);
+  void OnHandlerDone(Http2Stream& stream);
+  // Bytes from the peer into nghttp2; then handlers for complete requests.
+  void Feed(const std::uint8_t* data, std::size_t size);
+  // Frames from nghttp2 into pending_, up to max_outbound_bytes.
+  void Pull();
+  void Kick() { write_wake_.Notify(); }
+  // nghttp2 failed fatally: a GOAWAY of our own after what is pending, no
+  // more reading or pulling.
+  void Fail(int nghttp2_error);
+  // GOAWAY ENHANCE_YOUR_CALM, then close.
+  void Calm(Http2CloseReason reason);
+  // A stream error the peer caused; false when the reset budget is gone.
+  void CountPeerFault();
+  void RespondHeaderTooLarge(Http2Stream& stream);
+  void Dispatch(Http2Stream& stream);
+  void DispatchReady();
+  // Forgets `stream` once both its handler and nghttp2 are done with it.
+  void MaybeErase(Http2Stream& stream);
+  void CloseStream(Http2Stream& stream, std::uint32_t error_code);
+  void PostCancel(Http2Stream& stream);
+  // The connection ends: socket closed, every stream woken.
+  void Teardown(Http2CloseReason reason);
+  void SetReason(Http2CloseReason reason) {
+    if (close_reason_ == Http2CloseReason::kOpen) close_reason_ = reason;
+  }
+  bool Quiet() const { return tasks_ == 0; }
+  void TaskDone();
+  Http2Stream* Find(std::int32_t id);
+
+  AnyStream& stream_;
+  Executor executor_;
+  Http2Options options_;
+  Http2Handler handler_;
+  nghttp2_session* session_ = nullptr;
+  std::unordered_map<std::int32_t, std::unique_ptr<Http2Stream>> streams_;
+  std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
+  std::size_t busy_ = 0;
+  std::chrono::steady_clock::time_point idle_since_;
+  std::chrono::steady_clock::time_point now_;  // of the current Feed
+
+  std::string pending_;  // frames taken from nghttp2, not yet written
+  std::string writing_;  // the write in flight
+  std::unique_ptr<std::uint8_t[]> read_buffer_;
+
+  http2_detail::TokenBucket resets_;
+  http2_detail::TokenBucket control_frames_;
+  http2_detail::Wakeup write_wake_;
+  http2_detail::Wakeup read_wake_;  // output drained, or the end
+  http2_detail::Wakeup done_wake_;  // a task ended
+  Timer watchdog_;
+  std::size_t tasks_ = 0;  // writer, watchdog, handlers, posted cancellations
+  bool fatal_ = false;       // nghttp2 failed: no more frames from it
+  bool terminating_ = false;  // GOAWAY that ends the connection queued
+  bool finishing_ = false;    // all written: the sending side is shut
+  bool dead_ = false;
+  bool notice_sent_ = false;  // Shutdown()'s first GOAWAY
+  bool final_goaway_ = false;
+  std::chrono::steady_clock::time_point notice_at_;
+  Http2CloseReason close_reason_ = Http2CloseReason::kOpen;
+  Http2Stats stats_;
+};
+
+}  // namespace tollgate::gateway
