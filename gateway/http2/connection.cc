@@ -469,13 +469,14 @@ Task<Http2Read> Http2Stream::ReadBody(asio::mutable_buffer buffer,
 
 ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
                                       Http2Body body) {
-  if (Gone()) return StateError();
   if (response_submitted_) return MakeErrorCode(Http2Errc::kWrongState);
+  if (Gone()) return StateError();
   const unsigned status = head.result_int();
   if (status < 100 || status > 999 || status == 101) return MakeErrorCode(Http2Errc::kWrongState);
   const bool interim = status < 200;
-  const bool no_body = body == Http2Body::kNone || request_.method() == http::verb::head ||
-                       status == 204 || status == 304;
+  const bool forbidden =
+      request_.method() == http::verb::head || status == 204 || status == 304;
+  const bool no_body = body == Http2Body::kNone || forbidden;
   char status_text[4];
   std::to_chars(status_text, status_text + 3, status);
   status_text[3] = '\0';
@@ -500,6 +501,7 @@ ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
   if (!interim) {
     response_submitted_ = true;
     response_has_body_ = !no_body;
+    body_suppressed_ = body == Http2Body::kFollows && forbidden;
     if (no_body) response_ended_ = true;
   }
   connection_.Kick();
@@ -508,11 +510,10 @@ ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
 
 Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
                                        std::chrono::steady_clock::duration timeout) {
+  if (!response_submitted_ || writing_) co_return MakeErrorCode(Http2Errc::kWrongState);
+  if (body_suppressed_) co_return ErrorCode{};  // HEAD, 204, 304: nothing to send
+  if (!response_has_body_ || response_ended_) co_return MakeErrorCode(Http2Errc::kWrongState);
   if (Gone()) co_return StateError();
-  if (!response_submitted_ || writing_ || (response_has_body_ && response_ended_)) {
-    co_return MakeErrorCode(Http2Errc::kWrongState);
-  }
-  if (!response_has_body_) co_return ErrorCode{};  // HEAD, 204, 304: nothing to send
   writing_ = true;
   out_ = data;
   out_last_ = end == BodyEnd::kLast;
@@ -545,10 +546,10 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
 }
 
 ErrorCode Http2Stream::SubmitTrailers(const Fields& trailers) {
-  if (Gone()) return StateError();
   if (!response_submitted_ || writing_) return MakeErrorCode(Http2Errc::kWrongState);
-  if (!response_has_body_) return {};
-  if (response_ended_) return MakeErrorCode(Http2Errc::kWrongState);
+  if (body_suppressed_) return {};
+  if (!response_has_body_ || response_ended_) return MakeErrorCode(Http2Errc::kWrongState);
+  if (Gone()) return StateError();
   out_trailers_.clear();
   for (const auto& field : trailers) {
     if (ConnectionSpecific(field.name_string())) continue;
@@ -678,6 +679,7 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
   tasks_ += 2;
   asio::co_spawn(executor_, WriteLoop(), asio::detached);
   asio::co_spawn(executor_, Watchdog(), asio::detached);
+  if (shutdown_asked_) Shutdown();
   if (already_read.size() > 0) {
     Feed(static_cast<const std::uint8_t*>(already_read.data()), already_read.size());
   }
@@ -1011,7 +1013,11 @@ Task<void> Http2Connection::Linger() {
 }
 
 void Http2Connection::Shutdown() {
-  if (dead_ || notice_sent_ || terminating_ || session_ == nullptr) return;
+  if (session_ == nullptr) {
+    shutdown_asked_ = true;
+    return;
+  }
+  if (dead_ || notice_sent_ || terminating_) return;
   notice_sent_ = true;
   notice_at_ = store::LoopNow();
   nghttp2_submit_shutdown_notice(session_);

@@ -299,9 +299,9 @@ class Http2Stream {
   Fields trailers_;
 
   // Response.
-  bool interim_ok_ = true;          // no final response header yet
   bool response_submitted_ = false;  // a final header
   bool response_has_body_ = false;
+  bool body_suppressed_ = false;    // a body was announced where none may be
   bool response_ended_ = false;     // the handler has ended the response
   bool response_end_sent_ = false;  // END_STREAM written
   asio::const_buffer out_;          // WriteBody's data not yet taken
@@ -344,7 +344,7 @@ class Http2Connection {
   Task<void> Run(asio::const_buffer already_read = {});
   // Graceful end (drain): GOAWAY (a notice first, the final last-stream-id
   // after a PING round trip), streams in flight finish, then the connection
-  // closes.
+  // closes. May come before Run() starts.
   void Shutdown();
   // Ends the connection now: pending operations of every stream fail.
   void Close();
@@ -418,7 +418,8 @@ class Http2Connection {
   bool terminating_ = false;  // GOAWAY that ends the connection queued
   bool finishing_ = false;    // all written: the sending side is shut
   bool dead_ = false;
-  bool notice_sent_ = false;  // Shutdown()'s first GOAWAY
+  bool shutdown_asked_ = false;  // Shutdown() before Run() had started
+  bool notice_sent_ = false;     // Shutdown()'s first GOAWAY
   bool final_goaway_ = false;
   std::chrono::steady_clock::time_point notice_at_;
   Http2CloseReason close_reason_ = Http2CloseReason::kOpen;

@@ -109,6 +109,12 @@ class H2TestServer {
     return ended_;
   }
   int started() const { return started_; }
+  // Whether calls after the response's end failed as they should.
+  bool MisuseAfterEnd() {
+    WaitFor([this] { return misuse_checked_; });
+    std::lock_guard lock(mutex_);
+    return misuse_after_end_;
+  }
   int cancelled() const { return cancelled_; }
 
  private:
@@ -316,6 +322,27 @@ class H2TestServer {
                "\n";
       }
       co_await Respond(s, http::status::ok, std::move(out));
+    } else if (path == "/misuse") {
+      // Calls out of order fail with kWrongState and change nothing.
+      const ErrorCode wrong = MakeErrorCode(Http2Errc::kWrongState);
+      bool ok = co_await s.WriteBody(asio::buffer(std::string_view("x")), BodyEnd::kLast,
+                                     kBodyTimeout) == wrong;
+      ok &= s.SubmitTrailers(Fields{}) == wrong;
+      http::response_header<Fields> head;
+      head.result(http::status::switching_protocols);
+      ok &= s.SubmitResponse(head, Http2Body::kFollows) == wrong;
+      head.result(http::status::ok);
+      ok &= !s.SubmitResponse(head, Http2Body::kFollows);
+      ok &= s.SubmitResponse(head, Http2Body::kFollows) == wrong;
+      const std::string body = ok ? "misuse=ok" : "misuse=failed";
+      co_await s.WriteBody(asio::buffer(body), BodyEnd::kLast, kBodyTimeout);
+      const bool after_end = co_await s.WriteBody(asio::buffer(body), BodyEnd::kLast,
+                                                  kBodyTimeout) == wrong &&
+                             s.SubmitTrailers(Fields{}) == wrong;
+      std::lock_guard lock(mutex_);
+      misuse_after_end_ = after_end;
+      misuse_checked_ = true;
+      cv_.notify_all();
     } else if (path == "/reset") {
       s.Reset(Http2ErrorCode::kCancel);
     } else if (path == "/no-response") {
@@ -361,6 +388,8 @@ class H2TestServer {
   // Shared with the test thread.
   std::atomic<int> started_{0};
   std::atomic<int> cancelled_{0};
+  bool misuse_checked_ = false;
+  bool misuse_after_end_ = false;
   std::mutex mutex_;
   std::condition_variable cv_;
   int serving_ = 0;
@@ -430,6 +459,14 @@ TEST(Http2Connection, RequestHeaderFromPseudoHeaders) {
   EXPECT_NE(out.find("field:Cookie=a=1; b=2\n"), std::string::npos) << out;
   EXPECT_NE(out.find("field:x-custom=v\n"), std::string::npos) << out;
   EXPECT_EQ(out.find(":path"), std::string::npos) << out;
+}
+
+TEST(Http2Connection, CallsOutOfOrderFail) {
+  H2TestServer server;
+  const std::string out =
+      Shell("curl -sS --http2-prior-knowledge " + server.http() + "/misuse");
+  EXPECT_EQ(out, "misuse=ok");
+  EXPECT_TRUE(server.MisuseAfterEnd());
 }
 
 TEST(Http2Connection, MalformedRequestsAreStreamErrors) {
