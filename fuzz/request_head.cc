@@ -1,7 +1,7 @@
 // The request head as the gateway reads it (gateway/http1/session.cc): Beast's
 // request parser with the gateway's allocator and default limits, fed the
 // input in two pieces (the first byte says where to cut, as a network would),
-// then what gateway/http1/http_util.cc does with a parsed head: CheckRequestHeader
+// then what gateway/core/http_util.cc does with a parsed head: CheckRequestHeader
 // (Host validity, target form, Transfer-Encoding; IsValidHost through it),
 // the absolute-form rewrite, PrepareForwardedRequest and AppendWireHeader;
 // and rules/normalize.h on the resulting path and Host.
@@ -12,7 +12,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/http1/http_util.h"
+#include "gateway/core/http_util.h"
 #include "gateway/io/io_types.h"
 #include "rules/normalize.h"
 

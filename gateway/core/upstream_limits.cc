@@ -5,7 +5,7 @@
 #include <cmath>
 #include <optional>
 
-#include "gateway/core/ratelimit.h"
+#include "gateway/core/identify.h"
 
 namespace tollgate::gateway {
 namespace {

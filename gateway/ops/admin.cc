@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 
-#include "gateway/http1/http_util.h"
+#include "gateway/core/http_util.h"
 #include "gateway/ops/status_page.h"
 
 namespace tollgate::gateway {

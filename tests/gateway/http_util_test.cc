@@ -1,7 +1,7 @@
 // The proxy's header rules on Beast fields: hop-by-hop fields never pass,
 // X-Forwarded-* are tollgate's own, whatever the case a client wrote, and a
 // Host holds only what a host and port may.
-#include "gateway/http1/http_util.h"
+#include "gateway/core/http_util.h"
 
 #include <gtest/gtest.h>
 

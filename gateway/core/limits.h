@@ -1,19 +1,18 @@
-// The identify -> match -> decide steps of a request, and what a client sees
-// of the decision: the IETF RateLimit/RateLimit-Policy fields, the common
-// X-RateLimit-* fields, Retry-After, and the 429 body. Runs on the request's
+// Phase admit, its pure part: which rate rules apply to a request, what
+// their decisions mean for it (forward, delay, reject, 401, 503), and how
+// long a delayed request waits. No I/O, clock, Asio or Beast: the awaiting
+// and the waits are gateway/core/admission.h's. Runs on the request's
 // worker thread; the rule set and store are shared and thread-safe.
 #pragma once
 
-#include <optional>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "gateway/ops/metrics.h"
-#include "gateway/io/net.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
-#include "store/coordinator.h"
 #include "store/inflight.h"
 #include "store/store.h"
 
@@ -55,21 +54,31 @@ struct LimitContext {
   bool describe = true;  // fill LimitOutcome::log (only the access log reads it)
 };
 
+// Told when the last decision of a DecisionBatch has arrived.
+class BatchWaker {
+ public:
+  virtual void Wake() = 0;
+
+ protected:
+  ~BatchWaker() = default;
+};
+
 // The decisions of several rules, asked of the store at once (a Redis store
 // pipelines them) and collected as they complete, inline or later on this
 // thread. Not movable: the store holds pointers to its slots until they
 // complete, which every store guarantees within its own deadline.
 class DecisionBatch {
  public:
-  explicit DecisionBatch(const Executor& executor) : timer_(executor) {}
+  DecisionBatch() = default;
   DecisionBatch(const DecisionBatch&) = delete;
   DecisionBatch& operator=(const DecisionBatch&) = delete;
 
   // Asks `store` for one decision per hit.
   void Start(store::Store& store, std::span<const rules::RuleHit* const> hits, std::int64_t now_ms);
   bool done() const { return pending_ == 0; }
-  // Resumes once every decision is in.
-  Task<void> Wait();
+  // Wake() is called when the last pending decision arrives (also when it
+  // arrives inline, within Start). Null: nobody is told.
+  void set_waker(BatchWaker* waker) { waker_ = waker; }
   const store::StoreResult& result(std::size_t i) const { return slots_[i].result; }
 
  private:
@@ -80,7 +89,7 @@ class DecisionBatch {
   };
   std::vector<Slot> slots_;
   std::size_t pending_ = 0;
-  Timer timer_;
+  BatchWaker* waker_ = nullptr;
 };
 
 // Step 1 of deciding a request: true when no store is needed (unauthorized
@@ -105,23 +114,6 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
 void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
                   LimitOutcome& outcome);
 
-// One Coordinator call awaited by a request: pass it as the call's sink,
-// then Wait(). The answer may come inline or later on this thread.
-class CountCall final : public store::CountSink {
- public:
-  explicit CountCall(const Executor& executor) : timer_(executor) {}
-  CountCall(const CountCall&) = delete;
-  CountCall& operator=(const CountCall&) = delete;
-  void OnCount(const store::CountResult& result) override;
-  // Resumes once answered.
-  Task<store::CountResult> Wait();
-
- private:
-  bool done_ = false;
-  store::CountResult result_;
-  Timer timer_;
-};
-
 // How long a delayed request waits before it is decided again. For
 // fixed_window (one window), the delayed-queue estimate of the spec: with
 // `queued` requests of this key already waiting, the request is ready at
@@ -129,29 +121,5 @@ class CountCall final : public store::CountSink {
 // over the following windows. Otherwise the decision's retry_after_ms.
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                       std::size_t queued, std::int64_t now_ms);
-
-// Appends the rate-limit fields for `rule`'s decision as header lines
-// ("Name: value\r\n"): RateLimit-Policy, RateLimit, X-RateLimit-*.
-void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& decision,
-                            std::string& out);
-
-// Appends the whole answer to a limited request: the rule's status,
-// Retry-After, the rate-limit fields and the JSON body
-// {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
-// body's size.
-std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
-                                  const algorithms::Decision& decision, bool keep_alive,
-                                  std::string& out);
-
-// Beast's fields as rules::HeaderLookup.
-class FieldsLookup final : public rules::HeaderLookup {
- public:
-  explicit FieldsLookup(const Fields& fields) : fields_(fields) {}
-  std::string_view Get(std::string_view name) const override;
-  std::string GetJoined(std::string_view name) const override;
-
- private:
-  const Fields& fields_;
-};
 
 }  // namespace tollgate::gateway

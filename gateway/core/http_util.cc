@@ -1,4 +1,4 @@
-#include "gateway/http1/http_util.h"
+#include "gateway/core/http_util.h"
 
 #include <algorithm>
 #include <array>

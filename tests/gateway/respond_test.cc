@@ -1,14 +1,16 @@
-// What a client sees of a decision, byte for byte: the whole answer to a
-// limited request (AppendLimitedResponse) and the rate-limit header lines of
-// an allowed one (AppendRateLimitHeaders), for rules of one and of several
-// windows, every `headers` setting, other statuses and names that JSON must
-// escape.
-#include "gateway/core/ratelimit.h"
+// What a client sees of tollgate's own answers, byte for byte: the whole
+// answer to a limited request (AppendLimitedResponse) and the rate-limit
+// header lines of an allowed one (AppendRateLimitHeaders), for rules of one
+// and of several windows, every `headers` setting, other statuses and names
+// that JSON must escape; the error answers (AppendAnswer) and what they
+// note for the access log (NoteAnswer).
+#include "gateway/core/respond.h"
 
 #include <gtest/gtest.h>
 
 #include <string>
 
+#include "gateway/core/exchange.h"
 #include "rules/config.h"
 #include "test_support.h"
 
@@ -211,6 +213,71 @@ headers = "none"
   std::string nothing;
   AppendRateLimitHeaders(none.get(), d, nothing);
   EXPECT_EQ(nothing, "");
+}
+
+TEST(Answer, AnErrorWithRetryAfterOnAClosingConnection) {
+  std::string out = "(before)";
+  const std::size_t body = AppendAnswer(Refuse(Refusal::kStoreUnavailable, 1),
+                                        Persistence::kClose, out);
+  const std::string json =
+      R"({"error":"store_unavailable","message":"the rate-limit store is unavailable","status":503})"
+      "\n";
+  EXPECT_EQ(out, "(before)"
+                 "HTTP/1.1 503 Service Unavailable\r\n"
+                 "Server: tollgate\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Content-Length: " +
+                     std::to_string(json.size()) +
+                     "\r\n"
+                     "Retry-After: 1\r\n"
+                     "Connection: close\r\n"
+                     "\r\n" +
+                     json);
+  EXPECT_EQ(body, json.size());
+}
+
+TEST(Answer, AnotherStatusAndMessageEscapedInJson) {
+  std::string out;
+  AppendAnswer(RefuseWithStatus(Refusal::kTooManyInflight, 503, 0), Persistence::kKeepAlive, out);
+  EXPECT_EQ(out.substr(0, out.find("\r\n")), "HTTP/1.1 503 Service Unavailable");
+  EXPECT_EQ(out.find("Connection:"), std::string::npos);
+  EXPECT_EQ(out.find("Retry-After:"), std::string::npos);
+  out.clear();
+  AppendAnswer(RefuseWith(Refusal::kBadRequest, "a \"quoted\\ text\x01"), Persistence::kKeepAlive,
+               out);
+  EXPECT_NE(out.find(R"("message":"a \"quoted\\ text\u0001")"), std::string::npos) << out;
+}
+
+TEST(Answer, EveryRefusalHasACodeAStatusAndAMessage) {
+  for (int i = 0; i <= static_cast<int>(Refusal::kGatewayTimeout); ++i) {
+    const RefusalInfo& info = InfoOf(static_cast<Refusal>(i));
+    EXPECT_FALSE(info.code.empty()) << i;
+    EXPECT_GE(info.status, 400u) << i;
+    EXPECT_FALSE(info.message.empty()) << i;
+  }
+}
+
+TEST(Answer, NotedForTheAccessLog) {
+  Exchange ex;
+  NoteAnswer(Refuse(Refusal::kGatewayTimeout), 70, ex);
+  EXPECT_EQ(ex.status, 504u);
+  EXPECT_EQ(ex.bytes_out, 70u);
+  EXPECT_EQ(ex.error, "gateway_timeout");
+  EXPECT_EQ(ex.retry_after_ms, -1);
+
+  const Rule rule(R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 20
+window = "1m"
+)");
+  Exchange limited;
+  NoteAnswer(gateway::Limited(rule.get(), Limited(1500, 1500)), 64, limited);
+  EXPECT_EQ(limited.status, 429u);
+  EXPECT_EQ(limited.retry_after_ms, 1500);
+  EXPECT_EQ(limited.error, "");  // a limited request is no error
 }
 
 }  // namespace

@@ -1,0 +1,416 @@
+#include "gateway/core/admission.h"
+
+#include <algorithm>
+#include <limits>
+#include <optional>
+
+#include "gateway/core/upstream_limits.h"
+#include "gateway/worker.h"
+#include "store/loop_time.h"
+
+namespace tollgate::gateway {
+namespace {
+
+// Waiting-room keys of requests waiting for an upstream place; rule keys
+// start with the rule's name, never with the separator.
+constexpr std::string_view kUpstreamWaitingPrefix = "\x1fupstream\x1f";
+
+// Counts a request in tollgate_delayed_requests while it is held.
+class DelayedGauge {
+ public:
+  explicit DelayedGauge(ThreadMetrics* metrics) : metrics_(metrics) {
+    if (metrics_ != nullptr) metrics_->AddDelayed(1);
+  }
+  ~DelayedGauge() {
+    if (metrics_ != nullptr) metrics_->AddDelayed(-1);
+  }
+  DelayedGauge(const DelayedGauge&) = delete;
+  DelayedGauge& operator=(const DelayedGauge&) = delete;
+
+ private:
+  ThreadMetrics* metrics_;
+};
+
+// One Coordinator call awaited by a request: pass it as the call's sink,
+// then Wait(). The answer may come inline or later on this thread.
+class CountCall final : public store::CountSink {
+ public:
+  explicit CountCall(const Executor& executor) : timer_(executor) {}
+  CountCall(const CountCall&) = delete;
+  CountCall& operator=(const CountCall&) = delete;
+  void OnCount(const store::CountResult& result) override {
+    result_ = result;
+    done_ = true;
+    timer_.cancel();
+  }
+  // Resumes once answered.
+  Task<store::CountResult> Wait() {
+    while (!done_) {
+      timer_.expires_at(Timer::time_point::max());
+      co_await timer_.async_wait(kUseTuple);
+    }
+    co_return result_;
+  }
+
+ private:
+  bool done_ = false;
+  store::CountResult result_;
+  Timer timer_;
+};
+
+}  // namespace
+
+// Resumes the request awaiting a DecisionBatch: its timer waits "forever"
+// and the last decision cancels it.
+class Admission::BatchWait final : public BatchWaker {
+ public:
+  explicit BatchWait(const Executor& executor) : timer_(executor) {}
+  void Wake() override { timer_.cancel(); }
+  Task<void> Wait(const DecisionBatch& batch) {
+    while (!batch.done()) {
+      timer_.expires_at(Timer::time_point::max());
+      co_await timer_.async_wait(kUseTuple);
+    }
+  }
+
+ private:
+  Timer timer_;
+};
+
+struct Admission::PlaceWait {
+  std::string key;  // in the waiting room
+  std::size_t max_waiting = 0;
+  std::int64_t delay_ms = 0;  // 0: refused at once
+  std::int64_t deadline_ms = 0;
+  int attempt = 0;
+  std::optional<WaitingRoom::Ticket> ticket = std::nullopt;
+  std::optional<DelayedGauge> gauge = std::nullopt;
+};
+
+Admission::Admission(Worker& worker)
+    : worker_(worker), batch_wait_(std::make_unique<BatchWait>(worker.io().get_executor())) {
+  batch_.set_waker(batch_wait_.get());
+}
+
+Admission::~Admission() = default;
+
+LimitContext Admission::MakeLimitContext(const GatewayState& state) const {
+  const store::Clock& clock = *state.clock;
+  const rules::StoreConfig& store = state.config->store;
+  // Redis with time = "client": gateways share wall-clock time, not the
+  // monotonic scale of each process.
+  const bool wall_clock =
+      store.kind == rules::StoreKind::kRedis && store.redis.time == store::RedisTime::kClient;
+  const std::int64_t now = clock.NowMs();
+  LimitContext context{*state.identity, *state.rule_set, worker_.store(), now,
+                       wall_clock ? clock.UnixMs() : now};
+  context.metrics = worker_.metrics();
+  context.rule_ids = &state.rule_ids;
+  context.rules_base = state.config->rules.data();
+  context.store_kind =
+      store.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
+  context.describe = state.access_log != nullptr && state.access_log->enabled();
+  return context;
+}
+
+Task<void> Admission::WaitForBatch() { co_await batch_wait_->Wait(batch_); }
+
+Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
+  const Executor executor = co_await asio::this_coro::executor;
+  CountCall answer(executor);
+  call(worker_.coordinator(), answer);
+  co_return co_await answer.Wait();
+}
+
+Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
+                              const rules::Identity& identity, Exchange& ex, Answer& answer) {
+  const LimitContext context = MakeLimitContext(state);
+  LimitOutcome& outcome = ex.limits;
+  if (context.metrics != nullptr) asked_ = store::LoopNow();
+  decided_ = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
+  if (!decided_) {
+    if (!batch_.done()) return Admit::kPending;
+    if (context.metrics != nullptr) {
+      context.metrics->RecordStore(context.store_kind, std::chrono::duration<double>(
+                                                           store::LoopNow() - asked_)
+                                                           .count());
+    }
+    outcome = FinishLimits(context, hits_, batch_);
+    decided_ = true;
+  }
+  ex.ratelimit = outcome.log;
+  if (outcome.shown != nullptr && context.describe) ex.limit_key = outcome.shown->KeyKind();
+  return Judge(ex, answer);
+}
+
+Admit Admission::Judge(Exchange& ex, Answer& answer) const {
+  const LimitOutcome& outcome = ex.limits;
+  switch (outcome.verdict) {
+    case Verdict::kUnauthorized:
+      answer = Refuse(Refusal::kUnauthorized);
+      return Admit::kRefused;
+    case Verdict::kStoreUnavailable:
+      // on_error = "deny": fail closed while the store cannot decide.
+      answer = Refuse(Refusal::kStoreUnavailable, 1);
+      return Admit::kRefused;
+    case Verdict::kReject:
+      answer = Limited(*outcome.shown, outcome.shown_decision);
+      return Admit::kRefused;
+    case Verdict::kDelay:
+      return Admit::kPending;
+    case Verdict::kForward:
+      break;
+  }
+  if (outcome.delay_ms > 0 || !evaluation_.inflight.empty()) return Admit::kPending;
+  return Admit::kAdmitted;
+}
+
+Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& client,
+                                     Exchange& ex, Answer& answer) {
+  const LimitContext context = MakeLimitContext(state);
+  LimitOutcome& outcome = ex.limits;
+  if (!decided_) {
+    co_await WaitForBatch();
+    if (context.metrics != nullptr) {
+      context.metrics->RecordStore(context.store_kind, std::chrono::duration<double>(
+                                                           store::LoopNow() - asked_)
+                                                           .count());
+    }
+    outcome = FinishLimits(context, hits_, batch_);
+    decided_ = true;
+    ex.ratelimit = outcome.log;
+    if (outcome.shown != nullptr && context.describe) ex.limit_key = outcome.shown->KeyKind();
+    const Admit judged = Judge(ex, answer);
+    if (judged != Admit::kPending) co_return judged;
+  }
+  if (outcome.verdict == Verdict::kDelay) {
+    // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
+    const DelayedGauge gauge(worker_.metrics());
+    const Turn turn = co_await WaitForTurn(state, client, ex);
+    if (turn == Turn::kClientGone) co_return Admit::kClientGone;
+    if (turn == Turn::kRejected) {
+      outcome.verdict = Verdict::kReject;
+      answer = Limited(*outcome.shown, outcome.shown_decision);
+      co_return Admit::kRefused;
+    }
+  }
+  if (outcome.delay_ms > 0) {
+    // Shaping (leaky_bucket without nodelay). A timer, not a thread: the
+    // worker serves others meanwhile.
+    const Executor executor = co_await asio::this_coro::executor;
+    Timer turn(executor, Ms(outcome.delay_ms));
+    const DelayedGauge gauge(worker_.metrics());
+    co_await turn.async_wait(kUseTuple);
+  }
+  if (!evaluation_.inflight.empty()) {
+    const rules::RuleConfig* refused = nullptr;
+    const Place place = co_await AcquirePlaces(state, context, ex, refused);
+    ex.ratelimit = outcome.log;
+    if (place == Place::kStoreDown) {
+      answer = Refuse(Refusal::kStoreUnavailable, 1);
+      co_return Admit::kRefused;
+    }
+    if (place == Place::kRefused) {
+      answer = RefuseWithStatus(Refusal::kTooManyInflight, refused->status, 1);
+      co_return Admit::kRefused;
+    }
+  }
+  co_return Admit::kAdmitted;
+}
+
+Task<bool> Admission::WaitForPlace(const GatewayState& state, PlaceWait& wait) {
+  if (!wait.ticket) {
+    if (wait.delay_ms <= 0) co_return false;
+    std::size_t before = 0;
+    wait.ticket = state.waiting_room->Enter(wait.key, wait.max_waiting, before);
+    if (!wait.ticket) co_return false;
+    wait.gauge.emplace(worker_.metrics());
+  }
+  const std::int64_t left = wait.deadline_ms - state.clock->NowMs();
+  if (left <= 0) co_return false;
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor,
+              Ms(std::min<std::int64_t>(left, std::int64_t{1} << std::min(wait.attempt, 5))));
+  ++wait.attempt;
+  co_await timer.async_wait(kUseTuple);
+  co_return true;
+}
+
+Task<Admission::Place> Admission::AcquirePlaces(const GatewayState& state,
+                                                const LimitContext& context, Exchange& ex,
+                                                const rules::RuleConfig*& refused) {
+  LimitOutcome& outcome = ex.limits;
+  for (const rules::RuleHit& hit : evaluation_.inflight) {
+    const rules::RuleConfig& rule = *hit.rule;
+    PlaceWait wait{hit.key, static_cast<std::size_t>(rule.max_waiting), rule.max_delay_ms,
+                   state.clock->NowMs() + rule.max_delay_ms};
+    for (;;) {
+      store::InflightGuard place;
+      const store::CountResult got =
+          co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
+            c.AcquirePlace(hit.key, rule.max_inflight, context.store_now_ms, place, sink);
+          });
+      if (got.status != store::StoreStatus::kOk) {
+        if (got.source == store::ResultSource::kPolicyDenied) {
+          outcome.inflight.clear();
+          co_return Place::kStoreDown;
+        }
+        NoteInflight(context, hit, true, outcome);  // on_error = "allow": no place to count
+        break;
+      }
+      if (got.value == 1) {
+        NoteInflight(context, hit, true, outcome);
+        outcome.inflight.push_back(std::move(place));
+        break;
+      }
+      const bool again = co_await WaitForPlace(state, wait);
+      if (!again) {
+        NoteInflight(context, hit, false, outcome);
+        outcome.inflight.clear();  // the places already taken go back at once
+        refused = &rule;
+        co_return Place::kRefused;
+      }
+    }
+  }
+  co_return Place::kAdmitted;
+}
+
+Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWatch& client,
+                                             Exchange& ex) {
+  LimitOutcome& outcome = ex.limits;
+  const store::Clock& clock = *state.clock;
+  const std::int64_t start = clock.NowMs();
+  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+  std::int64_t wait = 0;
+  // Places held until this function returns: in this process's waiting room
+  // (its bound) and in the key's waiting line (shared with other gateways
+  // on Redis: it spreads their waiting requests over later windows too).
+  std::vector<WaitingRoom::Ticket> tickets;
+  std::vector<store::InflightGuard> lines(outcome.delayed.size());
+  for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
+    const DelayedHit& d = outcome.delayed[i];
+    const rules::RuleConfig& rule = *d.hit->rule;
+    deadline = std::min(deadline, start + rule.max_delay_ms);
+    std::size_t local_queued = 0;
+    std::optional<WaitingRoom::Ticket> ticket = state.waiting_room->Enter(
+        d.hit->key, static_cast<std::size_t>(rule.max_waiting), local_queued);
+    if (!ticket) {
+      ex.error = "waiting_room_full";
+      outcome.shown = &rule;
+      outcome.shown_decision = d.decision;
+      co_return Turn::kRejected;
+    }
+    tickets.push_back(std::move(*ticket));
+    const store::CountResult queued =
+        co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
+          c.EnterQueue(d.hit->key, rule.max_delay_ms + 1000, lines[i], sink);
+        });
+    // Without an answer, this process's own count is the estimate.
+    const std::size_t before =
+        queued.status == store::StoreStatus::kOk
+            ? static_cast<std::size_t>(std::max<std::int64_t>(0, queued.value))
+            : local_queued;
+    wait = std::max(wait, DelayFor(rule, d.decision, before, start));
+  }
+  for (;;) {
+    if (clock.NowMs() + wait > deadline) {
+      outcome.shown = outcome.delayed.front().hit->rule;
+      outcome.shown_decision = outcome.delayed.front().decision;
+      co_return Turn::kRejected;
+    }
+    // Waiting also watches the client: one that leaves gives its place
+    // back at once.
+    const ClientWatch::Held held = co_await client.Hold(Ms(wait));
+    if (held == ClientWatch::Held::kClientGone) {
+      ex.close = true;
+      ex.error = "client_gone";
+      co_return Turn::kClientGone;
+    }
+    bool allowed = true;
+    wait = 0;
+    // Only the delaying rules are decided again: the others already counted.
+    hits_.clear();
+    for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
+    const LimitContext context = MakeLimitContext(state);
+    batch_.Start(context.store, hits_, context.store_now_ms);
+    if (!batch_.done()) co_await WaitForBatch();
+    for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
+      DelayedHit& d = outcome.delayed[i];
+      // The store's decision, or what on_error answered for it.
+      d.decision = batch_.result(i).decision;
+      if (!d.decision.allowed) {
+        allowed = false;
+        wait = std::max(wait, std::max<std::int64_t>(1, d.decision.retry_after_ms));
+      }
+    }
+    if (allowed) co_return Turn::kReady;
+  }
+}
+
+Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
+                                     const rules::UpstreamConfig& upstream, std::string_view route,
+                                     std::string_view path, Exchange& ex, Answer& answer) {
+  if (upstream.max_connections > 0) {
+    // Bounded by the process's waiting room only: an upstream has one key.
+    PlaceWait wait{std::string(kUpstreamWaitingPrefix) + upstream.name,
+                   static_cast<std::size_t>(state.config->limits.max_waiting),
+                   upstream.max_connections_delay_ms,
+                   state.clock->NowMs() + upstream.max_connections_delay_ms};
+    for (;;) {
+      ex.upstream_place = state.inflight_upstreams->TryAcquire(upstream.name, upstream.max_connections);
+      if (ex.upstream_place) break;
+      const bool again = co_await WaitForPlace(state, wait);
+      if (!again) {
+        answer = RefuseWithStatus(Refusal::kUpstreamBusy,
+                                  static_cast<unsigned>(upstream.max_connections_status), 1);
+        co_return Admit::kRefused;
+      }
+    }
+  }
+  if (upstream.learn_limits) {
+    learned_bucket_ = LearnedBucketOf(upstream, route, path);
+    co_return co_await WaitForUpstreamLimit(state, upstream, answer);
+  }
+  co_return Admit::kAdmitted;
+}
+
+Task<Admit> Admission::WaitForUpstreamLimit(const GatewayState& state,
+                                            const rules::UpstreamConfig& upstream,
+                                            Answer& answer) {
+  const store::Clock& clock = *state.clock;
+  const std::int64_t deadline = clock.NowMs() + upstream.learn_max_delay_ms;
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor);
+  std::optional<DelayedGauge> gauge;
+  for (;;) {
+    const std::int64_t now = clock.NowMs();
+    const store::CountResult checked =
+        co_await Coordinate([&](store::Coordinator& c, store::CountSink& sink) {
+          c.CheckLearned(upstream.name, learned_bucket_, now, sink);
+        });
+    if (checked.status != store::StoreStatus::kOk) {
+      if (checked.source != store::ResultSource::kPolicyDenied) co_return Admit::kAdmitted;
+      answer = Refuse(Refusal::kStoreUnavailable, 1);
+      co_return Admit::kRefused;
+    }
+    const std::int64_t wait = checked.value;
+    if (wait == 0) co_return Admit::kAdmitted;
+    if (now + wait > deadline) {
+      // The upstream would refuse it: answer for it, as it would.
+      answer = Refuse(Refusal::kUpstreamRateLimited, (wait + 999) / 1000);
+      co_return Admit::kRefused;
+    }
+    if (!gauge) gauge.emplace(worker_.metrics());
+    timer.expires_after(Ms(wait));
+    co_await timer.async_wait(kUseTuple);
+  }
+}
+
+void Admission::Learn(const GatewayState& state, const rules::UpstreamConfig& upstream,
+                      unsigned status, const Fields& fields) {
+  const store::Clock& clock = *state.clock;
+  const algorithms::LearnedFacts facts = ReadLearnedFacts(status, fields, clock.UnixMs());
+  worker_.coordinator().Learn(upstream.name, learned_bucket_, facts, clock.NowMs());
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,135 @@
+// Phase admit: every limit a request passes before tollgate forwards it —
+// the rate rules (reject, delay, shaping), the concurrency rules'
+// places (max_inflight), and right before the upstream exchange the
+// upstream's own cap (max_connections) and the limits learned from its
+// answers (learn_limits). Decisions are the store's and coordinator's
+// (asynchronous, maybe inline); waits are timers on the worker's loop. What
+// it decides and the places it holds go into the Exchange; a refusal comes
+// back as an Answer for the protocol adapter to write. The pure decisions
+// are gateway/core/limits.h's. Heavy (Asio): include only from gateway
+// implementation files. One Admission per request in flight at a time
+// (its scratch is reused by the next); worker thread only.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/core/exchange.h"
+#include "gateway/core/limits.h"
+#include "gateway/core/respond.h"
+#include "gateway/io/io_types.h"
+#include "rules/rule_set.h"
+
+namespace tollgate::rules {
+struct UpstreamConfig;
+}  // namespace tollgate::rules
+
+namespace tollgate::gateway {
+
+struct GatewayState;
+class Worker;
+
+// How admit waits while it watches the request's client: each protocol
+// knows what "the client left" means (HTTP/1.1: the connection closed;
+// HTTP/2: the stream was reset).
+class ClientWatch {
+ public:
+  enum class Held { kElapsed, kClientGone };
+  // Waits `wait`, unless the client leaves first.
+  virtual Task<Held> Hold(std::chrono::milliseconds wait) = 0;
+
+ protected:
+  ~ClientWatch() = default;
+};
+
+enum class Admit {
+  kAdmitted,    // go on; the places taken are in the Exchange
+  kRefused,     // the answer says what to write
+  kClientGone,  // the client left while the request waited: write nothing
+  kPending,     // StartRequest only: FinishRequest has the answer
+};
+
+class Admission {
+ public:
+  explicit Admission(Worker& worker);
+  ~Admission();
+  Admission(const Admission&) = delete;
+  Admission& operator=(const Admission&) = delete;
+
+  // The rate rules, then shaping, then a place for each concurrency rule
+  // (taken after any wait: a held request does not occupy one). Fills
+  // ex.limits, ex.ratelimit and ex.limit_key. kRefused: 401 (invalid
+  // token), 503 (on_error = "deny"), the limiting rule's answer (also for
+  // a delayed request that cannot be served within max_delay or finds the
+  // waiting room full), or too_many_inflight.
+  // In two steps, so that the usual request costs no coroutine here:
+  // StartRequest decides what needs no wait (every decision came inline,
+  // nothing to hold); kPending: co_await FinishRequest for the rest.
+  // `facts` and `identity` are read by StartRequest only.
+  Admit StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
+                     const rules::Identity& identity, Exchange& ex, Answer& answer);
+  Task<Admit> FinishRequest(const GatewayState& state, ClientWatch& client, Exchange& ex,
+                            Answer& answer);
+
+  // Right before the upstream exchange: a place towards `upstream` (its
+  // max_connections, waiting up to max_connections_delay) into
+  // ex.upstream_place, and with learn_limits, a wait while its learned
+  // limits for (route, path) say it would refuse (up to learn_max_delay).
+  // kRefused: upstream_busy, upstream_rate_limited or store_unavailable.
+  Task<Admit> AdmitUpstream(const GatewayState& state, const rules::UpstreamConfig& upstream,
+                            std::string_view route, std::string_view path, Exchange& ex,
+                            Answer& answer);
+
+  // learn_limits: what the upstream's response to the request admitted by
+  // AdmitUpstream says of its limits, for the requests after it. With
+  // on_error = "local", the Redis coordinator's decorator teaches the
+  // process's own coordinator too.
+  void Learn(const GatewayState& state, const rules::UpstreamConfig& upstream, unsigned status,
+             const Fields& fields);
+
+ private:
+  struct PlaceWait;
+  class BatchWait;
+  LimitContext MakeLimitContext(const GatewayState& state) const;
+  Task<void> WaitForBatch();
+  // The rate rules' verdict once decided: kRefused with its answer,
+  // kPending when the request must wait (delay, shaping, places), or
+  // kAdmitted.
+  Admit Judge(Exchange& ex, Answer& answer) const;
+  using CoordinatorCall = std::function<void(store::Coordinator&, store::CountSink&)>;
+  // Runs `call` on this worker's coordinator and awaits its answer (with
+  // Redis, on_error answers for it when Redis cannot).
+  Task<store::CountResult> Coordinate(CoordinatorCall call);
+  enum class Turn { kReady, kRejected, kClientGone };
+  // Holds a request limited by delay rules until they allow it. kRejected:
+  // it cannot be served within max_delay or the waiting room is full
+  // (outcome.shown says by which rule).
+  Task<Turn> WaitForTurn(const GatewayState& state, ClientWatch& client, Exchange& ex);
+  enum class Place { kAdmitted, kRefused, kStoreDown };
+  // A place for each concurrency rule, into ex.limits.inflight; `refused`
+  // says by which rule when kRefused.
+  Task<Place> AcquirePlaces(const GatewayState& state, const LimitContext& context, Exchange& ex,
+                            const rules::RuleConfig*& refused);
+  // Sleeps before the next try for a place: 1 ms, doubling up to 32 ms,
+  // never past the wait's deadline; from the first call on the request
+  // holds a place in the waiting room. False when it may not wait (no delay
+  // configured, waiting room full) or the deadline has passed.
+  Task<bool> WaitForPlace(const GatewayState& state, PlaceWait& wait);
+  Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
+                                   const rules::UpstreamConfig& upstream, Answer& answer);
+
+  Worker& worker_;
+  rules::Evaluation evaluation_;  // reused between requests
+  std::vector<const rules::RuleHit*> hits_;
+  DecisionBatch batch_;
+  std::unique_ptr<BatchWait> batch_wait_;
+  bool decided_ = false;  // StartRequest's decisions are in ex.limits
+  std::chrono::steady_clock::time_point asked_;  // when they were asked (metrics)
+  std::string learned_bucket_;  // AdmitUpstream's, for Learn
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,222 @@
+#include "gateway/core/respond.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/beast/http/status.hpp>
+
+#include "gateway/core/exchange.h"
+
+namespace tollgate::gateway {
+namespace {
+
+// One row per Refusal, in its order.
+constexpr std::array<RefusalInfo, 15> kRefusals{{
+    {"bad_request", 400, "malformed request"},
+    {"header_too_large", 431, "request header exceeds the limit"},
+    {"body_too_large", 413, "request body exceeds the limit"},
+    {"request_timeout", 408, "request header not received in time"},
+    {"not_implemented", 501, "this transfer coding is not implemented"},
+    {"no_route", 404, "no route matches this request"},
+    {"websocket_disabled", 400, "WebSocket is not enabled on this route"},
+    {"unauthorized", 401, "the bearer token is not valid"},
+    {"store_unavailable", 503, "the rate-limit store is unavailable"},
+    {"rate_limited", 429, "the rate limit is reached"},
+    {"too_many_inflight", 429, "too many requests of this client are in flight"},
+    {"upstream_busy", 503, "too many requests are in flight to the upstream"},
+    {"upstream_rate_limited", 429, "the upstream's rate limit is reached"},
+    {"bad_gateway", 502, "the upstream is unavailable"},
+    {"gateway_timeout", 504, "the upstream did not answer in time"},
+}};
+static_assert(kRefusals.size() == static_cast<std::size_t>(Refusal::kGatewayTimeout) + 1);
+
+std::int64_t CeilSeconds(std::int64_t ms) { return (ms + 999) / 1000; }
+
+// Responses are built with appends: fmt::format_to through a
+// back_insert_iterator resizes (zero-fills) the string once per piece.
+void AppendInt(std::int64_t value, std::string& out) {
+  const fmt::format_int text(value);
+  out.append(text.data(), text.size());
+}
+
+// A rule's name inside a quoted string: '"' and '\\' get a backslash, which
+// is the escape of both a JSON string and an RFC 8941 string (the
+// RateLimit fields). Names are printable ASCII (checked when the
+// configuration is read), which both hold as they are otherwise.
+bool Escaped(char c) { return c == '"' || c == '\\'; }
+
+void AppendEscapedName(std::string_view name, std::string& out) {
+  for (const char c : name) {
+    if (Escaped(c)) out += '\\';
+    out += c;
+  }
+}
+
+std::size_t EscapedNameSize(std::string_view name) {
+  return name.size() + static_cast<std::size_t>(std::count_if(name.begin(), name.end(), Escaped));
+}
+
+// A message inside a JSON string: messages are tollgate's own text, but a
+// quote, backslash or control character would still break the body.
+void AppendJsonText(std::string_view text, std::string& out) {
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(c));
+    } else {
+      out += c;
+    }
+  }
+}
+
+// The policy of window `i` as a structured-field string: the rule's name,
+// and ":" and the window as written when the rule has several.
+void AppendPolicyName(const rules::RuleConfig& rule, std::size_t i, std::string& out) {
+  out += '"';
+  AppendEscapedName(rule.name, out);
+  if (rule.windows.size() > 1) {
+    out += ':';
+    out += rule.windows[i].text;
+  }
+  out += '"';
+}
+
+}  // namespace
+
+const RefusalInfo& InfoOf(Refusal refusal) { return kRefusals[static_cast<std::size_t>(refusal)]; }
+
+Answer Refuse(Refusal refusal, std::int64_t retry_after_s) {
+  Answer answer;
+  answer.refusal = refusal;
+  answer.retry_after_s = retry_after_s;
+  return answer;
+}
+
+Answer RefuseWith(Refusal refusal, std::string_view message) {
+  Answer answer = Refuse(refusal);
+  answer.message = message;
+  return answer;
+}
+
+Answer RefuseWithStatus(Refusal refusal, unsigned status, std::int64_t retry_after_s) {
+  Answer answer = Refuse(refusal, retry_after_s);
+  answer.status = status;
+  return answer;
+}
+
+Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decision) {
+  Answer answer = RefuseWithStatus(Refusal::kRateLimited, rule.status, 0);
+  answer.rule = &rule;
+  answer.decision = decision;
+  return answer;
+}
+
+std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
+  if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
+    return AppendLimitedResponse(*answer.rule, answer.decision,
+                                 persistence == Persistence::kKeepAlive, out);
+  }
+  const unsigned status = answer.Status();
+  out += "HTTP/1.1 ";
+  AppendInt(status, out);
+  out += ' ';
+  out += std::string_view(boost::beast::http::obsolete_reason(
+      static_cast<boost::beast::http::status>(status)));
+  out += "\r\nServer: tollgate\r\nContent-Type: application/json\r\nContent-Length: ";
+  // Its length goes here once the body behind the header is written.
+  const std::size_t length_at = out.size();
+  out += "\r\n";
+  if (answer.retry_after_s > 0) {
+    out += "Retry-After: ";
+    AppendInt(answer.retry_after_s, out);
+    out += "\r\n";
+  }
+  if (persistence == Persistence::kClose) out += "Connection: close\r\n";
+  out += "\r\n";
+  const std::size_t body_at = out.size();
+  out += R"({"error":")";
+  out += InfoOf(answer.refusal).code;
+  out += R"(","message":")";
+  AppendJsonText(answer.Message(), out);
+  out += R"(","status":)";
+  AppendInt(status, out);
+  out += "}\n";
+  const std::size_t body_size = out.size() - body_at;
+  const fmt::format_int length(static_cast<std::int64_t>(body_size));
+  out.insert(length_at, length.data(), length.size());
+  return body_size;
+}
+
+void NoteAnswer(const Answer& answer, std::uint64_t body_bytes, Exchange& ex) {
+  ex.status = answer.Status();
+  ex.bytes_out = body_bytes;
+  if (answer.refusal == Refusal::kRateLimited) {
+    ex.retry_after_ms = answer.decision.retry_after_ms;
+  } else {
+    ex.error = InfoOf(answer.refusal).code;
+  }
+}
+
+void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                            std::string& out) {
+  if (rule.headers == rules::RateLimitHeaders::kNone) return;
+  const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
+  out += "RateLimit-Policy: ";
+  for (std::size_t i = 0; i < rule.windows.size(); ++i) {
+    if (i > 0) out += ", ";
+    AppendPolicyName(rule, i, out);
+    out += ";q=";
+    AppendInt(rule.limit->windows[i].limit, out);
+    out += ";w=";
+    AppendInt(rule.windows[i].seconds, out);
+  }
+  const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
+  const std::int64_t remaining = std::max<std::int64_t>(0, d.remaining);
+  out += "\r\nRateLimit: ";
+  AppendPolicyName(rule, w, out);
+  out += ";r=";
+  AppendInt(remaining, out);
+  out += ";t=";
+  AppendInt(reset_s, out);
+  out += "\r\nX-RateLimit-Limit: ";
+  AppendInt(rule.limit->windows[w].limit, out);
+  out += "\r\nX-RateLimit-Remaining: ";
+  AppendInt(remaining, out);
+  out += "\r\nX-RateLimit-Reset: ";
+  AppendInt(reset_s, out);
+  out += "\r\n";
+}
+
+std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                                  bool keep_alive, std::string& out) {
+  static constexpr std::string_view kBodyStart = R"({"error":"rate_limited","rule":")";
+  static constexpr std::string_view kBodyRetry = R"(","retry_after_ms":)";
+  static constexpr std::string_view kBodyEnd = "}\n";
+  const fmt::format_int retry_after_ms(d.retry_after_ms);
+  const std::size_t body_size = kBodyStart.size() + EscapedNameSize(rule.name) + kBodyRetry.size() +
+                                retry_after_ms.size() + kBodyEnd.size();
+  out += "HTTP/1.1 ";
+  AppendInt(rule.status, out);
+  out += ' ';
+  out += std::string_view(boost::beast::http::obsolete_reason(
+      static_cast<boost::beast::http::status>(rule.status)));
+  out += "\r\nServer: tollgate\r\nContent-Type: application/json\r\nRetry-After: ";
+  AppendInt(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), out);
+  out += "\r\nContent-Length: ";
+  AppendInt(static_cast<std::int64_t>(body_size), out);
+  out += "\r\n";
+  if (!keep_alive) out += "Connection: close\r\n";
+  AppendRateLimitHeaders(rule, d, out);
+  out += "\r\n";
+  out += kBodyStart;
+  AppendEscapedName(rule.name, out);
+  out += kBodyRetry;
+  out.append(retry_after_ms.data(), retry_after_ms.size());
+  out += kBodyEnd;
+  return body_size;
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,95 @@
+// Phase respond: every answer tollgate writes itself instead of the
+// upstream's — a limited request's 429, a malformed request's 400, an
+// upstream failure's 502 — as a value (Answer) built in one place, from one
+// table of refusals (their status, error code and message), and rendered by
+// each protocol adapter: AppendAnswer is HTTP/1.1's. Also what a client sees
+// of a rule's decision on any response: the IETF RateLimit/RateLimit-Policy
+// fields and the common X-RateLimit-* fields. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "rules/rule.h"
+
+namespace tollgate::gateway {
+
+struct Exchange;
+
+// Why tollgate answers a request itself. Each has one row in the table
+// behind InfoOf (status, code, message).
+enum class Refusal : std::uint8_t {
+  kBadRequest,           // 400 malformed request or body
+  kHeaderTooLarge,       // 431
+  kBodyTooLarge,         // 413
+  kRequestTimeout,       // 408 header or body not received in time
+  kNotImplemented,       // 501 a transfer coding other than chunked
+  kNoRoute,              // 404
+  kWebSocketDisabled,    // 400 a handshake on a route with websocket = false
+  kUnauthorized,         // 401 an invalid bearer token (jwt on_invalid = "reject")
+  kStoreUnavailable,     // 503 on_error = "deny" while the store cannot decide
+  kRateLimited,          // the rule's status (429): a rate rule limited it
+  kTooManyInflight,      // the rule's status: a max_inflight rule refused it
+  kUpstreamBusy,         // the upstream's max_connections_status
+  kUpstreamRateLimited,  // 429 the upstream's learned limit would refuse it
+  kBadGateway,           // 502
+  kGatewayTimeout,       // 504
+};
+
+struct RefusalInfo {
+  std::string_view code;     // the body's "error"
+  unsigned status;           // unless the Answer names another
+  std::string_view message;  // the body's "message", unless the Answer names another
+};
+const RefusalInfo& InfoOf(Refusal refusal);
+
+// A response tollgate writes itself.
+struct Answer {
+  Refusal refusal = Refusal::kBadRequest;
+  unsigned status = 0;        // 0: the refusal's own
+  std::string_view message;   // empty: the refusal's own; static storage
+  std::int64_t retry_after_s = 0;  // > 0: Retry-After
+  // kRateLimited: the rule that limited and its decision (Retry-After, the
+  // rate-limit fields and the body come from them).
+  const rules::RuleConfig* rule = nullptr;
+  algorithms::Decision decision;
+
+  unsigned Status() const { return status != 0 ? status : InfoOf(refusal).status; }
+  std::string_view Message() const { return message.empty() ? InfoOf(refusal).message : message; }
+};
+
+// The usual ways to build one.
+Answer Refuse(Refusal refusal, std::int64_t retry_after_s = 0);
+Answer RefuseWith(Refusal refusal, std::string_view message);
+Answer RefuseWithStatus(Refusal refusal, unsigned status, std::int64_t retry_after_s);
+Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decision);
+
+enum class Persistence { kKeepAlive, kClose };
+
+// Appends `answer` as a whole HTTP/1.1 response (header and body) to `out`;
+// returns the body's size. Errors:
+// {"error":"<code>","message":"<message>","status":<status>} as JSON, with
+// Server, Content-Type, Content-Length, Retry-After and Connection: close
+// as the case may be. kRateLimited: AppendLimitedResponse.
+std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out);
+
+// What answering `answer` with a body of `body_bytes` means for the access
+// log and metrics: its status and size, and its error code (a limited
+// request's is left as admit set it) or announced wait.
+void NoteAnswer(const Answer& answer, std::uint64_t body_bytes, Exchange& ex);
+
+// Appends the rate-limit fields for `rule`'s decision as header lines
+// ("Name: value\r\n"): RateLimit-Policy, RateLimit, X-RateLimit-*.
+void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& decision,
+                            std::string& out);
+
+// Appends the whole answer to a limited request: the rule's status,
+// Retry-After, the rate-limit fields and the JSON body
+// {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
+// body's size.
+std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
+                                  const algorithms::Decision& decision, bool keep_alive,
+                                  std::string& out);
+
+}  // namespace tollgate::gateway

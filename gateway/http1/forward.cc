@@ -1,0 +1,439 @@
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/read_size.hpp>
+
+#include "gateway/core/http_util.h"
+#include "gateway/http1/read_util.h"
+#include "gateway/http1/session.h"
+#include "gateway/http1/websocket_tunnel.h"
+#include "gateway/io/relay.h"
+#include "store/loop_time.h"
+
+// The forward phase of the HTTP/1.1 adapter: the request to the upstream
+// (buffered, or its body relayed as it comes), the response back (buffered
+// or relayed), the answers to upstream failures, and the WebSocket tunnel a
+// 101 opens.
+namespace tollgate::gateway {
+namespace {
+
+// The upstream has answered in full (or failed): both scales at one read.
+void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
+  const store::Instant end = clock.Now();
+  ex.upstream_end_ms = end.ms;
+  ex.upstream_ended = end.steady;
+}
+
+// Bodies up to this size are read whole and written with their header in one
+// write; larger or chunked bodies are streamed through the relay buffer.
+constexpr std::uint64_t kBufferedBody = 64 * 1024;
+constexpr std::uint32_t kUpstreamHeaderLimit = 64 * 1024;
+
+constexpr std::string_view kBodyTimeout = "request body not received in time";
+constexpr std::string_view kBadBody = "malformed request body";
+
+bool IsStaleConnectionError(const ErrorCode& ec) {
+  return ec == http::error::end_of_stream || ec == asio::error::eof ||
+         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
+}
+
+}  // namespace
+
+Task<ErrorCode> Session::WriteContinue() {
+  static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+  Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
+  auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
+    return asio::async_write(s, asio::buffer(kContinue.data(), kContinue.size()), kUseTuple);
+  });
+  co_return ec;
+}
+
+// What Forward's steps share about one upstream exchange.
+struct Session::UpstreamCall {
+  const rules::RouteConfig& route;
+  UpstreamPool& pool;
+  bool head_request = false;
+  bool replayable = false;
+  bool buffered = false;  // the request body (if any) is read whole before sending
+  std::unique_ptr<UpstreamConnection> conn;
+};
+
+Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  auto& req = head.get();
+  const bool chunked = head.chunked();
+  const std::uint64_t length = head.content_length().value_or(0);
+  const bool has_body = chunked || length > 0;
+  UpstreamCall call{route, *generation_->pools[route.upstream_index], false, false, false, {}};
+  call.head_request = req.method() == http::verb::head;
+  call.replayable = IsIdempotent(req.method());
+  call.buffered = !chunked && length <= kBufferedBody;
+  const bool expects_continue =
+      has_body && beast::iequals(req[http::field::expect], "100-continue");
+
+  PrepareForwardedRequest(
+      req, peer_ip_, generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
+  if (config_->server.via) req.set(http::field::via, "1.1 tollgate");
+  req.version(11);
+  if (chunked) req.chunked(true);
+  if (websocket_) {
+    // The upgrade fields are hop-by-hop, but a handshake goes on with them.
+    req.set(http::field::upgrade, "websocket");
+    req.set(http::field::connection, "Upgrade");
+  }
+
+  if (expects_continue) {
+    if (co_await WriteContinue()) {
+      ex.close = true;
+      co_return;
+    }
+  }
+
+  if (call.buffered && has_body) {
+    whole_.emplace(std::move(head));
+    whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+    ErrorCode ec;
+    if (!ParseBuffered(buffer_, *whole_, ec)) {
+      Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
+      std::tie(ec, std::ignore) = co_await Visit(
+          stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
+    }
+    if (ec) {
+      ex.close = true;
+      if (ec == beast::error::timeout) {
+        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+        co_await Reply(ex);
+      } else if (!IsClientGone(ec)) {
+        answer_ = RefuseWith(Refusal::kBadRequest, kBadBody);
+        co_await Reply(ex);
+      }
+      co_return;
+    }
+    ex.bytes_in = whole_->get().body().size();
+  }
+
+  const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
+  if (upstream.max_connections > 0 || upstream.learn_limits) {
+    const Admit admit = co_await admission_.AdmitUpstream(
+        *generation_->state, upstream, route.name, req.target().substr(0, req.target().find('?')),
+        ex, answer_);
+    if (admit != Admit::kAdmitted) {
+      ex.close = ex.close || !call.buffered;  // an unread body would be taken for the next request
+      co_await Reply(ex);
+      co_return;
+    }
+  }
+
+  const store::Instant upstream_start = clock.Now();
+  ex.upstream_start_ms = upstream_start.ms;
+  ex.upstream_started = upstream_start.steady;
+  if (worker_.metrics() != nullptr) {
+    ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
+  }
+  bool sent = false;
+  if (call.buffered) {
+    sent = co_await SendBuffered(call, head, ex);
+  } else {
+    sent = co_await SendStreamed(call, head, ex);
+  }
+  if (!sent) co_return;
+  if (websocket_ && res_head_->get().result() == http::status::switching_protocols) {
+    // The tunnel holds the upstream place (and the session the
+    // max_inflight ones) until it closes.
+    co_await OpenTunnel(call, req[http::field::sec_websocket_key], ex);
+    co_return;
+  }
+
+  // The response as the client sees it.
+  auto& res = res_head_->get();
+  if (upstream.learn_limits) {
+    admission_.Learn(*generation_->state, upstream, res.result_int(), res);
+  }
+  bool upstream_reusable = res_head_->keep_alive();
+  const bool res_chunked = res_head_->chunked();
+  const auto res_length = res_head_->content_length();
+  const bool no_body = res_head_->is_done();
+  const bool until_close = !no_body && !res_chunked && !res_length;
+  ex.status = res.result_int();
+  RemoveHopByHop(res);
+  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
+  res.version(11);
+  if (until_close) {
+    upstream_reusable = false;
+    // An HTTP/1.0 client cannot read chunks: the end of the body is the close.
+    if (ex.version >= 11) {
+      res.chunked(true);
+    } else {
+      ex.close = true;
+    }
+  } else if (res_chunked) {
+    if (ex.version >= 11) {
+      res.chunked(true);
+    } else {
+      ex.close = true;
+    }
+  }
+  if (worker_.draining()) ex.close = true;
+  // An HTTP/1.1 response keeps the connection unless it says otherwise, and
+  // its Connection field went with the hop-by-hop ones.
+  if (ex.close) res.insert(http::field::connection, "close");
+  extra_headers_.clear();
+  if (ex.limits.shown != nullptr) {
+    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
+  }
+
+  const RelayTimeouts to_client{Budget(timeouts.upstream_response_ms, ex),
+                                Budget(timeouts.client_body_ms, ex), SteadyDeadline(ex)};
+  bool complete = false;
+  if (no_body) {
+    MarkUpstreamEnd(clock, ex);
+    wire_.clear();
+    AppendWireHeader(res.base(), wire_, extra_headers_);
+    ErrorCode wec;
+    if (!TryWriteWire(stream_, wec)) {
+      wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
+    }
+    if (wec) ex.close = true;
+    complete = true;
+  } else if (res_length && *res_length <= kBufferedBody) {
+    complete = co_await RespondBuffered(call, to_client, ex);
+  } else {
+    complete = co_await RespondStreamed(call, to_client, ex);
+  }
+  if (complete && upstream_reusable) call.pool.Release(std::move(call.conn));
+}
+
+Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+  const std::int64_t connect_ms = config_->timeouts.upstream_connect_ms;
+  for (int attempt = 0;; ++attempt) {
+    // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
+    ConnectResult cr;
+    if (attempt == 0) {
+      cr = call.pool.TakeIdle();
+      if (!cr.connection) cr = co_await call.pool.Acquire(connect_ms);
+    } else {
+      cr = co_await call.pool.ConnectFresh(connect_ms);
+    }
+    ex.upstream = cr.server;
+    if (!cr.connection) {
+      co_await FailUpstream(call, cr.failure, {}, ex);
+      co_return false;
+    }
+    call.conn = std::move(cr.connection);
+    wire_.clear();
+    if (whole_) {
+      AppendWireHeader(whole_->get().base(), wire_);
+      wire_.append(whole_->get().body());
+    } else {
+      AppendWireHeader(head.get().base(), wire_);
+    }
+    ErrorCode ec;
+    if (!TryWriteWire(call.conn->stream, ec)) {
+      ec =
+          co_await WriteWire(call.conn->stream, Budget(config_->timeouts.upstream_response_ms, ex));
+    }
+    std::size_t received = 0;
+    if (!ec) std::tie(ec, received) = co_await ReadResponseHead(call, ex);
+    if (!ec) co_return true;
+    // A pooled connection the upstream closed while it sat idle: send the
+    // request once more on a fresh connection if that is safe.
+    if (attempt == 0 && call.conn->reused && call.replayable && received == 0 &&
+        IsStaleConnectionError(ec)) {
+      continue;
+    }
+    co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
+    co_return false;
+  }
+}
+
+Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  ConnectResult cr = call.pool.TakeIdle();
+  if (!cr.connection) cr = co_await call.pool.Acquire(timeouts.upstream_connect_ms);
+  ex.upstream = cr.server;
+  if (!cr.connection) {
+    co_await FailUpstream(call, cr.failure, {}, ex);
+    co_return false;
+  }
+  call.conn = std::move(cr.connection);
+  RequestParser<http::buffer_body> streamed{std::move(head)};
+  streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
+                                  Budget(timeouts.upstream_response_ms, ex), SteadyDeadline(ex)};
+  RelayResult relayed =
+      co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), to_upstream);
+  ex.bytes_in = relayed.bytes;
+  if (relayed.failure == RelayFailure::kRead) {
+    ex.close = true;
+    if (relayed.ec == http::error::body_limit) {
+      answer_ = Refuse(Refusal::kBodyTooLarge);
+      co_await Reply(ex);
+    } else if (relayed.ec == beast::error::timeout) {
+      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+      co_await Reply(ex);
+    } else if (!IsClientGone(relayed.ec)) {
+      answer_ = RefuseWith(Refusal::kBadRequest, kBadBody);
+      co_await Reply(ex);
+    }
+    co_return false;
+  }
+  ErrorCode ec = relayed.ec;
+  if (!ec) std::tie(ec, std::ignore) = co_await ReadResponseHead(call, ex);
+  if (ec) {
+    ex.close = true;
+    co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
+    co_return false;
+  }
+  co_return true;
+}
+
+Task<std::pair<ErrorCode, std::size_t>> Session::ReadResponseHead(UpstreamCall& call,
+                                                                  Exchange& ex) {
+  UpstreamConnection& c = *call.conn;
+  std::size_t received = 0;  // bytes read from the upstream
+  for (;;) {
+    res_head_.emplace();
+    res_head_->header_limit(kUpstreamHeaderLimit);
+    res_head_->body_limit(boost::none);
+    if (call.head_request) res_head_->skip(true);
+    // Beast's async_read_header would do the same in two composed layers,
+    // each tracking work on the executor: here the header is parsed in
+    // place and only the missing bytes are read, under one deadline.
+    ErrorCode ec;
+    bool deadline_set = false;
+    while (!ParseBuffered(c.buffer, *res_head_, ec, ParseUntil::kHeader)) {
+      if (!deadline_set) {
+        Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
+        deadline_set = true;
+      }
+      // The parser's header_limit bounds what is kept; reads are sized as
+      // Beast's own.
+      const std::size_t room = beast::read_size(c.buffer, kUpstreamHeaderLimit);
+      auto [read_ec, n] = co_await Visit(
+          c.stream, [&](auto& s) { return s.async_read_some(c.buffer.prepare(room), kUseTuple); });
+      if (read_ec == asio::error::eof) {
+        // As Beast's read: a header cut short is a partial message, no
+        // header at all the end of the stream.
+        ec = res_head_->got_some() ? ErrorCode(http::error::partial_message)
+                                   : ErrorCode(http::error::end_of_stream);
+        break;
+      }
+      if (read_ec) {
+        ec = read_ec;
+        break;
+      }
+      c.buffer.commit(n);
+      received += n;
+    }
+    if (ec) co_return std::pair{ec, received};
+    const unsigned status = res_head_->get().result_int();
+    if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, received};
+  }
+}
+
+Task<void> Session::FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+                                 Exchange& ex) {
+  // An unread request body would be taken for the next request.
+  ex.close = ex.close || !call.buffered;
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    const UpstreamFailure kind = failure == ConnectFailure::kTimeout || ec == beast::error::timeout
+                                     ? UpstreamFailure::kTimeout
+                                 : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
+                                                                       : UpstreamFailure::kReset;
+    metrics->RecordUpstreamFailure(generation_->state->upstream_ids[call.route.upstream_index],
+                                   kind);
+  }
+  answer_ = Refuse(failure == ConnectFailure::kTimeout || ec == beast::error::timeout
+                            ? Refusal::kGatewayTimeout
+                            : Refusal::kBadGateway);
+  co_await Reply(ex);
+}
+
+Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_client,
+                                    Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  UpstreamConnection& c = *call.conn;
+  ResponseParser<http::string_body> body{std::move(*res_head_)};
+  body.body_limit(boost::none);
+  ErrorCode rec;
+  if (!ParseBuffered(c.buffer, body, rec)) {
+    Lowest(c.stream).expires_after(to_client.read);
+    std::tie(rec, std::ignore) = co_await Visit(
+        c.stream, [&](auto& s) { return http::async_read(s, c.buffer, body, kUseTuple); });
+  }
+  MarkUpstreamEnd(clock, ex);
+  if (rec) {
+    ex.close = true;
+    co_await FailUpstream(call, ConnectFailure::kNone, rec, ex);
+    co_return false;
+  }
+  wire_.clear();
+  AppendWireHeader(body.get().base(), wire_, extra_headers_);
+  wire_.append(body.get().body());
+  ex.bytes_out = body.get().body().size();
+  ErrorCode wec;
+  // The body took its time to arrive: the write gets what is left.
+  if (!TryWriteWire(stream_, wec)) {
+    wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
+  }
+  if (wec) ex.close = true;
+  co_return true;
+}
+
+Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client,
+                                    Exchange& ex) {
+  const store::Clock& clock = *generation_->state->clock;
+  UpstreamConnection& c = *call.conn;
+  AddHeaderLines(extra_headers_, res_head_->get());
+  ResponseParser<http::buffer_body> streamed{std::move(*res_head_)};
+  streamed.body_limit(boost::none);
+  RelayResult relayed =
+      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client);
+  MarkUpstreamEnd(clock, ex);
+  ex.bytes_out = relayed.bytes;
+  if (relayed.failure == RelayFailure::kNone) co_return true;
+  // Headers are out: the only honest signal left is closing the connection.
+  ex.close = true;
+  if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
+  co_return false;
+}
+
+Task<void> Session::OpenTunnel(UpstreamCall& call, std::string_view key, Exchange& ex) {
+  MarkUpstreamEnd(*generation_->state->clock, ex);
+  ex.close = true;  // the connection is the tunnel's now, or failed
+  auto& res = res_head_->get();
+  if (!AcceptsHandshake(res, key)) {
+    // call.conn is dropped, not pooled: the upstream thinks it switched.
+    answer_ = RefuseWith(Refusal::kBadGateway,
+                              "the upstream's WebSocket handshake answer is not valid");
+    co_await Reply(ex);
+    co_return;
+  }
+  ex.status = 101;
+  RemoveHopByHop(res);
+  res.set(http::field::upgrade, "websocket");
+  res.set(http::field::connection, "Upgrade");
+  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
+  res.version(11);
+  extra_headers_.clear();
+  if (ex.limits.shown != nullptr) {
+    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
+  }
+  wire_.clear();
+  AppendWireHeader(res.base(), wire_, extra_headers_);
+  ErrorCode ec;
+  if (!TryWriteWire(stream_, ec)) {
+    ec = co_await WriteWire(stream_, Budget(config_->timeouts.client_body_ms, ex));
+  }
+  if (ec) co_return;
+  TunnelOptions options;
+  options.idle = Ms(config_->timeouts.websocket_idle_ms);
+  options.metrics = worker_.metrics();
+  if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
+  const TunnelResult tunnel = co_await RunTunnel(stream_, buffer_, call.conn->stream,
+                                                 call.conn->buffer, RelayBuffer(), options);
+  ex.bytes_in = tunnel.bytes_in;
+  ex.bytes_out = tunnel.bytes_out;
+  if (tunnel.idle_timeout) ex.error = "websocket_idle";
+}
+
+}  // namespace tollgate::gateway
