@@ -242,6 +242,54 @@ TEST(NormalizeHost, Choices) {
   EXPECT_EQ(Host("[::ffff:1.2.3.4]"), "[::ffff:1.2.3.4]");
 }
 
+// The word-at-a-time scan against the byte-at-a-time definition, on hosts of
+// every length up to 40 with any bytes (upper-case letters and dots at word
+// boundaries, bytes above 0x7F): the same status and output.
+TEST(NormalizeHost, AgreesWithAByteByByteScan) {
+  const auto model = [](std::string_view host, std::string& out) {
+    std::size_t name_end = host.find(':');
+    bool literal = false;
+    if (!host.empty() && host.front() == '[') {
+      const std::size_t close = host.find(']');
+      if (close == std::string_view::npos) return HostStatus::kInvalid;
+      name_end = close + 1;
+      if (name_end != host.size() && host[name_end] != ':') return HostStatus::kInvalid;
+      literal = true;
+    } else if (name_end == std::string_view::npos) {
+      name_end = host.size();
+    }
+    if (name_end == 0) return HostStatus::kInvalid;
+    bool upper = false;
+    for (const char c : host) upper |= c >= 'A' && c <= 'Z';
+    const bool dots = host.substr(0, name_end).find("..") != std::string_view::npos;
+    if (dots && !literal) return HostStatus::kInvalid;
+    const bool trailing_dot = !literal && host[name_end - 1] == '.';
+    if (trailing_dot && name_end == 1) return HostStatus::kInvalid;
+    if (!upper && !trailing_dot) return HostStatus::kUnchanged;
+    out.assign(host.substr(0, trailing_dot ? name_end - 1 : name_end));
+    out.append(host.substr(name_end));
+    for (char& c : out) {
+      if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+    }
+    return HostStatus::kNormalized;
+  };
+  std::mt19937 rng(27);
+  static constexpr char kBytes[] = {'a', 'Z', 'A', '@', '[', '.', '.', ':', '0', '\x80',
+                                    '\xC1', '\xDA', '\xFF', 'z', '`', '{'};
+  std::uniform_int_distribution<std::size_t> byte(0, std::size(kBytes) - 1);
+  std::uniform_int_distribution<int> length(1, 40);
+  std::string got, want;
+  for (int i = 0; i < 200'000; ++i) {
+    std::string in;
+    for (int k = length(rng); k > 0; --k) in += kBytes[byte(rng)];
+    const HostStatus expected = model(in, want);
+    ASSERT_EQ(NormalizeHost(in, got), expected) << in;
+    if (expected == HostStatus::kNormalized) {
+      ASSERT_EQ(got, want) << in;
+    }
+  }
+}
+
 TEST(NormalizeHost, Idempotent) {
   std::mt19937 rng(26);
   static constexpr std::string_view kPieces[] = {"a", "Z", ".", ":", "[", "]", "8", "::1", "X."};
