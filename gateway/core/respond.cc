@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <array>
+#include <cassert>
+#include <cstring>
 #include <boost/beast/http/status.hpp>
 
 #include "gateway/core/exchange.h"
@@ -46,13 +48,6 @@ void AppendInt(std::int64_t value, std::string& out) {
 // configuration is read), which both hold as they are otherwise.
 bool Escaped(char c) { return c == '"' || c == '\\'; }
 
-void AppendEscapedName(std::string_view name, std::string& out) {
-  for (const char c : name) {
-    if (Escaped(c)) out += '\\';
-    out += c;
-  }
-}
-
 std::size_t EscapedNameSize(std::string_view name) {
   return name.size() + static_cast<std::size_t>(std::count_if(name.begin(), name.end(), Escaped));
 }
@@ -72,16 +67,94 @@ void AppendJsonText(std::string_view text, std::string& out) {
   }
 }
 
-// The policy of window `i` as a structured-field string: the rule's name,
-// and ":" and the window as written when the rule has several.
-void AppendPolicyName(const rules::RuleConfig& rule, std::size_t i, std::string& out) {
-  out += '"';
-  AppendEscapedName(rule.name, out);
-  if (rule.windows.size() > 1) {
-    out += ':';
-    out += rule.windows[i].text;
+// Writes into room reserved up front, through a raw pointer: the answer to a
+// limited request was ~30 appends to a string, each checking its capacity
+// (~380 instructions per 429). `room` must bound what is written (checked
+// in debug builds); the string is cut to what was written at the end.
+class Writer {
+ public:
+  Writer(std::string& out, std::size_t room) : out_(out) {
+    const std::size_t start = out.size();
+    out.resize(start + room);
+    p_ = out.data() + start;
+    end_ = out.data() + out.size();
   }
-  out += '"';
+  ~Writer() { out_.resize(static_cast<std::size_t>(p_ - out_.data())); }
+  Writer(const Writer&) = delete;
+  Writer& operator=(const Writer&) = delete;
+
+  void Put(std::string_view s) {
+    assert(s.size() <= static_cast<std::size_t>(end_ - p_));
+    std::memcpy(p_, s.data(), s.size());
+    p_ += s.size();
+  }
+  void Put(char c) {
+    assert(p_ < end_);
+    *p_++ = c;
+  }
+  void PutInt(std::int64_t value) {
+    const fmt::format_int text(value);
+    Put(std::string_view(text.data(), text.size()));
+  }
+  void PutEscapedName(std::string_view name) {
+    for (const char c : name) {
+      if (Escaped(c)) Put('\\');
+      Put(c);
+    }
+  }
+  // The policy of window `i` as a structured-field string: the rule's name,
+  // and ":" and the window as written when the rule has several.
+  void PutPolicyName(const rules::RuleConfig& rule, std::size_t i) {
+    Put('"');
+    PutEscapedName(rule.name);
+    if (rule.windows.size() > 1) {
+      Put(':');
+      Put(rule.windows[i].text);
+    }
+    Put('"');
+  }
+
+ private:
+  std::string& out_;
+  char* p_;
+  char* end_;
+};
+
+// Bounds what the rate-limit fields of `rule` take: per window a policy
+// (the name escaped, the window's text, two integers) and the fixed text.
+std::size_t RateLimitHeadersRoom(const rules::RuleConfig& rule) {
+  std::size_t room = 256 + 2 * rule.name.size();
+  for (const auto& window : rule.windows) room += 2 * rule.name.size() + window.text.size() + 64;
+  return room;
+}
+
+void PutRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,
+                         Writer& out) {
+  const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
+  out.Put("RateLimit-Policy: ");
+  for (std::size_t i = 0; i < rule.windows.size(); ++i) {
+    if (i > 0) out.Put(", ");
+    out.PutPolicyName(rule, i);
+    out.Put(";q=");
+    out.PutInt(rule.limit->windows[i].limit);
+    out.Put(";w=");
+    out.PutInt(rule.windows[i].seconds);
+  }
+  const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
+  const std::int64_t remaining = std::max<std::int64_t>(0, d.remaining);
+  out.Put("\r\nRateLimit: ");
+  out.PutPolicyName(rule, w);
+  out.Put(";r=");
+  out.PutInt(remaining);
+  out.Put(";t=");
+  out.PutInt(reset_s);
+  out.Put("\r\nX-RateLimit-Limit: ");
+  out.PutInt(rule.limit->windows[w].limit);
+  out.Put("\r\nX-RateLimit-Remaining: ");
+  out.PutInt(remaining);
+  out.Put("\r\nX-RateLimit-Reset: ");
+  out.PutInt(reset_s);
+  out.Put("\r\n");
 }
 
 }  // namespace
@@ -163,31 +236,8 @@ void NoteAnswer(const Answer& answer, std::uint64_t body_bytes, Exchange& ex) {
 void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,
                             std::string& out) {
   if (rule.headers == rules::RateLimitHeaders::kNone) return;
-  const std::size_t w = std::min<std::size_t>(d.window, rule.windows.size() - 1);
-  out += "RateLimit-Policy: ";
-  for (std::size_t i = 0; i < rule.windows.size(); ++i) {
-    if (i > 0) out += ", ";
-    AppendPolicyName(rule, i, out);
-    out += ";q=";
-    AppendInt(rule.limit->windows[i].limit, out);
-    out += ";w=";
-    AppendInt(rule.windows[i].seconds, out);
-  }
-  const std::int64_t reset_s = CeilSeconds(d.window_reset_ms);
-  const std::int64_t remaining = std::max<std::int64_t>(0, d.remaining);
-  out += "\r\nRateLimit: ";
-  AppendPolicyName(rule, w, out);
-  out += ";r=";
-  AppendInt(remaining, out);
-  out += ";t=";
-  AppendInt(reset_s, out);
-  out += "\r\nX-RateLimit-Limit: ";
-  AppendInt(rule.limit->windows[w].limit, out);
-  out += "\r\nX-RateLimit-Remaining: ";
-  AppendInt(remaining, out);
-  out += "\r\nX-RateLimit-Reset: ";
-  AppendInt(reset_s, out);
-  out += "\r\n";
+  Writer writer(out, RateLimitHeadersRoom(rule));
+  PutRateLimitHeaders(rule, d, writer);
 }
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
@@ -198,24 +248,28 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithm
   const fmt::format_int retry_after_ms(d.retry_after_ms);
   const std::size_t body_size = kBodyStart.size() + EscapedNameSize(rule.name) + kBodyRetry.size() +
                                 retry_after_ms.size() + kBodyEnd.size();
-  out += "HTTP/1.1 ";
-  AppendInt(rule.status, out);
-  out += ' ';
-  out += std::string_view(boost::beast::http::obsolete_reason(
-      static_cast<boost::beast::http::status>(rule.status)));
-  out += "\r\nServer: tollgate\r\nContent-Type: application/json\r\nRetry-After: ";
-  AppendInt(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)), out);
-  out += "\r\nContent-Length: ";
-  AppendInt(static_cast<std::int64_t>(body_size), out);
-  out += "\r\n";
-  if (!keep_alive) out += "Connection: close\r\n";
-  AppendRateLimitHeaders(rule, d, out);
-  out += "\r\n";
-  out += kBodyStart;
-  AppendEscapedName(rule.name, out);
-  out += kBodyRetry;
-  out.append(retry_after_ms.data(), retry_after_ms.size());
-  out += kBodyEnd;
+  const std::string_view reason = boost::beast::http::obsolete_reason(
+      static_cast<boost::beast::http::status>(rule.status));
+  // The status line and fixed fields (~150 bytes with the longest reason),
+  // two integers, the rate-limit fields and the body.
+  Writer writer(out, 256 + reason.size() + RateLimitHeadersRoom(rule) + body_size);
+  writer.Put("HTTP/1.1 ");
+  writer.PutInt(rule.status);
+  writer.Put(' ');
+  writer.Put(reason);
+  writer.Put("\r\nServer: tollgate\r\nContent-Type: application/json\r\nRetry-After: ");
+  writer.PutInt(std::max<std::int64_t>(1, CeilSeconds(d.retry_after_ms)));
+  writer.Put("\r\nContent-Length: ");
+  writer.PutInt(static_cast<std::int64_t>(body_size));
+  writer.Put("\r\n");
+  if (!keep_alive) writer.Put("Connection: close\r\n");
+  if (rule.headers != rules::RateLimitHeaders::kNone) PutRateLimitHeaders(rule, d, writer);
+  writer.Put("\r\n");
+  writer.Put(kBodyStart);
+  writer.PutEscapedName(rule.name);
+  writer.Put(kBodyRetry);
+  writer.Put(std::string_view(retry_after_ms.data(), retry_after_ms.size()));
+  writer.Put(kBodyEnd);
   return body_size;
 }
 

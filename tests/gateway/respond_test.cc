@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "gateway/core/exchange.h"
@@ -160,6 +161,29 @@ limits = [ { limit = 100, window = "1m" }, { limit = 1000, window = "1h" } ]
             "X-RateLimit-Reset: 3000\r\n"
             "\r\n"
             "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":2999001}\n");
+}
+
+// The answer is written into room reserved up front: the longest parts (a
+// long name that is all escapes, several windows, the largest integers)
+// still fit, and Content-Length is the body's size.
+TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
+  const std::string name(120, '"');
+  std::string escaped_toml;
+  for (std::size_t i = 0; i < name.size(); ++i) escaped_toml += "\\\"";
+  const Rule rule("[[rules]]\nname = \"" + escaped_toml + "\"\nkey = \"ip\"\n"
+                  "algorithm = \"fixed_window\"\n"
+                  "limits = [ { limit = 1000000, window = \"1s\" }, { limit = 2000000, window = \"1m\" },"
+                  " { limit = 3000000, window = \"1h\" }, { limit = 4000000, window = \"24h\" } ]\n");
+  algorithms::Decision d = Limited(std::numeric_limits<std::int64_t>::max() / 2, 86'400'000, 3);
+  d.remaining = std::numeric_limits<std::int64_t>::max();
+  std::size_t body_size = 0;
+  const std::string out = LimitedResponse(rule.get(), d, false, &body_size);
+  const std::size_t blank = out.find("\r\n\r\n");
+  ASSERT_NE(blank, std::string::npos);
+  EXPECT_EQ(out.size() - blank - 4, body_size);
+  EXPECT_NE(out.find("Content-Length: " + std::to_string(body_size) + "\r\n"), std::string::npos);
+  EXPECT_NE(out.find(":24h\";r=" + std::to_string(d.remaining)), std::string::npos);
+  EXPECT_EQ(out.back(), '\n');
 }
 
 TEST(RateLimitHeaders, AllowedRequestOfAOneWindowRule) {
