@@ -95,6 +95,9 @@ void ReadLimits(TableReader r, LimitsConfig& out) {
   if (auto v = r.Integer("max_body_bytes", 0, kMaxInt)) out.max_body_bytes = *v;
   if (auto v = r.Integer("max_waiting", 0, 10'000'000)) out.max_waiting = *v;
   if (auto v = r.Integer("max_connections", 1, 10'000'000)) out.max_connections = *v;
+  if (auto v = r.Integer("max_websocket_message_bytes", 1, kMaxInt)) {
+    out.max_websocket_message_bytes = *v;
+  }
   r.Finish();
 }
 

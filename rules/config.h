@@ -57,6 +57,9 @@ struct LimitsConfig {
   // Client connections of the process; 0: derived from the descriptor
   // limit (gateway::MaxConnectionsFor).
   std::int64_t max_connections = 0;
+  // A client's WebSocket data message (its frames' payloads together) in a
+  // tunnel with message-rate rules; a larger one closes the tunnel (1009).
+  std::int64_t max_websocket_message_bytes = 1'048'576;
 };
 
 enum class LogFormat { kCombined, kJson };

@@ -24,6 +24,9 @@ struct KeyPart {
 };
 
 enum class RuleAction { kReject, kDelay, kDryRun };
+// What a rate rule counts (`per`): requests, or each data message a client
+// sends through a WebSocket tunnel whose handshake the rule matches.
+enum class LimitUnit : std::uint8_t { kRequest, kMessage };
 enum class RateLimitHeaders { kAll, kLimited, kNone };
 
 // Every condition present must hold; an absent one matches anything.
@@ -59,6 +62,9 @@ struct RuleConfig {
   std::int64_t max_inflight = 0;
   std::vector<WindowLabel> windows;  // parallel to limit->windows
   std::int64_t cost = 1;
+  // kMessage: the rule takes no part in request decisions (RuleSet puts it
+  // in Evaluation::messages); the tunnel decides each message by it.
+  LimitUnit per = LimitUnit::kRequest;
   RuleAction action = RuleAction::kReject;
   // kDelay, or a concurrency rule with a wait: the longest a request is held
   // (0 for a concurrency rule: refused at once), and how many of one key

@@ -200,16 +200,18 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
   // request's, whose keys' storage is built in again.
   std::size_t hits = 0;
   std::size_t inflight = 0;
+  std::size_t messages = 0;
   for (const RuleConfig& rule : rules_) {
     if (!Matches(rule.match, request, identity)) continue;
     if (rule.exempt) {
       out.exempt = &rule;
-      hits = inflight = 0;
+      hits = inflight = messages = 0;
       break;
     }
     const bool concurrency = rule.max_inflight > 0;
-    std::vector<RuleHit>& list = concurrency ? out.inflight : out.hits;
-    std::size_t& used = concurrency ? inflight : hits;
+    const bool per_message = rule.per == LimitUnit::kMessage;
+    std::vector<RuleHit>& list = concurrency ? out.inflight : per_message ? out.messages : out.hits;
+    std::size_t& used = concurrency ? inflight : per_message ? messages : hits;
     if (used == list.size()) list.emplace_back();
     RuleHit& hit = list[used];
     hit.rule = &rule;
@@ -218,6 +220,7 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
   }
   out.hits.resize(hits);
   out.inflight.resize(inflight);
+  out.messages.resize(messages);
 }
 
 std::string RuleConfig::KeyKind() const {

@@ -25,8 +25,11 @@ struct RuleHit {
 // the hits of the one before.
 struct Evaluation {
   const RuleConfig* exempt = nullptr;  // the exempt rule that matched, if any
-  std::vector<RuleHit> hits;           // the rate rules that apply, in file order
+  std::vector<RuleHit> hits;           // the rate rules (per request) that apply, in file order
   std::vector<RuleHit> inflight;       // the concurrency rules (max_inflight) that apply
+  // The per = "message" rate rules that apply: never decided for the
+  // request itself; a WebSocket handshake hands them to its tunnel.
+  std::vector<RuleHit> messages;
 };
 
 class RuleSet {

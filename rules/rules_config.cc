@@ -356,7 +356,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
     // An exempt rule only matches: limits, keys and actions do not apply.
     for (const char* key :
          {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows", "nodelay",
-          "cost", "action", "max_delay", "status", "headers", "max_inflight", "max_keys"}) {
+          "cost", "action", "max_delay", "status", "headers", "max_inflight", "max_keys", "per"}) {
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
       }
@@ -368,9 +368,17 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
   if (const toml::value* key = r.Require("key")) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
   }
+  if (auto per = r.OneOf("per", {"request", "message"})) {
+    rule.per = *per == "message" ? LimitUnit::kMessage : LimitUnit::kRequest;
+  }
   if (auto n = r.Integer("max_inflight", 1, 10'000'000)) {
     // A concurrency rule counts requests in flight: no algorithm or window.
     rule.max_inflight = *n;
+    if (rule.per == LimitUnit::kMessage) {
+      errors.Add(*r.Find("per"),
+                 "per = \"message\" has no meaning with max_inflight: a concurrency rule counts "
+                 "requests in flight (an open WebSocket tunnel is one)");
+    }
     for (const char* key : {"algorithm", "limit", "window", "limits", "burst", "sub_windows",
                             "nodelay", "cost", "action", "headers", "max_keys"}) {
       if (const toml::value* v = r.Find(key)) {
@@ -464,6 +472,20 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
       if (const toml::value* v = r.Find(key)) {
         errors.Add(*v, fmt::format("\"{}\" applies to action = \"delay\" only", key));
       }
+    }
+  }
+  if (rule.per == LimitUnit::kMessage) {
+    for (const char* key : {"status", "headers"}) {
+      if (const toml::value* v = r.Find(key)) {
+        errors.Add(*v, fmt::format("\"{}\" has no meaning with per = \"message\": a limited "
+                                   "message closes its WebSocket (1008), no response is sent",
+                                   key));
+      }
+    }
+    if (rule.action == RuleAction::kDelay && r.Has("max_waiting")) {
+      errors.Add(*r.Find("max_waiting"),
+                 "\"max_waiting\" has no meaning with per = \"message\": a held message waits "
+                 "in its own tunnel");
     }
   }
   if (auto s = r.Integer("status", 400, 599)) rule.status = static_cast<unsigned>(*s);

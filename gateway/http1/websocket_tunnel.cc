@@ -1,13 +1,21 @@
 #include "gateway/http1/websocket_tunnel.h"
 
 #include <openssl/evp.h>
+#include <openssl/rand.h>
 
+#include <algorithm>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/write.hpp>
+#include <cstring>
+#include <limits>
 #include <memory>
+#include <optional>
+#include <vector>
 
-#include "gateway/ops/metrics.h"
+#include "gateway/core/limits.h"
 #include "gateway/io/relay.h"
+#include "gateway/ops/metrics.h"
+#include "gateway/worker.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -31,32 +39,52 @@ auto Visit(AnyStream& stream, Fn&& fn) {
 // parts (two directions and the watchdog) run.
 struct Tunnel {
   Tunnel(AnyStream& c, AnyStream& u, const TunnelOptions& o)
-      : client(c), upstream(u), options(o), watchdog(Lowest(c).get_executor()) {}
+      : client(c),
+        upstream(u),
+        options(o),
+        watchdog(Lowest(c).get_executor()),
+        pause(Lowest(c).get_executor()) {}
 
   // Ends the tunnel: pending reads and writes on both streams complete
-  // with operation_aborted, the watchdog wakes; each part sees `stopped`
-  // before it would start anything else.
+  // with operation_aborted, the watchdog and a held message wake; each
+  // part sees `stopped` before it would start anything else.
   void Stop() {
     if (stopped) return;
     stopped = true;
     Lowest(client).cancel();
     Lowest(upstream).cancel();
     watchdog.cancel();
+    pause.cancel();
   }
 
   AnyStream& client;
   AnyStream& upstream;
   const TunnelOptions& options;
   Timer watchdog;
+  Timer pause;  // a message held by a delay or shaping rule
   std::chrono::steady_clock::time_point last_activity = store::LoopNow();
   bool stopped = false;
+  bool holding = false;  // a message is held: no idleness
+  // Set when tollgate ends the tunnel: its close frame for the client,
+  // which the upstream-to-client direction sends at the end of a frame.
+  std::string client_close;
   TunnelResult result;
 };
 
-// Writes `data` whole to `to` within the idle time; counts it.
-Task<bool> WriteAll(Tunnel& t, AnyStream& to, asio::const_buffer data, bool in) {
+// Writes `data` whole to `to` within the idle time.
+Task<std::size_t> Write(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
   Lowest(to).expires_after(t.options.idle);
-  auto [ec, n] = co_await Visit(to, [&](auto& s) { return asio::async_write(s, data, kUseTuple); });
+  auto [error, n] =
+      co_await Visit(to, [&](auto& s) { return asio::async_write(s, data, kUseTuple); });
+  ec = error;
+  co_return n;
+}
+
+// Writes `data`, the peers' bytes, whole to `to` within the idle time;
+// counts it.
+Task<bool> WriteAll(Tunnel& t, AnyStream& to, asio::const_buffer data, bool in) {
+  ErrorCode ec;
+  const std::size_t n = co_await Write(t, to, data, ec);
   if (n > 0) {
     t.last_activity = store::LoopNow();
     (in ? t.result.bytes_in : t.result.bytes_out) += n;
@@ -93,8 +121,10 @@ Task<void> Pump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStre
 // Ends the tunnel once no byte went either way for the idle time.
 Task<void> Watch(Tunnel& t) {
   while (!t.stopped) {
+    if (t.holding) t.last_activity = store::LoopNow();
     const auto due = t.last_activity + t.options.idle;
     if (store::LoopNow() >= due) {
+      t.result.error = "websocket_idle";
       t.result.idle_timeout = true;
       t.Stop();
       break;
@@ -121,6 +151,273 @@ class OpenGauge {
   int route_;
 };
 
+// How tollgate ends a tunnel: the close frame's code and reason, and the
+// access log's word.
+struct Ending {
+  CloseCode code;
+  std::string_view reason;
+  std::string_view error;
+};
+constexpr Ending kRateLimited{CloseCode::kPolicyViolation, "rate_limited",
+                              "websocket_rate_limited"};
+constexpr Ending kStoreUnavailable{CloseCode::kTryAgainLater, "store_unavailable",
+                                   "websocket_store_unavailable"};
+constexpr Ending kTooBig{CloseCode::kMessageTooBig, "message_too_big", "websocket_too_big"};
+constexpr Ending kProtocolError{CloseCode::kProtocolError, "protocol_error",
+                                "websocket_protocol_error"};
+
+// Decides the client's data messages by the tunnel's message rules, through
+// the worker's store, as a request's rate rules are decided (gateway/core/
+// limits.h), and holds a message that delay rules do not allow yet.
+class MessageLimiter final : public BatchWaker {
+ public:
+  MessageLimiter(const TunnelOptions& options, const Executor& executor)
+      : limits_(options.messages),
+        state_(*limits_.state),
+        wall_clock_(state_.config->store.kind == rules::StoreKind::kRedis &&
+                    state_.config->store.redis.time == store::RedisTime::kClient),
+        context_{*state_.identity, *state_.rule_set, *limits_.store, 0, 0},
+        timer_(executor) {
+    context_.metrics = options.metrics;
+    context_.rule_ids = &state_.rule_ids;
+    context_.rules_base = state_.config->rules.data();
+    context_.store_kind = state_.config->store.kind == rules::StoreKind::kRedis
+                              ? StoreKindLabel::kRedis
+                              : StoreKindLabel::kLocal;
+    context_.describe = false;  // one log line per tunnel, not per message
+    for (const rules::RuleHit& hit : limits_.hits) all_.push_back(&hit);
+    batch_.set_waker(this);
+  }
+  MessageLimiter(const MessageLimiter&) = delete;
+  MessageLimiter& operator=(const MessageLimiter&) = delete;
+
+  // The decision about the message about to start, after any wait it had
+  // to make; nullopt: it may go on.
+  Task<std::optional<Ending>> Admit(Tunnel& t) {
+    co_await Decide(all_);
+    const LimitOutcome outcome = FinishLimits(context_, all_, batch_);
+    if (outcome.verdict == Verdict::kStoreUnavailable) co_return kStoreUnavailable;
+    if (outcome.verdict == Verdict::kReject) co_return kRateLimited;
+    if (outcome.verdict == Verdict::kDelay) {
+      // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
+      const bool turn = co_await WaitForTurn(t, outcome.delayed);
+      if (!turn) co_return kRateLimited;
+    }
+    if (outcome.delay_ms > 0) co_await Hold(t, outcome.delay_ms);
+    co_return std::nullopt;
+  }
+
+ private:
+  void Wake() override { timer_.cancel(); }
+
+  // Asks the store about `hits` and awaits every answer (which may come
+  // inline). Never cut short: the store writes into the batch until then.
+  Task<void> Decide(const std::vector<const rules::RuleHit*>& hits) {
+    const store::Clock& clock = *state_.clock;
+    context_.now_ms = clock.NowMs();
+    context_.store_now_ms = wall_clock_ ? clock.UnixMs() : context_.now_ms;
+    const auto asked = store::LoopNow();
+    batch_.Start(*limits_.store, hits, context_.store_now_ms);
+    while (!batch_.done()) {
+      timer_.expires_at(Timer::time_point::max());
+      co_await timer_.async_wait(kUseTuple);
+    }
+    if (context_.metrics != nullptr) {
+      context_.metrics->RecordStore(
+          context_.store_kind, std::chrono::duration<double>(store::LoopNow() - asked).count());
+    }
+  }
+
+  // Sleeps `ms` with the client unread; false when the tunnel ended.
+  Task<bool> Hold(Tunnel& t, std::int64_t ms) {
+    if (t.stopped) co_return false;
+    t.holding = true;
+    t.pause.expires_after(Ms(ms));
+    co_await t.pause.async_wait(kUseTuple);
+    t.holding = false;
+    t.last_activity = store::LoopNow();
+    co_return !t.stopped;
+  }
+
+  // Until the delay rules that limited the message allow it: each wait is
+  // the longest retry_after among those still limiting, and the message is
+  // refused once the next wait would pass the smallest max_delay. Only
+  // these rules are decided again: the others counted the message already.
+  Task<bool> WaitForTurn(Tunnel& t, const std::vector<DelayedHit>& delayed) {
+    const store::Clock& clock = *state_.clock;
+    const std::int64_t start = clock.NowMs();
+    std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+    std::int64_t wait = 0;
+    again_.clear();
+    for (const DelayedHit& d : delayed) {
+      deadline = std::min(deadline, start + d.hit->rule->max_delay_ms);
+      wait = std::max(wait, d.decision.retry_after_ms);
+      again_.push_back(d.hit);
+    }
+    for (;;) {
+      if (clock.NowMs() + wait > deadline) co_return false;
+      if (!co_await Hold(t, std::max<std::int64_t>(1, wait))) co_return false;
+      co_await Decide(again_);
+      wait = 0;
+      for (std::size_t i = 0; i < again_.size(); ++i) {
+        // The store's decision, or what on_error answered for it.
+        const algorithms::Decision& d = batch_.result(i).decision;
+        if (!d.allowed) wait = std::max(wait, std::max<std::int64_t>(1, d.retry_after_ms));
+      }
+      if (wait == 0) co_return true;
+    }
+  }
+
+  const MessageLimits& limits_;
+  const GatewayState& state_;
+  const bool wall_clock_;  // Redis with time = "client" decides on wall-clock time
+  LimitContext context_;
+  std::vector<const rules::RuleHit*> all_;
+  std::vector<const rules::RuleHit*> again_;  // the delay rules still limiting
+  DecisionBatch batch_;
+  Timer timer_;  // woken by the batch's last answer
+};
+
+// A masking key for tollgate's close frame to the upstream (RFC 6455 §5.3
+// wants it unpredictable).
+std::array<std::uint8_t, 4> MaskingKey() {
+  std::array<std::uint8_t, 4> key{};
+  if (RAND_bytes(key.data(), static_cast<int>(key.size())) != 1) key = {0x5a, 0xa5, 0x3c, 0xc3};
+  return key;
+}
+
+// Bytes of one direction as a FramedPump has them: `held` of them, the
+// start of a frame not whole yet, wait at the front of `buffer`.
+struct Framed {
+  AnyStream& from;
+  beast::flat_buffer& pending;
+  AnyStream& to;
+  char* buffer;  // kRelayChunk bytes
+  bool in;
+  FrameParser frames;
+  MessageLimiter* limiter = nullptr;  // client to upstream only
+  std::size_t held = 0;
+};
+
+// tollgate ends the tunnel (from the client-to-upstream direction, at the
+// start of a client frame): the client's close frame goes once the other
+// direction is at the end of a frame, nothing from the upstream after it
+// (not its answer to the masked close frame it gets now).
+Task<void> Close(Tunnel& t, const Ending& ending) {
+  t.result.error = ending.error;
+  t.client_close = CloseFrame(ending.code, ending.reason);
+  // Wakes the other direction if it is waiting for the upstream.
+  if (!t.stopped) Lowest(t.upstream).cancel();
+  const std::string frame = CloseFrame(ending.code, ending.reason, MaskingKey());
+  ErrorCode ec;
+  co_await Write(t, t.upstream, asio::buffer(frame), ec);
+}
+
+// How long a tunnel that tollgate closed waits for the client to close too.
+constexpr std::chrono::seconds kLinger{1};
+
+// After tollgate's close frame the client may still send what it wrote
+// before reading that frame, and a socket closed with bytes unread resets
+// the connection, which can destroy the close frame before the client has
+// read it. So tollgate ends its side (a FIN after the close frame: the
+// client answers by closing) and drops what still comes until the client's
+// end of stream, for at most kLinger. The bytes are read beneath TLS: the
+// session is over.
+Task<void> Linger(Tunnel& t, char* buffer) {
+  TcpStream& client = Lowest(t.client);
+  ErrorCode ignored;
+  client.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  client.expires_after(kLinger);
+  for (;;) {
+    auto [ec, n] = co_await client.async_read_some(asio::buffer(buffer, kRelayChunk), kUseTuple);
+    if (ec || t.stopped) break;
+  }
+}
+
+// Passes what the frames in `data` allow on to `f.to`, and keeps the rest
+// (the start of a frame not whole yet) at the front of f.buffer. Client to
+// upstream, each data message is admitted first, and the bytes before it
+// go first when it has to wait or ends the tunnel. False when the tunnel
+// ends.
+Task<bool> PassFrames(Tunnel& t, Framed& f, std::string_view data) {
+  if (!f.in && !t.client_close.empty()) {
+    // tollgate is closing: only the rest of the frame under way goes on.
+    data = data.substr(0, f.frames.at_frame_end()
+                              ? 0
+                              : std::min<std::uint64_t>(data.size(), f.frames.payload_left()));
+  }
+  std::size_t done = 0;  // parsed
+  std::size_t sent = 0;  // of those, written
+  for (;;) {
+    const FrameStep step = f.frames.Parse(data.substr(done));
+    done += step.consumed;
+    if (step.event == FrameEvent::kNeedMore) break;
+    std::optional<Ending> ending;
+    if (step.event == FrameEvent::kMessageStart) {
+      ending = co_await f.limiter->Admit(t);
+      if (t.stopped) co_return false;
+      if (!ending) continue;
+    } else {
+      ending = step.event == FrameEvent::kTooBig ? kTooBig : kProtocolError;
+    }
+    if (done > sent &&
+        !co_await WriteAll(t, f.to, asio::buffer(data.data() + sent, done - sent), f.in)) {
+      co_return false;
+    }
+    co_await Close(t, *ending);
+    co_return false;
+  }
+  if (done > sent &&
+      !co_await WriteAll(t, f.to, asio::buffer(data.data() + sent, done - sent), f.in)) {
+    co_return false;
+  }
+  f.held = data.size() - done;
+  std::memmove(f.buffer, data.data() + done, f.held);
+  co_return true;
+}
+
+// One direction of a tunnel with message limits: as Pump, but bytes pass
+// only as PassFrames lets them. Upstream to client, once tollgate ends the
+// tunnel, the frame under way is finished, the client's close frame
+// follows it, and the tunnel lingers (see Linger).
+Task<void> FramedPump(Tunnel& t, Framed& f) {
+  bool ok = true;
+  if (f.pending.size() > 0) {
+    const auto* bytes = static_cast<const char*>(f.pending.data().data());
+    // The handshake's read may hold more than a relay buffer: in chunks.
+    std::string_view rest(bytes, f.pending.size());
+    while (ok && !rest.empty()) {
+      const std::size_t take = std::min(rest.size(), kRelayChunk - f.held);
+      std::memcpy(f.buffer + f.held, rest.data(), take);
+      rest.remove_prefix(take);
+      ok = co_await PassFrames(t, f, std::string_view(f.buffer, f.held + take));
+    }
+    f.pending.consume(f.pending.size());
+  }
+  while (ok && !t.stopped) {
+    if (!f.in && !t.client_close.empty() && f.frames.at_frame_end()) {
+      ErrorCode ec;
+      co_await Write(t, f.to, asio::buffer(t.client_close), ec);
+      if (!ec && !t.stopped) co_await Linger(t, f.buffer);
+      break;
+    }
+    Lowest(f.from).expires_never();
+    auto [ec, n] = co_await Visit(f.from, [&](auto& s) {
+      return s.async_read_some(asio::buffer(f.buffer + f.held, kRelayChunk - f.held), kUseTuple);
+    });
+    if (t.stopped) break;
+    if (n > 0) {
+      t.last_activity = store::LoopNow();
+      ok = co_await PassFrames(t, f, std::string_view(f.buffer, f.held + n));
+    }
+    // Close() cancels the read that waits for the upstream: see above.
+    if (ec == asio::error::operation_aborted && !f.in && !t.client_close.empty()) continue;
+    if (ec) break;
+  }
+  // Once tollgate closes, the other direction ends the tunnel.
+  if (f.in && !t.client_close.empty()) co_return;
+  t.Stop();
+}
 }  // namespace
 
 bool IsWebSocketHandshake(const http::request_header<Fields>& req, bool has_body) {
@@ -156,6 +453,14 @@ bool AcceptsHandshake(const http::response_header<Fields>& res, std::string_view
   return value == WebSocketAccept(key);
 }
 
+Compression NegotiatedCompression(const http::response_header<Fields>& res) {
+  for (auto it = res.find(http::field::sec_websocket_extensions);
+       it != res.end() && it->name() == http::field::sec_websocket_extensions; ++it) {
+    if (NamesPerMessageDeflate(it->value())) return Compression::kPerMessageDeflate;
+  }
+  return Compression::kNone;
+}
+
 Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffer,
                              AnyStream& upstream, beast::flat_buffer& upstream_buffer, char* down,
                              const TunnelOptions& options) {
@@ -163,8 +468,23 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
   const OpenGauge gauge(options.metrics, options.route_metric);
   const auto up = std::make_unique<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
-  co_await (Pump(t, client, client_buffer, upstream, up.get(), true) &&
-            Pump(t, upstream, upstream_buffer, client, down, false) && Watch(t));
+  if (options.messages.hits.empty()) {
+    co_await (Pump(t, client, client_buffer, upstream, up.get(), true) &&
+              Pump(t, upstream, upstream_buffer, client, down, false) && Watch(t));
+    co_return t.result;
+  }
+  const MessageLimits& limits = options.messages;
+  MessageLimiter limiter(options, Lowest(client).get_executor());
+  const auto max_message =
+      static_cast<std::uint64_t>(limits.state->config->limits.max_websocket_message_bytes);
+  Framed in{client,   client_buffer,
+            upstream, up.get(),
+            true,     FrameParser(FrameSender::kClient, max_message, limits.compression),
+            &limiter};
+  Framed out{upstream, upstream_buffer,
+             client,   down,
+             false,    FrameParser(FrameSender::kServer, max_message, limits.compression)};
+  co_await (FramedPump(t, in) && FramedPump(t, out) && Watch(t));
   co_return t.result;
 }
 

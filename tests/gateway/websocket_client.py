@@ -18,6 +18,17 @@
 #                  for SECONDS
 #   idle SECONDS   no byte either way: prints "closed after S" once the
 #                  connection ends (or fails after SECONDS)
+#   send N STYLE   N messages one after another, each awaiting its echo;
+#                  STYLE: plain, fragmented (each in 3 fragments) or pinged
+#                  (3 pings answered before each): prints "echoed I" for
+#                  each, then "closed CODE REASON after I" when the
+#                  connection closes (I: the messages echoed) or "all echoed"
+#   burst N        N messages sent at once, then their echoes awaited, in
+#                  order: prints "received K in S" (seconds from the first
+#                  send to the last echo), and "closed CODE REASON" if the
+#                  connection closed first
+#   oversize BYTES one binary message of BYTES: prints "closed CODE REASON"
+#                  once the connection closes (or "echoed" if it came back)
 import asyncio
 import os
 import ssl
@@ -163,6 +174,62 @@ async def idle(url, opts, seconds):
         fail(f"still open after {seconds} s")
 
 
+def closed(e):
+    """'CODE REASON' of the close frame received, or 'none'."""
+    if e.rcvd is None:
+        return "none"
+    return f"{e.rcvd.code} {e.rcvd.reason}"
+
+
+async def send(url, opts, n, style):
+    async with connect(url, opts) as ws:
+        for i in range(n):
+            message = f"message {i}"
+            try:
+                if style == "pinged":
+                    for k in range(3):
+                        await asyncio.wait_for(await ws.ping(f"{i}.{k}".encode()), 5)
+                if style == "fragmented":
+                    await ws.send([message[:3], message[3:6], message[6:]])
+                else:
+                    await ws.send(message)
+                back = await asyncio.wait_for(ws.recv(), 10)
+            except ConnectionClosed as e:
+                print(f"closed {closed(e)} after {i}", flush=True)
+                return
+            if back != message:
+                fail(f"message {i} came back as {back!r}")
+            print(f"echoed {i}", flush=True)
+        print("all echoed")
+
+
+async def burst(url, opts, n):
+    async with connect(url, opts) as ws:
+        start = time.monotonic()
+        received = 0
+        try:
+            for i in range(n):
+                await ws.send(f"burst {i}")
+            for i in range(n):
+                back = await asyncio.wait_for(ws.recv(), 30)
+                if back != f"burst {i}":
+                    fail(f"echo {i} was {back!r}")
+                received += 1
+        except ConnectionClosed as e:
+            print(f"closed {closed(e)}", flush=True)
+        print(f"received {received} in {time.monotonic() - start:.3f}")
+
+
+async def oversize(url, opts, size):
+    async with connect(url, opts) as ws:
+        try:
+            await ws.send(os.urandom(size))
+            await asyncio.wait_for(ws.recv(), 10)
+            print("echoed")
+        except ConnectionClosed as e:
+            print(f"closed {closed(e)}")
+
+
 async def main():
     opts = Options(sys.argv[1:])
     url, scenario = opts.args[0], opts.args[1]
@@ -181,6 +248,12 @@ async def main():
         await hold(url, opts, int(rest[0]), float(rest[1]))
     elif scenario == "idle":
         await idle(url, opts, float(rest[0]))
+    elif scenario == "send":
+        await send(url, opts, int(rest[0]), rest[1])
+    elif scenario == "burst":
+        await burst(url, opts, int(rest[0]))
+    elif scenario == "oversize":
+        await oversize(url, opts, int(rest[0]))
     else:
         fail(f"unknown scenario {scenario}")
 

@@ -5,11 +5,13 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <boost/asio/read.hpp>
 #include <boost/asio/read_until.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <fstream>
+#include <functional>
 #include <future>
 #include <regex>
 #include <sstream>
@@ -30,10 +32,16 @@ const std::string kScripts = TOLLGATE_WEBSOCKET_SCRIPTS;
 constexpr const char* kKey = "dGhlIHNhbXBsZSBub25jZQ==";
 constexpr const char* kAccept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 
+enum class EchoCompression { kNone, kPerMessageDeflate };
+
 // websocket_echo.py on a free port.
 class EchoServer {
  public:
-  EchoServer() : process_({kPython, kScripts + "/websocket_echo.py"}) {
+  explicit EchoServer(EchoCompression compression = EchoCompression::kNone)
+      : process_(
+            compression == EchoCompression::kNone
+                ? std::vector<std::string>{kPython, kScripts + "/websocket_echo.py"}
+                : std::vector<std::string>{kPython, kScripts + "/websocket_echo.py", "--deflate"}) {
     const std::string line = process_.StderrLine();
     std::smatch match;
     if (std::regex_search(line, match, std::regex("port (\\d+)"))) {
@@ -78,6 +86,57 @@ double Sample(const std::string& text, const std::string& name) {
   }
   return -1;
 }
+
+// A raw upstream for one tunnel: answers kKey's handshake with 101 and
+// `after_101` in the same write, then runs `script` on the connection, by
+// default keeping every byte it receives until the gateway ends it.
+class RawUpstream {
+ public:
+  using Script = std::function<void(tcp::socket&, std::string& received)>;
+  explicit RawUpstream(std::string after_101 = "", Script script = KeepAll)
+      : acceptor_(io_, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0)),
+        thread_([this, after_101, script] { Serve(after_101, script); }) {}
+  ~RawUpstream() {
+    if (thread_.joinable()) thread_.join();
+  }
+  std::uint16_t port() const { return acceptor_.local_endpoint().port(); }
+  // What the script kept, once it is done.
+  std::string Received() {
+    thread_.join();
+    return received_;
+  }
+
+  static void KeepAll(tcp::socket& socket, std::string& received) {
+    char chunk[4096];
+    boost::system::error_code ec;
+    for (;;) {
+      const std::size_t n = socket.read_some(asio::buffer(chunk), ec);
+      if (ec) break;
+      received.append(chunk, n);
+    }
+  }
+
+ private:
+  void Serve(const std::string& after_101, const Script& script) {
+    tcp::socket socket(io_);
+    acceptor_.accept(socket);
+    asio::streambuf request;
+    boost::system::error_code ec;
+    // (The clients here send nothing before the 101.)
+    asio::read_until(socket, request, "\r\n\r\n", ec);
+    const std::string answer = std::string(
+                                   "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
+                                   "Connection: Upgrade\r\nSec-WebSocket-Accept: ") +
+                               kAccept + "\r\n\r\n" + after_101;
+    asio::write(socket, asio::buffer(answer), ec);
+    script(socket, received_);
+  }
+
+  asio::io_context io_;
+  tcp::acceptor acceptor_;
+  std::string received_;
+  std::thread thread_;
+};
 
 class WebSocketTest : public ::testing::Test {
  protected:
@@ -284,24 +343,13 @@ TEST(WebSocket, AWrongAcceptFromTheUpstreamIs502) {
 TEST(WebSocket, BytesAfterThe101AndBackpressure) {
   // A raw upstream that switches correctly, with a frame in the same write
   // as its 101, then reads nothing until told to.
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
   std::promise<void> start_reading;
   std::promise<std::uint64_t> received;
-  std::thread server([&] {
-    tcp::socket socket(io);
-    acceptor.accept(socket);
-    asio::streambuf request;
-    boost::system::error_code ec;
-    asio::read_until(socket, request, "\r\n\r\n", ec);
-    const std::string answer = std::string(
-                                   "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                                   "Connection: Upgrade\r\nSec-WebSocket-Accept: ") +
-                               kAccept + "\r\n\r\n\x81\x05hello";
-    asio::write(socket, asio::buffer(answer), ec);
+  RawUpstream upstream("\x81\x05hello", [&](tcp::socket& socket, std::string&) {
     start_reading.get_future().wait();
     std::uint64_t n = 0;
     char chunk[65536];
+    boost::system::error_code ec;
     for (;;) {
       const std::size_t got = socket.read_some(asio::buffer(chunk), ec);
       if (ec) break;
@@ -309,7 +357,7 @@ TEST(WebSocket, BytesAfterThe101AndBackpressure) {
     }
     received.set_value(n);
   });
-  TestGateway gateway(BasicConfig(), acceptor.local_endpoint().port());
+  TestGateway gateway(BasicConfig(), upstream.port());
   Client client(gateway.port());
   client.Send(Handshake("/"));
   Response res = client.Read();
@@ -348,7 +396,6 @@ TEST(WebSocket, BytesAfterThe101AndBackpressure) {
   sent += chunk.size();
   client.socket().shutdown(tcp::socket::shutdown_send);
   EXPECT_EQ(received.get_future().get(), sent);
-  server.join();
 }
 
 TEST_F(WebSocketTest, ThroughATlsListener) {
@@ -470,6 +517,273 @@ TEST(WebSocket, DrainClosesTunnelsAtTheDrainTimeout) {
   EXPECT_LT(took, 5.0);
   const std::string out = client.get();
   EXPECT_NE(out.find("closed after"), std::string::npos) << out;
+}
+
+// Message-rate limits (per = "message").
+
+// A masked client frame.
+std::string MaskedFrame(char first, const std::string& payload) {
+  const char key[4] = {0x11, 0x22, 0x33, 0x44};
+  std::string out{first, static_cast<char>(0x80 | payload.size()), key[0], key[1], key[2], key[3]};
+  for (std::size_t i = 0; i < payload.size(); ++i)
+    out += static_cast<char>(payload[i] ^ key[i % 4]);
+  return out;
+}
+
+constexpr const char* kFiveMessagesAMinute = R"(
+[[rules]]
+name = "messages"
+key = "ip"
+algorithm = "fixed_window"
+limit = 5
+window = "1m"
+per = "message"
+)";
+
+TEST_F(WebSocketTest, ARejectRuleClosesWith1008AfterExactlyItsLimit) {
+  TempDir dir;
+  const std::string log = dir.path() + "/access.log";
+  std::string config = BasicConfig(kFiveMessagesAMinute);
+  config.replace(config.find("access = \"off\""), 14, "access = \"" + log + "\"");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "send 8 plain", out), 0) << out;
+  // The handshake is a request, not a message: five messages pass.
+  EXPECT_NE(out.find("echoed 4\n"), std::string::npos) << out;
+  EXPECT_EQ(out.find("echoed 5"), std::string::npos) << out;
+  EXPECT_NE(out.find("closed 1008 rate_limited after 5"), std::string::npos) << out;
+
+  Client admin(gateway_->admin_port());
+  const std::string metrics = admin.Get("/metrics").body();
+  EXPECT_EQ(
+      Sample(metrics, R"(tollgate_ratelimit_decisions_total{rule="messages",decision="allowed"})"),
+      5)
+      << metrics;
+  EXPECT_EQ(
+      Sample(metrics, R"(tollgate_ratelimit_decisions_total{rule="messages",decision="limited"})"),
+      1)
+      << metrics;
+  std::string text;
+  for (int i = 0; i < 30 && text.find("websocket_rate_limited") == std::string::npos; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    std::ifstream file(log);
+    text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
+  }
+  EXPECT_NE(text.find("\"GET / HTTP/1.1\" 101 "), std::string::npos) << text;
+  EXPECT_NE(text.find("websocket_rate_limited"), std::string::npos) << text;
+}
+
+TEST_F(WebSocketTest, ARejectRuleThroughATlsListener) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "ws.test");
+  std::string config = BasicConfig(kFiveMessagesAMinute);
+  config.replace(
+      config.find("address = \"127.0.0.1:0\""), 23,
+      "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key + "\" }");
+  gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
+  const std::string url = "wss://127.0.0.1:" + std::to_string(gateway_->port()) + "/";
+  std::string out;
+  EXPECT_EQ(RunClient(url, "send 8 plain --cafile " + cert, out), 0) << out;
+  EXPECT_NE(out.find("closed 1008 rate_limited after 5"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, AFragmentedMessageCountsOnceAndControlFramesNever) {
+  Start(R"(
+[[rules]]
+name = "fragments"
+match = { path_prefix = "/fragments" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 3
+window = "1m"
+per = "message"
+[[rules]]
+name = "pings"
+match = { path_prefix = "/pings" }
+key = "ip"
+algorithm = "sliding_log"
+limit = 3
+window = "1m"
+per = "message"
+)");
+  // Each message in three fragments; three pings answered before each.
+  std::string out;
+  EXPECT_EQ(RunClient(Url("/fragments"), "send 5 fragmented", out), 0) << out;
+  EXPECT_NE(out.find("echoed 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("closed 1008 rate_limited after 3"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunClient(Url("/pings"), "send 5 pinged", out), 0) << out;
+  EXPECT_NE(out.find("echoed 2\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("closed 1008 rate_limited after 3"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, ADelayRuleHoldsMessagesToItsRateAndLosesNone) {
+  // 20 a second, no burst: a message every 50 ms.
+  Start(R"(
+[[rules]]
+name = "paced"
+key = "ip"
+algorithm = "token_bucket"
+limit = 20
+window = "1s"
+burst = 1
+per = "message"
+action = "delay"
+max_delay = "5s"
+)");
+  std::string out;
+  ASSERT_EQ(RunClient(Url(), "burst 11", out), 0) << out;
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(out, match, std::regex("received ([0-9]+) in ([0-9.]+)"))) << out;
+  EXPECT_EQ(match[1], "11") << out;
+  EXPECT_EQ(out.find("closed"), std::string::npos) << out;
+  // The first passes at once, each of the ten others 50 ms after the one
+  // before it.
+  EXPECT_GE(std::stod(match[2]), 0.5 - 0.05) << out;
+}
+
+TEST_F(WebSocketTest, ADelayRuleClosesWith1008WhenTheWaitWouldPassMaxDelay) {
+  Start(R"(
+[[rules]]
+name = "one-a-minute"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1m"
+per = "message"
+action = "delay"
+max_delay = "200ms"
+)");
+  std::string out;
+  EXPECT_EQ(RunClient(Url(), "send 3 plain", out), 0) << out;
+  EXPECT_NE(out.find("closed 1008 rate_limited after 1"), std::string::npos) << out;
+}
+
+TEST_F(WebSocketTest, AMessageAboveTheLimitClosesWith1009) {
+  Start(R"(
+[limits]
+max_websocket_message_bytes = 1000
+[[rules]]
+name = "messages"
+match = { path_prefix = "/limited" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+per = "message"
+)");
+  std::string out;
+  EXPECT_EQ(RunClient(Url("/limited"), "oversize 1000", out), 0) << out;
+  EXPECT_NE(out.find("echoed"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunClient(Url("/limited"), "oversize 1001", out), 0) << out;
+  EXPECT_NE(out.find("closed 1009 message_too_big"), std::string::npos) << out;
+  // A tunnel without message rules is a byte relay: no limit of its own.
+  out.clear();
+  EXPECT_EQ(RunClient(Url("/"), "oversize 5000", out), 0) << out;
+  EXPECT_NE(out.find("echoed"), std::string::npos) << out;
+}
+
+TEST(WebSocket, AnUnmaskedClientFrameClosesWith1002BothWays) {
+  RawUpstream upstream;
+  TestGateway gateway(BasicConfig(kFiveMessagesAMinute), upstream.port(), TestClock::kSteady);
+  Client client(gateway.port());
+  client.Send(Handshake("/"));
+  ASSERT_EQ(client.Read().result_int(), 101);
+  const std::string masked = MaskedFrame('\x81', "fine");
+  client.Send(masked + "\x81\x05hello");
+  // The client gets an unmasked close frame, 1002 "protocol_error"; the
+  // upstream the message before it, then a masked close frame with the same.
+  EXPECT_EQ(client.ReadToClose(), std::string("\x88\x10\x03\xeaprotocol_error", 18));
+  client.socket().close();  // the gateway lingers until the client closes too
+  const std::string received = upstream.Received();
+  ASSERT_EQ(received.size(), masked.size() + 2 + 4 + 16) << received;
+  EXPECT_EQ(received.substr(0, masked.size()), masked);
+  const std::string close = received.substr(masked.size());
+  EXPECT_EQ(close.substr(0, 2), "\x88\x90");
+  std::string payload;
+  for (std::size_t i = 0; i < 16; ++i)
+    payload += static_cast<char>(close[6 + i] ^ close[2 + i % 4]);
+  EXPECT_EQ(payload, std::string("\x03\xeaprotocol_error", 16));
+}
+
+TEST(WebSocket, TheClientsCloseFrameWaitsForTheEndOfTheFrameUnderWay) {
+  // An upstream that has sent half a frame when the client is limited: the
+  // rest of that frame reaches the client, then tollgate's close frame, and
+  // nothing after (not the upstream's own close frame).
+  const std::string first = MaskedFrame('\x81', "one");
+  RawUpstream upstream(
+      std::string("\x82\x14") + "0123456789", [&](tcp::socket& socket, std::string& received) {
+        // The client's first message, then tollgate's masked
+        // close frame; then the rest of the frame and a close.
+        received.resize(first.size() + 20);
+        boost::system::error_code ec;
+        asio::read(socket, asio::buffer(received), ec);
+        asio::write(socket, asio::buffer(std::string("abcdefghij\x88\x02\x03\xe8", 14)), ec);
+        char c;
+        socket.read_some(asio::buffer(&c, 1), ec);  // until the gateway closes
+      });
+  TestGateway gateway(BasicConfig(R"(
+[[rules]]
+name = "one"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1m"
+per = "message"
+)"),
+                      upstream.port(), TestClock::kSteady);
+  Client client(gateway.port());
+  client.Send(Handshake("/"));
+  ASSERT_EQ(client.Read().result_int(), 101);
+  client.Send(first + MaskedFrame('\x81', "two"));
+  EXPECT_EQ(client.ReadToClose(), std::string("\x82\x14"
+                                              "0123456789abcdefghij\x88\x0e\x03\xf0rate_limited",
+                                              38));
+  client.socket().close();
+  const std::string received = upstream.Received();
+  EXPECT_EQ(received.substr(0, first.size()), first);
+  EXPECT_EQ(received.substr(first.size(), 2), "\x88\x8e");  // masked, 14 bytes
+}
+
+TEST(WebSocket, ATunnelWithoutMessageRulesLooksAtNoFrame) {
+  RawUpstream upstream;
+  std::string config = BasicConfig(kFiveMessagesAMinute);
+  config.replace(config.find("per = \"message\""), 15,
+                 "per = \"message\"\nmatch = { path_prefix = \"/elsewhere\" }");
+  TestGateway gateway(config, upstream.port(), TestClock::kSteady);
+  Client client(gateway.port());
+  client.Send(Handshake("/"));
+  ASSERT_EQ(client.Read().result_int(), 101);
+  // Unmasked, a reserved opcode, six messages: all relayed as they are.
+  std::string bytes = "\x81\x05hello\x83\x01x";
+  for (int i = 0; i < 6; ++i) bytes += MaskedFrame('\x82', "m" + std::to_string(i));
+  client.Send(bytes);
+  client.socket().shutdown(tcp::socket::shutdown_send);
+  EXPECT_EQ(upstream.Received(), bytes);
+}
+
+TEST(WebSocket, CompressedMessagesPassWhenTheUpstreamAcceptedPerMessageDeflate) {
+  EchoServer echo(EchoCompression::kPerMessageDeflate);
+  // The limit is on the bytes sent: 1 MiB of random bytes deflates to more.
+  TestGateway gateway(BasicConfig(R"(
+[limits]
+max_websocket_message_bytes = 2097152
+[[rules]]
+name = "messages"
+key = "ip"
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+per = "message"
+)"),
+                      echo.port(), TestClock::kSteady);
+  const std::string url = "ws://127.0.0.1:" + std::to_string(gateway.port()) + "/";
+  std::string out;
+  EXPECT_EQ(RunClient(url, "messages", out), 0) << out;
+  EXPECT_NE(out.find("echoed 1048576"), std::string::npos) << out;
+  out.clear();
+  EXPECT_EQ(RunClient(url, "fragmented", out), 0) << out;
 }
 
 }  // namespace

@@ -450,6 +450,97 @@ window = "1s"
   EXPECT_EQ(too_many, expected_too_many);
 }
 
+TEST(Config, MessageRulesAndTheirLimits) {
+  LoadResult r = LoadConfigText(std::string(kMinimal) + R"([limits]
+max_websocket_message_bytes = 65536
+[[rules]]
+name = "handshakes"
+key = "ip"
+algorithm = "fixed_window"
+limit = 10
+window = "1m"
+per = "request"
+[[rules]]
+name = "messages"
+key = "user"
+algorithm = "token_bucket"
+limit = 20
+window = "1s"
+per = "message"
+action = "delay"
+max_delay = "2s"
+)",
+                                "t.toml");
+  ASSERT_TRUE(r.config) << r.errors[0].ToString();
+  EXPECT_EQ(r.config->limits.max_websocket_message_bytes, 65536);
+  EXPECT_EQ(r.config->rules[0].per, LimitUnit::kRequest);
+  EXPECT_EQ(r.config->rules[1].per, LimitUnit::kMessage);
+  // Message rules keep keys in the local store like any rate rule.
+  EXPECT_GT(r.config->rules[1].max_keys, 0u);
+
+  LoadResult defaults = LoadConfigText(kMinimal, "t.toml");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_EQ(defaults.config->limits.max_websocket_message_bytes, 1'048'576);
+
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([limits]
+max_websocket_message_bytes = 0
+[[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+per = "frame"
+[[rules]]
+name = "b"
+key = "ip"
+max_inflight = 2
+per = "message"
+[[rules]]
+name = "c"
+exempt = true
+per = "message"
+[[rules]]
+name = "d"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+per = "message"
+status = 503
+headers = "none"
+[[rules]]
+name = "e"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+per = "message"
+action = "delay"
+max_delay = "1s"
+max_waiting = 3
+[[rules]]
+name = "f"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+per = "message"
+max_waiting = 3
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:9:31: "max_websocket_message_bytes" must be between 1 and 9223372036854775807; got 0)",
+      R"(t.toml:16:7: "per" must be one of request, message; got "frame")",
+      R"(t.toml:21:7: per = "message" has no meaning with max_inflight: a concurrency rule counts requests in flight (an open WebSocket tunnel is one))",
+      R"(t.toml:25:7: "per" has no meaning in an exempt rule)",
+      R"(t.toml:33:10: "status" has no meaning with per = "message": a limited message closes its WebSocket (1008), no response is sent)",
+      R"(t.toml:34:11: "headers" has no meaning with per = "message": a limited message closes its WebSocket (1008), no response is sent)",
+      R"(t.toml:44:15: "max_waiting" has no meaning with per = "message": a held message waits in its own tunnel)",
+      R"(t.toml:52:15: "max_waiting" applies to action = "delay" only)",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Duration, Units) {
   EXPECT_EQ(ParseDurationMs("500ms"), 500);
   EXPECT_EQ(ParseDurationMs("1s"), 1000);

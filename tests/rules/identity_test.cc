@@ -544,6 +544,65 @@ max_inflight = 2
   EXPECT_EQ(evaluate("dave", ""), "per-user:user=dave per-ip:ip=192.0.2.7 | two-at-once:user=dave");
 }
 
+// per = "message" rules never take part in a request's decision: they are
+// listed apart, with their keys, for a WebSocket handshake's tunnel.
+TEST(Rules, MessageRulesAreListedApart) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "chat-messages"
+match = { path_prefix = "/chat" }
+key = "user"
+algorithm = "token_bucket"
+limit = 5
+window = "1s"
+per = "message"
+[[rules]]
+name = "all-messages"
+key = "ip"
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+per = "message"
+[[rules]]
+name = "bots"
+match = { role = "bot" }
+exempt = true
+)",
+                                     "t.toml");
+  ASSERT_TRUE(loaded.config) << loaded.errors[0].ToString();
+  const RuleSet rules(loaded.config->rules);
+  Headers h;
+  Evaluation evaluation;
+  const auto evaluate = [&](std::string_view path, std::string_view user, std::string_view role) {
+    Identity id;
+    id.client_ip = Ip("192.0.2.7");
+    id.user = std::string(user);
+    id.role = std::string(role);
+    const RequestFacts facts{"GET", path, "h", "main", id.client_ip, &h};
+    rules.Evaluate(facts, id, evaluation);
+    std::string out;
+    for (const RuleHit& hit : evaluation.hits) out += hit.rule->name + " ";
+    out += "|";
+    for (const RuleHit& hit : evaluation.messages) {
+      out += " " + hit.rule->name + ":" + DisplayKey(*hit.rule, hit.key);
+    }
+    return out;
+  };
+  EXPECT_EQ(evaluate("/chat", "ann", ""),
+            "per-ip | chat-messages:user=ann all-messages:ip=192.0.2.7");
+  EXPECT_EQ(evaluate("/feed", "ann", ""), "per-ip | all-messages:ip=192.0.2.7");
+  EXPECT_EQ(evaluate("/chat", "", ""), "per-ip | all-messages:ip=192.0.2.7");  // no user: no key
+  // An exempt handshake's tunnel is exempt too.
+  EXPECT_EQ(evaluate("/chat", "bot-1", "bot"), "|");
+  EXPECT_TRUE(evaluation.messages.empty());
+}
+
 TEST(Rules, DisplayKeyShowsAddressesWhateverTheirBytes) {
   LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
 [[rules]]
