@@ -121,11 +121,18 @@ class Writer {
 };
 
 // Bounds what the rate-limit fields of `rule` take: per window a policy
-// (the name escaped, the window's text, two integers) and the fixed text.
+// (the name escaped, the window's text, two integers), the RateLimit field
+// (the name escaped and a window's text once more, two integers) and the
+// fixed text with three more integers. Window texts have no length bound
+// ("0001s" is a duration too): each is counted as written.
 std::size_t RateLimitHeadersRoom(const rules::RuleConfig& rule) {
+  std::size_t longest_text = 0;
   std::size_t room = 256 + 2 * rule.name.size();
-  for (const auto& window : rule.windows) room += 2 * rule.name.size() + window.text.size() + 64;
-  return room;
+  for (const auto& window : rule.windows) {
+    room += 2 * rule.name.size() + window.text.size() + 64;
+    longest_text = std::max(longest_text, window.text.size());
+  }
+  return room + longest_text;
 }
 
 void PutRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decision& d,

@@ -113,9 +113,11 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
 
   const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
   if (upstream.max_connections > 0 || upstream.learn_limits) {
+    // A buffered body took the header with it (Beast's move empties the
+    // target it leaves behind).
+    const std::string_view target = whole_ ? whole_->get().target() : req.target();
     const Admit admit = co_await admission_.AdmitUpstream(
-        *generation_->state, upstream, route.name, req.target().substr(0, req.target().find('?')),
-        ex, answer_);
+        *generation_->state, upstream, route.name, target.substr(0, target.find('?')), ex, answer_);
     if (admit != Admit::kAdmitted) {
       ex.close = ex.close || !call.buffered;  // an unread body would be taken for the next request
       co_await Reply(ex);

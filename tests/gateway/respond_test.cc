@@ -164,7 +164,7 @@ limits = [ { limit = 100, window = "1m" }, { limit = 1000, window = "1h" } ]
 }
 
 // The answer is written into room reserved up front: the longest parts (a
-// long name that is all escapes, several windows, the largest integers)
+// long name that is all escapes, several windows, large integers)
 // still fit, and Content-Length is the body's size.
 TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
   const std::string name(120, '"');
@@ -184,6 +184,22 @@ TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
   EXPECT_NE(out.find("Content-Length: " + std::to_string(body_size) + "\r\n"), std::string::npos);
   EXPECT_NE(out.find(":24h\";r=" + std::to_string(d.remaining)), std::string::npos);
   EXPECT_EQ(out.back(), '\n');
+}
+
+// Window texts are written as configured, in RateLimit-Policy and once more
+// in RateLimit: zero-padded durations of 300 characters fit too.
+TEST(LimitedResponse, LongWindowTexts) {
+  const std::string zeros(300, '0');
+  const Rule rule("[[rules]]\nname = \"a\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\n"
+                  "limits = [ { limit = 5, window = \"" + zeros + "1s\" }, { limit = 9, window = \"" +
+                  zeros + "1m\" } ]\n");
+  std::size_t body_size = 0;
+  const std::string out = LimitedResponse(rule.get(), Limited(1000, 1000, 1), true, &body_size);
+  EXPECT_NE(out.find("RateLimit: \"a:" + zeros + "1m\";r=0;t=1\r\n"), std::string::npos);
+  EXPECT_EQ(out.size() - out.find("\r\n\r\n") - 4, body_size);
+  std::string fields;
+  AppendRateLimitHeaders(rule.get(), Allowed(3, 1000, 0), fields);
+  EXPECT_NE(fields.find("RateLimit: \"a:" + zeros + "1s\";r=3;t=1\r\n"), std::string::npos) << fields;
 }
 
 TEST(RateLimitHeaders, AllowedRequestOfAOneWindowRule) {
