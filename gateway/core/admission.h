@@ -91,6 +91,11 @@ class Admission {
   void Learn(const GatewayState& state, const rules::UpstreamConfig& upstream, unsigned status,
              const Fields& fields);
 
+  // The per = "message" rules the last request matched, with their keys: a
+  // WebSocket handshake's tunnel decides its messages by them. Valid until
+  // the next StartRequest.
+  std::span<const rules::RuleHit> message_rules() const { return evaluation_.messages; }
+
  private:
   struct PlaceWait;
   class BatchWait;

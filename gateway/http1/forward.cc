@@ -431,11 +431,13 @@ Task<void> Session::OpenTunnel(UpstreamCall& call, std::string_view key, Exchang
   options.idle = Ms(config_->timeouts.websocket_idle_ms);
   options.metrics = worker_.metrics();
   if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
+  options.messages = {admission_.message_rules(), generation_->state.get(), &worker_.store(),
+                      NegotiatedCompression(res)};
   const TunnelResult tunnel = co_await RunTunnel(stream_, buffer_, call.conn->stream,
                                                  call.conn->buffer, RelayBuffer(), options);
   ex.bytes_in = tunnel.bytes_in;
   ex.bytes_out = tunnel.bytes_out;
-  if (tunnel.idle_timeout) ex.error = "websocket_idle";
+  if (!tunnel.error.empty()) ex.error = tunnel.error;
 }
 
 }  // namespace tollgate::gateway

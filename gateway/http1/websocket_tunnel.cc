@@ -125,7 +125,6 @@ Task<void> Watch(Tunnel& t) {
     const auto due = t.last_activity + t.options.idle;
     if (store::LoopNow() >= due) {
       t.result.error = "websocket_idle";
-      t.result.idle_timeout = true;
       t.Stop();
       break;
     }

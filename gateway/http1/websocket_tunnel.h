@@ -85,7 +85,6 @@ struct TunnelResult {
   // "websocket_too_big" (1009), "websocket_protocol_error" (1002),
   // "websocket_store_unavailable" (1013). Empty when a peer ended it.
   std::string_view error;
-  bool idle_timeout = false;  // error is "websocket_idle"
 };
 
 // Relays bytes both ways between `client` and `upstream` until either side
