@@ -154,6 +154,23 @@ void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
     u.tls.emplace();
     ReadUpstreamTls(*tls, *u.tls, r.errors());
   }
+  if (auto protocol = r.OneOf("protocol", {"http1", "h2", "h2c"})) {
+    if (*protocol == "h2") {
+      u.protocol = UpstreamProtocol::kH2;
+      if (!u.tls) {
+        r.errors().Add(*r.Find("protocol"),
+                       "protocol = \"h2\" is HTTP/2 over TLS: it needs \"tls\" (tls = {} for the "
+                       "defaults); cleartext HTTP/2 is \"h2c\"");
+      }
+    } else if (*protocol == "h2c") {
+      u.protocol = UpstreamProtocol::kH2c;
+      if (u.tls) {
+        r.errors().Add(*r.Find("protocol"),
+                       "protocol = \"h2c\" is cleartext HTTP/2: it takes no \"tls\"; HTTP/2 over "
+                       "TLS is \"h2\"");
+      }
+    }
+  }
   if (auto b = r.Bool("learn_limits")) u.learn_limits = *b;
   if (auto bucket = r.String("learn_bucket")) {
     if (*bucket == "route") {

@@ -79,6 +79,10 @@ struct UpstreamTlsConfig {
 // Which requests share a bucket of limits learned from an upstream.
 enum class LearnBucket : std::uint8_t { kRoute, kUpstream, kPattern };
 
+// How requests reach an upstream's servers: HTTP/1.1, HTTP/2 over TLS (ALPN
+// "h2"), or cleartext HTTP/2 with prior knowledge (RFC 9113 §3.3).
+enum class UpstreamProtocol : std::uint8_t { kHttp1, kH2, kH2c };
+
 struct UpstreamConfig {
   std::string name;
   std::vector<HostPort> servers;
@@ -86,6 +90,7 @@ struct UpstreamConfig {
   std::int64_t max_idle = 64;  // idle keep-alive connections per server and thread
   std::int64_t idle_timeout_ms = 60'000;
   std::optional<UpstreamTlsConfig> tls;
+  UpstreamProtocol protocol = UpstreamProtocol::kHttp1;  // kH2 has tls, kH2c has none
   // Honour the upstream's own rate-limit headers (algorithms/learned.h).
   bool learn_limits = false;
   LearnBucket learn_bucket = LearnBucket::kRoute;

@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "gateway/http2/header_list.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -16,6 +17,9 @@ namespace tollgate::gateway {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using http2_detail::ConnectionSpecific;
+using http2_detail::HeaderList;
+using http2_detail::IEquals;
 
 constexpr std::size_t kReadChunk = 16 * 1024;
 // After the last frame, what the peer still sends is read and dropped for
@@ -44,47 +48,6 @@ class Http2ErrorCategory final : public boost::system::error_category {
     }
     return "unknown HTTP/2 error";
   }
-};
-
-char Lower(char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c + ('a' - 'A')) : c; }
-
-bool IEquals(std::string_view a, std::string_view b) {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return Lower(x) == Lower(y); });
-}
-
-// Fields that HTTP/2 forbids (RFC 9113 §8.2.2).
-bool ConnectionSpecific(std::string_view name) {
-  return IEquals(name, "connection") || IEquals(name, "keep-alive") ||
-         IEquals(name, "proxy-connection") || IEquals(name, "transfer-encoding") ||
-         IEquals(name, "upgrade") || IEquals(name, "te");
-}
-
-// Name/value pairs for nghttp2, which copies them when the frame is
-// submitted.
-class HeaderList {
- public:
-  void Add(std::string_view name, std::string_view value) {
-    std::string lower(name.size(), '\0');
-    std::transform(name.begin(), name.end(), lower.begin(), Lower);
-    strings_.push_back(std::move(lower));
-    strings_.emplace_back(value);
-  }
-  const nghttp2_nv* Get() {
-    nv_.clear();
-    for (std::size_t i = 0; i + 1 < strings_.size(); i += 2) {
-      nv_.push_back(nghttp2_nv{
-          reinterpret_cast<std::uint8_t*>(strings_[i].data()),
-          reinterpret_cast<std::uint8_t*>(strings_[i + 1].data()), strings_[i].size(),
-          strings_[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
-    }
-    return nv_.data();
-  }
-  std::size_t size() const { return strings_.size() / 2; }
-
- private:
-  std::vector<std::string> strings_;
-  std::vector<nghttp2_nv> nv_;
 };
 
 void AddFields(const Fields& fields, HeaderList& list, bool no_content_length) {

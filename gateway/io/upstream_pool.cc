@@ -99,7 +99,7 @@ Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
     if (std::unique_ptr<UpstreamConnection> c = PopIdle(server)) {
       co_return ConnectResult{std::move(c), ConnectFailure::kNone, servers_[server].name};
     }
-    last = co_await Connect(server, connect_timeout_ms);
+    last = co_await Connect(server, connect_timeout_ms, Alpn::kNone);
     if (last.connection) co_return last;
   }
   co_return last;
@@ -108,13 +108,14 @@ Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
 Task<ConnectResult> UpstreamPool::ConnectFresh(std::int64_t connect_timeout_ms) {
   ConnectResult last;
   for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
-    last = co_await Connect(PickServer(), connect_timeout_ms);
+    last = co_await Connect(PickServer(), connect_timeout_ms, Alpn::kNone);
     if (last.connection) co_return last;
   }
   co_return last;
 }
 
-Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeout_ms) {
+Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeout_ms,
+                                          Alpn alpn) {
   auto executor = co_await asio::this_coro::executor;
   ConnectResult result;
   result.server = ServerName(server);
@@ -137,6 +138,10 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
                                   ? config_.tls->sni
                                   : config_.servers[server].host;
       SSL_set_tlsext_host_name(tls.native_handle(), sni.c_str());
+      if (alpn == Alpn::kH2) {
+        static constexpr unsigned char kAlpnH2[] = {2, 'h', '2'};
+        SSL_set_alpn_protos(tls.native_handle(), kAlpnH2, sizeof kAlpnH2);
+      }
       if (config_.tls && config_.tls->verify) {
         tls.set_verify_callback(ssl::host_name_verification(sni));
       }
@@ -147,12 +152,16 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
   if (ec) {
     result.failure =
         ec == beast::error::timeout ? ConnectFailure::kTimeout : ConnectFailure::kRefused;
-    servers_[server].down_until_ms = clock_.NowMs() + config_.fail_timeout_ms;
+    MarkDown(server);
     co_return result;
   }
   servers_[server].down_until_ms = 0;
   result.connection = std::move(c);
   co_return result;
+}
+
+void UpstreamPool::MarkDown(std::size_t server) {
+  servers_[server].down_until_ms = clock_.NowMs() + config_.fail_timeout_ms;
 }
 
 void UpstreamPool::Release(std::unique_ptr<UpstreamConnection> connection) {

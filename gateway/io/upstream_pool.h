@@ -27,6 +27,10 @@ struct UpstreamConnection {
 
 enum class ConnectFailure { kNone, kRefused, kTimeout };
 
+// What a TLS connection offers in ALPN: nothing (HTTP/1.1 is what a server
+// assumes then), or "h2" alone.
+enum class Alpn { kNone, kH2 };
+
 struct ConnectResult {
   std::unique_ptr<UpstreamConnection> connection;
   ConnectFailure failure = ConnectFailure::kNone;
@@ -55,6 +59,19 @@ class UpstreamPool {
   const std::string& name() const { return config_.name; }
   // "host:port" of config.servers[server], as configured.
   const std::string& ServerName(std::size_t server) const { return servers_[server].name; }
+  std::size_t server_count() const { return servers_.size(); }
+
+  // For pools that keep connections of their own (HTTP/2 multiplexes
+  // streams over them, gateway/http2/upstream_pool.h): the next healthy
+  // server in round-robin order, moving the order on.
+  std::size_t PickServer();
+  // A new connection to `server` (TCP, then TLS with the upstream's
+  // settings, offering `alpn`). A failure marks the server down for
+  // fail_timeout, a success up.
+  Task<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms, Alpn alpn);
+  // `server` failed after connecting (it does not speak the protocol): down
+  // for fail_timeout, as after a failed connect.
+  void MarkDown(std::size_t server);
 
  private:
   struct Server {
@@ -64,14 +81,11 @@ class UpstreamPool {
     std::deque<std::unique_ptr<UpstreamConnection>> idle;
   };
 
-  // The next healthy server in round-robin order; PickServer() also moves
-  // the order on.
+  // The next healthy server in round-robin order.
   std::size_t NextServer() const;
-  std::size_t PickServer();
   // A connection of `server`'s that has not idled past idle_timeout, if any;
   // older ones are closed on the way.
   std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server);
-  Task<ConnectResult> Connect(std::size_t server, std::int64_t timeout_ms);
 
   const rules::UpstreamConfig& config_;
   std::vector<Server> servers_;

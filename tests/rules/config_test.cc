@@ -261,6 +261,37 @@ window = "1s"
                 R"(t.toml:8:8: "host" "a..b" is not a valid host (an empty name or ".."))"});
 }
 
+// [[upstreams]] protocol: h2 is over TLS (the upstream's tls settings),
+// h2c cleartext; a mismatch is an error at the key.
+TEST(Config, UpstreamProtocolMatchesTls) {
+  const std::string head = R"([[listeners]]
+address = "127.0.0.1:8080"
+[[routes]]
+upstream = "api"
+[[upstreams]]
+name = "api"
+servers = ["127.0.0.1:9000"]
+)";
+  LoadResult defaults = LoadConfigText(head, "t.toml");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_EQ(defaults.config->upstreams[0].protocol, UpstreamProtocol::kHttp1);
+  LoadResult h2 = LoadConfigText(head + "protocol = \"h2\"\ntls = { sni = \"api\" }\n", "t.toml");
+  ASSERT_TRUE(h2.config) << h2.errors[0].ToString();
+  EXPECT_EQ(h2.config->upstreams[0].protocol, UpstreamProtocol::kH2);
+  LoadResult h2c = LoadConfigText(head + "protocol = \"h2c\"\n", "t.toml");
+  ASSERT_TRUE(h2c.config) << h2c.errors[0].ToString();
+  EXPECT_EQ(h2c.config->upstreams[0].protocol, UpstreamProtocol::kH2c);
+  EXPECT_EQ(Errors(head + "protocol = \"h2\"\n"),
+            std::vector<std::string>{
+                R"(t.toml:8:12: protocol = "h2" is HTTP/2 over TLS: it needs "tls" (tls = {} for the defaults); cleartext HTTP/2 is "h2c")"});
+  EXPECT_EQ(Errors(head + "protocol = \"h2c\"\ntls = {}\n"),
+            std::vector<std::string>{
+                R"(t.toml:8:12: protocol = "h2c" is cleartext HTTP/2: it takes no "tls"; HTTP/2 over TLS is "h2")"});
+  EXPECT_EQ(Errors(head + "protocol = \"http2\"\n"),
+            std::vector<std::string>{
+                R"(t.toml:8:12: "protocol" must be one of http1, h2, h2c; got "http2")"});
+}
+
 TEST(Config, UnreadableCertificateIsNamed) {
   const std::vector<std::string> errors = Errors(R"([[listeners]]
 address = "127.0.0.1:8443"
