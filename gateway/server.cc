@@ -203,7 +203,8 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   }
   for (const rules::ListenerConfig& l : config->listeners) {
     if (l.tls()) {
-      auto tls = ServerTls::Create(l.certificates, error);
+      auto tls = ServerTls::Create(
+          l.certificates, l.http2 ? AlpnOffer::kH2AndHttp11 : AlpnOffer::kHttp11, error);
       if (!tls) return nullptr;
       state->listener_tls.push_back(std::move(tls));
     } else {

@@ -69,6 +69,7 @@ void ReadListener(TableReader r, std::vector<ListenerConfig>& out) {
       l.certificates.push_back(*c);
     }
   }
+  if (auto v = r.Bool("http2")) l.http2 = *v;
   r.Finish();
   out.push_back(std::move(l));
 }
@@ -95,6 +96,7 @@ void ReadLimits(TableReader r, LimitsConfig& out) {
   if (auto v = r.Integer("max_body_bytes", 0, kMaxInt)) out.max_body_bytes = *v;
   if (auto v = r.Integer("max_waiting", 0, 10'000'000)) out.max_waiting = *v;
   if (auto v = r.Integer("max_connections", 1, 10'000'000)) out.max_connections = *v;
+  if (auto v = r.Integer("max_concurrent_streams", 1, 100'000)) out.max_concurrent_streams = *v;
   if (auto v = r.Integer("max_websocket_message_bytes", 1, kMaxInt)) {
     out.max_websocket_message_bytes = *v;
   }

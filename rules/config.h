@@ -23,6 +23,8 @@ struct ListenerConfig {
   HostPort address;
   // Empty: plain HTTP. Several: chosen by SNI, the first is the default.
   std::vector<CertificateConfig> certificates;
+  // HTTP/2 next to HTTP/1.1: ALPN "h2" with TLS, prior knowledge without.
+  bool http2 = true;
   bool tls() const { return !certificates.empty(); }
 };
 
@@ -57,6 +59,8 @@ struct LimitsConfig {
   // Client connections of the process; 0: derived from the descriptor
   // limit (gateway::MaxConnectionsFor).
   std::int64_t max_connections = 0;
+  // Streams in flight on one HTTP/2 client connection.
+  std::int64_t max_concurrent_streams = 128;
   // A client's WebSocket data message (its frames' payloads together) in a
   // tunnel with message-rate rules; a larger one closes the tunnel (1009).
   std::int64_t max_websocket_message_bytes = 1'048'576;

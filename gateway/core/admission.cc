@@ -15,22 +15,6 @@ namespace {
 // start with the rule's name, never with the separator.
 constexpr std::string_view kUpstreamWaitingPrefix = "\x1fupstream\x1f";
 
-// Counts a request in tollgate_delayed_requests while it is held.
-class DelayedGauge {
- public:
-  explicit DelayedGauge(ThreadMetrics* metrics) : metrics_(metrics) {
-    if (metrics_ != nullptr) metrics_->AddDelayed(1);
-  }
-  ~DelayedGauge() {
-    if (metrics_ != nullptr) metrics_->AddDelayed(-1);
-  }
-  DelayedGauge(const DelayedGauge&) = delete;
-  DelayedGauge& operator=(const DelayedGauge&) = delete;
-
- private:
-  ThreadMetrics* metrics_;
-};
-
 // One Coordinator call awaited by a request: pass it as the call's sink,
 // then Wait(). The answer may come inline or later on this thread.
 class CountCall final : public store::CountSink {
@@ -84,7 +68,7 @@ struct Admission::PlaceWait {
   std::int64_t deadline_ms = 0;
   int attempt = 0;
   std::optional<WaitingRoom::Ticket> ticket = std::nullopt;
-  std::optional<DelayedGauge> gauge = std::nullopt;
+  std::optional<GaugeScope> gauge = std::nullopt;
 };
 
 Admission::Admission(Worker& worker)
@@ -185,7 +169,8 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
   }
   if (outcome.verdict == Verdict::kDelay) {
     // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
-    const DelayedGauge gauge(worker_.metrics());
+    // Counts the request in tollgate_delayed_requests while it is held.
+    const GaugeScope gauge(worker_.metrics(), &ThreadMetrics::AddDelayed);
     const Turn turn = co_await WaitForTurn(state, client, ex);
     if (turn == Turn::kClientGone) co_return Admit::kClientGone;
     if (turn == Turn::kRejected) {
@@ -199,7 +184,8 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
     // worker serves others meanwhile.
     const Executor executor = co_await asio::this_coro::executor;
     Timer turn(executor, Ms(outcome.delay_ms));
-    const DelayedGauge gauge(worker_.metrics());
+    // Counts the request in tollgate_delayed_requests while it is held.
+    const GaugeScope gauge(worker_.metrics(), &ThreadMetrics::AddDelayed);
     co_await turn.async_wait(kUseTuple);
   }
   if (!evaluation_.inflight.empty()) {
@@ -224,7 +210,7 @@ Task<bool> Admission::WaitForPlace(const GatewayState& state, PlaceWait& wait) {
     std::size_t before = 0;
     wait.ticket = state.waiting_room->Enter(wait.key, wait.max_waiting, before);
     if (!wait.ticket) co_return false;
-    wait.gauge.emplace(worker_.metrics());
+    wait.gauge.emplace(worker_.metrics(), &ThreadMetrics::AddDelayed);
   }
   const std::int64_t left = wait.deadline_ms - state.clock->NowMs();
   if (left <= 0) co_return false;
@@ -381,7 +367,7 @@ Task<Admit> Admission::WaitForUpstreamLimit(const GatewayState& state,
   const std::int64_t deadline = clock.NowMs() + upstream.learn_max_delay_ms;
   const Executor executor = co_await asio::this_coro::executor;
   Timer timer(executor);
-  std::optional<DelayedGauge> gauge;
+  std::optional<GaugeScope> gauge;  // tollgate_delayed_requests while it waits
   for (;;) {
     const std::int64_t now = clock.NowMs();
     const store::CountResult checked =
@@ -400,7 +386,7 @@ Task<Admit> Admission::WaitForUpstreamLimit(const GatewayState& state,
       answer = Refuse(Refusal::kUpstreamRateLimited, (wait + 999) / 1000);
       co_return Admit::kRefused;
     }
-    if (!gauge) gauge.emplace(worker_.metrics());
+    if (!gauge) gauge.emplace(worker_.metrics(), &ThreadMetrics::AddDelayed);
     timer.expires_after(Ms(wait));
     co_await timer.async_wait(kUseTuple);
   }

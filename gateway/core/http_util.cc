@@ -370,4 +370,14 @@ http::response<http::string_body> MakeErrorResponse(http::status status, std::st
   return res;
 }
 
+void AddHeaderLines(std::string_view lines, Fields& fields) {
+  while (!lines.empty()) {
+    const std::size_t end = lines.find("\r\n");
+    const std::string_view line = lines.substr(0, end);
+    const std::size_t colon = line.find(": ");
+    fields.insert(line.substr(0, colon), line.substr(colon + 2));
+    lines.remove_prefix(end + 2);
+  }
+}
+
 }  // namespace tollgate::gateway

@@ -78,6 +78,9 @@ void AppendWireHeader(const http::request_header<Fields>& header, std::string& o
 void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
                       std::string_view extra = {});
 
+// Adds "Name: value\r\n" lines (AppendRateLimitHeaders') to `fields`.
+void AddHeaderLines(std::string_view lines, Fields& fields);
+
 // {"error":"<code>","message":"<message>","status":<status>} with
 // Content-Type application/json; never carries internal details.
 http::response<http::string_body> MakeErrorResponse(http::status status, std::string_view code,

@@ -13,23 +13,29 @@
 namespace tollgate::gateway {
 namespace {
 
-// One row per Refusal, in its order.
+using enum GrpcStatus;
+
+// One row per Refusal, in its order. The gRPC column: RESOURCE_EXHAUSTED
+// for what a limit refused (the client may retry later), UNAVAILABLE for
+// what may pass on a retry soon, DEADLINE_EXCEEDED for time running out,
+// and gRPC's own mapping of the HTTP status otherwise.
 constexpr std::array<RefusalInfo, 15> kRefusals{{
-    {"bad_request", 400, "malformed request"},
-    {"header_too_large", 431, "request header exceeds the limit"},
-    {"body_too_large", 413, "request body exceeds the limit"},
-    {"request_timeout", 408, "request header not received in time"},
-    {"not_implemented", 501, "this transfer coding is not implemented"},
-    {"no_route", 404, "no route matches this request"},
-    {"websocket_disabled", 400, "WebSocket is not enabled on this route"},
-    {"unauthorized", 401, "the bearer token is not valid"},
-    {"store_unavailable", 503, "the rate-limit store is unavailable"},
-    {"rate_limited", 429, "the rate limit is reached"},
-    {"too_many_inflight", 429, "too many requests of this client are in flight"},
-    {"upstream_busy", 503, "too many requests are in flight to the upstream"},
-    {"upstream_rate_limited", 429, "the upstream's rate limit is reached"},
-    {"bad_gateway", 502, "the upstream is unavailable"},
-    {"gateway_timeout", 504, "the upstream did not answer in time"},
+    {"bad_request", 400, "malformed request", kInvalidArgument},
+    {"header_too_large", 431, "request header exceeds the limit", kResourceExhausted},
+    {"body_too_large", 413, "request body exceeds the limit", kResourceExhausted},
+    {"request_timeout", 408, "request header not received in time", kDeadlineExceeded},
+    {"not_implemented", 501, "this transfer coding is not implemented", kUnimplemented},
+    {"no_route", 404, "no route matches this request", kUnimplemented},
+    {"websocket_disabled", 400, "WebSocket is not enabled on this route", kInvalidArgument},
+    {"unauthorized", 401, "the bearer token is not valid", kUnauthenticated},
+    {"store_unavailable", 503, "the rate-limit store is unavailable", kUnavailable},
+    {"rate_limited", 429, "the rate limit is reached", kResourceExhausted},
+    {"too_many_inflight", 429, "too many requests of this client are in flight",
+     kResourceExhausted},
+    {"upstream_busy", 503, "too many requests are in flight to the upstream", kUnavailable},
+    {"upstream_rate_limited", 429, "the upstream's rate limit is reached", kResourceExhausted},
+    {"bad_gateway", 502, "the upstream is unavailable", kUnavailable},
+    {"gateway_timeout", 504, "the upstream did not answer in time", kDeadlineExceeded},
 }};
 static_assert(kRefusals.size() == static_cast<std::size_t>(Refusal::kGatewayTimeout) + 1);
 
@@ -164,6 +170,50 @@ void PutRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decisi
   out.Put("\r\n");
 }
 
+// {"error":"<code>","message":"<message>","status":<status>}; returns its
+// size.
+std::size_t AppendErrorBody(const Answer& answer, std::string& out) {
+  const std::size_t body_at = out.size();
+  out += R"({"error":")";
+  out += InfoOf(answer.refusal).code;
+  out += R"(","message":")";
+  AppendJsonText(answer.Message(), out);
+  out += R"(","status":)";
+  AppendInt(answer.Status(), out);
+  out += "}\n";
+  return out.size() - body_at;
+}
+
+constexpr std::string_view kLimitedBodyStart = R"({"error":"rate_limited","rule":")";
+constexpr std::string_view kLimitedBodyRetry = R"(","retry_after_ms":)";
+constexpr std::string_view kLimitedBodyEnd = "}\n";
+
+std::size_t LimitedBodySize(const rules::RuleConfig& rule, const fmt::format_int& retry_after_ms) {
+  return kLimitedBodyStart.size() + EscapedNameSize(rule.name) + kLimitedBodyRetry.size() +
+         retry_after_ms.size() + kLimitedBodyEnd.size();
+}
+
+void PutLimitedBody(const rules::RuleConfig& rule, const fmt::format_int& retry_after_ms,
+                    Writer& out) {
+  out.Put(kLimitedBodyStart);
+  out.PutEscapedName(rule.name);
+  out.Put(kLimitedBodyRetry);
+  out.Put(std::string_view(retry_after_ms.data(), retry_after_ms.size()));
+  out.Put(kLimitedBodyEnd);
+}
+
+// gRPC's percent-encoding of grpc-message: bytes outside 0x20..0x7E and '%'.
+void AppendPercentEncoded(std::string_view text, std::string& out) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte > 0x7e || c == '%') {
+      out += fmt::format("%{:02X}", static_cast<unsigned>(byte));
+    } else {
+      out += c;
+    }
+  }
+}
+
 }  // namespace
 
 const RefusalInfo& InfoOf(Refusal refusal) { return kRefusals[static_cast<std::size_t>(refusal)]; }
@@ -216,15 +266,7 @@ std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::str
   }
   if (persistence == Persistence::kClose) out += "Connection: close\r\n";
   out += "\r\n";
-  const std::size_t body_at = out.size();
-  out += R"({"error":")";
-  out += InfoOf(answer.refusal).code;
-  out += R"(","message":")";
-  AppendJsonText(answer.Message(), out);
-  out += R"(","status":)";
-  AppendInt(status, out);
-  out += "}\n";
-  const std::size_t body_size = out.size() - body_at;
+  const std::size_t body_size = AppendErrorBody(answer, out);
   const fmt::format_int length(static_cast<std::int64_t>(body_size));
   out.insert(length_at, length.data(), length.size());
   return body_size;
@@ -249,12 +291,8 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
                                   bool keep_alive, std::string& out) {
-  static constexpr std::string_view kBodyStart = R"({"error":"rate_limited","rule":")";
-  static constexpr std::string_view kBodyRetry = R"(","retry_after_ms":)";
-  static constexpr std::string_view kBodyEnd = "}\n";
   const fmt::format_int retry_after_ms(d.retry_after_ms);
-  const std::size_t body_size = kBodyStart.size() + EscapedNameSize(rule.name) + kBodyRetry.size() +
-                                retry_after_ms.size() + kBodyEnd.size();
+  const std::size_t body_size = LimitedBodySize(rule, retry_after_ms);
   const std::string_view reason = boost::beast::http::obsolete_reason(
       static_cast<boost::beast::http::status>(rule.status));
   // The status line and fixed fields (~150 bytes with the longest reason),
@@ -272,12 +310,40 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithm
   if (!keep_alive) writer.Put("Connection: close\r\n");
   if (rule.headers != rules::RateLimitHeaders::kNone) PutRateLimitHeaders(rule, d, writer);
   writer.Put("\r\n");
-  writer.Put(kBodyStart);
-  writer.PutEscapedName(rule.name);
-  writer.Put(kBodyRetry);
-  writer.Put(std::string_view(retry_after_ms.data(), retry_after_ms.size()));
-  writer.Put(kBodyEnd);
+  PutLimitedBody(rule, retry_after_ms, writer);
   return body_size;
+}
+
+std::size_t AppendAnswerBody(const Answer& answer, std::string& out) {
+  if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
+    const fmt::format_int retry_after_ms(answer.decision.retry_after_ms);
+    const std::size_t body_size = LimitedBodySize(*answer.rule, retry_after_ms);
+    Writer writer(out, body_size);
+    PutLimitedBody(*answer.rule, retry_after_ms, writer);
+    return body_size;
+  }
+  return AppendErrorBody(answer, out);
+}
+
+std::int64_t RetryAfterSeconds(const Answer& answer) {
+  if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
+    return std::max<std::int64_t>(1, CeilSeconds(answer.decision.retry_after_ms));
+  }
+  return std::max<std::int64_t>(0, answer.retry_after_s);
+}
+
+void AppendGrpcMessage(const Answer& answer, std::string& out) {
+  out += InfoOf(answer.refusal).code;
+  if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
+    out += ": rule \"";
+    AppendPercentEncoded(answer.rule->name, out);
+    out += "\", retry after ";
+    AppendInt(answer.decision.retry_after_ms, out);
+    out += " ms";
+    return;
+  }
+  out += ": ";
+  AppendPercentEncoded(answer.Message(), out);
 }
 
 }  // namespace tollgate::gateway

@@ -1,8 +1,9 @@
 // Phase respond: every answer tollgate writes itself instead of the
 // upstream's — a limited request's 429, a malformed request's 400, an
 // upstream failure's 502 — as a value (Answer) built in one place, from one
-// table of refusals (their status, error code and message), and rendered by
-// each protocol adapter: AppendAnswer is HTTP/1.1's. Also what a client sees
+// table of refusals (their status, error code, message and gRPC status),
+// and rendered by each protocol adapter: AppendAnswer is HTTP/1.1's, the
+// pieces below it (body, Retry-After, grpc-message) HTTP/2's. Also what a client sees
 // of a rule's decision on any response: the IETF RateLimit/RateLimit-Policy
 // fields and the common X-RateLimit-* fields. Pure; thread-safe.
 #pragma once
@@ -18,7 +19,7 @@ namespace tollgate::gateway {
 struct Exchange;
 
 // Why tollgate answers a request itself. Each has one row in the table
-// behind InfoOf (status, code, message).
+// behind InfoOf (status, code, message, gRPC status).
 enum class Refusal : std::uint8_t {
   kBadRequest,           // 400 malformed request or body
   kHeaderTooLarge,       // 431
@@ -37,10 +38,23 @@ enum class Refusal : std::uint8_t {
   kGatewayTimeout,       // 504
 };
 
+// gRPC status codes (grpc-status) that tollgate's answers use.
+enum class GrpcStatus : std::uint8_t {
+  kOk = 0,
+  kInvalidArgument = 3,
+  kDeadlineExceeded = 4,
+  kResourceExhausted = 8,
+  kUnimplemented = 12,
+  kInternal = 13,
+  kUnavailable = 14,
+  kUnauthenticated = 16,
+};
+
 struct RefusalInfo {
   std::string_view code;     // the body's "error"
   unsigned status;           // unless the Answer names another
   std::string_view message;  // the body's "message", unless the Answer names another
+  GrpcStatus grpc;           // the answer to a gRPC call (HTTP 200, trailers only)
 };
 const RefusalInfo& InfoOf(Refusal refusal);
 
@@ -73,6 +87,18 @@ enum class Persistence { kKeepAlive, kClose };
 // Server, Content-Type, Content-Length, Retry-After and Connection: close
 // as the case may be. kRateLimited: AppendLimitedResponse.
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out);
+
+// The pieces of an answer for adapters that frame their own fields (HTTP/2):
+// AppendAnswer's JSON body (AppendLimitedResponse's for kRateLimited);
+// returns its size.
+std::size_t AppendAnswerBody(const Answer& answer, std::string& out);
+// Retry-After in seconds; 0: none.
+std::int64_t RetryAfterSeconds(const Answer& answer);
+// The grpc-message of `answer` as a gRPC call's status, percent-encoded as
+// gRPC's HTTP/2 mapping requires: "<code>: <message>", and for a limited
+// call the rule and the wait (rate_limited: rule "anonymous", retry after
+// 52280 ms).
+void AppendGrpcMessage(const Answer& answer, std::string& out);
 
 // What answering `answer` with a body of `body_bytes` means for the access
 // log and metrics: its status and size, and its error code (a limited

@@ -1,10 +1,10 @@
 #include <boost/asio/write.hpp>
-#include <boost/beast/core/read_size.hpp>
 
 #include "gateway/core/http_util.h"
-#include "gateway/http1/read_util.h"
+#include "gateway/core/upstream_call.h"
 #include "gateway/http1/session.h"
 #include "gateway/http1/websocket_tunnel.h"
+#include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
 #include "store/loop_time.h"
 
@@ -25,15 +25,9 @@ void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
 // Bodies up to this size are read whole and written with their header in one
 // write; larger or chunked bodies are streamed through the relay buffer.
 constexpr std::uint64_t kBufferedBody = 64 * 1024;
-constexpr std::uint32_t kUpstreamHeaderLimit = 64 * 1024;
 
 constexpr std::string_view kBodyTimeout = "request body not received in time";
 constexpr std::string_view kBadBody = "malformed request body";
-
-bool IsStaleConnectionError(const ErrorCode& ec) {
-  return ec == http::error::end_of_stream || ec == asio::error::eof ||
-         ec == asio::error::connection_reset || ec == asio::error::broken_pipe;
-}
 
 }  // namespace
 
@@ -47,13 +41,9 @@ Task<ErrorCode> Session::WriteContinue() {
 }
 
 // What Forward's steps share about one upstream exchange.
-struct Session::UpstreamCall {
-  const rules::RouteConfig& route;
-  UpstreamPool& pool;
-  bool head_request = false;
-  bool replayable = false;
+struct Session::ForwardCall : UpstreamCall {
+  using UpstreamCall::UpstreamCall;
   bool buffered = false;  // the request body (if any) is read whole before sending
-  std::unique_ptr<UpstreamConnection> conn;
 };
 
 Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex) {
@@ -63,7 +53,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const bool chunked = head.chunked();
   const std::uint64_t length = head.content_length().value_or(0);
   const bool has_body = chunked || length > 0;
-  UpstreamCall call{route, *generation_->pools[route.upstream_index], false, false, false, {}};
+  ForwardCall call(*generation_->pools[route.upstream_index]);
   call.head_request = req.method() == http::verb::head;
   call.replayable = IsIdempotent(req.method());
   call.buffered = !chunked && length <= kBufferedBody;
@@ -130,6 +120,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   ex.upstream_started = upstream_start.steady;
   if (worker_.metrics() != nullptr) {
     ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
+    call.upstream_metric = ex.upstream_metric;
   }
   bool sent = false;
   if (call.buffered) {
@@ -204,17 +195,11 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (complete && upstream_reusable) call.pool.Release(std::move(call.conn));
 }
 
-Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+Task<bool> Session::SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex) {
   const std::int64_t connect_ms = config_->timeouts.upstream_connect_ms;
-  for (int attempt = 0;; ++attempt) {
-    // (GCC 12 destroys the result twice when co_await sits in a ?: expression.)
-    ConnectResult cr;
-    if (attempt == 0) {
-      cr = call.pool.TakeIdle();
-      if (!cr.connection) cr = co_await call.pool.Acquire(connect_ms);
-    } else {
-      cr = co_await call.pool.ConnectFresh(connect_ms);
-    }
+  for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
+    ConnectResult cr = TakePooled(call, attempt);
+    if (!cr.connection) cr = co_await ConnectUpstream(call, attempt, connect_ms);
     ex.upstream = cr.server;
     if (!cr.connection) {
       co_await FailUpstream(call, cr.failure, {}, ex);
@@ -234,23 +219,23 @@ Task<bool> Session::SendBuffered(UpstreamCall& call, HeadParser& head, Exchange&
           co_await WriteWire(call.conn->stream, Budget(config_->timeouts.upstream_response_ms, ex));
     }
     std::size_t received = 0;
-    if (!ec) std::tie(ec, received) = co_await ReadResponseHead(call, ex);
-    if (!ec) co_return true;
-    // A pooled connection the upstream closed while it sat idle: send the
-    // request once more on a fresh connection if that is safe.
-    if (attempt == 0 && call.conn->reused && call.replayable && received == 0 &&
-        IsStaleConnectionError(ec)) {
-      continue;
+    if (!ec) {
+      std::tie(ec, received) = co_await ReadResponseHead(
+          call, res_head_, Budget(config_->timeouts.upstream_response_ms, ex));
     }
+    if (!ec) co_return true;
+    if (RetryOnFresh(call, attempt, received, ec)) continue;
     co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
     co_return false;
   }
 }
 
-Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange& ex) {
+Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
-  ConnectResult cr = call.pool.TakeIdle();
-  if (!cr.connection) cr = co_await call.pool.Acquire(timeouts.upstream_connect_ms);
+  ConnectResult cr = TakePooled(call, Attempt::kFirst);
+  if (!cr.connection) {
+    cr = co_await ConnectUpstream(call, Attempt::kFirst, timeouts.upstream_connect_ms);
+  }
   ex.upstream = cr.server;
   if (!cr.connection) {
     co_await FailUpstream(call, cr.failure, {}, ex);
@@ -279,7 +264,10 @@ Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange&
     co_return false;
   }
   ErrorCode ec = relayed.ec;
-  if (!ec) std::tie(ec, std::ignore) = co_await ReadResponseHead(call, ex);
+  if (!ec) {
+    std::tie(ec, std::ignore) =
+        co_await ReadResponseHead(call, res_head_, Budget(timeouts.upstream_response_ms, ex));
+  }
   if (ec) {
     ex.close = true;
     co_await FailUpstream(call, ConnectFailure::kNone, ec, ex);
@@ -288,69 +276,15 @@ Task<bool> Session::SendStreamed(UpstreamCall& call, HeadParser& head, Exchange&
   co_return true;
 }
 
-Task<std::pair<ErrorCode, std::size_t>> Session::ReadResponseHead(UpstreamCall& call,
-                                                                  Exchange& ex) {
-  UpstreamConnection& c = *call.conn;
-  std::size_t received = 0;  // bytes read from the upstream
-  for (;;) {
-    res_head_.emplace();
-    res_head_->header_limit(kUpstreamHeaderLimit);
-    res_head_->body_limit(boost::none);
-    if (call.head_request) res_head_->skip(true);
-    // Beast's async_read_header would do the same in two composed layers,
-    // each tracking work on the executor: here the header is parsed in
-    // place and only the missing bytes are read, under one deadline.
-    ErrorCode ec;
-    bool deadline_set = false;
-    while (!ParseBuffered(c.buffer, *res_head_, ec, ParseUntil::kHeader)) {
-      if (!deadline_set) {
-        Lowest(c.stream).expires_after(Budget(config_->timeouts.upstream_response_ms, ex));
-        deadline_set = true;
-      }
-      // The parser's header_limit bounds what is kept; reads are sized as
-      // Beast's own.
-      const std::size_t room = beast::read_size(c.buffer, kUpstreamHeaderLimit);
-      auto [read_ec, n] = co_await Visit(
-          c.stream, [&](auto& s) { return s.async_read_some(c.buffer.prepare(room), kUseTuple); });
-      if (read_ec == asio::error::eof) {
-        // As Beast's read: a header cut short is a partial message, no
-        // header at all the end of the stream.
-        ec = res_head_->got_some() ? ErrorCode(http::error::partial_message)
-                                   : ErrorCode(http::error::end_of_stream);
-        break;
-      }
-      if (read_ec) {
-        ec = read_ec;
-        break;
-      }
-      c.buffer.commit(n);
-      received += n;
-    }
-    if (ec) co_return std::pair{ec, received};
-    const unsigned status = res_head_->get().result_int();
-    if (status < 100 || status >= 200 || status == 101) co_return std::pair{ErrorCode{}, received};
-  }
-}
-
-Task<void> Session::FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
   ex.close = ex.close || !call.buffered;
-  if (ThreadMetrics* metrics = worker_.metrics()) {
-    const UpstreamFailure kind = failure == ConnectFailure::kTimeout || ec == beast::error::timeout
-                                     ? UpstreamFailure::kTimeout
-                                 : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
-                                                                       : UpstreamFailure::kReset;
-    metrics->RecordUpstreamFailure(generation_->state->upstream_ids[call.route.upstream_index],
-                                   kind);
-  }
-  answer_ = Refuse(failure == ConnectFailure::kTimeout || ec == beast::error::timeout
-                            ? Refusal::kGatewayTimeout
-                            : Refusal::kBadGateway);
+  answer_ = Refuse(UpstreamFailed(call, failure, ec, worker_.metrics()));
   co_await Reply(ex);
 }
 
-Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_client,
+Task<bool> Session::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_client,
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
@@ -381,7 +315,7 @@ Task<bool> Session::RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_
   co_return true;
 }
 
-Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client,
+Task<bool> Session::RespondStreamed(ForwardCall& call, const RelayTimeouts& to_client,
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
@@ -399,7 +333,7 @@ Task<bool> Session::RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_
   co_return false;
 }
 
-Task<void> Session::OpenTunnel(UpstreamCall& call, std::string_view key, Exchange& ex) {
+Task<void> Session::OpenTunnel(ForwardCall& call, std::string_view key, Exchange& ex) {
   MarkUpstreamEnd(*generation_->state->clock, ex);
   ex.close = true;  // the connection is the tunnel's now, or failed
   auto& res = res_head_->get();

@@ -9,8 +9,9 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
-#include "gateway/http1/read_util.h"
+#include "gateway/io/read_util.h"
 #include "gateway/http1/websocket_tunnel.h"
+#include "gateway/http2/adapter.h"
 #include "gateway/io/relay.h"
 
 namespace tollgate::gateway {
@@ -44,6 +45,10 @@ Session::~Session() {
 Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
 
 void Session::CloseIfIdle() {
+  if (http2_) {
+    http2_->Drain();
+    return;
+  }
   if (idle_ && !closing_) {
     closing_ = true;
     Lowest(stream_).cancel();
@@ -51,6 +56,7 @@ void Session::CloseIfIdle() {
 }
 
 bool Session::CloseIfIdleKeepAlive() {
+  if (http2_) return http2_->DrainIfIdle();
   if (!served_ || !idle_ || closing_) return false;
   CloseIfIdle();
   return true;
@@ -77,6 +83,13 @@ Task<void> Session::Run() {
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
     auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
     if (ec) co_return;
+    const unsigned char* alpn = nullptr;
+    unsigned int alpn_size = 0;
+    SSL_get0_alpn_selected(tls->native_handle(), &alpn, &alpn_size);
+    if (std::string_view(reinterpret_cast<const char*>(alpn), alpn_size) == "h2") {
+      co_await RunHttp2({});
+      co_return;
+    }
   }
   bool first = true;
   for (;;) {
@@ -94,12 +107,55 @@ Task<void> Session::Run() {
       closing_ = false;
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
       buffer_.commit(n);
+      if (first) {
+        // (GCC 12 miscompiles co_await inside &&: a statement of its own.)
+        const bool http2 = co_await PriorKnowledge(ec);
+        if (http2) {
+          // The bytes move out of buffer_, whose room HTTP/2 does not use.
+          const std::string preface(static_cast<const char*>(buffer_.data().data()),
+                                    buffer_.size());
+          buffer_ = beast::flat_buffer();
+          co_await RunHttp2(asio::buffer(preface));
+          co_return;
+        }
+        if (ec) co_return;
+      }
     }
     first = false;
     if (!co_await ServeOne()) break;
     served_ = true;
   }
   co_await Shutdown();
+}
+
+Task<bool> Session::PriorKnowledge(ErrorCode& ec) {
+  if (generation_->state->listener_tls[listener_] ||
+      !config_->listeners[listener_].http2) {
+    co_return false;
+  }
+  const auto bytes = [&] {
+    return std::string_view(static_cast<const char*>(buffer_.data().data()), buffer_.size());
+  };
+  PrefaceMatch match = MatchHttp2Preface(bytes());
+  while (match == PrefaceMatch::kPrefix) {
+    // (The deadline of the first read, client_header, still runs.)
+    auto [read_ec, n] = co_await Visit(stream_, [&](auto& s) {
+      return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
+    });
+    if (read_ec) {
+      ec = read_ec;
+      co_return false;
+    }
+    buffer_.commit(n);
+    match = MatchHttp2Preface(bytes());
+  }
+  co_return match == PrefaceMatch::kYes;
+}
+
+Task<void> Session::RunHttp2(asio::const_buffer already_read) {
+  http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_);
+  if (worker_.draining()) http2_->Drain();
+  co_await http2_->Run(already_read);
 }
 
 Task<void> Session::Shutdown() {
@@ -267,16 +323,6 @@ Task<void> Session::Reply(Exchange& ex) {
   ErrorCode ec;
   if (!StartReply(ex, ec)) ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
   if (ec) ex.close = true;
-}
-
-void Session::AddHeaderLines(std::string_view lines, Fields& fields) {
-  while (!lines.empty()) {
-    const std::size_t end = lines.find("\r\n");
-    const std::string_view line = lines.substr(0, end);
-    const std::size_t colon = line.find(": ");
-    fields.insert(line.substr(0, colon), line.substr(colon + 2));
-    lines.remove_prefix(end + 2);
-  }
 }
 
 bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec) {

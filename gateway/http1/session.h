@@ -4,8 +4,10 @@
 // (gateway/core/admission.h), forward (gateway/http1/forward.cc: the
 // upstream exchange, and the WebSocket tunnel), respond (answers are
 // gateway/core/respond.h's values, written here) and log
-// (gateway/core/log.h). Lives on one worker thread; owned by its coroutine
-// (see Worker).
+// (gateway/core/log.h). A connection that turns out to speak HTTP/2 (ALPN
+// "h2", or the prior-knowledge preface as its first bytes) is handed to
+// the HTTP/2 adapter (gateway/http2/adapter.h) for the rest of its life.
+// Lives on one worker thread; owned by its coroutine (see Worker).
 #pragma once
 
 #include <memory>
@@ -21,6 +23,7 @@
 namespace tollgate::gateway {
 
 struct RelayTimeouts;
+class Http2Adapter;
 
 class Session final : private ClientWatch {
  public:
@@ -30,7 +33,8 @@ class Session final : private ClientWatch {
   Session& operator=(const Session&) = delete;
 
   Task<void> Run();
-  // Drain: a session waiting for its next request is closed now.
+  // Drain: a session waiting for its next request is closed now; an HTTP/2
+  // one sends GOAWAY, and its streams in flight finish.
   void CloseIfIdle();
   // Likewise, but only one that has served a request (an idle keep-alive
   // connection, not a new one yet to send its first); true when closed.
@@ -38,6 +42,13 @@ class Session final : private ClientWatch {
 
  private:
   using HeadParser = RequestParser<http::empty_body>;
+
+  // Whether the first bytes (read into buffer_) are HTTP/2's preface, on a
+  // cleartext listener with http2 on, reading more while they may be.
+  // False also when the connection failed meanwhile (`ec`).
+  Task<bool> PriorKnowledge(ErrorCode& ec);
+  // The rest of the connection as HTTP/2; `already_read` goes first.
+  Task<void> RunHttp2(asio::const_buffer already_read);
 
   // One exchange: reads the request head, routes it, passes it through the
   // pipeline and logs it. False when the connection ends after it.
@@ -55,29 +66,28 @@ class Session final : private ClientWatch {
   Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex);
   // Forward's steps, each a coroutine of its own: every frame stays under the
   // 1 KB that Asio can recycle (Forward's was 3.4 KB: never recycled, and a
-  // malloc that large makes glibc consolidate its fast bins first).
-  struct UpstreamCall;
+  // malloc that large makes glibc consolidate its fast bins first). The
+  // steps that face the upstream are gateway/core/upstream_call.h's.
+  struct ForwardCall;
   // Connects, sends the buffered request (whole_, or the header alone) and
   // reads the response header into res_head_; a pooled connection found
   // stale is replaced once by a fresh one when the request is idempotent.
   // False when the exchange failed and was answered.
-  Task<bool> SendBuffered(UpstreamCall& call, HeadParser& head, Exchange& ex);
+  Task<bool> SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex);
   // Connects, relays the request body as it comes, reads the response header.
-  Task<bool> SendStreamed(UpstreamCall& call, HeadParser& head, Exchange& ex);
-  // The response header into res_head_, past interim 1xx responses.
-  Task<std::pair<ErrorCode, std::size_t>> ReadResponseHead(UpstreamCall& call, Exchange& ex);
+  Task<bool> SendStreamed(ForwardCall& call, HeadParser& head, Exchange& ex);
   // Answers 502 or 504 for a failed upstream exchange.
-  Task<void> FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+  Task<void> FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                           Exchange& ex);
   // The response body read whole (at most kBufferedBody) and sent with the
   // header, or relayed as it comes. True when the exchange completed.
-  Task<bool> RespondBuffered(UpstreamCall& call, const RelayTimeouts& to_client, Exchange& ex);
-  Task<bool> RespondStreamed(UpstreamCall& call, const RelayTimeouts& to_client, Exchange& ex);
+  Task<bool> RespondBuffered(ForwardCall& call, const RelayTimeouts& to_client, Exchange& ex);
+  Task<bool> RespondStreamed(ForwardCall& call, const RelayTimeouts& to_client, Exchange& ex);
   // The upstream answered a WebSocket handshake with 101: checks its
   // Sec-WebSocket-Accept for `key` (502 when wrong), sends the 101 on and
   // runs the tunnel (websocket_tunnel.h) until it closes. The upstream
   // connection is never pooled again.
-  Task<void> OpenTunnel(UpstreamCall& call, std::string_view key, Exchange& ex);
+  Task<void> OpenTunnel(ForwardCall& call, std::string_view key, Exchange& ex);
   Task<ErrorCode> WriteContinue();
 
   // --- respond ---
@@ -88,8 +98,6 @@ class Session final : private ClientWatch {
   // expression would stay in the caller's frame, one per call site.
   bool StartReply(Exchange& ex, ErrorCode& ec);
   Task<void> Reply(Exchange& ex);
-  // For streamed responses: "Name: value\r\n" lines into Beast's fields.
-  static void AddHeaderLines(std::string_view lines, Fields& fields);
   // Writes wire_ (a whole message, see AppendWireHeader) to `stream`, within
   // `timeout`.
   Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout);
@@ -132,6 +140,7 @@ class Session final : private ClientWatch {
   bool idle_ = true;
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
+  std::unique_ptr<Http2Adapter> http2_;  // the connection speaks HTTP/2
   int metric_listener_ = 0;
 };
 

@@ -160,8 +160,10 @@ struct Http2Callbacks {
       return 0;
     }
     const std::int32_t id = frame->hd.stream_id;
-    // Streams whose handlers still run count, reset or not.
-    if (c.terminating_ || c.streams_.size() >= c.options_.max_concurrent_streams) {
+    // Streams whose handlers still run count, reset or not, unless their
+    // response has ended.
+    if (c.terminating_ ||
+        c.streams_.size() - c.finished_ >= c.options_.max_concurrent_streams) {
       ++c.stats_.refused;
       nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, id, NGHTTP2_REFUSED_STREAM);
       return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
@@ -851,6 +853,10 @@ void Http2Connection::OnHandlerDone(Http2Stream& s) {
 void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
   s.closed_ = true;
   if (error_code != NGHTTP2_NO_ERROR && s.reset_code_ == 0) s.reset_code_ = error_code;
+  if (s.response_end_sent_ && s.handler_ == Http2Stream::Handler::kRunning && !s.finished_) {
+    s.finished_ = true;
+    ++finished_;
+  }
   if (!s.response_end_sent_ && s.handler_ == Http2Stream::Handler::kRunning) {
     s.cancelled_ = true;
     PostCancel(s);
@@ -865,6 +871,7 @@ void Http2Connection::MaybeErase(Http2Stream& s) {
     return;
   }
   if (s.dispatched_ && --busy_ == 0) idle_since_ = store::LoopNow();
+  if (s.finished_) --finished_;
   if (!dead_ && session_ != nullptr) nghttp2_session_set_stream_user_data(session_, s.id_, nullptr);
   streams_.erase(s.id_);
 }

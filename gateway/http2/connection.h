@@ -24,7 +24,9 @@
 //   - max_concurrent_streams: advertised in SETTINGS; a stream beyond it is
 //     refused (REFUSED_STREAM), and streams whose handler still runs count
 //     even after the peer has reset them, so that resetting does not make
-//     room for more handlers (CVE-2023-44487's amplification).
+//     room for more handlers (CVE-2023-44487's amplification). A stream
+//     whose response has ended no longer counts: its handler is only
+//     finishing up, and its peer may already have opened the next one.
 //   - The request header list (HPACK-decoded, RFC 7541's name + value + 32
 //     per field) is bounded by max_header_list_bytes, advertised as
 //     SETTINGS_MAX_HEADER_LIST_SIZE: a larger request header is answered 431
@@ -315,6 +317,7 @@ class Http2Stream {
   Handler handler_ = Handler::kNone;
   bool dispatched_ = false;  // counted in the connection's busy streams
   bool closed_ = false;      // nghttp2 closed the stream, or the connection ended
+  bool finished_ = false;    // closed after its response's end, handler still running
   bool local_reset_ = false;
   bool cancelled_ = false;
   bool cancel_posted_ = false;
@@ -400,6 +403,7 @@ class Http2Connection {
   std::unordered_map<std::int32_t, std::unique_ptr<Http2Stream>> streams_;
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
   std::size_t busy_ = 0;
+  std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
   std::chrono::steady_clock::time_point idle_since_;
   std::chrono::steady_clock::time_point now_;  // of the current Feed
 

@@ -4,6 +4,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <cstdint>
 #include <cstring>
 
 namespace tollgate::gateway {
@@ -21,12 +22,20 @@ std::string OpenSslError() {
   return buf;
 }
 
+// ALPN protocol lists in wire format (length-prefixed), the server's
+// preference first.
+constexpr unsigned char kHttp11Only[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+constexpr unsigned char kH2First[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+
+// `arg`: the AlpnOffer, cast to a pointer-sized integer.
 int SelectAlpn(SSL*, const unsigned char** out, unsigned char* out_len, const unsigned char* in,
-               unsigned int in_len, void*) {
-  static const unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+               unsigned int in_len, void* arg) {
+  const bool h2 = static_cast<AlpnOffer>(reinterpret_cast<std::uintptr_t>(arg)) ==
+                  AlpnOffer::kH2AndHttp11;
   unsigned char* selected = nullptr;
-  if (SSL_select_next_proto(&selected, out_len, kHttp11, sizeof(kHttp11), in, in_len) !=
-      OPENSSL_NPN_NEGOTIATED) {
+  if (SSL_select_next_proto(&selected, out_len, h2 ? kH2First : kHttp11Only,
+                            h2 ? sizeof(kH2First) : sizeof(kHttp11Only), in,
+                            in_len) != OPENSSL_NPN_NEGOTIATED) {
     return SSL_TLSEXT_ERR_NOACK;
   }
   *out = selected;
@@ -36,7 +45,7 @@ int SelectAlpn(SSL*, const unsigned char** out, unsigned char* out_len, const un
 }  // namespace
 
 std::unique_ptr<ServerTls> ServerTls::Create(const std::vector<rules::CertificateConfig>& certs,
-                                             std::string& error) {
+                                             AlpnOffer alpn, std::string& error) {
   auto tls = std::unique_ptr<ServerTls>(new ServerTls());
   for (const rules::CertificateConfig& c : certs) {
     auto ctx = std::make_unique<ssl::context>(ssl::context::tls_server);
@@ -54,7 +63,8 @@ std::unique_ptr<ServerTls> ServerTls::Create(const std::vector<rules::Certificat
       error = "cannot use private key " + c.key_file + ": " + OpenSslError();
       return nullptr;
     }
-    SSL_CTX_set_alpn_select_cb(native, SelectAlpn, nullptr);
+    SSL_CTX_set_alpn_select_cb(native, SelectAlpn,
+                               reinterpret_cast<void*>(static_cast<std::uintptr_t>(alpn)));
     tls->leaf_.push_back(SSL_CTX_get0_certificate(native));
     tls->contexts_.push_back(std::move(ctx));
   }

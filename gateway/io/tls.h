@@ -1,4 +1,4 @@
-// TLS contexts: server side (TLS 1.2+, ALPN http/1.1, several certificates
+// TLS contexts: server side (TLS 1.2+, ALPN h2 and http/1.1, several certificates
 // chosen by SNI) and client side towards upstreams (verification, SNI).
 // Built while loading config; errors are returned as text. The contexts are
 // immutable after creation and shared by all threads (OpenSSL allows that).
@@ -13,11 +13,14 @@
 
 namespace tollgate::gateway {
 
+// The application protocols a listener offers in ALPN.
+enum class AlpnOffer { kHttp11, kH2AndHttp11 };
+
 class ServerTls {
  public:
   // nullptr and `error` set when a certificate or key cannot be used.
   static std::unique_ptr<ServerTls> Create(const std::vector<rules::CertificateConfig>& certs,
-                                           std::string& error);
+                                           AlpnOffer alpn, std::string& error);
   ssl::context& context() { return *contexts_.front(); }
 
  private:

@@ -105,7 +105,8 @@ ThreadMetrics::ThreadMetrics()
       upstream_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
       connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
       websockets_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
-      websocket_bytes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * 2)) {}
+      websocket_bytes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * 2)),
+      grpc_responses_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kGrpcStatuses)) {}
 
 void ThreadMetrics::RecordRequest(int route, unsigned status, double seconds) {
   if (status >= 100 && status < 600) Bump(requests_[route * kStatuses + (status - 100)]);
@@ -162,6 +163,17 @@ void ThreadMetrics::AddWebSockets(int route, int delta) {
 void ThreadMetrics::AddWebSocketBytes(int route, bool in, std::uint64_t bytes) {
   auto& c = websocket_bytes_[route * 2 + (in ? 0 : 1)];
   c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
+}
+
+void ThreadMetrics::AddHttp2Streams(int delta) {
+  http2_streams_.store(http2_streams_.load(std::memory_order_relaxed) + delta,
+                       std::memory_order_relaxed);
+}
+
+void ThreadMetrics::RecordGrpcResponse(int route, int grpc_status) {
+  constexpr int kUnknown = 2;
+  if (grpc_status < 0 || grpc_status >= kGrpcStatuses) grpc_status = kUnknown;
+  Bump(grpc_responses_[route * kGrpcStatuses + grpc_status]);
 }
 
 Metrics::Metrics(std::size_t threads, std::string version) : version_(std::move(version)) {
@@ -386,6 +398,24 @@ std::string Metrics::Render(const ExternalGauges& external) const {
           Sum([&](const ThreadMetrics& t) { return Load(t.websocket_bytes_[r * 2 + d]); });
       w.Sample("websocket_bytes_total",
                label("route", routes_[r]) + "," + label("direction", d == 0 ? "in" : "out"), n);
+    }
+  }
+
+  w.Family("http2_streams", "gauge", "HTTP/2 client streams being served right now.");
+  w.Sample("http2_streams", "",
+           Sum([](const ThreadMetrics& t) {
+             return t.http2_streams_.load(std::memory_order_relaxed);
+           }));
+  w.Family("grpc_responses_total", "counter",
+           "gRPC calls answered, by route and grpc-status (tollgate's own answers and the "
+           "upstream's); only statuses seen are listed.");
+  for (std::size_t r = 0; r < routes_.size(); ++r) {
+    for (int g = 0; g < kGrpcStatuses; ++g) {
+      const std::uint64_t n =
+          Sum([&](const ThreadMetrics& t) { return Load(t.grpc_responses_[r * kGrpcStatuses + g]); });
+      if (n == 0) continue;
+      w.Sample("grpc_responses_total",
+               label("route", routes_[r]) + "," + label("grpc_status", std::to_string(g)), n);
     }
   }
 

@@ -50,6 +50,9 @@ enum class StoreKindLabel : std::uint8_t { kLocal, kRedis };
 enum class StoreErrorKind : std::uint8_t { kTimeout, kUnavailable, kError };
 inline constexpr int kStoreErrorKinds = 3;
 
+// gRPC status codes 0..16 (OK .. UNAUTHENTICATED).
+inline constexpr int kGrpcStatuses = 17;
+
 inline constexpr int kMaxNames = 256;  // per kind of name; more share "_other"
 
 // One worker's metrics. Record*() only from the owning thread.
@@ -70,6 +73,11 @@ class ThreadMetrics {
   // client.
   void AddWebSockets(int route, int delta);
   void AddWebSocketBytes(int route, bool in, std::uint64_t bytes);
+  // HTTP/2 streams being served (+1 when one starts, -1 when it ends).
+  void AddHttp2Streams(int delta);
+  // A gRPC call on `route` ended with `grpc_status`; codes outside 0..16
+  // count as UNKNOWN (2).
+  void RecordGrpcResponse(int route, int grpc_status);
   // A request limited for `key` (a store key, which begins with the rule's
   // name), for the status page's top limited keys. The tally is the one
   // exception to "nothing shared": a mutex taken by this thread and by the
@@ -106,8 +114,29 @@ class ThreadMetrics {
   std::atomic<std::int64_t> delayed_{0};
   std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]
   std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]
+  std::atomic<std::int64_t> http2_streams_{0};
+  std::unique_ptr<std::atomic<std::uint64_t>[]> grpc_responses_;  // [route][grpc status]
   std::mutex tally_mutex_;
   KeyTally tally_;
+};
+
+// Holds +1 in one of a worker's gauges while it lives (`add`: AddDelayed,
+// AddHttp2Streams, ...); nothing when metrics are off.
+class GaugeScope {
+ public:
+  GaugeScope(ThreadMetrics* metrics, void (ThreadMetrics::*add)(int))
+      : metrics_(metrics), add_(add) {
+    if (metrics_ != nullptr) (metrics_->*add_)(1);
+  }
+  ~GaugeScope() {
+    if (metrics_ != nullptr) (metrics_->*add_)(-1);
+  }
+  GaugeScope(const GaugeScope&) = delete;
+  GaugeScope& operator=(const GaugeScope&) = delete;
+
+ private:
+  ThreadMetrics* metrics_;
+  void (ThreadMetrics::*add_)(int);
 };
 
 // Counts the calls a store decorator (store/failover_store.h) answered for

@@ -173,6 +173,7 @@ class Connection {
     if (path.rfind("/_test/bytes/", 0) == 0) {
       co_return co_await Bytes(keep_alive, Number(path.substr(13)), chunked);
     }
+    if (path == "/_test/trailers") co_return co_await Trailers(keep_alive);
     if (path.rfind("/_test/drip/", 0) == 0) {
       co_return co_await Drip(keep_alive, Number(path.substr(12)),
                               std::max<std::uint64_t>(1, QueryNumber(target, "every")));
@@ -281,6 +282,19 @@ class Connection {
       if (ec && ec != http::error::need_buffer) co_return false;
     }
     co_return res.keep_alive();
+  }
+
+  // "hello" in a chunked body whose last chunk carries gRPC-style trailers.
+  Task<bool> Trailers(bool keep_alive) {
+    std::string raw = "HTTP/1.1 200 OK\r\nServer: tollgate-echo\r\nX-Upstream-Port: " +
+                      std::to_string(port_) +
+                      "\r\nContent-Type: application/grpc\r\nTransfer-Encoding: chunked\r\n"
+                      "Trailer: grpc-status, grpc-message\r\n";
+    if (!keep_alive) raw += "Connection: close\r\n";
+    raw += "\r\n5\r\nhello\r\n0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n";
+    stream_.expires_after(std::chrono::seconds(60));
+    auto [ec, n] = co_await asio::async_write(stream_, asio::buffer(raw), kUseTuple);
+    co_return !ec && keep_alive;
   }
 
   // A chunked body of `total` bytes, one byte every `every_ms`.

@@ -7,6 +7,8 @@
 //   /_test/drip/N?every=MS
 //                       N bytes of chunked body, one byte every MS ms
 //   /_test/echo         the request body back, streamed
+//   /_test/trailers     "hello", chunked, with trailers grpc-status: 0 and
+//                       grpc-message: ok
 //   /_test/headers      the request headers as JSON
 //   /_test/close        200, then closes the connection
 //   /_test/limited/B?limit=N&window=MS[&global=1][&unix=1]

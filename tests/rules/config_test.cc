@@ -41,6 +41,34 @@ TEST(Config, MinimalFileGetsDefaults) {
   EXPECT_EQ(c.upstreams[0].fail_timeout_ms, 10'000);
 }
 
+TEST(Config, Http2Keys) {
+  LoadResult defaults = LoadConfigText(kMinimal, "t.toml");
+  ASSERT_TRUE(defaults.config);
+  EXPECT_TRUE(defaults.config->listeners[0].http2);
+  EXPECT_EQ(defaults.config->limits.max_concurrent_streams, 128);
+  LoadResult set = LoadConfigText(std::string(kMinimal) + R"([[listeners]]
+address = "127.0.0.1:8081"
+http2 = false
+[limits]
+max_concurrent_streams = 16
+)",
+                                  "t.toml");
+  ASSERT_TRUE(set.config) << (set.errors.empty() ? "" : set.errors[0].ToString());
+  EXPECT_FALSE(set.config->listeners[1].http2);
+  EXPECT_EQ(set.config->limits.max_concurrent_streams, 16);
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[listeners]]
+address = "127.0.0.1:8081"
+http2 = "yes"
+[limits]
+max_concurrent_streams = 0
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:10:9: "http2" must be true or false; got a string)",
+      R"(t.toml:12:26: "max_concurrent_streams" must be between 1 and 100000; got 0)",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, TheShippedExampleIsValid) {
   // Relative paths in it (the development certificate that `make build`
   // makes) are relative to the repository root, where `make run` starts.

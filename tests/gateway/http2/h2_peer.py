@@ -617,14 +617,16 @@ def scenario_empty_data_flood(port):
     report_goaway(raw, sent)
 
 
-def main():
+def run(scenarios):
+    """Runs the scenario named by argv[1] (scenario_NAME in `scenarios`, a
+    module's globals()) against the port in argv[2]."""
     scenario, port = sys.argv[1], int(sys.argv[2])
     try:
-        globals()["scenario_" + scenario.replace("-", "_")](port)
+        scenarios["scenario_" + scenario.replace("-", "_")](port)
     except (Failure, OSError, h2.exceptions.H2Error) as e:
         print("FAILED %s: %r" % (scenario, e))
         sys.exit(1)
 
 
 if __name__ == "__main__":
-    main()
+    run(globals())

@@ -1,7 +1,7 @@
-// Small pieces of the HTTP/1.1 adapter's reading and writing that its
-// files share (session.cc, forward.cc): feeding a parser what a buffer
-// already holds, telling a client that left from a broken request, and
-// visiting the stream variant. Heavy (Beast): gateway/http1/ only.
+// Small pieces of HTTP/1.1 reading and writing that the HTTP/1.1 adapter
+// and the upstream exchange share: feeding a parser what a buffer already
+// holds, telling a peer that left from a broken message, and visiting the
+// stream variant. Heavy (Beast): gateway implementation files only.
 #pragma once
 
 #include <utility>

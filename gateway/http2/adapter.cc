@@ -1,0 +1,563 @@
+#include "gateway/http2/adapter.h"
+
+#include <boost/asio/write.hpp>
+#include <array>
+#include <charconv>
+#include <memory>
+#include <optional>
+
+#include "gateway/core/admission.h"
+#include "gateway/core/exchange.h"
+#include "gateway/core/http_util.h"
+#include "gateway/core/identify.h"
+#include "gateway/core/log.h"
+#include "gateway/core/respond.h"
+#include "gateway/core/upstream_call.h"
+#include "gateway/io/read_util.h"
+#include "gateway/io/relay.h"
+#include "gateway/worker.h"
+#include "store/loop_time.h"
+
+namespace tollgate::gateway {
+
+Http2Options Http2OptionsFor(const rules::Config& config) {
+  Http2Options options;
+  options.max_concurrent_streams =
+      static_cast<std::uint32_t>(config.limits.max_concurrent_streams);
+  options.max_header_list_bytes = static_cast<std::uint32_t>(config.limits.max_header_bytes);
+  options.idle_timeout = std::chrono::milliseconds(config.timeouts.client_idle_ms);
+  options.write_timeout = std::chrono::milliseconds(config.timeouts.client_body_ms);
+  return options;
+}
+
+namespace {
+
+constexpr std::string_view kBodyTimeout = "request body not received in time";
+
+// gRPC's content-type is application/grpc, optionally followed by "+proto",
+// ";..." and the like.
+bool IsGrpc(std::string_view content_type) {
+  constexpr std::string_view kGrpc = "application/grpc";
+  if (content_type.size() < kGrpc.size() ||
+      !beast::iequals(content_type.substr(0, kGrpc.size()), kGrpc)) {
+    return false;
+  }
+  return content_type.size() == kGrpc.size() || content_type[kGrpc.size()] == '+' ||
+         content_type[kGrpc.size()] == ';';
+}
+
+// grpc-timeout: at most 8 digits and a unit (H, M, S, m, u, n); nullopt
+// when malformed, which leaves the call under timeouts.request alone.
+std::optional<std::int64_t> GrpcTimeoutMs(std::string_view value) {
+  if (value.size() < 2 || value.size() > 9) return std::nullopt;
+  std::int64_t n = 0;
+  const char* end = value.data() + value.size() - 1;
+  const auto [p, ec] = std::from_chars(value.data(), end, n);
+  if (ec != std::errc() || p != end || n < 0) return std::nullopt;
+  switch (*end) {
+    case 'H':
+      return n * 3'600'000;
+    case 'M':
+      return n * 60'000;
+    case 'S':
+      return n * 1000;
+    case 'm':
+      return n;
+    case 'u':
+      return (n + 999) / 1000;
+    case 'n':
+      return (n + 999'999) / 1'000'000;
+    default:
+      return std::nullopt;
+  }
+}
+
+// The grpc-status field among `fields`; -1 when absent or not a number.
+int GrpcStatusIn(const Fields& fields) {
+  const auto it = fields.find("grpc-status");
+  if (it == fields.end()) return -1;
+  int status = -1;
+  const std::string_view v = it->value();
+  const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), status);
+  return ec == std::errc() && p == v.data() + v.size() ? status : -1;
+}
+
+}  // namespace
+
+// One stream's request through the pipeline; lives on the heap for the
+// stream's handler (its members would make every coroutine frame of the
+// handler large).
+class StreamExchange final : private ClientWatch {
+ public:
+  StreamExchange(Http2Adapter& adapter, Http2Stream& stream)
+      : adapter_(adapter),
+        stream_(stream),
+        worker_(adapter.worker_),
+        generation_(worker_.Current()),
+        config_(*generation_->state->config),
+        admission_(worker_),
+        gauge_(worker_.metrics(), &ThreadMetrics::AddHttp2Streams) {
+    stream_.OnCancel([this] { OnCancel(); });
+  }
+
+  Task<void> Run();
+
+ private:
+  // How sending the request body ended.
+  enum class BodySent { kDone, kClientFailed, kUpstreamFailed };
+
+  const GatewayState& state() const { return *generation_->state; }
+  Admit Identify(const rules::RouteConfig& route, std::string_view host);
+  Task<void> Forward(const rules::RouteConfig& route);
+  Task<BodySent> SendBody(UpstreamConnection& c, bool chunked, ErrorCode& upstream_ec);
+  Task<void> Relay(UpstreamCall& call, const rules::UpstreamConfig& upstream);
+  // Writes answer_: an HTTP/2 response with tollgate's JSON body, or for a
+  // gRPC call a trailers-only response whose grpc-status says it.
+  Task<void> Reply();
+  // The upstream failed: the answer when the response has not begun, else
+  // the stream is reset (the only signal left).
+  Task<void> FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec);
+  void RecordGrpc(int grpc_status);
+  // ClientWatch: a reset stream ends admit's waits.
+  Task<Held> Hold(std::chrono::milliseconds wait) override;
+  // The stream was reset or the connection ended: whatever waits for the
+  // client or the upstream on its behalf stops.
+  void OnCancel();
+  // `op_ms`, or what is left of the exchange's deadline if less.
+  std::chrono::milliseconds Budget(std::int64_t op_ms) const;
+  char* Buffer();
+
+  Http2Adapter& adapter_;
+  Http2Stream& stream_;
+  Worker& worker_;
+  std::shared_ptr<Generation> generation_;  // a reload takes effect between streams
+  const rules::Config& config_;
+  Admission admission_;
+  GaugeScope gauge_;  // tollgate_http2_streams
+  Exchange ex_;
+  Answer answer_;
+  std::string canonical_;
+  std::string wire_;
+  std::string extra_headers_;
+  std::optional<ResponseHead> res_head_;
+  std::unique_ptr<char[]> buffer_;
+  bool grpc_ = false;
+  bool response_started_ = false;
+  Timer* hold_timer_ = nullptr;                 // admit's wait, while it runs
+  UpstreamConnection* upstream_ = nullptr;      // the upstream exchange, while it runs
+};
+
+Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener,
+                           std::string_view peer_ip, const rules::IpAddress& peer_address)
+    : worker_(worker),
+      listener_(listener),
+      peer_ip_(peer_ip),
+      peer_address_(peer_address),
+      connection_(stream, Http2OptionsFor(*worker.Current()->state->config),
+                  [this](Http2Stream& s) { return Serve(s); }) {}
+
+Task<void> Http2Adapter::Run(asio::const_buffer already_read) {
+  co_await connection_.Run(already_read);
+}
+
+void Http2Adapter::Drain() { connection_.Shutdown(); }
+
+bool Http2Adapter::DrainIfIdle() {
+  if (!served_ || connection_.busy_streams() > 0) return false;
+  connection_.Shutdown();
+  return true;
+}
+
+Task<void> Http2Adapter::Serve(Http2Stream& stream) {
+  served_ = true;
+  auto exchange = std::make_unique<StreamExchange>(*this, stream);
+  co_await exchange->Run();
+}
+
+std::chrono::milliseconds StreamExchange::Budget(std::int64_t op_ms) const {
+  const std::int64_t left = ex_.deadline_ms - state().clock->NowMs();
+  return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
+}
+
+char* StreamExchange::Buffer() {
+  if (!buffer_) buffer_ = std::make_unique<char[]>(kRelayChunk);
+  return buffer_.get();
+}
+
+void StreamExchange::OnCancel() {
+  if (hold_timer_ != nullptr) hold_timer_->cancel();
+  if (upstream_ != nullptr) Lowest(upstream_->stream).cancel();
+}
+
+Task<ClientWatch::Held> StreamExchange::Hold(std::chrono::milliseconds wait) {
+  if (stream_.cancelled()) co_return Held::kClientGone;
+  const Executor executor = co_await asio::this_coro::executor;
+  Timer timer(executor, wait);
+  hold_timer_ = &timer;
+  co_await timer.async_wait(kUseTuple);
+  hold_timer_ = nullptr;
+  co_return stream_.cancelled() ? Held::kClientGone : Held::kElapsed;
+}
+
+void StreamExchange::RecordGrpc(int grpc_status) {
+  if (!grpc_ || ex_.route_metric < 0) return;
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    metrics->RecordGrpcResponse(ex_.route_metric, grpc_status);
+  }
+}
+
+Task<void> StreamExchange::Run() {
+  const store::Clock& clock = *state().clock;
+  const store::Instant start = clock.Now();
+  ex_.start_ms = start.ms;
+  ex_.started = start.steady;
+  ex_.version = 20;
+  auto& req = stream_.request();
+  grpc_ = IsGrpc(req[http::field::content_type]);
+  std::int64_t budget_ms = config_.timeouts.request_ms;
+  if (grpc_) {
+    if (const auto it = req.find("grpc-timeout"); it != req.end()) {
+      if (const auto ms = GrpcTimeoutMs(it->value())) budget_ms = std::min(budget_ms, *ms);
+    }
+  }
+  ex_.deadline_ms = ex_.start_ms + budget_ms;
+  if (const AccessLog* log = state().access_log; log != nullptr && log->enabled()) {
+    ex_.method = req.method_string();
+    ex_.target = req.target();
+    ex_.user_agent = req[http::field::user_agent];
+    ex_.referer = req[http::field::referer];
+  }
+
+  std::string_view host = req[http::field::host];
+  const auto length = req.find(http::field::content_length);
+  std::uint64_t declared = 0;
+  if (length != req.end()) {
+    // nghttp2 has checked that it is a number and that DATA matches it.
+    std::from_chars(length->value().data(), length->value().data() + length->value().size(),
+                    declared);
+  }
+  if (req.method() == http::verb::connect) {
+    answer_ = RefuseWith(Refusal::kNotImplemented, "CONNECT is not supported");
+    co_await Reply();
+  } else if (declared > static_cast<std::uint64_t>(config_.limits.max_body_bytes)) {
+    answer_ = Refuse(Refusal::kBodyTooLarge);
+    co_await Reply();
+  } else if (const std::string_view problem = Canonicalize(req, host, canonical_);
+             !problem.empty()) {
+    answer_ = RefuseWith(Refusal::kBadRequest, problem);
+    co_await Reply();
+  } else {
+    if (!ex_.target.empty()) ex_.target = req.target();  // the access log shows what rules saw
+    const rules::RouteConfig* route = state().routes->Match(host, req.target());
+    if (route == nullptr) {
+      answer_ = Refuse(Refusal::kNoRoute);
+      co_await Reply();
+    } else {
+      ex_.route = route->name;
+      if (worker_.metrics() != nullptr) {
+        ex_.route_metric = state().route_ids[route - config_.routes.data()];
+      }
+      Admit admit = Identify(*route, host);
+      if (admit == Admit::kPending) {
+        admit = co_await admission_.FinishRequest(state(), *this, ex_, answer_);
+      }
+      if (admit == Admit::kRefused) {
+        co_await Reply();
+      } else if (admit == Admit::kAdmitted) {
+        co_await Forward(*route);
+      }
+    }
+  }
+  if (stream_.cancelled() && ex_.status == 0) ex_.error = "client_reset";
+  LogExchange(state(), worker_.metrics(), adapter_.peer_ip_, ex_);
+  ex_.Release();
+}
+
+Admit StreamExchange::Identify(const rules::RouteConfig& route, std::string_view host) {
+  Identification who(*state().identity, stream_.request(), host, route.name,
+                     adapter_.peer_address_);
+  const Admit admit = admission_.StartRequest(state(), who.facts(), who.identity(), ex_, answer_);
+  who.StripIdentityFields();
+  return admit;
+}
+
+Task<void> StreamExchange::Reply() {
+  http::response_header<Fields> head;
+  head.set(http::field::server, "tollgate");
+  extra_headers_.clear();
+  if (answer_.refusal == Refusal::kRateLimited && answer_.rule != nullptr) {
+    AppendRateLimitHeaders(*answer_.rule, answer_.decision, extra_headers_);
+  }
+  const std::int64_t retry_after = RetryAfterSeconds(answer_);
+  if (retry_after > 0) head.set(http::field::retry_after, std::to_string(retry_after));
+  AddHeaderLines(extra_headers_, head);
+  wire_.clear();
+  if (grpc_) {
+    // Trailers-only (gRPC over HTTP/2): the status in the only header.
+    const GrpcStatus status = InfoOf(answer_.refusal).grpc;
+    head.result(http::status::ok);
+    head.set(http::field::content_type, "application/grpc");
+    head.set("grpc-status", std::to_string(static_cast<int>(status)));
+    AppendGrpcMessage(answer_, wire_);
+    head.set("grpc-message", wire_);
+    if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
+    response_started_ = true;
+    NoteAnswer(answer_, 0, ex_);
+    RecordGrpc(static_cast<int>(status));
+    co_return;
+  }
+  const std::size_t body = AppendAnswerBody(answer_, wire_);
+  head.result(answer_.Status());
+  head.set(http::field::content_type, "application/json");
+  head.set(http::field::content_length, std::to_string(body));
+  if (stream_.SubmitResponse(head, Http2Body::kFollows)) co_return;
+  response_started_ = true;
+  NoteAnswer(answer_, body, ex_);
+  const ErrorCode ec = co_await stream_.WriteBody(asio::buffer(wire_), BodyEnd::kLast,
+                                                  Budget(config_.timeouts.client_body_ms));
+  // A client that never opens its window gets a reset at client_body.
+  if (ec == beast::error::timeout) stream_.Reset(Http2ErrorCode::kCancel);
+}
+
+Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
+  const store::Clock& clock = *state().clock;
+  auto& req = stream_.request();
+  const bool has_body = stream_.has_body();
+  UpstreamCall call(*generation_->pools[route.upstream_index]);
+  call.head_request = req.method() == http::verb::head;
+  // A body read from the stream cannot be sent twice.
+  call.replayable = IsIdempotent(req.method()) && !has_body;
+  const bool expects_continue =
+      has_body && beast::iequals(req[http::field::expect], "100-continue");
+  const bool chunked = has_body && req.find(http::field::content_length) == req.end();
+
+  PrepareForwardedRequest(req, adapter_.peer_ip_,
+                          state().listener_tls[adapter_.listener_] ? Scheme::kHttps
+                                                                   : Scheme::kHttp);
+  if (config_.server.via) req.set(http::field::via, "2 tollgate");
+  req.version(11);
+  if (chunked) req.set(http::field::transfer_encoding, "chunked");
+
+  const rules::UpstreamConfig& upstream = config_.upstreams[route.upstream_index];
+  if (upstream.max_connections > 0 || upstream.learn_limits) {
+    const std::string_view target = req.target();
+    const Admit admit = co_await admission_.AdmitUpstream(
+        state(), upstream, route.name, target.substr(0, target.find('?')), ex_, answer_);
+    if (admit != Admit::kAdmitted) {
+      co_await Reply();
+      co_return;
+    }
+  }
+  if (expects_continue) {
+    http::response_header<Fields> interim;
+    interim.result(http::status::continue_);
+    stream_.SubmitResponse(interim, Http2Body::kNone);
+  }
+
+  const store::Instant upstream_start = clock.Now();
+  ex_.upstream_start_ms = upstream_start.ms;
+  ex_.upstream_started = upstream_start.steady;
+  if (worker_.metrics() != nullptr) {
+    ex_.upstream_metric = state().upstream_ids[route.upstream_index];
+    call.upstream_metric = ex_.upstream_metric;
+  }
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
+    ConnectResult cr = TakePooled(call, attempt);
+    if (!cr.connection) cr = co_await ConnectUpstream(call, attempt, timeouts.upstream_connect_ms);
+    ex_.upstream = cr.server;
+    if (!cr.connection) {
+      co_await FailUpstream(call, cr.failure, {});
+      co_return;
+    }
+    call.conn = std::move(cr.connection);
+    if (stream_.cancelled()) co_return;
+    upstream_ = call.conn.get();
+    wire_.clear();
+    AppendWireHeader(req, wire_);
+    UpstreamConnection& c = *call.conn;
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
+    if (!ec && has_body) {
+      const BodySent sent = co_await SendBody(c, chunked, ec);
+      if (sent == BodySent::kClientFailed) {
+        upstream_ = nullptr;
+        co_return;
+      }
+    }
+    std::size_t received = 0;
+    if (!ec) {
+      std::tie(ec, received) =
+          co_await ReadResponseHead(call, res_head_, Budget(timeouts.upstream_response_ms));
+    }
+    if (!ec) break;
+    upstream_ = nullptr;
+    if (stream_.cancelled()) co_return;
+    if (RetryOnFresh(call, attempt, received, ec)) continue;
+    co_await FailUpstream(call, ConnectFailure::kNone, ec);
+    co_return;
+  }
+  co_await Relay(call, upstream);
+  upstream_ = nullptr;
+}
+
+Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, bool chunked,
+                                                        ErrorCode& upstream_ec) {
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  char* buffer = Buffer();
+  const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
+  for (;;) {
+    const Http2Read r =
+        co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk), Budget(timeouts.client_body_ms));
+    if (r.ec) {
+      if (r.ec == beast::error::timeout) {
+        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+        co_await Reply();
+      }
+      co_return BodySent::kClientFailed;
+    }
+    ex_.bytes_in += r.bytes;
+    if (ex_.bytes_in > limit) {
+      answer_ = Refuse(Refusal::kBodyTooLarge);
+      co_await Reply();
+      co_return BodySent::kClientFailed;
+    }
+    // Chunked framing around the piece; the last chunk carries the
+    // request's trailers.
+    std::array<char, 20> size_line{};
+    std::size_t size_length = 0;
+    std::string_view tail;
+    wire_.clear();
+    if (chunked) {
+      if (r.bytes > 0) {
+        const auto [p, ec] = std::to_chars(size_line.data(), size_line.data() + 16, r.bytes, 16);
+        *p = '\r';
+        *(p + 1) = '\n';
+        size_length = static_cast<std::size_t>(p + 2 - size_line.data());
+        wire_ = "\r\n";
+      }
+      if (r.end) {
+        wire_ += "0\r\n";
+        for (const auto& field : stream_.trailers()) {
+          wire_.append(field.name_string());
+          wire_ += ": ";
+          wire_.append(field.value());
+          wire_ += "\r\n";
+        }
+        wire_ += "\r\n";
+      }
+      tail = wire_;
+    }
+    if (size_length == 0 && r.bytes == 0 && tail.empty()) {
+      if (r.end) co_return BodySent::kDone;
+      continue;
+    }
+    const std::array<asio::const_buffer, 3> pieces{asio::buffer(size_line.data(), size_length),
+                                                   asio::buffer(buffer, r.bytes),
+                                                   asio::buffer(tail)};
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return asio::async_write(s, pieces, kUseTuple); });
+    if (ec) {
+      upstream_ec = ec;
+      co_return BodySent::kUpstreamFailed;
+    }
+    if (r.end) co_return BodySent::kDone;
+  }
+}
+
+Task<void> StreamExchange::FailUpstream(UpstreamCall& call, ConnectFailure failure,
+                                        const ErrorCode& ec) {
+  const Refusal refusal = UpstreamFailed(call, failure, ec, worker_.metrics());
+  if (response_started_) {
+    stream_.Reset(Http2ErrorCode::kInternalError);
+    ex_.error = "upstream_body";
+    co_return;
+  }
+  answer_ = Refuse(refusal);
+  co_await Reply();
+}
+
+Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig& upstream) {
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  const store::Clock& clock = *state().clock;
+  auto& res = res_head_->get();
+  if (upstream.learn_limits) admission_.Learn(state(), upstream, res.result_int(), res);
+  const bool reusable = res_head_->keep_alive();
+  const bool no_body = res_head_->is_done();
+  ex_.status = res.result_int();
+  RemoveHopByHop(res);
+  if (config_.server.via) res.set(http::field::via, "1.1 tollgate");
+  extra_headers_.clear();
+  if (ex_.limits.shown != nullptr) {
+    AppendRateLimitHeaders(*ex_.limits.shown, ex_.limits.shown_decision, extra_headers_);
+  }
+  AddHeaderLines(extra_headers_, res);
+  if (no_body) {
+    ex_.upstream_end_ms = clock.NowMs();
+    ex_.upstream_ended = store::LoopNow();
+    if (!stream_.SubmitResponse(res, Http2Body::kNone)) {
+      response_started_ = true;
+      RecordGrpc(GrpcStatusIn(res));
+    }
+    upstream_ = nullptr;
+    if (reusable) call.pool.Release(std::move(call.conn));
+    co_return;
+  }
+  if (stream_.SubmitResponse(res, Http2Body::kFollows)) co_return;
+  response_started_ = true;
+  const int header_status = GrpcStatusIn(res);
+  // The fields after the header's own are the chunked body's trailers.
+  std::size_t header_fields = 0;
+  for (auto it = res.begin(); it != res.end(); ++it) ++header_fields;
+
+  ResponseParser<http::buffer_body> body{std::move(*res_head_)};
+  body.body_limit(boost::none);
+  auto& piece = body.get().body();
+  char* buffer = Buffer();
+  UpstreamConnection& c = *call.conn;
+  for (;;) {
+    piece.data = buffer;
+    piece.size = kRelayChunk;
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return http::async_read_some(s, c.buffer, body, kUseTuple); });
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      if (!stream_.cancelled()) co_await FailUpstream(call, ConnectFailure::kNone, ec);
+      co_return;
+    }
+    const std::size_t got = kRelayChunk - piece.size;
+    const bool done = body.is_done();
+    Fields trailers;
+    if (done) {
+      ex_.upstream_end_ms = clock.NowMs();
+      ex_.upstream_ended = store::LoopNow();
+      std::size_t i = 0;
+      for (const auto& field : body.get()) {
+        if (i++ >= header_fields) trailers.insert(field.name_string(), field.value());
+      }
+    }
+    const bool has_trailers = trailers.begin() != trailers.end();
+    ex_.bytes_out += got;
+    if (got > 0 || (done && !has_trailers)) {
+      const ErrorCode wec = co_await stream_.WriteBody(
+          asio::buffer(buffer, got), done && !has_trailers ? BodyEnd::kLast : BodyEnd::kMore,
+          Budget(timeouts.client_body_ms));
+      if (wec) {
+        // A client that never opens its window gets a reset at client_body.
+        if (wec == beast::error::timeout) stream_.Reset(Http2ErrorCode::kCancel);
+        co_return;
+      }
+    }
+    if (!done) continue;
+    if (has_trailers && stream_.SubmitTrailers(trailers)) co_return;
+    RecordGrpc(has_trailers ? GrpcStatusIn(trailers) : header_status);
+    upstream_ = nullptr;
+    if (reusable) call.pool.Release(std::move(call.conn));
+    co_return;
+  }
+}
+
+}  // namespace tollgate::gateway

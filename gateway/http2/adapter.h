@@ -1,0 +1,66 @@
+// The HTTP/2 protocol adapter: one client connection speaking HTTP/2 (TLS
+// with ALPN "h2", or cleartext with prior knowledge, handed over by the
+// HTTP/1.1 session that read its first bytes). Each stream is one request
+// through the pipeline — identify (gateway/core/identify.h), admit
+// (gateway/core/admission.h, one Admission per stream: rate rules count
+// streams, max_inflight places are taken per stream), forward (to the
+// route's HTTP/1.1 upstream, through gateway/core/upstream_call.h), respond
+// (gateway/core/respond.h's answers as HTTP/2 responses, or as gRPC
+// trailers-only responses for gRPC calls) and log (gateway/core/log.h,
+// "HTTP/2.0"). The framing, flow control and flood bounds are
+// Http2Connection's (connection.h). Lives on one worker thread.
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "gateway/http2/connection.h"
+#include "gateway/io/net.h"
+#include "rules/ip.h"
+
+namespace tollgate::rules {
+struct Config;
+}  // namespace tollgate::rules
+
+namespace tollgate::gateway {
+
+class Worker;
+
+// The connection's bounds and timeouts from the configuration in force
+// when it starts: [limits] max_concurrent_streams and max_header_bytes,
+// [timeouts] client_idle (no stream) and client_body (each write).
+Http2Options Http2OptionsFor(const rules::Config& config);
+
+class Http2Adapter {
+ public:
+  // `stream` (its TLS handshake done), `peer_ip` and `peer_address` must
+  // outlive Run().
+  Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener, std::string_view peer_ip,
+               const rules::IpAddress& peer_address);
+  Http2Adapter(const Http2Adapter&) = delete;
+  Http2Adapter& operator=(const Http2Adapter&) = delete;
+
+  // Serves the connection until it ends and every stream has been logged;
+  // the socket is closed then. `already_read`: what the HTTP/1.1 session
+  // read before the hand-over (the preface at least).
+  Task<void> Run(asio::const_buffer already_read);
+  // Drain: GOAWAY; streams in flight finish, then the connection closes.
+  void Drain();
+  // Drains the connection when no stream is in flight (max_connections
+  // makes room with it); true when it did.
+  bool DrainIfIdle();
+
+ private:
+  friend class StreamExchange;
+  Task<void> Serve(Http2Stream& stream);
+
+  Worker& worker_;
+  std::size_t listener_;
+  std::string_view peer_ip_;
+  const rules::IpAddress& peer_address_;
+  bool served_ = false;  // a stream has started
+  Http2Connection connection_;
+};
+
+}  // namespace tollgate::gateway

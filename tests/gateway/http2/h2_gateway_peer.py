@@ -1,0 +1,90 @@
+"""HTTP/2 clients for tests/gateway/http2/gateway_test.cc, against the real
+gateway in front of the echo upstream: `h2_gateway_peer.py SCENARIO PORT`.
+Built on h2_peer.py's Client (python3-h2, run with /usr/bin/python3). Each
+scenario prints what it saw as `key=value` lines and exits 0, or prints the
+problem and exits 1.
+"""
+
+from hyperframe.frame import PingFrame
+
+from h2_peer import NO_ERROR, Client, Raw, check, headers_dict, run
+
+GRPC = [("content-type", "application/grpc"), ("te", "trailers")]
+# A gRPC message frame: not compressed, 5 bytes of (meaningless) payload.
+MESSAGE = b"\x00\x00\x00\x00\x05hello"
+
+
+def grpc_call(c, path, extra=()):
+    sid = c.request("POST", path, GRPC + list(extra), body=MESSAGE)
+    c.wait_done(sid)
+    s = c.streams[sid]
+    check(s.reset is None, "stream %d reset (%r)" % (sid, s.reset))
+    return s
+
+
+def report_grpc(name, s):
+    """Prints the gRPC status of a call: from the trailers, or from the only
+    header of a trailers-only response."""
+    h = headers_dict(s.headers)
+    t = headers_dict(s.trailers)
+    status = t.get("grpc-status", h.get("grpc-status"))
+    message = t.get("grpc-message", h.get("grpc-message", ""))
+    print("%s_http=%s" % (name, h.get(":status")))
+    print("%s_grpc_status=%s" % (name, status))
+    print("%s_grpc_message=%s" % (name, message))
+    print("%s_trailers_only=%d" % (name, int(s.trailers is None and not s.data)))
+    for field in ("retry-after", "ratelimit-policy", "ratelimit", "x-ratelimit-remaining"):
+        if field in h:
+            print("%s_%s=%s" % (name, field, h[field]))
+
+
+def scenario_grpc_limited(port):
+    """Two gRPC calls against a limit of one: the first reaches the upstream
+    (its trailers relayed), the second is answered by tollgate."""
+    c = Client(port)
+    report_grpc("first", grpc_call(c, "/_test/trailers"))
+    report_grpc("second", grpc_call(c, "/_test/trailers"))
+
+
+def scenario_grpc_unavailable(port):
+    c = Client(port)
+    report_grpc("down", grpc_call(c, "/down/pkg.Service/Method"))
+
+
+def scenario_grpc_deadline(port):
+    c = Client(port)
+    report_grpc("slow", grpc_call(c, "/_test/sleep/3000", [("grpc-timeout", "200m")]))
+
+
+class PingingRaw(Raw):
+    """Raw frames, counting the ACKs of our PINGs."""
+
+    def __init__(self, port):
+        self.pings = 0
+        super().__init__(port)
+
+    def on_frame(self, frame):
+        if frame.type == 0x6 and "ACK" in frame.flags:
+            self.pings += 1
+        super().on_frame(frame)
+
+
+def scenario_drain(port):
+    """A slow request in flight while the gateway drains: it is answered,
+    the connection ends with GOAWAY NO_ERROR naming it, then closes. The
+    test drains once `started` is printed. (Raw frames: h2 treats the first
+    GOAWAY as the end of the connection.)"""
+    raw = PingingRaw(port)
+    sid = 1
+    raw.sock.sendall(raw.headers(sid, "/_test/sleep/700").serialize() +
+                     PingFrame(0, opaque_data=b"started!").serialize())
+    raw.read_until(lambda: raw.pings, "the PING's ACK")
+    print("started", flush=True)
+    raw.read_until(lambda: raw.goaway is not None and sid in raw.ended, "GOAWAY and the answer")
+    check(raw.goaways[-1] == (NO_ERROR, sid), "final GOAWAY: %r" % (raw.goaways,))
+    raw.read_until(lambda: raw.closed, "the server's close")
+    print("status=%s goaway=%d" % (raw.statuses.get(sid), raw.goaways[-1][0]))
+
+
+if __name__ == "__main__":
+    run(globals())
