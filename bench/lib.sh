@@ -65,7 +65,8 @@ http {
   $http_extra
   upstream api { server 127.0.0.1:$upstream; keepalive 64; }
   server {
-    listen 127.0.0.1:$port reuseport;
+    listen 127.0.0.1:$port reuseport ${NGINX_LISTEN:-};
+    ${NGINX_SERVER:-}
     location / {
       $location_extra
       proxy_pass http://api;
@@ -80,7 +81,9 @@ http {
   }
 }
 NGINX
-  # NGINX_WRAP: a command to run nginx under; NGINX_MAIN: more main-context directives.
+  # NGINX_WRAP: a command to run nginx under; NGINX_MAIN: more main-context
+  # directives; NGINX_LISTEN: more parameters of listen (http2, ssl);
+  # NGINX_SERVER: more server-level directives (certificates).
   ${NGINX_WRAP:-} nginx -p "$dir" -c "$dir/nginx.conf" -g "daemon off;${NGINX_MAIN:-}" 2>/dev/null &
   PIDS+=($!)
   wait_port "$port"
@@ -96,6 +99,7 @@ start_tollgate() {
 threads = 1
 [[listeners]]
 address = "127.0.0.1:$port"
+${TOLLGATE_LISTENER:-}
 [admin]
 address = "127.0.0.1:$admin"
 metrics = ${TOLLGATE_METRICS:-true}
@@ -111,7 +115,8 @@ path_prefix = "/"
 upstream = "api"
 $extra
 TOML
-  # TOLLGATE_WRAP: a command to run tollgate under.
+  # TOLLGATE_WRAP: a command to run tollgate under; TOLLGATE_LISTENER: more
+  # keys of its listener (tls).
   ${TOLLGATE_WRAP:-} "$TOLLGATE" --config "$WORK/tollgate-$port.toml" 2>"$WORK/tollgate-$port.err" &
   PIDS+=($!)
   wait_port "$port"

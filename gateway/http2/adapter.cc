@@ -303,6 +303,7 @@ Task<void> StreamExchange::Reply() {
     if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
     response_started_ = true;
     NoteAnswer(answer_, 0, ex_);
+    ex_.status = 200;  // what the client got; the error word says why
     RecordGrpc(static_cast<int>(status));
     co_return;
   }

@@ -7,9 +7,10 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <string>
-#include <thread>
+#include <memory>
 
 #include "tests/gateway/test_support.h"
 
@@ -85,6 +86,28 @@ std::string Peer(const std::string& script, const std::string& scenario, std::ui
                                 std::to_string(port) + " 2>&1",
                             "", out);
   EXPECT_EQ(rc, 0) << scenario << ": " << out;
+  return out;
+}
+
+// Runs h2_gateway_peer.py's `scenario` (with `env` assignments before it)
+// and calls `on_line` with each line it prints as it prints it; returns
+// everything printed. Fails the test when the script does.
+std::string PeerWhile(const std::string& scenario, std::uint16_t port, const std::string& env,
+                      const std::function<void(const std::string&)>& on_line) {
+  const std::string command = env + " " + kPython + " " + kScripts + "/h2_gateway_peer.py " +
+                              scenario + " " + std::to_string(port) + " 2>&1";
+  FILE* peer = popen(command.c_str(), "r");
+  if (peer == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return "";
+  }
+  std::string out;
+  char line[512];
+  while (fgets(line, sizeof line, peer) != nullptr) {
+    out += line;
+    on_line(line);
+  }
+  EXPECT_EQ(pclose(peer), 0) << out;
   return out;
 }
 
@@ -276,18 +299,49 @@ TEST(Http2Gateway, DrainAnswersStreamsInFlightThenGoaway) {
   TempDir dir;
   auto echo = StartEcho();
   TestGateway gateway(Config(dir, ""), echo->port());
-  const std::string command = kPython + " " + kScripts + "/h2_gateway_peer.py drain " +
-                              std::to_string(gateway.port()) + " 2>&1";
-  FILE* peer = popen(command.c_str(), "r");
-  ASSERT_NE(peer, nullptr);
-  std::string out;
-  char line[512];
-  while (fgets(line, sizeof line, peer) != nullptr) {
-    out += line;
-    if (std::string(line) == "started\n") gateway.server().Drain();
-  }
-  EXPECT_EQ(pclose(peer), 0) << out;
+  const std::string out =
+      PeerWhile("drain", gateway.port(), "", [&](const std::string& line) {
+        if (line == "started\n") gateway.server().Drain();
+      });
   EXPECT_NE(out.find("status=200 goaway=0"), std::string::npos) << out;
+}
+
+// max_inflight takes a place per stream: two streams of one client at
+// once, one place.
+TEST(Http2Gateway, MaxInflightCountsStreams) {
+  TempDir dir;
+  auto echo = StartEcho();
+  TestGateway gateway(Config(dir, R"(
+[[rules]]
+name = "one-at-once"
+key = "ip"
+max_inflight = 1
+)"),
+                      echo->port());
+  const std::string out = Shell("h2load -n 2 -c 1 -m 2 " + Url(gateway, "/_test/sleep/300"));
+  EXPECT_NE(out.find("status codes: 1 2xx, 0 3xx, 1 4xx, 0 5xx"), std::string::npos) << out;
+}
+
+// A reload takes effect between two streams of one connection.
+TEST(Http2Gateway, ReloadTakesEffectForTheNextStream) {
+  TempDir dir;
+  auto echo = StartEcho();
+  TestGateway gateway(Config(dir, kPerIp1), echo->port());
+  const std::string out = PeerWhile(
+      "reload-between-streams", gateway.port(), "RELOADED=" + dir.path() + "/reloaded",
+      [&](const std::string& line) {
+        if (line != "first=200\n") return;
+        // Without the rule the second request passes; under it, 429.
+        rules::LoadResult next =
+            rules::LoadConfigText(WithEchoPort(Config(dir, ""), echo->port()), "test.toml");
+        ASSERT_TRUE(next.config);
+        std::string error;
+        EXPECT_TRUE(
+            gateway.server().Reload(std::make_shared<const rules::Config>(*next.config), error))
+            << error;
+        dir.Write("reloaded", "");
+      });
+  EXPECT_NE(out.find("second=200"), std::string::npos) << out;
 }
 
 // The connection layer's flood bounds hold behind the gateway's handlers.

@@ -5,6 +5,9 @@ scenario prints what it saw as `key=value` lines and exits 0, or prints the
 problem and exits 1.
 """
 
+import os
+import time
+
 from hyperframe.frame import PingFrame
 
 from h2_peer import NO_ERROR, Client, Raw, check, headers_dict, run
@@ -54,6 +57,22 @@ def scenario_grpc_unavailable(port):
 def scenario_grpc_deadline(port):
     c = Client(port)
     report_grpc("slow", grpc_call(c, "/_test/sleep/3000", [("grpc-timeout", "200m")]))
+
+
+def scenario_reload_between_streams(port):
+    """Two requests on one connection; between them the test reloads the
+    configuration, and creates the file named by $RELOADED when done."""
+    c = Client(port)
+    first = c.request("GET", "/api/hello")
+    c.wait_done(first)
+    print("first=%s" % c.streams[first].status().decode(), flush=True)
+    deadline = time.monotonic() + 20
+    while not os.path.exists(os.environ["RELOADED"]):
+        check(time.monotonic() < deadline, "no reload")
+        time.sleep(0.01)
+    second = c.request("GET", "/api/hello")
+    c.wait_done(second)
+    print("second=%s" % c.streams[second].status().decode())
 
 
 class PingingRaw(Raw):

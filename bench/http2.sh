@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# HTTP/2 clients through tollgate versus nginx (`listen ... http2`, proxy_pass
+# with upstream keep-alive), one worker each, both in front of the bundled
+# echo upstream over HTTP/1.1: h2load -c16 -m32 over cleartext h2c (prior
+# knowledge) and over TLS (ALPN h2). h2load reports no percentiles: p50 and
+# p99 come from its per-request log (--log-file).
+# Usage: bench/http2.sh [rounds]   (env: H2LOAD_SECONDS, default 5)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-5}
+seconds=${H2LOAD_SECONDS:-5}
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj /CN=localhost -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+declare -A port url
+port[upstream]=$(free_port); start_echo "${port[upstream]}"
+port[nginx_h2c]=$(free_port)
+NGINX_LISTEN=http2 start_nginx "${port[nginx_h2c]}" "${port[upstream]}"
+port[tollgate_h2c]=$(free_port); start_tollgate "${port[tollgate_h2c]}" "${port[upstream]}"
+port[nginx_tls]=$(free_port)
+NGINX_LISTEN="ssl http2" NGINX_SERVER="ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem;" \
+  start_nginx "${port[nginx_tls]}" "${port[upstream]}"
+port[tollgate_tls]=$(free_port)
+TOLLGATE_LISTENER="tls = { cert = \"$WORK/cert.pem\", key = \"$WORK/key.pem\" }" \
+  start_tollgate "${port[tollgate_tls]}" "${port[upstream]}"
+for t in nginx_h2c tollgate_h2c; do url[$t]="http://127.0.0.1:${port[$t]}/api/hello"; done
+for t in nginx_tls tollgate_tls; do url[$t]="https://127.0.0.1:${port[$t]}/api/hello"; done
+
+# h2load against $1 for $seconds after a 1 s warm-up; prints
+# "req_per_s p50_ms p99_ms non2xx".
+run_h2load() {
+  local log=$WORK/h2load.log out
+  out=$(h2load -c16 -m32 -t1 --warm-up-time=1 -D "$seconds" --log-file="$log" "$1")
+  local rps non2xx
+  rps=$(awk '/^finished in/ { print $4 }' <<<"$out")
+  non2xx=$(awk '/^status codes:/ { print $5 + $7 + $9 }' <<<"$out")
+  # The log: start time, status, latency in microseconds, one request a line.
+  awk '{ print $3 }' "$log" | sort -n | awk -v rps="$rps" -v non2xx="$non2xx" '
+    { a[NR] = $1 }
+    END { printf "%.0f %.3f %.3f %d\n", rps, a[int(NR * 0.5)] / 1000, a[int(NR * 0.99)] / 1000, non2xx }'
+}
+
+for t in nginx_h2c tollgate_h2c nginx_tls tollgate_tls; do : > "$WORK/$t"; done
+for round in $(seq "$rounds"); do
+  for pair in "nginx_h2c tollgate_h2c" "nginx_tls tollgate_tls"; do
+    order=$pair
+    if [ $((round % 2)) -eq 0 ]; then order=$(echo "$pair" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for t in $order; do
+      result=$(run_h2load "${url[$t]}")
+      echo "round $round $t: $result (req/s p50_ms p99_ms non2xx)" >&2
+      echo "$result" >> "$WORK/$t"
+    done
+  done
+done
+
+report=$WORK/report.md
+{
+  echo "## HTTP/2 clients: tollgate vs nginx (bench/http2.sh)"
+  echo
+  echo "\`bench/http2.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), h2load -c16 -m32 -t1 for ${seconds} s after 1 s of warm-up, $rounds alternating rounds, medians; p50/p99 from h2load's per-request log."
+  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... http2\` (and \`ssl\`), \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`, HTTP/2 on by default; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread) over HTTP/1.1."
+  echo
+  echo "| target | req/s | p50 ms | p99 ms | non-2xx |"
+  echo "|---|---:|---:|---:|---:|"
+  for t in nginx_h2c tollgate_h2c nginx_tls tollgate_tls; do
+    echo "| $t | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 4) |"
+  done
+  echo
+  for kind in h2c tls; do
+    echo "**$kind, tollgate ÷ nginx: req/s $(ratio "$(col tollgate_$kind 1)" "$(col nginx_$kind 1)")×, p99 $(ratio "$(col tollgate_$kind 3)" "$(col nginx_$kind 3)")×** (goal: req/s ≥ 1.1×, p99 ≤ 1.00×); round by round: req/s $(round_ratios nginx_$kind tollgate_$kind 1 higher), p99 $(round_ratios nginx_$kind tollgate_$kind 3 lower)."
+    echo
+  done
+} > "$report"
+cat "$report"
+write_results http2 "$report"
