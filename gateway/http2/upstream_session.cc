@@ -656,7 +656,10 @@ Task<ErrorCode> Http2UpstreamStream::WaitTaken(StreamState& s, Clock::time_point
   for (;;) {
     if (s.out.size() == 0 && (!s.out_last || s.eof_taken)) co_return ErrorCode{};
     if (s.refused) {
-      if (co_await s.session.Retry(s, deadline)) continue;
+      // (GCC 12 lays the frame out wrongly for a co_await in an if's
+      // condition: PR 106188's kind; hence the variable.)
+      const bool sent_again = co_await s.session.Retry(s, deadline);
+      if (sent_again) continue;
       co_return s.Failure();
     }
     if (s.closed || s.local_reset) co_return s.Failure();
@@ -722,7 +725,8 @@ Task<ErrorCode> Http2UpstreamStream::ReadResponseHead(std::chrono::steady_clock:
   for (;;) {
     if (s.head_done) break;
     if (s.refused) {
-      if (co_await s.session.Retry(s, deadline)) continue;
+      const bool sent_again = co_await s.session.Retry(s, deadline);
+      if (sent_again) continue;
       ec = s.Failure();
       break;
     }
@@ -941,7 +945,8 @@ Task<bool> Http2UpstreamSession::Retry(StreamState& s, Clock::time_point deadlin
   }
   s.Rewind();
   ++stats_.retries;
-  if (co_await Attach(s, deadline) != ConnectFailure::kNone) {
+  const ConnectFailure failure = co_await Attach(s, deadline);
+  if (failure != ConnectFailure::kNone) {
     s.closed = true;
     s.lost = true;
     co_return false;

@@ -159,6 +159,7 @@ def serve(sock, scenario, stats_path):
                     for other in received[2:]:
                         paths.pop(other, None)
                         open_streams.discard(other)
+                    due[:] = [d for d in due if d[1] <= last_stream]
             elif isinstance(event, h2.events.DataReceived):
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
