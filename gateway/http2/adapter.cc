@@ -160,11 +160,14 @@ Task<void> Http2Adapter::Run(asio::const_buffer already_read) {
   co_await connection_.Run(already_read);
 }
 
-void Http2Adapter::Drain() { connection_.Shutdown(); }
+void Http2Adapter::Drain() {
+  draining_ = true;
+  connection_.Shutdown();
+}
 
 bool Http2Adapter::DrainIfIdle() {
-  if (!served_ || connection_.busy_streams() > 0) return false;
-  connection_.Shutdown();
+  if (!served_ || draining_ || connection_.busy_streams() > 0) return false;
+  Drain();
   return true;
 }
 

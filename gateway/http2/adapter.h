@@ -48,7 +48,7 @@ class Http2Adapter {
   // Drain: GOAWAY; streams in flight finish, then the connection closes.
   void Drain();
   // Drains the connection when no stream is in flight (max_connections
-  // makes room with it); true when it did.
+  // makes room with it); true when it did, false when it already drains.
   bool DrainIfIdle();
 
  private:
@@ -59,7 +59,8 @@ class Http2Adapter {
   std::size_t listener_;
   std::string_view peer_ip_;
   const rules::IpAddress& peer_address_;
-  bool served_ = false;  // a stream has started
+  bool served_ = false;    // a stream has started
+  bool draining_ = false;  // GOAWAY is on its way
   Http2Connection connection_;
 };
 

@@ -255,6 +255,42 @@ TEST(Http2Gateway, LimitedGrpcCallIsATrailersOnlyResourceExhausted) {
       << metrics;
 }
 
+// A real gRPC client (grpcio) sees a limited call as RESOURCE_EXHAUSTED
+// with the rule and the wait in its details, the RateLimit fields in its
+// trailing metadata; an upstream that is down as UNAVAILABLE; a deadline
+// the upstream misses as DEADLINE_EXCEEDED.
+TEST(Http2Gateway, GrpcioClientSeesGrpcStatuses) {
+  TempDir dir;
+  auto echo = StartEcho();
+  TestGateway gateway(Config(dir, kPerIp1), echo->port());
+  const std::string port = std::to_string(gateway.port());
+  const std::string client = kPython + " " + kScripts + "/grpc_client.py " + port;
+  // The first call reaches the echo upstream, which is no gRPC server.
+  const std::string limited = Shell(client + " /pkg.Service/Method 2");
+  EXPECT_NE(limited.find("1 code=RESOURCE_EXHAUSTED details=rate_limited: rule \"per-ip\", "
+                         "retry after "),
+            std::string::npos)
+      << limited;
+  EXPECT_NE(limited.find("1 trailer ratelimit-policy=\"per-ip\";q=1;w=60"), std::string::npos)
+      << limited;
+  EXPECT_NE(limited.find("1 trailer retry-after="), std::string::npos) << limited;
+}
+
+TEST(Http2Gateway, GrpcioClientSeesUnavailableAndDeadlineExceeded) {
+  TempDir dir;
+  auto echo = StartEcho();
+  TestGateway gateway(Config(dir, ""), echo->port());
+  const std::string client =
+      kPython + " " + kScripts + "/grpc_client.py " + std::to_string(gateway.port());
+  const std::string down = Shell(client + " /down/pkg.Service/Method 1");
+  EXPECT_NE(down.find("0 code=UNAVAILABLE details=bad_gateway: the upstream is unavailable"),
+            std::string::npos)
+      << down;
+  // grpcio sends grpc-timeout; the upstream sleeps longer.
+  const std::string slow = Shell(client + " /_test/sleep/3000 1 0.3");
+  EXPECT_NE(slow.find("0 code=DEADLINE_EXCEEDED"), std::string::npos) << slow;
+}
+
 TEST(Http2Gateway, UpstreamDownIsBadGatewayOrUnavailable) {
   TempDir dir;
   auto echo = StartEcho();
