@@ -368,7 +368,9 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
     ConnectResult cr = TakePooled(call, attempt);
-    if (!cr.connection) cr = co_await ConnectUpstream(call, attempt, timeouts.upstream_connect_ms);
+    if (!cr.connection) {
+      cr = co_await ConnectUpstream(call, attempt, timeouts.upstream_connect_ms);
+    }
     ex_.upstream = cr.server;
     if (!cr.connection) {
       co_await FailUpstream(call, cr.failure, {});
@@ -529,7 +531,9 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
         c.stream, [&](auto& s) { return http::async_read_some(s, c.buffer, body, kUseTuple); });
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
-      if (!stream_.cancelled()) co_await FailUpstream(call, ConnectFailure::kNone, ec);
+      if (!stream_.cancelled()) {
+        co_await FailUpstream(call, ConnectFailure::kNone, ec);
+      }
       co_return;
     }
     const std::size_t got = kRelayChunk - piece.size;
