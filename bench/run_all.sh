@@ -5,6 +5,7 @@ cd "$(dirname "$0")/.."
 export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
+bench/http2.sh
 bench/ratelimit.sh
 bench/instructions.sh
 bench/syscalls.sh
