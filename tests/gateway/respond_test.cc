@@ -3,7 +3,8 @@
 // header lines of an allowed one (AppendRateLimitHeaders), for rules of one
 // and of several windows, every `headers` setting, other statuses and names
 // that JSON must escape; the error answers (AppendAnswer) and what they
-// note for the access log (NoteAnswer).
+// note for the access log (NoteAnswer); the pieces HTTP/2 renders them
+// from (body, Retry-After, the gRPC status and message).
 #include "gateway/core/respond.h"
 
 #include <gtest/gtest.h>
@@ -318,6 +319,53 @@ window = "1m"
   EXPECT_EQ(limited.status, 429u);
   EXPECT_EQ(limited.retry_after_ms, 1500);
   EXPECT_EQ(limited.error, "");  // a limited request is no error
+}
+
+// The pieces HTTP/2 frames itself: the same body as HTTP/1.1's, its
+// Retry-After, and the gRPC status and message.
+TEST(Answer, PiecesForHttp2AreHttp11s) {
+  const Rule rule(R"(
+[[rules]]
+name = "50% \"off\""
+key = "ip"
+algorithm = "fixed_window"
+limit = 20
+window = "1m"
+)");
+  for (const Answer& answer :
+       {Refuse(Refusal::kBadGateway), Refuse(Refusal::kStoreUnavailable, 1),
+        gateway::Limited(rule.get(), Limited(52280, 53000))}) {
+    std::string whole;
+    const std::size_t size = AppendAnswer(answer, Persistence::kKeepAlive, whole);
+    std::string body;
+    EXPECT_EQ(AppendAnswerBody(answer, body), size);
+    EXPECT_EQ(whole.substr(whole.size() - size), body);
+  }
+  EXPECT_EQ(RetryAfterSeconds(Refuse(Refusal::kBadGateway)), 0);
+  EXPECT_EQ(RetryAfterSeconds(Refuse(Refusal::kStoreUnavailable, 1)), 1);
+  EXPECT_EQ(RetryAfterSeconds(gateway::Limited(rule.get(), Limited(52280, 53000))), 53);
+  EXPECT_EQ(RetryAfterSeconds(gateway::Limited(rule.get(), Limited(0, 53000))), 1);
+
+  std::string message;
+  AppendGrpcMessage(gateway::Limited(rule.get(), Limited(52280, 53000)), message);
+  // gRPC percent-encodes '%' (and bytes outside printable ASCII).
+  EXPECT_EQ(message, R"(rate_limited: rule "50%25 "off"", retry after 52280 ms)");
+  message.clear();
+  AppendGrpcMessage(RefuseWith(Refusal::kBadRequest, "caf\xc3\xa9"), message);
+  EXPECT_EQ(message, "bad_request: caf%C3%A9");
+}
+
+TEST(Answer, GrpcStatusOfEachRefusal) {
+  EXPECT_EQ(InfoOf(Refusal::kRateLimited).grpc, GrpcStatus::kResourceExhausted);
+  EXPECT_EQ(InfoOf(Refusal::kTooManyInflight).grpc, GrpcStatus::kResourceExhausted);
+  EXPECT_EQ(InfoOf(Refusal::kUpstreamRateLimited).grpc, GrpcStatus::kResourceExhausted);
+  EXPECT_EQ(InfoOf(Refusal::kBadGateway).grpc, GrpcStatus::kUnavailable);
+  EXPECT_EQ(InfoOf(Refusal::kStoreUnavailable).grpc, GrpcStatus::kUnavailable);
+  EXPECT_EQ(InfoOf(Refusal::kUpstreamBusy).grpc, GrpcStatus::kUnavailable);
+  EXPECT_EQ(InfoOf(Refusal::kGatewayTimeout).grpc, GrpcStatus::kDeadlineExceeded);
+  EXPECT_EQ(InfoOf(Refusal::kRequestTimeout).grpc, GrpcStatus::kDeadlineExceeded);
+  EXPECT_EQ(InfoOf(Refusal::kUnauthorized).grpc, GrpcStatus::kUnauthenticated);
+  EXPECT_EQ(InfoOf(Refusal::kNoRoute).grpc, GrpcStatus::kUnimplemented);
 }
 
 }  // namespace
