@@ -108,7 +108,13 @@ class StreamExchange final : private ClientWatch {
 
   const GatewayState& state() const { return *generation_->state; }
   Admit Identify(const rules::RouteConfig& route, std::string_view host);
+  // Phase forward: what every upstream protocol shares (the forwarded
+  // fields, the upstream's own limits), then the exchange in its protocol.
   Task<void> Forward(const rules::RouteConfig& route);
+  // The exchange with an HTTP/1.1 upstream: the head through
+  // AppendWireHeader, the body from ReadBody (chunked when the client gave
+  // no length), the response back through Relay.
+  Task<void> ExchangeHttp1(const rules::RouteConfig& route, const rules::UpstreamConfig& upstream);
   Task<BodySent> SendBody(UpstreamConnection& c, bool chunked, ErrorCode& upstream_ec);
   Task<void> Relay(UpstreamCall& call, const rules::UpstreamConfig& upstream);
   // Writes answer_: an HTTP/2 response with tollgate's JSON body, or for a
@@ -326,21 +332,12 @@ Task<void> StreamExchange::Reply() {
 Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   const store::Clock& clock = *state().clock;
   auto& req = stream_.request();
-  const bool has_body = stream_.has_body();
-  UpstreamCall call(*generation_->pools[route.upstream_index]);
-  call.head_request = req.method() == http::verb::head;
-  // A body read from the stream cannot be sent twice.
-  call.replayable = IsIdempotent(req.method()) && !has_body;
   const bool expects_continue =
-      has_body && beast::iequals(req[http::field::expect], "100-continue");
-  const bool chunked = has_body && req.find(http::field::content_length) == req.end();
-
+      stream_.has_body() && beast::iequals(req[http::field::expect], "100-continue");
   PrepareForwardedRequest(req, adapter_.peer_ip_,
                           state().listener_tls[adapter_.listener_] ? Scheme::kHttps
                                                                    : Scheme::kHttp);
   if (config_.server.via) req.set(http::field::via, "2 tollgate");
-  req.version(11);
-  if (chunked) req.set(http::field::transfer_encoding, "chunked");
 
   const rules::UpstreamConfig& upstream = config_.upstreams[route.upstream_index];
   if (upstream.max_connections > 0 || upstream.learn_limits) {
@@ -363,8 +360,22 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   ex_.upstream_started = upstream_start.steady;
   if (worker_.metrics() != nullptr) {
     ex_.upstream_metric = state().upstream_ids[route.upstream_index];
-    call.upstream_metric = ex_.upstream_metric;
   }
+  co_await ExchangeHttp1(route, upstream);
+}
+
+Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
+                                         const rules::UpstreamConfig& upstream) {
+  auto& req = stream_.request();
+  const bool has_body = stream_.has_body();
+  UpstreamCall call(*generation_->pools[route.upstream_index]);
+  call.upstream_metric = ex_.upstream_metric;
+  call.head_request = req.method() == http::verb::head;
+  // A body read from the stream cannot be sent twice.
+  call.replayable = IsIdempotent(req.method()) && !has_body;
+  const bool chunked = has_body && req.find(http::field::content_length) == req.end();
+  req.version(11);
+  if (chunked) req.set(http::field::transfer_encoding, "chunked");
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
     ConnectResult cr = TakePooled(call, attempt);
