@@ -9,6 +9,7 @@
 #include <charconv>
 #include <cstring>
 
+#include "gateway/http2/frame_io.h"
 #include "gateway/http2/header_list.h"
 #include "store/loop_time.h"
 
@@ -344,30 +345,8 @@ struct Http2Callbacks {
                           std::size_t length, std::uint32_t* data_flags,
                           nghttp2_data_source* source, void*) {
     auto* s = static_cast<Http2Stream*>(source->ptr);
-    const std::size_t n = std::min(length, s->out_.size());
-    if (n > 0) {
-      std::memcpy(buf, s->out_.data(), n);
-      s->out_ += n;
-    }
-    if (s->out_.size() > 0) return static_cast<ssize_t>(n);
-    if (!s->out_last_) {
-      s->write_wake_.Notify();
-      return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
-    }
-    *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-    if (s->trailers_pending_) {
-      s->trailers_pending_ = false;
-      HeaderList list;
-      for (const auto& [name, value] : s->out_trailers_) list.Add(name, value);
-      const nghttp2_nv* nva = list.Get();
-      if (nghttp2_submit_trailer(session, id, nva, list.size()) == 0) {
-        *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-      }
-      s->out_trailers_.clear();
-    }
-    s->eof_taken_ = true;
-    s->write_wake_.Notify();
-    return static_cast<ssize_t>(n);
+    return http2_detail::ReadBodySource(session, id, s->out_, s->write_wake_, buf, length,
+                                        data_flags);
   }
 };
 
@@ -480,16 +459,16 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
   if (!response_has_body_ || response_ended_) co_return MakeErrorCode(Http2Errc::kWrongState);
   if (Gone()) co_return StateError();
   writing_ = true;
-  out_ = data;
-  out_last_ = end == BodyEnd::kLast;
-  response_ended_ = out_last_;
+  out_.data = data;
+  out_.last = end == BodyEnd::kLast;
+  response_ended_ = out_.last;
   nghttp2_session_resume_data(connection_.session_, id_);
   connection_.Kick();
   const auto deadline = store::LoopNow() + timeout;
   ErrorCode ec;
   for (;;) {
     // Taken: all of it (and, for the last piece, the end of the body).
-    if (out_.size() == 0 && (!out_last_ || eof_taken_)) break;
+    if (out_.data.size() == 0 && (!out_.last || out_.end_taken)) break;
     if (Gone()) {
       ec = StateError();
       break;
@@ -502,8 +481,8 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
   }
   if (ec) {
     // nghttp2 must not read the caller's buffer once this returns.
-    out_ = {};
-    out_last_ = false;
+    out_.data = {};
+    out_.last = false;
     response_ended_ = false;
   }
   writing_ = false;
@@ -515,14 +494,14 @@ ErrorCode Http2Stream::SubmitTrailers(const Fields& trailers) {
   if (body_suppressed_) return {};
   if (!response_has_body_ || response_ended_) return MakeErrorCode(Http2Errc::kWrongState);
   if (Gone()) return StateError();
-  out_trailers_.clear();
+  out_.trailers.clear();
   for (const auto& field : trailers) {
     if (ConnectionSpecific(field.name_string())) continue;
-    out_trailers_.emplace_back(field.name_string(), field.value());
+    out_.trailers.emplace_back(field.name_string(), field.value());
   }
-  trailers_pending_ = true;
-  out_ = {};
-  out_last_ = true;
+  out_.trailers_pending = true;
+  out_.data = {};
+  out_.last = true;
   response_ended_ = true;
   nghttp2_session_resume_data(connection_.session_, id_);
   connection_.Kick();
@@ -531,7 +510,7 @@ ErrorCode Http2Stream::SubmitTrailers(const Fields& trailers) {
 
 void Http2Stream::Reset(Http2ErrorCode code) {
   if (Gone()) return;
-  out_ = {};
+  out_.data = {};
   nghttp2_submit_rst_stream(connection_.session_, NGHTTP2_FLAG_NONE, id_,
                             static_cast<std::uint32_t>(code));
   // Operations from now on fail; nghttp2 closes the stream (and the
@@ -618,16 +597,7 @@ bool Http2Connection::Start() {
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   }};
-  if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.data(), settings.size()) !=
-      0) {
-    return false;
-  }
-  const auto window = static_cast<std::int32_t>(
-      std::min<std::uint32_t>(options_.connection_window_bytes, NGHTTP2_MAX_WINDOW_SIZE));
-  if (window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
-    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, window);
-  }
-  return true;
+  return http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes);
 }
 
 void Http2Connection::TaskDone() {
@@ -657,12 +627,8 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
     }
     // No deadline here: the watchdog closes an idle connection, and each
     // stream's operations have their own.
-    Lowest(stream_).expires_never();
-    auto [ec, n] = co_await std::visit(
-        [&](auto& s) {
-          return s.async_read_some(asio::buffer(read_buffer_.get(), kReadChunk), kUseTuple);
-        },
-        stream_);
+    auto [ec, n] =
+        co_await http2_detail::ReadFrames(stream_, asio::buffer(read_buffer_.get(), kReadChunk));
     if (ec) {
       if (!finishing_) {
         Teardown(ec == asio::error::eof || ec == ssl::error::stream_truncated
@@ -694,15 +660,8 @@ void Http2Connection::Feed(const std::uint8_t* data, std::size_t size) {
 
 void Http2Connection::Pull() {
   if (fatal_ || dead_ || session_ == nullptr) return;
-  while (pending_.size() < options_.max_outbound_bytes) {
-    const std::uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n < 0) {
-      Fail(static_cast<int>(n));
-      return;
-    }
-    if (n == 0) break;
-    pending_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  if (const int error = http2_detail::PullFrames(session_, pending_, options_.max_outbound_bytes)) {
+    Fail(error);
   }
 }
 
@@ -831,7 +790,7 @@ Task<void> Http2Connection::RunHandler(Http2Stream* stream) {
 void Http2Connection::OnHandlerDone(Http2Stream& s) {
   s.handler_ = Http2Stream::Handler::kDone;
   s.cancel_fn_ = nullptr;
-  s.out_ = {};
+  s.out_.data = {};
   if (!s.closed_ && !s.local_reset_ && !dead_) {
     if (!s.response_ended_) {
       // Returned with its response unfinished.
@@ -913,21 +872,7 @@ Task<void> Http2Connection::WriteLoop() {
       continue;
     }
     writing_.swap(pending_);
-    ErrorCode ec;
-    std::size_t done = 0;
-    if (auto* plain = std::get_if<TcpStream>(&stream_)) {
-      done = plain->TryWrite(asio::buffer(writing_), ec);
-    }
-    if (!ec && done < writing_.size()) {
-      Lowest(stream_).expires_after(options_.write_timeout);
-      auto [write_ec, n] = co_await std::visit(
-          [&](auto& s) {
-            return asio::async_write(s, asio::buffer(writing_.data() + done, writing_.size() - done),
-                                     kUseTuple);
-          },
-          stream_);
-      ec = write_ec;
-    }
+    const ErrorCode ec = co_await http2_detail::WriteFrames(stream_, writing_, options_.write_timeout);
     writing_.clear();
     if (ec) {
       Teardown(Http2CloseReason::kIoError);

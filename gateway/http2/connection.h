@@ -194,6 +194,17 @@ class Wakeup {
   bool notified_ = false;
 };
 
+// A body handed to nghttp2 piece by piece (frame_io.h's ReadBodySource):
+// what is left of the piece, whether the body ends after it, and the
+// trailer fields that end it.
+struct BodySource {
+  asio::const_buffer data;  // not yet taken by nghttp2
+  bool last = false;        // the body ends after `data`
+  bool end_taken = false;   // nghttp2 has taken the end
+  bool trailers_pending = false;
+  std::vector<std::pair<std::string, std::string>> trailers;
+};
+
 // A token bucket: `burst` tokens, refilled at `per_second`.
 class TokenBucket {
  public:
@@ -306,13 +317,9 @@ class Http2Stream {
   bool body_suppressed_ = false;    // a body was announced where none may be
   bool response_ended_ = false;     // the handler has ended the response
   bool response_end_sent_ = false;  // END_STREAM written
-  asio::const_buffer out_;          // WriteBody's data not yet taken
-  bool out_last_ = false;           // the body ends after out_
-  bool eof_taken_ = false;          // nghttp2 has taken the end of the body
+  http2_detail::BodySource out_;    // WriteBody's data not yet taken, the end, trailers
   bool writing_ = false;
   bool reading_ = false;
-  std::vector<std::pair<std::string, std::string>> out_trailers_;
-  bool trailers_pending_ = false;
 
   Handler handler_ = Handler::kNone;
   bool dispatched_ = false;  // counted in the connection's busy streams

@@ -13,6 +13,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "gateway/http2/frame_io.h"
 #include "gateway/http2/header_list.h"
 #include "store/loop_time.h"
 
@@ -74,10 +75,10 @@ struct StreamState {
     lost = false;
     refused = false;
     reset_code = 0;
-    out = asio::buffer(replay);
-    out_last = body_ended;
-    eof_taken = false;
-    trailers_pending = body_ended && !out_trailers.empty();
+    out.data = asio::buffer(replay);
+    out.last = body_ended;
+    out.end_taken = false;
+    out.trailers_pending = body_ended && !out.trailers.empty();
   }
 
   Http2UpstreamSession& session;
@@ -89,15 +90,11 @@ struct StreamState {
   bool headers_sent = false;
 
   // Request body.
-  asio::const_buffer out;   // not yet taken by nghttp2
-  bool out_last = false;    // the body ends after `out`
-  bool body_ended = false;  // the caller has given the end
-  bool eof_taken = false;   // nghttp2 has taken the end
+  http2_detail::BodySource out;  // what nghttp2 has yet to take, the end, trailers
+  bool body_ended = false;       // the caller has given the end
   bool writing = false;
   std::string replay;  // the body given so far, while within max_replay_bytes
   bool replayable = true;
-  std::vector<std::pair<std::string, std::string>> out_trailers;
-  bool trailers_pending = false;
 
   // Response.
   http::response_header<Fields> response;
@@ -260,16 +257,7 @@ bool Connection::Start() {
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   }};
-  if (nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings.data(), settings.size()) !=
-      0) {
-    return false;
-  }
-  const auto window = static_cast<std::int32_t>(
-      std::min<std::uint32_t>(options_.connection_window_bytes, NGHTTP2_MAX_WINDOW_SIZE));
-  if (window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
-    nghttp2_session_set_local_window_size(session_, NGHTTP2_FLAG_NONE, 0, window);
-  }
-  return true;
+  return http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes);
 }
 
 std::size_t Connection::Room() const {
@@ -459,28 +447,7 @@ ssize_t Connection::ReadData(nghttp2_session* session, std::int32_t id, std::uin
   StreamState* s = static_cast<Connection*>(user_data)->Find(id);
   // Its handle went: the RST_STREAM is on its way.
   if (s == nullptr) return NGHTTP2_ERR_DEFERRED;
-  const std::size_t n = std::min(length, s->out.size());
-  if (n > 0) {
-    std::memcpy(buf, s->out.data(), n);
-    s->out += n;
-  }
-  if (s->out.size() > 0) return static_cast<ssize_t>(n);
-  if (!s->out_last) {
-    s->write_wake.Notify();
-    return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
-  }
-  *data_flags |= NGHTTP2_DATA_FLAG_EOF;
-  if (s->trailers_pending) {
-    s->trailers_pending = false;
-    http2_detail::HeaderList list;
-    for (const auto& [name, value] : s->out_trailers) list.Add(name, value);
-    if (nghttp2_submit_trailer(session, id, list.Get(), list.size()) == 0) {
-      *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
-    }
-  }
-  s->eof_taken = true;
-  s->write_wake.Notify();
-  return static_cast<ssize_t>(n);
+  return http2_detail::ReadBodySource(session, id, s->out, s->write_wake, buf, length, data_flags);
 }
 
 void Connection::EndStream(std::int32_t id, std::uint32_t error_code) {
@@ -514,15 +481,8 @@ void Connection::Feed(const std::uint8_t* data, std::size_t size) {
 }
 
 void Connection::Pull() {
-  while (!dead_ && pending_.size() < options_.max_outbound_bytes) {
-    const std::uint8_t* data = nullptr;
-    const ssize_t n = nghttp2_session_mem_send(session_, &data);
-    if (n < 0) {
-      Teardown();
-      return;
-    }
-    if (n == 0) break;
-    pending_.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  if (!dead_ && http2_detail::PullFrames(session_, pending_, options_.max_outbound_bytes) != 0) {
+    Teardown();
   }
 }
 
@@ -536,12 +496,8 @@ Task<void> Connection::ReadLoop(std::shared_ptr<Connection> /*keep_alive*/) {
     }
     // No deadline here: each stream's operations have their own, the
     // watchdog closes an idle connection.
-    Lowest(stream_).expires_never();
-    auto [ec, n] = co_await std::visit(
-        [&](auto& s) {
-          return s.async_read_some(asio::buffer(read_buffer_.get(), kReadChunk), kUseTuple);
-        },
-        stream_);
+    auto [ec, n] =
+        co_await http2_detail::ReadFrames(stream_, asio::buffer(read_buffer_.get(), kReadChunk));
     if (ec) break;
     Feed(read_buffer_.get(), n);
   }
@@ -561,21 +517,7 @@ Task<void> Connection::WriteLoop(std::shared_ptr<Connection> /*keep_alive*/) {
       continue;
     }
     writing_.swap(pending_);
-    ErrorCode ec;
-    std::size_t done = 0;
-    if (auto* plain = std::get_if<TcpStream>(&stream_)) {
-      done = plain->TryWrite(asio::buffer(writing_), ec);
-    }
-    if (!ec && done < writing_.size()) {
-      Lowest(stream_).expires_after(options_.write_timeout);
-      auto [write_ec, n] = co_await std::visit(
-          [&](auto& s) {
-            return asio::async_write(s, asio::buffer(writing_.data() + done, writing_.size() - done),
-                                     kUseTuple);
-          },
-          stream_);
-      ec = write_ec;
-    }
+    const ErrorCode ec = co_await http2_detail::WriteFrames(stream_, writing_, options_.write_timeout);
     writing_.clear();
     if (ec) break;
     read_wake_.Notify();
@@ -654,7 +596,7 @@ Http2UpstreamStream::~Http2UpstreamStream() {
 
 Task<ErrorCode> Http2UpstreamStream::WaitTaken(StreamState& s, Clock::time_point deadline) {
   for (;;) {
-    if (s.out.size() == 0 && (!s.out_last || s.eof_taken)) co_return ErrorCode{};
+    if (s.out.data.size() == 0 && (!s.out.last || s.out.end_taken)) co_return ErrorCode{};
     if (s.refused) {
       // (GCC 12 lays the frame out wrongly for a co_await in an if's
       // condition: PR 106188's kind; hence the variable.)
@@ -687,14 +629,14 @@ Task<ErrorCode> Http2UpstreamStream::WriteBody(asio::const_buffer data, BodyEnd 
         std::string().swap(s.replay);
       }
     }
-    s.out = data;
-    s.out_last = end == BodyEnd::kLast;
-    s.body_ended = s.out_last;
+    s.out.data = data;
+    s.out.last = end == BodyEnd::kLast;
+    s.body_ended = s.out.last;
     if (s.connection) s.connection->Resume(s);
     ec = co_await WaitTaken(s, deadline);
   }
   // nghttp2 must not read the caller's buffer once this returns.
-  if (ec) s.out = {};
+  if (ec) s.out.data = {};
   s.writing = false;
   co_return ec;
 }
@@ -704,13 +646,13 @@ ErrorCode Http2UpstreamStream::EndBody(const Fields& trailers) {
   StreamState& s = *state_;
   if (!s.has_body || s.body_ended || s.writing) return MakeErrorCode(Http2Errc::kWrongState);
   if (s.closed && !s.refused) return s.Failure();
-  s.out_trailers.clear();
+  s.out.trailers.clear();
   for (const auto& field : trailers) {
     if (http2_detail::ConnectionSpecific(field.name_string())) continue;
-    s.out_trailers.emplace_back(field.name_string(), field.value());
+    s.out.trailers.emplace_back(field.name_string(), field.value());
   }
-  s.trailers_pending = !s.out_trailers.empty();
-  s.out_last = true;
+  s.out.trailers_pending = !s.out.trailers.empty();
+  s.out.last = true;
   s.body_ended = true;
   if (s.connection) s.connection->Resume(s);
   return {};
@@ -794,7 +736,7 @@ void Http2UpstreamStream::Reset() {
   if (s.connection) s.connection->ResetStream(s, NGHTTP2_CANCEL);
   s.local_reset = true;
   if (s.reset_code == 0) s.reset_code = NGHTTP2_CANCEL;
-  s.out = {};
+  s.out.data = {};
   s.WakeAll();
 }
 

@@ -1,0 +1,84 @@
+#include "gateway/http2/frame_io.h"
+
+#include <nghttp2/nghttp2.h>
+
+#include <algorithm>
+#include <boost/asio/write.hpp>
+#include <cstring>
+
+#include "gateway/http2/header_list.h"
+
+namespace tollgate::gateway::http2_detail {
+
+bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_entry> settings,
+                    std::uint32_t connection_window) {
+  if (nghttp2_submit_settings(session, NGHTTP2_FLAG_NONE, settings.data(), settings.size()) != 0) {
+    return false;
+  }
+  const auto window = static_cast<std::int32_t>(
+      std::min<std::uint32_t>(connection_window, NGHTTP2_MAX_WINDOW_SIZE));
+  if (window > NGHTTP2_INITIAL_CONNECTION_WINDOW_SIZE) {
+    nghttp2_session_set_local_window_size(session, NGHTTP2_FLAG_NONE, 0, window);
+  }
+  return true;
+}
+
+int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max) {
+  while (pending.size() < max) {
+    const std::uint8_t* data = nullptr;
+    const ssize_t n = nghttp2_session_mem_send(session, &data);
+    if (n < 0) return static_cast<int>(n);
+    if (n == 0) break;
+    pending.append(reinterpret_cast<const char*>(data), static_cast<std::size_t>(n));
+  }
+  return 0;
+}
+
+Task<ErrorCode> WriteFrames(AnyStream& stream, const std::string& frames,
+                            std::chrono::steady_clock::duration timeout) {
+  ErrorCode ec;
+  std::size_t done = 0;
+  if (auto* plain = std::get_if<TcpStream>(&stream)) {
+    done = plain->TryWrite(asio::buffer(frames), ec);
+  }
+  if (!ec && done < frames.size()) {
+    Lowest(stream).expires_after(timeout);
+    auto [write_ec, n] = co_await std::visit(
+        [&](auto& s) {
+          return asio::async_write(s, asio::buffer(frames.data() + done, frames.size() - done),
+                                   kUseTuple);
+        },
+        stream);
+    ec = write_ec;
+  }
+  co_return ec;
+}
+
+ssize_t ReadBodySource(nghttp2_session* session, std::int32_t id, BodySource& body,
+                       Wakeup& taken, std::uint8_t* buf, std::size_t length,
+                       std::uint32_t* data_flags) {
+  const std::size_t n = std::min(length, body.data.size());
+  if (n > 0) {
+    std::memcpy(buf, body.data.data(), n);
+    body.data += n;
+  }
+  if (body.data.size() > 0) return static_cast<ssize_t>(n);
+  if (!body.last) {
+    taken.Notify();
+    return n > 0 ? static_cast<ssize_t>(n) : static_cast<ssize_t>(NGHTTP2_ERR_DEFERRED);
+  }
+  *data_flags |= NGHTTP2_DATA_FLAG_EOF;
+  if (body.trailers_pending) {
+    body.trailers_pending = false;
+    HeaderList list;
+    for (const auto& [name, value] : body.trailers) list.Add(name, value);
+    if (nghttp2_submit_trailer(session, id, list.Get(), list.size()) == 0) {
+      *data_flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    }
+  }
+  body.end_taken = true;
+  taken.Notify();
+  return static_cast<ssize_t>(n);
+}
+
+}  // namespace tollgate::gateway::http2_detail

@@ -1,0 +1,53 @@
+// What both sides of HTTP/2 (the server side, connection.cc, and the client
+// side towards upstreams, upstream_session.cc) do alike between a socket
+// and an nghttp2 session: frames out of the session and onto the socket,
+// and a body handed to nghttp2 piece by piece through its data provider.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "gateway/http2/connection.h"
+#include "gateway/io/net.h"
+
+namespace tollgate::gateway::http2_detail {
+
+// Queues our SETTINGS (`settings`), and opens the connection's receive
+// window to `connection_window` bytes (at most 2^31 - 1) when that is more
+// than the 65,535 bytes it starts with. False when nghttp2 refuses them.
+bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_entry> settings,
+                    std::uint32_t connection_window);
+
+// Appends the frames nghttp2 has to send to `pending` until it holds `max`
+// bytes (one frame may go past it) or nghttp2 has none left. Returns 0, or
+// nghttp2's error (the session cannot go on).
+int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max);
+
+// Writes all of `frames`: on plain TCP what the socket takes at once without
+// an asynchronous operation (the usual case), the rest within `timeout`.
+Task<ErrorCode> WriteFrames(AnyStream& stream, const std::string& frames,
+                            std::chrono::steady_clock::duration timeout);
+
+// One read of what the peer sent, without a deadline (the caller's own
+// timers bound what it waits for).
+inline auto ReadFrames(AnyStream& stream, asio::mutable_buffer buffer) {
+  Lowest(stream).expires_never();
+  return std::visit([&](auto& s) { return s.async_read_some(buffer, kUseTuple); }, stream);
+}
+
+// nghttp2's data-provider read over `body` for stream `id`: copies what fits
+// of body.data into `buf`; NGHTTP2_ERR_DEFERRED once the piece is used up
+// and more is to come (resume the stream's data when it is there); at the
+// end, EOF, with the trailers when body.trailers_pending. `taken` is
+// notified whenever the piece is used up or the end taken.
+ssize_t ReadBodySource(nghttp2_session* session, std::int32_t id, BodySource& body,
+                       Wakeup& taken, std::uint8_t* buf, std::size_t length,
+                       std::uint32_t* data_flags);
+
+}  // namespace tollgate::gateway::http2_detail
