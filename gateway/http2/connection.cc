@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
-#include <boost/asio/write.hpp>
 #include <charconv>
 #include <cstring>
 

@@ -6,7 +6,6 @@
 
 #include <algorithm>
 #include <array>
-#include <boost/asio/write.hpp>
 #include <charconv>
 #include <cstring>
 #include <string>
