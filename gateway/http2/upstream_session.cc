@@ -459,8 +459,11 @@ void Connection::EndStream(std::int32_t id, std::uint32_t error_code) {
     s->closed = true;
     // RFC 9113 §8.7: a refused stream, or one above a GOAWAY's
     // last-stream-id (nghttp2 closes those with REFUSED_STREAM too), was not
-    // processed.
-    if (error_code == NGHTTP2_REFUSED_STREAM && !s->local_reset) s->refused = true;
+    // processed; unless the server broke that rule and answered it first,
+    // whose answer the caller may have started to relay.
+    if (error_code == NGHTTP2_REFUSED_STREAM && !s->local_reset && !s->head_done) {
+      s->refused = true;
+    }
     if (error_code != NGHTTP2_NO_ERROR && s->reset_code == 0) s->reset_code = error_code;
     s->WakeAll();
   }
