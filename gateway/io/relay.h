@@ -85,7 +85,10 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
     }
     result.bytes += body.size;
     if (past_deadline()) {
-      co_return RelayResult{RelayFailure::kWrite, beast::error::timeout, result.bytes};
+      // While the body is still incomplete the relay waits for its reader's
+      // peer (a dripping client: 408), not for the writer's.
+      co_return RelayResult{parser.is_done() ? RelayFailure::kWrite : RelayFailure::kRead,
+                            beast::error::timeout, result.bytes};
     }
     Lowest(out).expires_after(timeouts.Within(timeouts.write));
     auto [ec, n] = co_await std::visit(
