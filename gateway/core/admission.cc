@@ -78,21 +78,20 @@ Admission::Admission(Worker& worker)
 
 Admission::~Admission() = default;
 
-LimitContext Admission::MakeLimitContext(const GatewayState& state) const {
+LimitContext MakeLimitContext(const GatewayState& state, store::Store& store,
+                              ThreadMetrics* metrics) {
   const store::Clock& clock = *state.clock;
-  const rules::StoreConfig& store = state.config->store;
-  // Redis with time = "client": gateways share wall-clock time, not the
-  // monotonic scale of each process.
+  const rules::StoreConfig& config = state.config->store;
   const bool wall_clock =
-      store.kind == rules::StoreKind::kRedis && store.redis.time == store::RedisTime::kClient;
+      config.kind == rules::StoreKind::kRedis && config.redis.time == store::RedisTime::kClient;
   const std::int64_t now = clock.NowMs();
-  LimitContext context{*state.identity, *state.rule_set, worker_.store(), now,
+  LimitContext context{*state.identity, *state.rule_set, store, now,
                        wall_clock ? clock.UnixMs() : now};
-  context.metrics = worker_.metrics();
+  context.metrics = metrics;
   context.rule_ids = &state.rule_ids;
   context.rules_base = state.config->rules.data();
   context.store_kind =
-      store.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
+      config.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
   context.describe = state.access_log != nullptr && state.access_log->enabled();
   return context;
 }
@@ -108,7 +107,7 @@ Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
 
 Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
                               const rules::Identity& identity, Exchange& ex, Answer& answer) {
-  const LimitContext context = MakeLimitContext(state);
+  const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
   LimitOutcome& outcome = ex.limits;
   if (context.metrics != nullptr) asked_ = store::LoopNow();
   decided_ = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
@@ -151,7 +150,7 @@ Admit Admission::Judge(Exchange& ex, Answer& answer) const {
 
 Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& client,
                                      Exchange& ex, Answer& answer) {
-  const LimitContext context = MakeLimitContext(state);
+  const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
   LimitOutcome& outcome = ex.limits;
   if (!decided_) {
     co_await WaitForBatch();
@@ -317,7 +316,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     // Only the delaying rules are decided again: the others already counted.
     hits_.clear();
     for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
-    const LimitContext context = MakeLimitContext(state);
+    const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
     batch_.Start(context.store, hits_, context.store_now_ms);
     if (!batch_.done()) co_await WaitForBatch();
     for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {

@@ -46,6 +46,14 @@ class ClientWatch {
   ~ClientWatch() = default;
 };
 
+// The context in which `state`'s rules are decided on `store` now: both
+// clocks (Redis with time = "client" decides on wall-clock time, shared by
+// the gateways, not on each process's monotonic scale), the metric ids and
+// the store's label. `metrics`: this worker's, null when off. describe is
+// on when the access log is.
+LimitContext MakeLimitContext(const GatewayState& state, store::Store& store,
+                              ThreadMetrics* metrics);
+
 enum class Admit {
   kAdmitted,    // go on; the places taken are in the Exchange
   kRefused,     // the answer says what to write
@@ -99,7 +107,6 @@ class Admission {
  private:
   struct PlaceWait;
   class BatchWait;
-  LimitContext MakeLimitContext(const GatewayState& state) const;
   Task<void> WaitForBatch();
   // The rate rules' verdict once decided: kRefused with its answer,
   // kPending when the request must wait (delay, shaping, places), or

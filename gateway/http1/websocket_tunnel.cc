@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "gateway/core/admission.h"
 #include "gateway/core/limits.h"
 #include "gateway/io/relay.h"
 #include "gateway/ops/metrics.h"
@@ -180,19 +181,8 @@ constexpr Ending kProtocolError{CloseCode::kProtocolError, "protocol_error",
 class MessageLimiter final : public BatchWaker {
  public:
   MessageLimiter(const TunnelOptions& options, const Executor& executor)
-      : limits_(options.messages),
-        state_(*limits_.state),
-        wall_clock_(state_.config->store.kind == rules::StoreKind::kRedis &&
-                    state_.config->store.redis.time == store::RedisTime::kClient),
-        context_{*state_.identity, *state_.rule_set, *limits_.store, 0, 0},
+      : limits_(options.messages), state_(*limits_.state), metrics_(options.metrics),
         timer_(executor) {
-    context_.metrics = options.metrics;
-    context_.rule_ids = &state_.rule_ids;
-    context_.rules_base = state_.config->rules.data();
-    context_.store_kind = state_.config->store.kind == rules::StoreKind::kRedis
-                              ? StoreKindLabel::kRedis
-                              : StoreKindLabel::kLocal;
-    context_.describe = false;  // one log line per tunnel, not per message
     for (const rules::RuleHit& hit : limits_.hits) all_.push_back(&hit);
     batch_.set_waker(this);
   }
@@ -203,7 +193,7 @@ class MessageLimiter final : public BatchWaker {
   // to make; nullopt: it may go on.
   Task<std::optional<Ending>> Admit(Tunnel& t) {
     co_await Decide(all_);
-    const LimitOutcome outcome = FinishLimits(context_, all_, batch_);
+    const LimitOutcome outcome = FinishLimits(*context_, all_, batch_);
     if (outcome.verdict == Verdict::kStoreUnavailable) co_return kStoreUnavailable;
     if (outcome.verdict == Verdict::kReject) co_return kRateLimited;
     if (outcome.verdict == Verdict::kDelay) {
@@ -221,18 +211,17 @@ class MessageLimiter final : public BatchWaker {
   // Asks the store about `hits` and awaits every answer (which may come
   // inline). Never cut short: the store writes into the batch until then.
   Task<void> Decide(const std::vector<const rules::RuleHit*>& hits) {
-    const store::Clock& clock = *state_.clock;
-    context_.now_ms = clock.NowMs();
-    context_.store_now_ms = wall_clock_ ? clock.UnixMs() : context_.now_ms;
+    context_.emplace(MakeLimitContext(state_, *limits_.store, metrics_));
+    context_->describe = false;  // one log line per tunnel, not per message
     const auto asked = store::LoopNow();
-    batch_.Start(*limits_.store, hits, context_.store_now_ms);
+    batch_.Start(*limits_.store, hits, context_->store_now_ms);
     while (!batch_.done()) {
       timer_.expires_at(Timer::time_point::max());
       co_await timer_.async_wait(kUseTuple);
     }
-    if (context_.metrics != nullptr) {
-      context_.metrics->RecordStore(
-          context_.store_kind, std::chrono::duration<double>(store::LoopNow() - asked).count());
+    if (metrics_ != nullptr) {
+      metrics_->RecordStore(context_->store_kind,
+                            std::chrono::duration<double>(store::LoopNow() - asked).count());
     }
   }
 
@@ -278,8 +267,8 @@ class MessageLimiter final : public BatchWaker {
 
   const MessageLimits& limits_;
   const GatewayState& state_;
-  const bool wall_clock_;  // Redis with time = "client" decides on wall-clock time
-  LimitContext context_;
+  ThreadMetrics* metrics_;  // null: metrics are off
+  std::optional<LimitContext> context_;  // the last Decide's
   std::vector<const rules::RuleHit*> all_;
   std::vector<const rules::RuleHit*> again_;  // the delay rules still limiting
   DecisionBatch batch_;
