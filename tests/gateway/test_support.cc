@@ -215,6 +215,13 @@ int Process::Wait() {
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
+std::string Shell(const std::string& command) {
+  std::string out;
+  const int rc = RunCommand("(" + command + ") 2>&1", "", out);
+  EXPECT_EQ(rc, 0) << command << ": " << out;
+  return out;
+}
+
 std::uint16_t WaitForPort(Process& gateway) {
   std::smatch match;
   std::string line;

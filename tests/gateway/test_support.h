@@ -117,6 +117,10 @@ class Process {
 // code, with its standard output and error in `out`.
 int RunCommand(const std::string& command, const std::string& input, std::string& out);
 
+// Runs `command` through the shell and returns its standard output and
+// error; fails the test unless it exits 0.
+std::string Shell(const std::string& command);
+
 // Reads the gateway's stderr until "serving on port(s) N": returns N.
 std::uint16_t WaitForPort(Process& gateway);
 

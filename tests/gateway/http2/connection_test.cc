@@ -28,6 +28,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::RunCommand;
+using testing::Shell;
 
 const std::string kPython = "/usr/bin/python3";
 const std::string kPeer = std::string(TOLLGATE_HTTP2_SCRIPTS) + "/h2_peer.py";
@@ -404,13 +405,6 @@ std::string Peer(const std::string& scenario, std::uint16_t port) {
       RunCommand(kPython + " " + kPeer + " " + scenario + " " + std::to_string(port) + " 2>&1", "",
                  out);
   EXPECT_EQ(rc, 0) << scenario << ": " << out;
-  return out;
-}
-
-std::string Shell(const std::string& command) {
-  std::string out;
-  const int rc = RunCommand("(" + command + ") 2>&1", "", out);
-  EXPECT_EQ(rc, 0) << command << ": " << out;
   return out;
 }
 

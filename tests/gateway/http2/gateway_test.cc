@@ -73,13 +73,6 @@ limit = 1
 window = "1m"
 )";
 
-std::string Shell(const std::string& command) {
-  std::string out;
-  const int rc = RunCommand("(" + command + ") 2>&1", "", out);
-  EXPECT_EQ(rc, 0) << command << ": " << out;
-  return out;
-}
-
 std::string Peer(const std::string& script, const std::string& scenario, std::uint16_t port) {
   std::string out;
   const int rc = RunCommand(kPython + " " + kScripts + "/" + script + " " + scenario + " " +
