@@ -4,9 +4,9 @@
 #include <openssl/rand.h>
 
 #include <algorithm>
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/write.hpp>
 #include <cstring>
+#include <exception>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -44,7 +44,8 @@ struct Tunnel {
         upstream(u),
         options(o),
         watchdog(Lowest(c).get_executor()),
-        pause(Lowest(c).get_executor()) {}
+        pause(Lowest(c).get_executor()),
+        joined(Lowest(c).get_executor()) {}
 
   // Ends the tunnel: pending reads and writes on both streams complete
   // with operation_aborted, the watchdog and a held message wake; each
@@ -58,11 +59,40 @@ struct Tunnel {
     pause.cancel();
   }
 
+  // Runs `part` as a coroutine of its own. The parts are not joined with
+  // Asio's awaitable operators (&&): their parallel_group connects a
+  // cancellation slot to every operation of every part, ~300 user-space
+  // instructions more per relayed message of ~3,100 (bench/websocket.sh
+  // --instructions). A part that throws ends the tunnel; Join() rethrows it.
+  void Spawn(Task<void> part) {
+    ++running;
+    asio::co_spawn(joined.get_executor(), std::move(part), [this](std::exception_ptr e) {
+      if (e) {
+        if (!failure) failure = e;
+        Stop();
+      }
+      if (--running == 0) joined.cancel();
+    });
+  }
+
+  // Until every part has ended: they refer to the tunnel and to what
+  // RunTunnel holds.
+  Task<void> Join() {
+    while (running > 0) {
+      joined.expires_at(Timer::time_point::max());
+      co_await joined.async_wait(kUseTuple);
+    }
+    if (failure) std::rethrow_exception(failure);
+  }
+
   AnyStream& client;
   AnyStream& upstream;
   const TunnelOptions& options;
   Timer watchdog;
   Timer pause;  // a message held by a delay or shaping rule
+  Timer joined;  // woken when the last part ends
+  int running = 0;  // parts not ended yet
+  std::exception_ptr failure;  // the first part's that threw
   std::chrono::steady_clock::time_point last_activity = store::LoopNow();
   bool stopped = false;
   bool holding = false;  // a message is held: no idleness
@@ -72,29 +102,39 @@ struct Tunnel {
   TunnelResult result;
 };
 
-// Writes `data` whole to `to` within the idle time. On plain TCP what the
-// socket takes at once goes without an asynchronous operation (a message
-// of a tunnel nearly always fits): the operation and its posted completion
-// were most of the relay's user-space cost per message.
-Task<std::size_t> Write(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
-  std::size_t sent = 0;
-  if (auto* plain = std::get_if<TcpStream>(&to)) {
-    sent = plain->TryWrite(data, ec);
-    if (ec || sent == data.size()) co_return sent;
-    data += sent;
-  }
+// Writes what of `data` the socket takes now, without waiting: the bytes
+// written (`ec` set on failure). On plain TCP a tunnel's message nearly
+// always fits, and then needs no asynchronous operation, whose initiation,
+// posted completion and coroutine resumption were most of the relay's
+// user-space cost per message. TLS streams take nothing here.
+std::size_t WriteNow(AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
+  auto* plain = std::get_if<TcpStream>(&to);
+  return plain == nullptr ? 0 : plain->TryWrite(data, ec);
+}
+
+// Writes `data` whole to `to` within the idle time, asynchronously: what
+// WriteNow left. The bytes written.
+Task<std::size_t> WriteLater(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
   Lowest(to).expires_after(t.options.idle);
   auto [error, n] =
       co_await Visit(to, [&](auto& s) { return asio::async_write(s, data, kUseTuple); });
   ec = error;
-  co_return sent + n;
+  co_return n;
 }
 
-// Writes `data`, the peers' bytes, whole to `to` within the idle time;
-// counts it.
-Task<bool> WriteAll(Tunnel& t, AnyStream& to, asio::const_buffer data, bool in) {
-  ErrorCode ec;
-  const std::size_t n = co_await Write(t, to, data, ec);
+// WriteNow, then WriteLater for the rest. For what does not go per message;
+// a relay's hot path spells it out, without this coroutine's frame.
+Task<std::size_t> Write(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
+  std::size_t sent = WriteNow(to, data, ec);
+  if (!ec && sent < data.size()) {
+    sent += co_await WriteLater(t, to, data + sent, ec);
+  }
+  co_return sent;
+}
+
+// `n` of the peers' bytes went on: counts them. False when the tunnel ends
+// (the write failed, or a part stopped the tunnel meanwhile).
+bool Passed(Tunnel& t, bool in, std::size_t n, const ErrorCode& ec) {
   if (n > 0) {
     t.last_activity = store::LoopNow();
     (in ? t.result.bytes_in : t.result.bytes_out) += n;
@@ -102,7 +142,7 @@ Task<bool> WriteAll(Tunnel& t, AnyStream& to, asio::const_buffer data, bool in) 
       t.options.metrics->AddWebSocketBytes(t.options.route_metric, in, n);
     }
   }
-  co_return !ec && !t.stopped;
+  return !ec && !t.stopped;
 }
 
 // One direction: `from` to `to`, what `pending` holds first.
@@ -110,8 +150,10 @@ Task<void> Pump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStre
                 char* buffer, bool in) {
   bool ok = true;
   if (pending.size() > 0) {
-    ok = co_await WriteAll(t, to, pending.data(), in);
+    ErrorCode ec;
+    const std::size_t n = co_await Write(t, to, pending.data(), ec);
     pending.consume(pending.size());
+    ok = Passed(t, in, n, ec);
   }
   while (ok && !t.stopped) {
     Lowest(from).expires_never();
@@ -121,7 +163,13 @@ Task<void> Pump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStre
     if (t.stopped) break;
     if (n > 0) {
       t.last_activity = store::LoopNow();
-      ok = co_await WriteAll(t, to, asio::buffer(buffer, n), in);
+      const asio::const_buffer data(buffer, n);
+      ErrorCode write_ec;
+      std::size_t sent = WriteNow(to, data, write_ec);
+      if (!write_ec && sent < n) {
+        sent += co_await WriteLater(t, to, data + sent, write_ec);
+      }
+      ok = Passed(t, in, sent, write_ec);
     }
     if (ec) break;  // end of stream, reset, or TLS truncation: the tunnel ends
   }
@@ -189,40 +237,86 @@ class MessageLimiter final : public BatchWaker {
   MessageLimiter(const MessageLimiter&) = delete;
   MessageLimiter& operator=(const MessageLimiter&) = delete;
 
-  // The decision about the message about to start, after any wait it had
-  // to make; nullopt: it may go on.
+  // Starts deciding the message about to start. True when that is all (the
+  // store answered inline and the message needs no wait, the usual case
+  // with the local store: no coroutine): `ending` is the decision, nullopt
+  // when it may go on. False: Admit() finishes the decision.
+  bool AdmitNow(std::optional<Ending>& ending) {
+    Ask(all_);
+    if (!batch_.done()) return false;
+    Settle();
+    if (outcome_.verdict == Verdict::kDelay || outcome_.delay_ms > 0) return false;
+    ending = Refusal(outcome_);
+    return true;
+  }
+
+  // What AdmitNow left: the store's answer, any wait the message has to
+  // make, and the decision after it (nullopt: it may go on).
   Task<std::optional<Ending>> Admit(Tunnel& t) {
-    co_await Decide(all_);
-    const LimitOutcome outcome = FinishLimits(*context_, all_, batch_);
-    if (outcome.verdict == Verdict::kStoreUnavailable) co_return kStoreUnavailable;
-    if (outcome.verdict == Verdict::kReject) co_return kRateLimited;
-    if (outcome.verdict == Verdict::kDelay) {
-      // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
-      const bool turn = co_await WaitForTurn(t, outcome.delayed);
-      if (!turn) co_return kRateLimited;
+    if (!batch_.done()) {
+      co_await AwaitBatch();
+      Settle();
     }
-    if (outcome.delay_ms > 0) co_await Hold(t, outcome.delay_ms);
+    if (outcome_.verdict == Verdict::kDelay) {
+      // (GCC 12 miscompiles co_await inside conditions, && and ?: : each
+      // is a statement of its own.)
+      const bool turn = co_await WaitForTurn(t, outcome_.delayed);
+      if (!turn) co_return kRateLimited;
+    } else if (const std::optional<Ending> refused = Refusal(outcome_)) {
+      co_return refused;
+    }
+    if (outcome_.delay_ms > 0) {
+      co_await Hold(t, outcome_.delay_ms);
+    }
     co_return std::nullopt;
   }
 
  private:
   void Wake() override { timer_.cancel(); }
 
-  // Asks the store about `hits` and awaits every answer (which may come
-  // inline). Never cut short: the store writes into the batch until then.
-  Task<void> Decide(const std::vector<const rules::RuleHit*>& hits) {
+  static std::optional<Ending> Refusal(const LimitOutcome& outcome) {
+    if (outcome.verdict == Verdict::kStoreUnavailable) return kStoreUnavailable;
+    if (outcome.verdict == Verdict::kReject) return kRateLimited;
+    return std::nullopt;
+  }
+
+  // Asks the store about `hits`; the answers may come inline.
+  void Ask(const std::vector<const rules::RuleHit*>& hits) {
     context_.emplace(MakeLimitContext(state_, *limits_.store, metrics_));
     context_->describe = false;  // one log line per tunnel, not per message
-    const auto asked = store::LoopNow();
+    asked_ = store::LoopNow();
     batch_.Start(*limits_.store, hits, context_->store_now_ms);
+  }
+
+  // Awaits every answer Ask() did not get inline. Never cut short: the
+  // store writes into the batch until then.
+  Task<void> AwaitBatch() {
     while (!batch_.done()) {
       timer_.expires_at(Timer::time_point::max());
       co_await timer_.async_wait(kUseTuple);
     }
+  }
+
+  void RecordStore() {
     if (metrics_ != nullptr) {
       metrics_->RecordStore(context_->store_kind,
-                            std::chrono::duration<double>(store::LoopNow() - asked).count());
+                            std::chrono::duration<double>(store::LoopNow() - asked_).count());
     }
+  }
+
+  // The batch of all the rules is done: what it means for the message.
+  void Settle() {
+    RecordStore();
+    outcome_ = FinishLimits(*context_, all_, batch_);
+  }
+
+  // Asks about `hits` and awaits every answer.
+  Task<void> Decide(const std::vector<const rules::RuleHit*>& hits) {
+    Ask(hits);
+    if (!batch_.done()) {
+      co_await AwaitBatch();
+    }
+    RecordStore();
   }
 
   // Sleeps `ms` with the client unread; false when the tunnel ended.
@@ -253,7 +347,8 @@ class MessageLimiter final : public BatchWaker {
     }
     for (;;) {
       if (clock.NowMs() + wait > deadline) co_return false;
-      if (!co_await Hold(t, std::max<std::int64_t>(1, wait))) co_return false;
+      const bool held = co_await Hold(t, std::max<std::int64_t>(1, wait));
+      if (!held) co_return false;
       co_await Decide(again_);
       wait = 0;
       for (std::size_t i = 0; i < again_.size(); ++i) {
@@ -268,7 +363,9 @@ class MessageLimiter final : public BatchWaker {
   const MessageLimits& limits_;
   const GatewayState& state_;
   ThreadMetrics* metrics_;  // null: metrics are off
-  std::optional<LimitContext> context_;  // the last Decide's
+  std::optional<LimitContext> context_;  // the last Ask's
+  std::chrono::steady_clock::time_point asked_;  // when
+  LimitOutcome outcome_;  // the message's, once all_ are decided
   std::vector<const rules::RuleHit*> all_;
   std::vector<const rules::RuleHit*> again_;  // the delay rules still limiting
   DecisionBatch batch_;
@@ -344,29 +441,35 @@ Task<bool> PassFrames(Tunnel& t, Framed& f, std::string_view data) {
                               : std::min<std::uint64_t>(data.size(), f.frames.payload_left()));
   }
   std::size_t done = 0;  // parsed
-  std::size_t sent = 0;  // of those, written
   for (;;) {
     const FrameStep step = f.frames.Parse(data.substr(done));
     done += step.consumed;
     if (step.event == FrameEvent::kNeedMore) break;
     std::optional<Ending> ending;
     if (step.event == FrameEvent::kMessageStart) {
-      ending = co_await f.limiter->Admit(t);
-      if (t.stopped) co_return false;
+      if (!f.limiter->AdmitNow(ending)) {
+        ending = co_await f.limiter->Admit(t);
+        if (t.stopped) co_return false;
+      }
       if (!ending) continue;
     } else {
       ending = step.event == FrameEvent::kTooBig ? kTooBig : kProtocolError;
     }
-    if (done > sent &&
-        !co_await WriteAll(t, f.to, asio::buffer(data.data() + sent, done - sent), f.in)) {
-      co_return false;
+    if (done > 0) {
+      ErrorCode ec;
+      const std::size_t n = co_await Write(t, f.to, asio::buffer(data.data(), done), ec);
+      if (!Passed(t, f.in, n, ec)) co_return false;
     }
     co_await Close(t, *ending);
     co_return false;
   }
-  if (done > sent &&
-      !co_await WriteAll(t, f.to, asio::buffer(data.data() + sent, done - sent), f.in)) {
-    co_return false;
+  if (done > 0) {
+    ErrorCode ec;
+    std::size_t n = WriteNow(f.to, asio::buffer(data.data(), done), ec);
+    if (!ec && n < done) {
+      n += co_await WriteLater(t, f.to, asio::buffer(data.data() + n, done - n), ec);
+    }
+    if (!Passed(t, f.in, n, ec)) co_return false;
   }
   f.held = data.size() - done;
   std::memmove(f.buffer, data.data() + done, f.held);
@@ -395,7 +498,9 @@ Task<void> FramedPump(Tunnel& t, Framed& f) {
     if (!f.in && !t.client_close.empty() && f.frames.at_frame_end()) {
       ErrorCode ec;
       co_await Write(t, f.to, asio::buffer(t.client_close), ec);
-      if (!ec && !t.stopped) co_await Linger(t, f.buffer);
+      if (!ec && !t.stopped) {
+        co_await Linger(t, f.buffer);
+      }
       break;
     }
     Lowest(f.from).expires_never();
@@ -461,13 +566,14 @@ Compression NegotiatedCompression(const http::response_header<Fields>& res) {
 Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffer,
                              AnyStream& upstream, beast::flat_buffer& upstream_buffer, char* down,
                              const TunnelOptions& options) {
-  using namespace asio::experimental::awaitable_operators;
   const OpenGauge gauge(options.metrics, options.route_metric);
   const auto up = std::make_unique<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
   if (options.messages.hits.empty()) {
-    co_await (Pump(t, client, client_buffer, upstream, up.get(), true) &&
-              Pump(t, upstream, upstream_buffer, client, down, false) && Watch(t));
+    t.Spawn(Pump(t, client, client_buffer, upstream, up.get(), true));
+    t.Spawn(Pump(t, upstream, upstream_buffer, client, down, false));
+    t.Spawn(Watch(t));
+    co_await t.Join();
     co_return t.result;
   }
   const MessageLimits& limits = options.messages;
@@ -481,7 +587,10 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
   Framed out{upstream, upstream_buffer,
              client,   down,
              false,    FrameParser(FrameSender::kServer, max_message, limits.compression)};
-  co_await (FramedPump(t, in) && FramedPump(t, out) && Watch(t));
+  t.Spawn(FramedPump(t, in));
+  t.Spawn(FramedPump(t, out));
+  t.Spawn(Watch(t));
+  co_await t.Join();
   co_return t.result;
 }
 
