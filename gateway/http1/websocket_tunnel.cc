@@ -37,7 +37,8 @@ auto Visit(AnyStream& stream, Fn&& fn) {
 }
 
 // One tunnel's shared state; lives in RunTunnel's frame while its three
-// parts (two directions and the watchdog) run.
+// parts (two directions and the watchdog) run: coroutines (Spawn) or
+// completion handlers (BytePump), counted in `running`.
 struct Tunnel {
   Tunnel(AnyStream& c, AnyStream& u, const TunnelOptions& o)
       : client(c),
@@ -61,18 +62,24 @@ struct Tunnel {
 
   // Runs `part` as a coroutine of its own. The parts are not joined with
   // Asio's awaitable operators (&&): their parallel_group connects a
-  // cancellation slot to every operation of every part, ~300 user-space
-  // instructions more per relayed message of ~3,100 (bench/websocket.sh
-  // --instructions). A part that throws ends the tunnel; Join() rethrows it.
+  // cancellation slot to every operation of every part (~300 user-space
+  // instructions more per message, bench/websocket.sh --instructions). A
+  // part that throws ends the tunnel; Join() rethrows it.
   void Spawn(Task<void> part) {
-    ++running;
+    Began();
     asio::co_spawn(joined.get_executor(), std::move(part), [this](std::exception_ptr e) {
       if (e) {
         if (!failure) failure = e;
         Stop();
       }
-      if (--running == 0) joined.cancel();
+      Ended();
     });
+  }
+
+  // A part begins, or one has ended.
+  void Began() { ++running; }
+  void Ended() {
+    if (--running == 0) joined.cancel();
   }
 
   // Until every part has ended: they refer to the tunnel and to what
@@ -145,36 +152,105 @@ bool Passed(Tunnel& t, bool in, std::size_t n, const ErrorCode& ec) {
   return !ec && !t.stopped;
 }
 
-// One direction: `from` to `to`, what `pending` holds first.
-Task<void> Pump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to,
-                char* buffer, bool in) {
-  bool ok = true;
-  if (pending.size() > 0) {
-    ErrorCode ec;
-    const std::size_t n = co_await Write(t, to, pending.data(), ec);
-    pending.consume(pending.size());
-    ok = Passed(t, in, n, ec);
-  }
-  while (ok && !t.stopped) {
-    Lowest(from).expires_never();
-    auto [ec, n] = co_await Visit(from, [&](auto& s) {
-      return s.async_read_some(asio::buffer(buffer, kRelayChunk), kUseTuple);
-    });
-    if (t.stopped) break;
-    if (n > 0) {
-      t.last_activity = store::LoopNow();
-      const asio::const_buffer data(buffer, n);
-      ErrorCode write_ec;
-      std::size_t sent = WriteNow(to, data, write_ec);
-      if (!write_ec && sent < n) {
-        sent += co_await WriteLater(t, to, data + sent, write_ec);
-      }
-      ok = Passed(t, in, sent, write_ec);
+// One direction of a tunnel without message rules: `from` to `to`, what
+// `pending` holds first. Completion handlers, not a coroutine: resuming a
+// coroutine per read (Asio's awaitable machinery, a frame for each
+// operation's initiation) cost ~1,000 user-space instructions more per
+// relayed message, a third of the relay's (bench/websocket.sh
+// --instructions).
+class BytePump {
+ public:
+  BytePump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
+        bool in)
+      : t_(t), from_(from), pending_(pending), to_(to), buffer_(buffer), in_(in) {}
+  BytePump(const BytePump&) = delete;
+  BytePump& operator=(const BytePump&) = delete;
+
+  // A part of `t` until the direction ends, which stops the tunnel.
+  void Start() {
+    t_.Began();
+    if (pending_.size() > 0) {
+      Send(pending_.data());
+    } else {
+      Read();
     }
-    if (ec) break;  // end of stream, reset, or TLS truncation: the tunnel ends
   }
-  t.Stop();
-}
+
+ private:
+  struct OnRead {
+    BytePump* pump;
+    void operator()(const ErrorCode& ec, std::size_t n) const { pump->Received(ec, n); }
+  };
+  struct OnWritten {
+    BytePump* pump;
+    void operator()(const ErrorCode& ec, std::size_t n) const {
+      pump->Sent(pump->sent_ + n, ec);
+    }
+  };
+
+  void Read() {
+    if (t_.stopped) {
+      End();
+      return;
+    }
+    Lowest(from_).expires_never();
+    Visit(from_, [this](auto& s) {
+      s.async_read_some(asio::buffer(buffer_, kRelayChunk), OnRead{this});
+    });
+  }
+
+  void Received(const ErrorCode& ec, std::size_t n) {
+    // End of stream, reset, or TLS truncation: the tunnel ends once what
+    // came with it went on.
+    read_failed_ = static_cast<bool>(ec);
+    if (t_.stopped || (read_failed_ && n == 0)) {
+      End();
+      return;
+    }
+    if (n == 0) {
+      Read();
+      return;
+    }
+    t_.last_activity = store::LoopNow();
+    Send(asio::const_buffer(buffer_, n));
+  }
+
+  // Writes `data` whole within the idle time: at once when the socket
+  // takes it (WriteNow), the rest asynchronously.
+  void Send(asio::const_buffer data) {
+    ErrorCode ec;
+    sent_ = WriteNow(to_, data, ec);
+    if (ec || sent_ == data.size()) {
+      Sent(sent_, ec);
+      return;
+    }
+    Lowest(to_).expires_after(t_.options.idle);
+    Visit(to_, [&](auto& s) { asio::async_write(s, data + sent_, OnWritten{this}); });
+  }
+
+  void Sent(std::size_t n, const ErrorCode& ec) {
+    if (pending_.size() > 0) pending_.consume(pending_.size());
+    if (!Passed(t_, in_, n, ec) || read_failed_) {
+      End();
+      return;
+    }
+    Read();
+  }
+
+  void End() {
+    t_.Stop();
+    t_.Ended();
+  }
+
+  Tunnel& t_;
+  AnyStream& from_;
+  beast::flat_buffer& pending_;
+  AnyStream& to_;
+  char* buffer_;  // kRelayChunk bytes
+  bool in_;
+  bool read_failed_ = false;
+  std::size_t sent_ = 0;  // of the write under way, by WriteNow
+};
 
 // Ends the tunnel once no byte went either way for the idle time.
 Task<void> Watch(Tunnel& t) {
@@ -570,8 +646,10 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
   const auto up = std::make_unique<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
   if (options.messages.hits.empty()) {
-    t.Spawn(Pump(t, client, client_buffer, upstream, up.get(), true));
-    t.Spawn(Pump(t, upstream, upstream_buffer, client, down, false));
+    BytePump in(t, client, client_buffer, upstream, up.get(), true);
+    BytePump out(t, upstream, upstream_buffer, client, down, false);
+    in.Start();
+    out.Start();
     t.Spawn(Watch(t));
     co_await t.Join();
     co_return t.result;
