@@ -7,6 +7,7 @@
 
 #include "gateway/io/draining_read.h"
 #include "gateway/http1/session.h"
+#include "gateway/http2/upstream_pool.h"
 
 namespace tollgate::gateway {
 
@@ -18,16 +19,27 @@ Worker::Worker(const StateSource& source, std::size_t index) : source_(source), 
 // drain ending.
 Worker::~Worker() { draining_ = false; }
 
+Generation::~Generation() = default;
+
 const std::shared_ptr<Generation>& Worker::Current() {
   const std::uint64_t number = source_.generation();
   if (generation_ && number == generation_number_) return generation_;
   auto next = std::make_shared<Generation>();
   next->state = source_.Load();
   const GatewayState& state = *next->state;
+  const auto write_timeout = std::chrono::milliseconds(state.config->timeouts.upstream_response_ms);
   for (std::size_t i = 0; i < state.config->upstreams.size(); ++i) {
-    next->pools.push_back(
-        std::make_unique<UpstreamPool>(state.config->upstreams[i], state.upstream_endpoints[i],
-                                       state.upstream_tls[i].get(), *state.clock));
+    const rules::UpstreamConfig& upstream = state.config->upstreams[i];
+    if (upstream.protocol == rules::UpstreamProtocol::kHttp1) {
+      next->pools.push_back(std::make_unique<UpstreamPool>(
+          upstream, state.upstream_endpoints[i], state.upstream_tls[i].get(), *state.clock));
+      next->http2_pools.push_back(nullptr);
+    } else {
+      next->pools.push_back(nullptr);
+      next->http2_pools.push_back(std::make_unique<Http2UpstreamPool>(
+          upstream, state.upstream_endpoints[i], state.upstream_tls[i].get(), *state.clock,
+          Http2OptionsFor(upstream, write_timeout)));
+    }
   }
   generation_ = std::move(next);
   generation_number_ = number;

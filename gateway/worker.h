@@ -58,6 +58,7 @@ struct GatewayState {
 std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit);
 
 class Session;
+class Http2UpstreamPool;
 
 // Where workers find the current configuration. Thread-safe.
 class StateSource {
@@ -74,8 +75,12 @@ class StateSource {
 // thread's connection pools to its upstreams. A request holds its generation
 // from start to end, so a reload never changes a request in flight.
 struct Generation {
+  ~Generation();
   std::shared_ptr<const GatewayState> state;
-  std::vector<std::unique_ptr<UpstreamPool>> pools;  // per upstream of state->config
+  // Per upstream of state->config, one of the two by its protocol: `pools`
+  // for "http1", `http2_pools` for "h2" and "h2c"; the other is null.
+  std::vector<std::unique_ptr<UpstreamPool>> pools;
+  std::vector<std::unique_ptr<Http2UpstreamPool>> http2_pools;
 };
 
 class Worker {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 #include <boost/url/parse.hpp>
@@ -368,6 +369,24 @@ http::response<http::string_body> MakeErrorResponse(http::status status, std::st
   res.body() += '\n';
   res.prepare_payload();
   return res;
+}
+
+void AppendChunkSizeLine(std::size_t size, std::string& out) {
+  std::array<char, 18> line{};
+  const auto [p, ec] = std::to_chars(line.data(), line.data() + 16, size, 16);
+  out.append(line.data(), p);
+  out += "\r\n";
+}
+
+void AppendLastChunk(const Fields& trailers, std::string& out) {
+  out += "0\r\n";
+  for (const auto& field : trailers) {
+    out.append(field.name_string());
+    out += ": ";
+    out.append(field.value());
+    out += "\r\n";
+  }
+  out += "\r\n";
 }
 
 void AddHeaderLines(std::string_view lines, Fields& fields) {

@@ -78,6 +78,12 @@ void AppendWireHeader(const http::request_header<Fields>& header, std::string& o
 void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
                       std::string_view extra = {});
 
+// Chunked framing (RFC 9112 §7.1) written by hand around relayed pieces:
+// the size line before a chunk of `size` bytes, and the last chunk with
+// `trailers` as its field lines.
+void AppendChunkSizeLine(std::size_t size, std::string& out);
+void AppendLastChunk(const Fields& trailers, std::string& out);
+
 // Adds "Name: value\r\n" lines (AppendRateLimitHeaders') to `fields`.
 void AddHeaderLines(std::string_view lines, Fields& fields);
 

@@ -25,7 +25,8 @@ enum class Refusal : std::uint8_t {
   kHeaderTooLarge,       // 431
   kBodyTooLarge,         // 413
   kRequestTimeout,       // 408 header or body not received in time
-  kNotImplemented,       // 501 a transfer coding other than chunked
+  kNotImplemented,       // 501 what is not offered: a transfer coding other than
+                         // chunked, CONNECT, WebSocket to an HTTP/2 upstream
   kNoRoute,              // 404
   kWebSocketDisabled,    // 400 a handshake on a route with websocket = false
   kUnauthorized,         // 401 an invalid bearer token (jwt on_invalid = "reject")
@@ -78,6 +79,11 @@ Answer Refuse(Refusal refusal, std::int64_t retry_after_s = 0);
 Answer RefuseWith(Refusal refusal, std::string_view message);
 Answer RefuseWithStatus(Refusal refusal, unsigned status, std::int64_t retry_after_s);
 Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decision);
+
+// The messages of the answers about a client's request body, the same in
+// every protocol.
+inline constexpr std::string_view kBodyTimeoutMessage = "request body not received in time";
+inline constexpr std::string_view kBadBodyMessage = "malformed request body";
 
 enum class Persistence { kKeepAlive, kClose };
 

@@ -79,11 +79,11 @@ Task<std::pair<ErrorCode, std::size_t>> ReadResponseHead(
   }
 }
 
-Refusal UpstreamFailed(const UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+Refusal UpstreamFailed(int upstream_metric, ConnectFailure failure, const ErrorCode& ec,
                        ThreadMetrics* metrics) {
   const bool timeout = failure == ConnectFailure::kTimeout || ec == beast::error::timeout;
-  if (metrics != nullptr && call.upstream_metric >= 0) {
-    metrics->RecordUpstreamFailure(call.upstream_metric,
+  if (metrics != nullptr && upstream_metric >= 0) {
+    metrics->RecordUpstreamFailure(upstream_metric,
                                    timeout                                ? UpstreamFailure::kTimeout
                                    : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
                                                                           : UpstreamFailure::kReset);

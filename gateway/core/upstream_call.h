@@ -63,10 +63,11 @@ Task<std::pair<ErrorCode, std::size_t>> ReadResponseHead(
     UpstreamCall& call, std::optional<ResponseHead>& head,
     std::chrono::steady_clock::duration timeout);
 
-// A failed exchange (`failure` connecting, or `ec` after): the refusal that
-// answers it (504 on a timeout, else 502), counted in
-// tollgate_upstream_errors_total.
-Refusal UpstreamFailed(const UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec,
+// A failed exchange with an upstream of any protocol (`failure`
+// connecting, or `ec` after): the refusal that answers it (504 on a
+// timeout, else 502), counted in tollgate_upstream_errors_total for
+// `upstream_metric` (the upstream's metric id; -1: metrics off).
+Refusal UpstreamFailed(int upstream_metric, ConnectFailure failure, const ErrorCode& ec,
                        ThreadMetrics* metrics);
 
 }  // namespace tollgate::gateway

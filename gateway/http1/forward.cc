@@ -4,6 +4,7 @@
 #include "gateway/core/upstream_call.h"
 #include "gateway/http1/session.h"
 #include "gateway/http1/websocket_tunnel.h"
+#include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
 #include "store/loop_time.h"
@@ -26,8 +27,8 @@ void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
 // write; larger or chunked bodies are streamed through the relay buffer.
 constexpr std::uint64_t kBufferedBody = 64 * 1024;
 
-constexpr std::string_view kBodyTimeout = "request body not received in time";
-constexpr std::string_view kBadBody = "malformed request body";
+constexpr std::string_view kWebSocketToHttp2 =
+    "WebSocket needs an upstream with protocol = \"http1\"";
 
 }  // namespace
 
@@ -53,10 +54,15 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const bool chunked = head.chunked();
   const std::uint64_t length = head.content_length().value_or(0);
   const bool has_body = chunked || length > 0;
-  ForwardCall call(*generation_->pools[route.upstream_index]);
-  call.head_request = req.method() == http::verb::head;
-  call.replayable = IsIdempotent(req.method());
-  call.buffered = !chunked && length <= kBufferedBody;
+  const bool buffered = !chunked && length <= kBufferedBody;
+  Http2UpstreamPool* http2 = generation_->http2_pools[route.upstream_index].get();
+  if (websocket_ && http2 != nullptr) {
+    // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
+    answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
+    ex.close = ex.close || !buffered;
+    co_await Reply(ex);
+    co_return;
+  }
   const bool expects_continue =
       has_body && beast::iequals(req[http::field::expect], "100-continue");
 
@@ -78,7 +84,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  if (call.buffered && has_body) {
+  if (buffered && has_body) {
     whole_.emplace(std::move(head));
     whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
     ErrorCode ec;
@@ -90,10 +96,10 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     if (ec) {
       ex.close = true;
       if (ec == beast::error::timeout) {
-        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
         co_await Reply(ex);
       } else if (!IsClientGone(ec)) {
-        answer_ = RefuseWith(Refusal::kBadRequest, kBadBody);
+        answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
         co_await Reply(ex);
       }
       co_return;
@@ -109,7 +115,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     const Admit admit = co_await admission_.AdmitUpstream(
         *generation_->state, upstream, route.name, target.substr(0, target.find('?')), ex, answer_);
     if (admit != Admit::kAdmitted) {
-      ex.close = ex.close || !call.buffered;  // an unread body would be taken for the next request
+      ex.close = ex.close || !buffered;  // an unread body would be taken for the next request
       co_await Reply(ex);
       co_return;
     }
@@ -120,8 +126,16 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   ex.upstream_started = upstream_start.steady;
   if (worker_.metrics() != nullptr) {
     ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
-    call.upstream_metric = ex.upstream_metric;
   }
+  if (http2 != nullptr) {
+    co_await ForwardHttp2(*http2, head, upstream, ex);
+    co_return;
+  }
+  ForwardCall call(*generation_->pools[route.upstream_index]);
+  call.head_request = req.method() == http::verb::head;
+  call.replayable = IsIdempotent(req.method());
+  call.buffered = buffered;
+  call.upstream_metric = ex.upstream_metric;
   bool sent = false;
   if (call.buffered) {
     sent = co_await SendBuffered(call, head, ex);
@@ -255,10 +269,10 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
       answer_ = Refuse(Refusal::kBodyTooLarge);
       co_await Reply(ex);
     } else if (relayed.ec == beast::error::timeout) {
-      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
       co_await Reply(ex);
     } else if (!IsClientGone(relayed.ec)) {
-      answer_ = RefuseWith(Refusal::kBadRequest, kBadBody);
+      answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
       co_await Reply(ex);
     }
     co_return false;
@@ -280,7 +294,7 @@ Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, cons
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
   ex.close = ex.close || !call.buffered;
-  answer_ = Refuse(UpstreamFailed(call, failure, ec, worker_.metrics()));
+  answer_ = Refuse(UpstreamFailed(call.upstream_metric, failure, ec, worker_.metrics()));
   co_await Reply(ex);
 }
 

@@ -24,6 +24,8 @@ namespace tollgate::gateway {
 
 struct RelayTimeouts;
 class Http2Adapter;
+class Http2UpstreamPool;
+class Http2UpstreamStream;
 
 class Session final : private ClientWatch {
  public:
@@ -88,6 +90,20 @@ class Session final : private ClientWatch {
   // runs the tunnel (websocket_tunnel.h) until it closes. The upstream
   // connection is never pooled again.
   Task<void> OpenTunnel(ForwardCall& call, std::string_view key, Exchange& ex);
+  // --- forward to an HTTP/2 upstream (forward_http2.cc) ---
+  // The exchange as one stream of `pool`'s: the request header from `head`
+  // (or whole_, which holds a request read whole with its body), the body
+  // sent as it is read, the response back as HTTP/1.1 with the upstream's
+  // length or chunked, its trailers in the last chunk.
+  Task<void> ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
+                          const rules::UpstreamConfig& upstream, Exchange& ex);
+  // Relays the request body from the client to `up`; false when the client
+  // failed (answered); `upstream_ec` when the upstream did.
+  Task<bool> SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exchange& ex,
+                           ErrorCode& upstream_ec);
+  // Relays the response of `up` (its head read) to the client.
+  Task<void> RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream,
+                          Exchange& ex);
   Task<ErrorCode> WriteContinue();
 
   // --- respond ---

@@ -1,5 +1,6 @@
 #include "gateway/http2/adapter.h"
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/write.hpp>
 #include <array>
 #include <charconv>
@@ -13,6 +14,7 @@
 #include "gateway/core/log.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/upstream_call.h"
+#include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
 #include "gateway/worker.h"
@@ -31,8 +33,6 @@ Http2Options Http2OptionsFor(const rules::Config& config) {
 }
 
 namespace {
-
-constexpr std::string_view kBodyTimeout = "request body not received in time";
 
 // gRPC's content-type is application/grpc, optionally followed by "+proto",
 // ";..." and the like.
@@ -105,6 +105,8 @@ class StreamExchange final : private ClientWatch {
  private:
   // How sending the request body ended.
   enum class BodySent { kDone, kClientFailed, kUpstreamFailed };
+  // How the request body pump of an HTTP/2 upstream exchange ended.
+  enum class Pumped { kRunning, kDone, kClientGone, kClientTimeout, kTooLarge, kUpstreamFailed };
 
   const GatewayState& state() const { return *generation_->state; }
   Admit Identify(const rules::RouteConfig& route, std::string_view host);
@@ -117,12 +119,22 @@ class StreamExchange final : private ClientWatch {
   Task<void> ExchangeHttp1(const rules::RouteConfig& route, const rules::UpstreamConfig& upstream);
   Task<BodySent> SendBody(UpstreamConnection& c, bool chunked, ErrorCode& upstream_ec);
   Task<void> Relay(UpstreamCall& call, const rules::UpstreamConfig& upstream);
+  // The exchange with an HTTP/2 upstream (h2, h2c): a stream of the pool's,
+  // the request body relayed by its own coroutine (PumpRequestBody) while
+  // this one relays the response, so that both directions flow at once, as
+  // a bidirectional gRPC call needs; trailers both ways.
+  Task<void> ExchangeHttp2(Http2UpstreamPool& pool, const rules::UpstreamConfig& upstream);
+  Task<void> PumpRequestBody(Http2UpstreamStream& up);
+  // Relays the response of `up` (its head read) to the client.
+  Task<void> RelayHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream);
+  // Stops the request body pump if it still runs and waits for its end.
+  Task<void> StopPump(Http2UpstreamStream& up);
   // Writes answer_: an HTTP/2 response with tollgate's JSON body, or for a
   // gRPC call a trailers-only response whose grpc-status says it.
   Task<void> Reply();
   // The upstream failed: the answer when the response has not begun, else
   // the stream is reset (the only signal left).
-  Task<void> FailUpstream(UpstreamCall& call, ConnectFailure failure, const ErrorCode& ec);
+  Task<void> FailUpstream(ConnectFailure failure, const ErrorCode& ec);
   void RecordGrpc(int grpc_status);
   // ClientWatch: a reset stream ends admit's waits.
   Task<Held> Hold(std::chrono::milliseconds wait) override;
@@ -147,10 +159,15 @@ class StreamExchange final : private ClientWatch {
   std::string extra_headers_;
   std::optional<ResponseHead> res_head_;
   std::unique_ptr<char[]> buffer_;
+  std::unique_ptr<char[]> pump_buffer_;
   bool grpc_ = false;
   bool response_started_ = false;
   Timer* hold_timer_ = nullptr;                 // admit's wait, while it runs
   UpstreamConnection* upstream_ = nullptr;      // the upstream exchange, while it runs
+  Http2UpstreamStream* upstream_stream_ = nullptr;  // likewise, to an HTTP/2 upstream
+  Pumped pumped_ = Pumped::kDone;
+  ErrorCode pump_ec_;  // the upstream's error when pumped_ is kUpstreamFailed
+  std::optional<http2_detail::Wakeup> pump_end_;
 };
 
 Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener,
@@ -196,6 +213,7 @@ char* StreamExchange::Buffer() {
 void StreamExchange::OnCancel() {
   if (hold_timer_ != nullptr) hold_timer_->cancel();
   if (upstream_ != nullptr) Lowest(upstream_->stream).cancel();
+  if (upstream_stream_ != nullptr) upstream_stream_->Reset();
 }
 
 Task<ClientWatch::Held> StreamExchange::Hold(std::chrono::milliseconds wait) {
@@ -361,7 +379,11 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   if (worker_.metrics() != nullptr) {
     ex_.upstream_metric = state().upstream_ids[route.upstream_index];
   }
-  co_await ExchangeHttp1(route, upstream);
+  if (Http2UpstreamPool* pool = generation_->http2_pools[route.upstream_index].get()) {
+    co_await ExchangeHttp2(*pool, upstream);
+  } else {
+    co_await ExchangeHttp1(route, upstream);
+  }
 }
 
 Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
@@ -384,7 +406,7 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     }
     ex_.upstream = cr.server;
     if (!cr.connection) {
-      co_await FailUpstream(call, cr.failure, {});
+      co_await FailUpstream(cr.failure, {});
       co_return;
     }
     call.conn = std::move(cr.connection);
@@ -412,7 +434,7 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     upstream_ = nullptr;
     if (stream_.cancelled()) co_return;
     if (RetryOnFresh(call, attempt, received, ec)) continue;
-    co_await FailUpstream(call, ConnectFailure::kNone, ec);
+    co_await FailUpstream(ConnectFailure::kNone, ec);
     co_return;
   }
   co_await Relay(call, upstream);
@@ -429,7 +451,7 @@ Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, b
         co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk), Budget(timeouts.client_body_ms));
     if (r.ec) {
       if (r.ec == beast::error::timeout) {
-        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeout);
+        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
         co_await Reply();
       }
       co_return BodySent::kClientFailed;
@@ -440,39 +462,23 @@ Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, b
       co_await Reply();
       co_return BodySent::kClientFailed;
     }
-    // Chunked framing around the piece; the last chunk carries the
-    // request's trailers.
-    std::array<char, 20> size_line{};
-    std::size_t size_length = 0;
-    std::string_view tail;
+    // Chunked framing around the piece, which is not copied; the last
+    // chunk carries the request's trailers.
+    std::string size_line;
     wire_.clear();
     if (chunked) {
       if (r.bytes > 0) {
-        const auto [p, ec] = std::to_chars(size_line.data(), size_line.data() + 16, r.bytes, 16);
-        *p = '\r';
-        *(p + 1) = '\n';
-        size_length = static_cast<std::size_t>(p + 2 - size_line.data());
+        AppendChunkSizeLine(r.bytes, size_line);
         wire_ = "\r\n";
       }
-      if (r.end) {
-        wire_ += "0\r\n";
-        for (const auto& field : stream_.trailers()) {
-          wire_.append(field.name_string());
-          wire_ += ": ";
-          wire_.append(field.value());
-          wire_ += "\r\n";
-        }
-        wire_ += "\r\n";
-      }
-      tail = wire_;
+      if (r.end) AppendLastChunk(stream_.trailers(), wire_);
     }
-    if (size_length == 0 && r.bytes == 0 && tail.empty()) {
+    if (size_line.empty() && r.bytes == 0 && wire_.empty()) {
       if (r.end) co_return BodySent::kDone;
       continue;
     }
-    const std::array<asio::const_buffer, 3> pieces{asio::buffer(size_line.data(), size_length),
-                                                   asio::buffer(buffer, r.bytes),
-                                                   asio::buffer(tail)};
+    const std::array<asio::const_buffer, 3> pieces{
+        asio::buffer(size_line), asio::buffer(buffer, r.bytes), asio::buffer(wire_)};
     Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
     auto [ec, n] = co_await Visit(
         c.stream, [&](auto& s) { return asio::async_write(s, pieces, kUseTuple); });
@@ -484,9 +490,8 @@ Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, b
   }
 }
 
-Task<void> StreamExchange::FailUpstream(UpstreamCall& call, ConnectFailure failure,
-                                        const ErrorCode& ec) {
-  const Refusal refusal = UpstreamFailed(call, failure, ec, worker_.metrics());
+Task<void> StreamExchange::FailUpstream(ConnectFailure failure, const ErrorCode& ec) {
+  const Refusal refusal = UpstreamFailed(ex_.upstream_metric, failure, ec, worker_.metrics());
   if (response_started_) {
     stream_.Reset(Http2ErrorCode::kInternalError);
     ex_.error = "upstream_body";
@@ -543,7 +548,7 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       if (!stream_.cancelled()) {
-        co_await FailUpstream(call, ConnectFailure::kNone, ec);
+        co_await FailUpstream(ConnectFailure::kNone, ec);
       }
       co_return;
     }
@@ -575,6 +580,170 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
     RecordGrpc(has_trailers ? GrpcStatusIn(trailers) : header_status);
     upstream_ = nullptr;
     if (reusable) call.pool.Release(std::move(call.conn));
+    co_return;
+  }
+}
+
+Task<void> StreamExchange::ExchangeHttp2(Http2UpstreamPool& pool,
+                                         const rules::UpstreamConfig& upstream) {
+  const bool has_body = stream_.has_body();
+  Http2OpenResult open =
+      co_await pool.Open(stream_.request(), has_body ? Http2Body::kFollows : Http2Body::kNone,
+                         Budget(config_.timeouts.upstream_connect_ms));
+  ex_.upstream = open.server;
+  if (!open.stream) {
+    co_await FailUpstream(open.failure, {});
+    co_return;
+  }
+  Http2UpstreamStream up = std::move(open.stream);
+  if (stream_.cancelled()) co_return;  // `up` is reset as it goes
+  upstream_stream_ = &up;
+  if (has_body) {
+    const Executor executor = co_await asio::this_coro::executor;
+    pumped_ = Pumped::kRunning;
+    pump_end_.emplace(executor);
+    asio::co_spawn(executor, PumpRequestBody(up), asio::detached);
+  }
+  ErrorCode ec;
+  {
+    ec = co_await up.ReadResponseHead(Budget(config_.timeouts.upstream_response_ms));
+  }
+  if (ec) {
+    co_await StopPump(up);
+    upstream_stream_ = nullptr;
+    if (stream_.cancelled() || pumped_ == Pumped::kClientGone) co_return;
+    if (pumped_ == Pumped::kClientTimeout) {
+      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
+      co_await Reply();
+    } else if (pumped_ == Pumped::kTooLarge) {
+      answer_ = Refuse(Refusal::kBodyTooLarge);
+      co_await Reply();
+    } else {
+      co_await FailUpstream(ConnectFailure::kNone,
+                            pumped_ == Pumped::kUpstreamFailed ? pump_ec_ : ec);
+    }
+    co_return;
+  }
+  co_await RelayHttp2(up, upstream);
+  co_await StopPump(up);
+  upstream_stream_ = nullptr;
+}
+
+Task<void> StreamExchange::PumpRequestBody(Http2UpstreamStream& up) {
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  if (!pump_buffer_) pump_buffer_ = std::make_unique<char[]>(kRelayChunk);
+  char* buffer = pump_buffer_.get();
+  const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
+  Pumped end = Pumped::kDone;
+  for (;;) {
+    const Http2Read r = co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk),
+                                                  Budget(timeouts.client_body_ms));
+    if (r.ec) {
+      end = r.ec == beast::error::timeout ? Pumped::kClientTimeout : Pumped::kClientGone;
+      break;
+    }
+    ex_.bytes_in += r.bytes;
+    if (ex_.bytes_in > limit) {
+      end = Pumped::kTooLarge;
+      break;
+    }
+    const Fields& trailers = stream_.trailers();
+    const bool has_trailers = r.end && trailers.begin() != trailers.end();
+    ErrorCode ec;
+    if (r.bytes > 0 || (r.end && !has_trailers)) {
+      ec = co_await up.WriteBody(asio::buffer(buffer, r.bytes),
+                                 r.end && !has_trailers ? BodyEnd::kLast : BodyEnd::kMore,
+                                 Budget(timeouts.upstream_response_ms));
+    }
+    if (!ec && has_trailers) ec = up.EndBody(trailers);
+    if (ec) {
+      // The response side sees the upstream's failure for itself, and an
+      // early answer (a 413, say) that came with it stays readable.
+      pump_ec_ = ec;
+      pumped_ = Pumped::kUpstreamFailed;
+      pump_end_->Notify();
+      co_return;
+    }
+    if (r.end) break;
+  }
+  // The client failed: the upstream stream ends too, which ends the
+  // response side's wait.
+  if (end != Pumped::kDone) up.Reset();
+  pumped_ = end;
+  pump_end_->Notify();
+}
+
+Task<void> StreamExchange::StopPump(Http2UpstreamStream& up) {
+  if (pumped_ != Pumped::kRunning) co_return;
+  // The exchange is over: the pump's failure from here on is this stop.
+  stream_.AbandonRequestBody();
+  up.Reset();
+  while (pumped_ == Pumped::kRunning) {
+    co_await pump_end_->Wait(std::chrono::steady_clock::time_point::max());
+  }
+  pumped_ = Pumped::kDone;
+}
+
+Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
+                                      const rules::UpstreamConfig& upstream) {
+  const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  const store::Clock& clock = *state().clock;
+  auto& res = up.response();
+  if (upstream.learn_limits) admission_.Learn(state(), upstream, res.result_int(), res);
+  ex_.status = res.result_int();
+  if (config_.server.via) res.set(http::field::via, "2 tollgate");
+  extra_headers_.clear();
+  if (ex_.limits.shown != nullptr) {
+    AppendRateLimitHeaders(*ex_.limits.shown, ex_.limits.shown_decision, extra_headers_);
+  }
+  AddHeaderLines(extra_headers_, res);
+  const auto mark_end = [&] {
+    ex_.upstream_end_ms = clock.NowMs();
+    ex_.upstream_ended = store::LoopNow();
+  };
+  if (!up.response_has_body()) {
+    mark_end();
+    if (!stream_.SubmitResponse(res, Http2Body::kNone)) {
+      response_started_ = true;
+      RecordGrpc(GrpcStatusIn(res));
+    }
+    co_return;
+  }
+  if (stream_.SubmitResponse(res, Http2Body::kFollows)) co_return;
+  response_started_ = true;
+  const int header_status = GrpcStatusIn(res);
+  char* buffer = Buffer();
+  for (;;) {
+    const Http2Read r = co_await up.ReadBody(asio::buffer(buffer, kRelayChunk),
+                                             Budget(timeouts.upstream_response_ms));
+    if (r.ec) {
+      if (stream_.cancelled()) co_return;
+      if (pumped_ == Pumped::kRunning || pumped_ == Pumped::kDone ||
+          pumped_ == Pumped::kUpstreamFailed) {
+        co_await FailUpstream(ConnectFailure::kNone, r.ec);
+      } else {
+        // The client's request body failed while the response was flowing.
+        stream_.Reset(Http2ErrorCode::kCancel);
+      }
+      co_return;
+    }
+    ex_.bytes_out += r.bytes;
+    const Fields& trailers = up.trailers();
+    const bool has_trailers = r.end && trailers.begin() != trailers.end();
+    if (r.bytes > 0 || (r.end && !has_trailers)) {
+      const ErrorCode wec = co_await stream_.WriteBody(
+          asio::buffer(buffer, r.bytes), r.end && !has_trailers ? BodyEnd::kLast : BodyEnd::kMore,
+          Budget(timeouts.client_body_ms));
+      if (wec) {
+        // A client that never opens its window gets a reset at client_body.
+        if (wec == beast::error::timeout) stream_.Reset(Http2ErrorCode::kCancel);
+        co_return;
+      }
+    }
+    if (!r.end) continue;
+    mark_end();
+    if (has_trailers && stream_.SubmitTrailers(trailers)) co_return;
+    RecordGrpc(has_trailers ? GrpcStatusIn(trailers) : header_status);
     co_return;
   }
 }

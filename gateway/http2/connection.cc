@@ -381,6 +381,10 @@ Task<Http2Read> Http2Stream::ReadBody(asio::mutable_buffer buffer,
   const auto deadline = store::LoopNow() + timeout;
   Http2Read result;
   for (;;) {
+    if (body_abandoned_) {
+      result.ec = MakeErrorCode(Http2Errc::kStreamReset);
+      break;
+    }
     if (in_.size() > 0) {
       const std::size_t n = asio::buffer_copy(buffer, in_.data());
       in_.consume(n);
@@ -518,6 +522,11 @@ void Http2Stream::Reset(Http2ErrorCode code) {
   reset_code_ = static_cast<std::uint32_t>(code);
   WakeAll();
   connection_.Kick();
+}
+
+void Http2Stream::AbandonRequestBody() {
+  body_abandoned_ = true;
+  read_wake_.Notify();
 }
 
 void Http2Stream::OnCancel(std::function<void()> fn) {

@@ -251,6 +251,11 @@ class Http2Stream {
                            std::chrono::steady_clock::duration timeout);
   // The request's trailer fields, complete once ReadBody reported the end.
   const Fields& trailers() const { return trailers_; }
+  // The rest of the request body is not wanted (the response is complete
+  // without it): a pending ReadBody and later ones fail with kStreamReset.
+  // Once the handler has returned, the peer is told to stop sending
+  // (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+  void AbandonRequestBody();
 
   // Sends the response header: a 1xx (not 101) is interim and may be
   // followed by another; a final one with kFollows is followed by WriteBody
@@ -320,6 +325,7 @@ class Http2Stream {
   http2_detail::BodySource out_;    // WriteBody's data not yet taken, the end, trailers
   bool writing_ = false;
   bool reading_ = false;
+  bool body_abandoned_ = false;
 
   Handler handler_ = Handler::kNone;
   bool dispatched_ = false;  // counted in the connection's busy streams

@@ -799,18 +799,14 @@ void BuildRequest(const http::request_header<Fields>& head, Http2Transport trans
   const std::string_view host = head[http::field::host];
   list.Add(":authority", host.empty() ? server : host);
   list.Add(":path", head.target().empty() ? std::string_view("/") : std::string_view(head.target()));
+  // Trailers are relayed to every client (in the last chunk for HTTP/1.1),
+  // and gRPC servers refuse a call without this (nginx's grpc_pass sends
+  // it on every request too). The client's own TE was hop-by-hop.
+  list.Add("te", "trailers");
   for (const auto& field : head) {
     const std::string_view name = field.name_string();
-    const std::string_view value = field.value();
-    if (http2_detail::ConnectionSpecific(name)) {
-      // TE may say that trailers are welcome (gRPC does), nothing else.
-      if (http2_detail::IEquals(name, "te") && http2_detail::IEquals(value, "trailers")) {
-        list.Add(name, value);
-      }
-      continue;
-    }
-    if (http2_detail::IEquals(name, "host")) continue;
-    list.Add(name, value);
+    if (http2_detail::ConnectionSpecific(name) || http2_detail::IEquals(name, "host")) continue;
+    list.Add(name, field.value());
   }
 }
 

@@ -182,8 +182,8 @@ class Http2UpstreamSession {
   // first to free a stream. `connect_timeout` bounds all of it. The header
   // becomes :method, :scheme, :authority (from Host; the server's
   // "host:port" when there is none) and :path; connection-specific fields
-  // are left out (TE but "trailers"). CONNECT is not supported
-  // (kRefused).
+  // are left out, and "te: trailers" is added (trailers are relayed).
+  // CONNECT is not supported (kRefused).
   Task<Http2OpenResult> Open(const http::request_header<Fields>& head, Http2Body body,
                              std::chrono::steady_clock::duration connect_timeout);
 

@@ -1,0 +1,162 @@
+#include "gateway/core/http_util.h"
+#include "gateway/core/upstream_call.h"
+#include "gateway/http1/session.h"
+#include "gateway/http2/upstream_pool.h"
+#include "gateway/io/read_util.h"
+#include "gateway/io/relay.h"
+#include "store/loop_time.h"
+
+// The forward phase of the HTTP/1.1 adapter towards an upstream with
+// protocol = "h2" or "h2c": the request goes out as one stream of the
+// upstream's pool (gateway/http2/upstream_pool.h) and its answer comes back
+// as an HTTP/1.1 response. HTTP/1.1 has no request and response flowing at
+// once within one exchange, so the body is sent first and the response read
+// after it; an upstream that answers early (a 413) and resets the stream is
+// still heard.
+namespace tollgate::gateway {
+Task<void> Session::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
+                                 const rules::UpstreamConfig& upstream, Exchange& ex) {
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  const bool whole = whole_.has_value();
+  const bool streamed = !whole && (head.chunked() || head.content_length().value_or(0) > 0);
+  const http::request_header<Fields>& req = whole ? whole_->get().base() : head.get().base();
+  Http2OpenResult open =
+      co_await pool.Open(req, whole || streamed ? Http2Body::kFollows : Http2Body::kNone,
+                         Budget(timeouts.upstream_connect_ms, ex));
+  ex.upstream = open.server;
+  ErrorCode ec;
+  if (open.stream && whole) {
+    ec = co_await open.stream.WriteBody(asio::buffer(whole_->get().body()), BodyEnd::kLast,
+                                        Budget(timeouts.upstream_response_ms, ex));
+  } else if (open.stream && streamed) {
+    const bool client_ok = co_await SendBodyHttp2(open.stream, head, ex, ec);
+    if (!client_ok) co_return;
+  }
+  // A body refused midway may still have its answer waiting: a reset
+  // stream keeps what it received; a body that timed out has none.
+  if (open.stream && ec != beast::error::timeout) {
+    ec = co_await open.stream.ReadResponseHead(Budget(timeouts.upstream_response_ms, ex));
+  }
+  if (!open.stream || ec) {
+    // An unread request body would be taken for the next request.
+    ex.close = ex.close || (streamed && !open.stream);
+    answer_ = Refuse(UpstreamFailed(ex.upstream_metric, open.failure, ec, worker_.metrics()));
+    co_await Reply(ex);
+    co_return;
+  }
+  co_await RespondHttp2(open.stream, upstream, ex);
+}
+
+Task<bool> Session::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exchange& ex,
+                                  ErrorCode& upstream_ec) {
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  RequestParser<http::buffer_body> body{std::move(head)};
+  body.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  auto& piece = body.get().body();
+  char* buffer = RelayBuffer();
+  while (!body.is_done()) {
+    piece.data = buffer;
+    piece.size = kRelayChunk;
+    Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
+    auto [ec, n] = co_await Visit(
+        stream_, [&](auto& s) { return http::async_read_some(s, buffer_, body, kUseTuple); });
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      ex.close = true;
+      if (ec == http::error::body_limit) {
+        answer_ = Refuse(Refusal::kBodyTooLarge);
+      } else if (ec == beast::error::timeout) {
+        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
+      } else if (IsClientGone(ec)) {
+        co_return false;
+      } else {
+        answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
+      }
+      co_await Reply(ex);
+      co_return false;
+    }
+    const std::size_t got = kRelayChunk - piece.size;
+    const bool done = body.is_done();
+    ex.bytes_in += got;
+    if (got == 0 && !done) continue;
+    upstream_ec = co_await up.WriteBody(asio::buffer(buffer, got),
+                                        done ? BodyEnd::kLast : BodyEnd::kMore,
+                                        Budget(timeouts.upstream_response_ms, ex));
+    if (upstream_ec) {
+      ex.close = ex.close || !done;
+      co_return true;
+    }
+  }
+  co_return true;
+}
+
+Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream,
+                                 Exchange& ex) {
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  const store::Clock& clock = *generation_->state->clock;
+  auto& res = up.response();
+  if (upstream.learn_limits) {
+    admission_.Learn(*generation_->state, upstream, res.result_int(), res);
+  }
+  ex.status = res.result_int();
+  res.version(11);
+  if (config_->server.via) res.set(http::field::via, "2 tollgate");
+  const bool has_body = up.response_has_body();
+  // Without the upstream's length the body is chunked, which an HTTP/1.0
+  // client cannot read: for it the end of the body is the close.
+  const bool chunked = has_body && res.find(http::field::content_length) == res.end();
+  if (chunked) {
+    if (ex.version >= 11) {
+      res.set(http::field::transfer_encoding, "chunked");
+    } else {
+      ex.close = true;
+    }
+  }
+  const bool framed = chunked && ex.version >= 11;
+  if (worker_.draining()) ex.close = true;
+  if (ex.close) res.set(http::field::connection, "close");
+  extra_headers_.clear();
+  if (ex.limits.shown != nullptr) {
+    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
+  }
+  wire_.clear();
+  AppendWireHeader(res, wire_, extra_headers_);
+  const auto mark_end = [&] {
+    const store::Instant end = clock.Now();
+    ex.upstream_end_ms = end.ms;
+    ex.upstream_ended = end.steady;
+  };
+  // The header goes out at once (the reader of a streamed response wants
+  // it before the first piece), then each piece of the body as it comes.
+  char* buffer = RelayBuffer();
+  for (bool end = !has_body;;) {
+    if (end) mark_end();
+    ErrorCode wec;
+    if (!TryWriteWire(stream_, wec)) {
+      wec = co_await WriteWire(stream_, Budget(timeouts.client_body_ms, ex));
+    }
+    if (wec) {
+      ex.close = true;
+      co_return;
+    }
+    if (end) co_return;
+    const Http2Read r = co_await up.ReadBody(asio::buffer(buffer, kRelayChunk),
+                                             Budget(timeouts.upstream_response_ms, ex));
+    if (r.ec) {
+      // Headers are out: the only honest signal left is closing the
+      // connection.
+      ex.close = true;
+      ex.error = "upstream_body";
+      co_return;
+    }
+    ex.bytes_out += r.bytes;
+    end = r.end;
+    wire_.clear();
+    if (framed && r.bytes > 0) AppendChunkSizeLine(r.bytes, wire_);
+    wire_.append(buffer, r.bytes);
+    if (framed && r.bytes > 0) wire_ += "\r\n";
+    if (framed && end) AppendLastChunk(up.trailers(), wire_);
+  }
+}
+
+}  // namespace tollgate::gateway
