@@ -24,7 +24,8 @@ one after the other, each with the 5-byte message `hello`.
 
 For call I (from 0) it prints `I reply=R` for each reply, `I initial K=V`
 and `I trailer K=V` for the metadata (binary values as `hex:...`), then
-`I code=OK`, or `I code=NAME details=D` for any other status.
+`I code=OK`, or `I code=NAME details=D` for any other status: the lines of
+a call in one write, so that clients run at once can share a pipe.
 """
 
 import argparse
@@ -38,18 +39,21 @@ def text(value):
     return "hex:" + value.hex() if isinstance(value, bytes) else value
 
 
-def report(i, call, replies=(), error=None):
-    for r in replies:
-        print("%d reply=%s" % (i, r.decode(errors="backslashreplace")))
+def report(i, call, replies=()):
+    lines = ["%d reply=%s" % (i, r.decode(errors="backslashreplace")) for r in replies]
     for key, value in call.initial_metadata() or ():
-        print("%d initial %s=%s" % (i, key, text(value)))
+        lines.append("%d initial %s=%s" % (i, key, text(value)))
     for key, value in call.trailing_metadata() or ():
-        print("%d trailer %s=%s" % (i, key, text(value)))
+        lines.append("%d trailer %s=%s" % (i, key, text(value)))
     code = call.code()
     if code == grpc.StatusCode.OK:
-        print("%d code=OK" % i)
+        lines.append("%d code=OK" % i)
     else:
-        print("%d code=%s details=%s" % (i, code.name, call.details()))
+        lines.append("%d code=%s details=%s" % (i, code.name, call.details()))
+    # One write for the whole call: clients run at once on one pipe (and
+    # PYTHONUNBUFFERED makes print() write a line and its newline apart)
+    # must not interleave their lines.
+    sys.stdout.write("".join(line + "\n" for line in lines))
     sys.stdout.flush()
 
 
