@@ -38,7 +38,7 @@ auto Visit(AnyStream& stream, Fn&& fn) {
 
 // One tunnel's shared state; lives in RunTunnel's frame while its three
 // parts (two directions and the watchdog) run: coroutines (Spawn) or
-// completion handlers (BytePump), counted in `running`.
+// completion handlers (BytePump, FramedPump), counted in `running`.
 struct Tunnel {
   Tunnel(AnyStream& c, AnyStream& u, const TunnelOptions& o)
       : client(c),
@@ -68,12 +68,15 @@ struct Tunnel {
   void Spawn(Task<void> part) {
     Began();
     asio::co_spawn(joined.get_executor(), std::move(part), [this](std::exception_ptr e) {
-      if (e) {
-        if (!failure) failure = e;
-        Stop();
-      }
+      if (e) Fail(e);
       Ended();
     });
+  }
+
+  // A part threw `e`: the tunnel ends, and Join() rethrows it.
+  void Fail(std::exception_ptr e) {
+    if (!failure) failure = e;
+    Stop();
   }
 
   // A part begins, or one has ended.
@@ -456,19 +459,6 @@ std::array<std::uint8_t, 4> MaskingKey() {
   return key;
 }
 
-// Bytes of one direction as a FramedPump has them: `held` of them, the
-// start of a frame not whole yet, wait at the front of `buffer`.
-struct Framed {
-  AnyStream& from;
-  beast::flat_buffer& pending;
-  AnyStream& to;
-  char* buffer;  // kRelayChunk bytes
-  bool in;
-  FrameParser frames;
-  MessageLimiter* limiter = nullptr;  // client to upstream only
-  std::size_t held = 0;
-};
-
 // tollgate ends the tunnel (from the client-to-upstream direction, at the
 // start of a client frame): the client's close frame goes once the other
 // direction is at the end of a frame, nothing from the upstream after it
@@ -504,98 +494,244 @@ Task<void> Linger(Tunnel& t, char* buffer) {
   }
 }
 
-// Passes what the frames in `data` allow on to `f.to`, and keeps the rest
-// (the start of a frame not whole yet) at the front of f.buffer. Client to
-// upstream, each data message is admitted first, and the bytes before it
-// go first when it has to wait or ends the tunnel. False when the tunnel
-// ends.
-Task<bool> PassFrames(Tunnel& t, Framed& f, std::string_view data) {
-  if (!f.in && !t.client_close.empty()) {
-    // tollgate is closing: only the rest of the frame under way goes on.
-    data = data.substr(0, f.frames.at_frame_end()
-                              ? 0
-                              : std::min<std::uint64_t>(data.size(), f.frames.payload_left()));
-  }
-  std::size_t done = 0;  // parsed
-  for (;;) {
-    const FrameStep step = f.frames.Parse(data.substr(done));
-    done += step.consumed;
-    if (step.event == FrameEvent::kNeedMore) break;
-    std::optional<Ending> ending;
-    if (step.event == FrameEvent::kMessageStart) {
-      if (!f.limiter->AdmitNow(ending)) {
-        ending = co_await f.limiter->Admit(t);
-        if (t.stopped) co_return false;
-      }
-      if (!ending) continue;
-    } else {
-      ending = step.event == FrameEvent::kTooBig ? kTooBig : kProtocolError;
-    }
-    if (done > 0) {
-      ErrorCode ec;
-      const std::size_t n = co_await Write(t, f.to, asio::buffer(data.data(), done), ec);
-      if (!Passed(t, f.in, n, ec)) co_return false;
-    }
-    co_await Close(t, *ending);
-    co_return false;
-  }
-  if (done > 0) {
-    ErrorCode ec;
-    std::size_t n = WriteNow(f.to, asio::buffer(data.data(), done), ec);
-    if (!ec && n < done) {
-      n += co_await WriteLater(t, f.to, asio::buffer(data.data() + n, done - n), ec);
-    }
-    if (!Passed(t, f.in, n, ec)) co_return false;
-  }
-  f.held = data.size() - done;
-  std::memmove(f.buffer, data.data() + done, f.held);
-  co_return true;
-}
-
-// One direction of a tunnel with message limits: as Pump, but bytes pass
-// only as PassFrames lets them. Upstream to client, once tollgate ends the
+// One direction of a tunnel with message limits: as BytePump, but bytes
+// pass only as their frames allow (PassNow). Client to upstream, each data
+// message is admitted first, and the bytes before it go first when it has
+// to wait or ends the tunnel. Upstream to client, once tollgate ends the
 // tunnel, the frame under way is finished, the client's close frame
-// follows it, and the tunnel lingers (see Linger).
-Task<void> FramedPump(Tunnel& t, Framed& f) {
-  bool ok = true;
-  if (f.pending.size() > 0) {
-    const auto* bytes = static_cast<const char*>(f.pending.data().data());
-    // The handshake's read may hold more than a relay buffer: in chunks.
-    std::string_view rest(bytes, f.pending.size());
-    while (ok && !rest.empty()) {
-      const std::size_t take = std::min(rest.size(), kRelayChunk - f.held);
-      std::memcpy(f.buffer + f.held, rest.data(), take);
-      rest.remove_prefix(take);
-      ok = co_await PassFrames(t, f, std::string_view(f.buffer, f.held + take));
+// follows it, and the tunnel lingers (see Linger). What cannot be done at
+// once (a decision the store gives later, a delay, a write the socket does
+// not take whole, tollgate's close frames) goes on in a coroutine, after
+// which the handlers take over again: the usual message costs no
+// coroutine resumption.
+class FramedPump {
+ public:
+  FramedPump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
+             bool in, FrameParser frames, MessageLimiter* limiter)
+      : t_(t),
+        from_(from),
+        pending_(pending),
+        to_(to),
+        buffer_(buffer),
+        in_(in),
+        frames_(frames),
+        limiter_(limiter) {}
+  FramedPump(const FramedPump&) = delete;
+  FramedPump& operator=(const FramedPump&) = delete;
+
+  // A part of `t` until the direction ends.
+  void Start() {
+    t_.Began();
+    if (pending_.size() > 0) {
+      Spawn(PassPending());
+    } else {
+      Read();
     }
-    f.pending.consume(f.pending.size());
   }
-  while (ok && !t.stopped) {
-    if (!f.in && !t.client_close.empty() && f.frames.at_frame_end()) {
-      ErrorCode ec;
-      co_await Write(t, f.to, asio::buffer(t.client_close), ec);
-      if (!ec && !t.stopped) {
-        co_await Linger(t, f.buffer);
-      }
-      break;
+
+ private:
+  // What PassNow left to do.
+  enum class Stall {
+    kNone,    // the bytes passed; the start of a frame not whole yet is held
+    kAdmit,   // the message just started waits for MessageLimiter::Admit
+    kWrite,   // parsed bytes wait for the socket
+    kEnding,  // tollgate ends the tunnel (ending_) after the parsed bytes
+    kFailed,  // the tunnel ends: a write failed, or it was stopped
+  };
+
+  struct OnRead {
+    FramedPump* pump;
+    void operator()(const ErrorCode& ec, std::size_t n) const { pump->Received(ec, n); }
+  };
+
+  void Read() {
+    if (t_.stopped) {
+      End();
+      return;
     }
-    Lowest(f.from).expires_never();
-    auto [ec, n] = co_await Visit(f.from, [&](auto& s) {
-      return s.async_read_some(asio::buffer(f.buffer + f.held, kRelayChunk - f.held), kUseTuple);
+    if (!in_ && !t_.client_close.empty() && frames_.at_frame_end()) {
+      Spawn(CloseClient());
+      return;
+    }
+    Lowest(from_).expires_never();
+    Visit(from_, [this](auto& s) {
+      s.async_read_some(asio::buffer(buffer_ + held_, kRelayChunk - held_), OnRead{this});
     });
-    if (t.stopped) break;
-    if (n > 0) {
-      t.last_activity = store::LoopNow();
-      ok = co_await PassFrames(t, f, std::string_view(f.buffer, f.held + n));
-    }
-    // Close() cancels the read that waits for the upstream: see above.
-    if (ec == asio::error::operation_aborted && !f.in && !t.client_close.empty()) continue;
-    if (ec) break;
   }
-  // Once tollgate closes, the other direction ends the tunnel.
-  if (f.in && !t.client_close.empty()) co_return;
-  t.Stop();
-}
+
+  void Received(const ErrorCode& ec, std::size_t n) {
+    read_error_ = ec;
+    if (t_.stopped) {
+      End();
+      return;
+    }
+    if (n > 0) {
+      t_.last_activity = store::LoopNow();
+      Begin(std::string_view(buffer_, held_ + n));
+      const Stall stall = PassNow();
+      if (stall != Stall::kNone) {
+        Spawn(Resume(stall));
+        return;
+      }
+    }
+    Continue(true);
+  }
+
+  // After the bytes of a read passed (`ok`), or the tunnel ends.
+  void Continue(bool ok) {
+    // Close() cancels the read that waits for the upstream: the close
+    // frame for the client is due.
+    const bool woken = read_error_ == asio::error::operation_aborted && !in_ &&
+                       !t_.client_close.empty();
+    if (!ok || (read_error_ && !woken)) {
+      End();
+      return;
+    }
+    Read();
+  }
+
+  // The bytes of `data` (at the start of `buffer_`) are to pass.
+  void Begin(std::string_view data) {
+    if (!in_ && !t_.client_close.empty()) {
+      // tollgate is closing: only the rest of the frame under way goes on.
+      data = data.substr(0, frames_.at_frame_end()
+                                ? 0
+                                : std::min<std::uint64_t>(data.size(), frames_.payload_left()));
+    }
+    data_ = data;
+    parsed_ = 0;
+    sent_ = 0;
+    all_parsed_ = false;
+    ending_.reset();
+  }
+
+  // Passes what the frames of data_ allow on to `to_` and keeps the rest
+  // (the start of a frame not whole yet) at the front of buffer_, as far
+  // as that goes without waiting.
+  Stall PassNow() {
+    while (!all_parsed_ && !ending_) {
+      const FrameStep step = frames_.Parse(data_.substr(parsed_));
+      parsed_ += step.consumed;
+      if (step.event == FrameEvent::kNeedMore) {
+        all_parsed_ = true;
+      } else if (step.event == FrameEvent::kMessageStart) {
+        if (!limiter_->AdmitNow(ending_)) return Stall::kAdmit;
+      } else {
+        ending_ = step.event == FrameEvent::kTooBig ? kTooBig : kProtocolError;
+      }
+    }
+    if (parsed_ > sent_) {
+      ErrorCode ec;
+      const std::size_t n = WriteNow(to_, Unsent(), ec);
+      sent_ += n;
+      if (!Passed(t_, in_, n, ec)) return Stall::kFailed;
+      if (sent_ < parsed_) return Stall::kWrite;
+    }
+    if (ending_) return Stall::kEnding;
+    held_ = data_.size() - parsed_;
+    std::memmove(buffer_, data_.data() + parsed_, held_);
+    return Stall::kNone;
+  }
+
+  asio::const_buffer Unsent() const {
+    return asio::buffer(data_.data() + sent_, parsed_ - sent_);
+  }
+
+  // Does what `stall` waits for, then PassNow again, until data_ passed
+  // (true) or the tunnel ends.
+  Task<bool> PassLater(Stall stall) {
+    for (;;) {
+      if (stall == Stall::kNone) co_return true;
+      if (stall == Stall::kFailed) co_return false;
+      if (stall == Stall::kEnding) {
+        co_await Close(t_, *ending_);
+        co_return false;
+      }
+      if (stall == Stall::kAdmit) {
+        const std::optional<Ending> ending = co_await limiter_->Admit(t_);
+        if (t_.stopped) co_return false;
+        ending_ = ending;
+      } else {
+        ErrorCode ec;
+        const std::size_t n = co_await WriteLater(t_, to_, Unsent(), ec);
+        sent_ += n;
+        if (!Passed(t_, in_, n, ec)) co_return false;
+      }
+      stall = PassNow();
+    }
+  }
+
+  Task<void> Resume(Stall stall) {
+    const bool ok = co_await PassLater(stall);
+    Continue(ok);
+  }
+
+  // What the handshake's read took past the handshake goes first; it may
+  // hold more than a relay buffer: in chunks.
+  Task<void> PassPending() {
+    const auto* bytes = static_cast<const char*>(pending_.data().data());
+    std::string_view rest(bytes, pending_.size());
+    bool ok = true;
+    while (ok && !rest.empty()) {
+      const std::size_t take = std::min(rest.size(), kRelayChunk - held_);
+      std::memcpy(buffer_ + held_, rest.data(), take);
+      rest.remove_prefix(take);
+      Begin(std::string_view(buffer_, held_ + take));
+      const Stall stall = PassNow();
+      if (stall != Stall::kNone) {
+        ok = co_await PassLater(stall);
+      }
+    }
+    pending_.consume(pending_.size());
+    Continue(ok);
+  }
+
+  // Upstream to client, once tollgate closes and the frame under way has
+  // ended: tollgate's close frame, then Linger.
+  Task<void> CloseClient() {
+    ErrorCode ec;
+    co_await Write(t_, to_, asio::buffer(t_.client_close), ec);
+    if (!ec && !t_.stopped) {
+      co_await Linger(t_, buffer_);
+    }
+    End();
+  }
+
+  // Runs `part` as a coroutine; it ends by handing back to the handlers
+  // (Continue) or by ending the pump.
+  void Spawn(Task<void> part) {
+    asio::co_spawn(Lowest(from_).get_executor(), std::move(part), [this](std::exception_ptr e) {
+      if (e) {
+        t_.Fail(e);
+        End();
+      }
+    });
+  }
+
+  void End() {
+    // Once tollgate closes, the other direction ends the tunnel.
+    if (!in_ || t_.client_close.empty()) t_.Stop();
+    t_.Ended();
+  }
+
+  Tunnel& t_;
+  AnyStream& from_;
+  beast::flat_buffer& pending_;
+  AnyStream& to_;
+  char* buffer_;  // kRelayChunk bytes: `held_` of them wait at its front
+  bool in_;
+  FrameParser frames_;
+  MessageLimiter* limiter_;  // client to upstream only
+  std::size_t held_ = 0;
+  ErrorCode read_error_;  // of the last read
+  // The bytes passing now (in buffer_): parsed_ of them parsed, sent_ of
+  // those written; ending_: tollgate ends the tunnel after the parsed ones.
+  std::string_view data_;
+  std::size_t parsed_ = 0;
+  std::size_t sent_ = 0;
+  bool all_parsed_ = false;
+  std::optional<Ending> ending_;
+};
 }  // namespace
 
 bool IsWebSocketHandshake(const http::request_header<Fields>& req, bool has_body) {
@@ -658,15 +794,12 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
   MessageLimiter limiter(options, Lowest(client).get_executor());
   const auto max_message =
       static_cast<std::uint64_t>(limits.state->config->limits.max_websocket_message_bytes);
-  Framed in{client,   client_buffer,
-            upstream, up.get(),
-            true,     FrameParser(FrameSender::kClient, max_message, limits.compression),
-            &limiter};
-  Framed out{upstream, upstream_buffer,
-             client,   down,
-             false,    FrameParser(FrameSender::kServer, max_message, limits.compression)};
-  t.Spawn(FramedPump(t, in));
-  t.Spawn(FramedPump(t, out));
+  FramedPump in(t, client, client_buffer, upstream, up.get(), true,
+                FrameParser(FrameSender::kClient, max_message, limits.compression), &limiter);
+  FramedPump out(t, upstream, upstream_buffer, client, down, false,
+                 FrameParser(FrameSender::kServer, max_message, limits.compression), nullptr);
+  in.Start();
+  out.Start();
   t.Spawn(Watch(t));
   co_await t.Join();
   co_return t.result;
