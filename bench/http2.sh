@@ -31,20 +31,6 @@ TOLLGATE_LISTENER="tls = { cert = \"$WORK/cert.pem\", key = \"$WORK/key.pem\" }"
 for t in nginx_h2c tollgate_h2c; do url[$t]="http://127.0.0.1:${port[$t]}/api/hello"; done
 for t in nginx_tls tollgate_tls; do url[$t]="https://127.0.0.1:${port[$t]}/api/hello"; done
 
-# h2load against $1 for $seconds after a 1 s warm-up; prints
-# "req_per_s p50_ms p99_ms non2xx".
-run_h2load() {
-  local log=$WORK/h2load.log out
-  out=$(h2load -c16 -m32 -t1 --warm-up-time=1 -D "$seconds" --log-file="$log" "$1")
-  local rps non2xx
-  rps=$(awk '/^finished in/ { print $4 }' <<<"$out")
-  non2xx=$(awk '/^status codes:/ { print $5 + $7 + $9 }' <<<"$out")
-  # The log: start time, status, latency in microseconds, one request a line.
-  awk '{ print $3 }' "$log" | sort -n | awk -v rps="$rps" -v non2xx="$non2xx" '
-    { a[NR] = $1 }
-    END { printf "%.0f %.3f %.3f %d\n", rps, a[int(NR * 0.5)] / 1000, a[int(NR * 0.99)] / 1000, non2xx }'
-}
-
 for t in nginx_h2c tollgate_h2c nginx_tls tollgate_tls; do : > "$WORK/$t"; done
 for round in $(seq "$rounds"); do
   for pair in "nginx_h2c tollgate_h2c" "nginx_tls tollgate_tls"; do

@@ -49,19 +49,7 @@ start_nginx() {
   local port=$1 upstream=$2 location_extra=${3:-} http_extra=${4:-}
   local dir=$WORK/nginx-$port
   mkdir -p "$dir"
-  cat > "$dir/nginx.conf" <<NGINX
-user root;
-worker_processes 1;
-pid $dir/nginx.pid;
-error_log $dir/error.log crit;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  client_body_temp_path $dir/body;
-  proxy_temp_path $dir/proxy;
-  fastcgi_temp_path $dir/fastcgi;
-  uwsgi_temp_path $dir/uwsgi;
-  scgi_temp_path $dir/scgi;
+  { nginx_conf_head "$dir"; cat <<NGINX; } > "$dir/nginx.conf"
   $http_extra
   upstream api { server 127.0.0.1:$upstream; keepalive 64; }
   server {
@@ -81,12 +69,37 @@ http {
   }
 }
 NGINX
-  # NGINX_WRAP: a command to run nginx under; NGINX_MAIN: more main-context
-  # directives; NGINX_LISTEN: more parameters of listen (http2, ssl);
-  # NGINX_SERVER: more server-level directives (certificates).
-  ${NGINX_WRAP:-} nginx -p "$dir" -c "$dir/nginx.conf" -g "daemon off;${NGINX_MAIN:-}" 2>/dev/null &
+  # NGINX_LISTEN: more parameters of listen (http2, ssl); NGINX_SERVER: more
+  # server-level directives (certificates).
+  run_nginx "$dir" "$port"
+}
+
+# The directives every nginx here shares (one worker, no access log, its
+# files under $1), up to the open `http {` block.
+nginx_conf_head() {  # dir
+  cat <<NGINX
+user root;
+worker_processes 1;
+pid $1/nginx.pid;
+error_log $1/error.log crit;
+events { worker_connections 4096; }
+http {
+  access_log off;
+  client_body_temp_path $1/body;
+  proxy_temp_path $1/proxy;
+  fastcgi_temp_path $1/fastcgi;
+  uwsgi_temp_path $1/uwsgi;
+  scgi_temp_path $1/scgi;
+NGINX
+}
+
+# nginx on the configuration $1/nginx.conf, once it listens on port $2.
+# NGINX_WRAP: a command to run it under; NGINX_MAIN: more main-context
+# directives.
+run_nginx() {  # dir port
+  ${NGINX_WRAP:-} nginx -p "$1" -c "$1/nginx.conf" -g "daemon off;${NGINX_MAIN:-}" 2>/dev/null &
   PIDS+=($!)
-  wait_port "$port"
+  wait_port "$2"
 }
 
 # tollgate with one thread on $1 in front of $2; extra TOML in $3.
@@ -157,6 +170,22 @@ start_redis() {
   redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &
   PIDS+=($!)
   wait_port "$1"
+}
+
+# h2load -c16 -m32 -t1 against $1 (more h2load arguments after it) for
+# H2LOAD_SECONDS (5) after a 1 s warm-up; prints "req_per_s p50_ms p99_ms
+# non2xx". h2load reports no percentiles: p50 and p99 come from its
+# per-request log (--log-file).
+run_h2load() {  # url [h2load arguments]
+  local url=$1 log=$WORK/h2load.log out rps non2xx
+  shift
+  out=$(h2load -c16 -m32 -t1 --warm-up-time=1 -D "${H2LOAD_SECONDS:-5}" --log-file="$log" "$@" "$url")
+  rps=$(awk '/^finished in/ { print $4 }' <<<"$out")
+  non2xx=$(awk '/^status codes:/ { print $5 + $7 + $9 }' <<<"$out")
+  # The log: start time, status, latency in microseconds, one request a line.
+  awk '{ print $3 }' "$log" | sort -n | awk -v rps="$rps" -v non2xx="$non2xx" '
+    { a[NR] = $1 }
+    END { printf "%.0f %.3f %.3f %d\n", rps, a[int(NR * 0.5)] / 1000, a[int(NR * 0.99)] / 1000, non2xx }'
 }
 
 # wrk against URL; prints "req_per_s p50_ms p99_ms non2xx requests".
