@@ -6,6 +6,7 @@ export BUILD_DIR=$(cd "${1:-build}" && pwd)
 bench/store.sh
 bench/proxy.sh
 bench/http2.sh
+bench/grpc.sh
 bench/websocket.sh 5 --message-rule
 bench/ratelimit.sh
 bench/instructions.sh
