@@ -13,6 +13,7 @@ packages=(
   prometheus chromium fonts-dejavu-core
   python3-websockets
   libnghttp2-dev nghttp2-client nghttp2-server python3-h2 python3-grpcio
+  python3-protobuf protobuf-compiler protobuf-compiler-grpc
 )
 # `scripts/deps.sh fuzz` (make fuzz) also installs clang 14 and its runtime
 # libraries (libclang_rt.fuzzer, ASan, UBSan): not needed to build or test.

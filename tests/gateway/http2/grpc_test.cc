@@ -4,7 +4,9 @@
 // failures the upstream chooses, deadlines, and the answers tollgate gives
 // itself (limits, an upstream that is down, a store that is down). Also
 // HTTP/1.1 clients in front of an HTTP/2 upstream (upstream_peer.py). Every
-// peer runs on /usr/bin/python3 (Debian's python3-grpcio and python3-h2).
+// peer runs on /usr/bin/python3 (Debian's python3-grpcio and python3-h2);
+// the gRPC ones use the stubs that the build generates from echo.proto with
+// protoc and grpc_python_plugin (TOLLGATE_GRPC_STUBS, given as --stubs).
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -28,7 +30,15 @@ namespace {
 
 const std::string kPython = "/usr/bin/python3";
 const std::string kScripts = TOLLGATE_HTTP2_SCRIPTS;
+const std::string kStubs = TOLLGATE_GRPC_STUBS;
 constexpr const char* kH2c = "protocol = \"h2c\"";
+
+// grpc_client.py against `port`, with the generated stubs: the mode, its
+// arguments and options follow.
+std::string GrpcClient(std::uint16_t port) {
+  return kPython + " " + kScripts + "/grpc_client.py --stubs " + kStubs + " " +
+         std::to_string(port) + " ";
+}
 
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path);
@@ -72,7 +82,8 @@ class PeerProcess {
 
  private:
   std::vector<std::string> Argv(const std::string& script, std::vector<std::string> args) {
-    if (script == "grpc_upstream.py") args.insert(args.end(), {"--stats", stats_});
+    if (script == "grpc_upstream.py")
+      args.insert(args.end(), {"--stats", stats_, "--stubs", kStubs});
     if (script == "upstream_peer.py") args.push_back(stats_);
     args.insert(args.begin(), {kPython, kScripts + "/" + script});
     return args;
@@ -143,10 +154,7 @@ upstream = "down"
 
   // grpc_client.py against the gateway: `args` is the mode, its arguments
   // and options.
-  std::string Call(const std::string& args) {
-    return Shell(kPython + " " + kScripts + "/grpc_client.py " +
-                 std::to_string(gateway_->port()) + " " + args);
-  }
+  std::string Call(const std::string& args) { return Shell(GrpcClient(gateway_->port()) + args); }
 
   // Whether the gateway's metrics count `n` calls of `route` that ended
   // with gRPC status `status`.
@@ -242,8 +250,7 @@ TEST_F(Grpc, GatewayDeadlineIsDeadlineExceeded) {
 // Many calls of every kind at once share the upstream connection.
 TEST_F(Grpc, ConcurrentCallsOfEveryKind) {
   Start();
-  const std::string client =
-      kPython + " " + kScripts + "/grpc_client.py " + std::to_string(gateway_->port()) + " ";
+  const std::string client = GrpcClient(gateway_->port());
   const std::string out =
       Shell("for i in 1 2 3 4; do " + client + "unary --calls 5 & " + client +
             "server-stream 20 --calls 5 & " + client + "client-stream a b c --calls 5 & " +

@@ -1,19 +1,21 @@
 """A real gRPC server (Debian's python3-grpcio, run with /usr/bin/python3)
 as the upstream of tests/gateway/http2/grpc_test.cc:
-`grpc_upstream.py [PORT] [--stats FILE] [--tls CERT KEY]`.
+`grpc_upstream.py [PORT] [--stats FILE] [--tls CERT KEY] [--stubs DIR]`.
 
 Listens on 127.0.0.1:PORT (a free port when PORT is 0 or absent) over
 cleartext HTTP/2 with prior knowledge (h2c), or over TLS (ALPN h2) with
---tls, prints `port=N` on stderr, and serves until killed. Messages are
-raw bytes: no protobuf, no generated stubs, since the gateway does not look
-into messages. Service `tollgate.test.Echo`:
+--tls, prints `port=N` on stderr, and serves until killed. It serves the
+service `tollgate.test.Echo` of echo.proto through the stubs protoc and
+grpc_python_plugin generate from it (echo_pb2, echo_pb2_grpc): the build
+writes them into a directory of the build tree, given with --stubs DIR
+(otherwise they are imported from the Python path). Echo:
 
   Unary         the request back, with initial metadata `x-upstream:
                 grpc_upstream`, every request metadata `x-test-*` echoed in
                 the initial metadata, and trailing metadata `x-trailer: unary`
-  ServerStream  the request is a count N in ASCII: N replies `reply I`
-  ClientStream  one reply once the client has ended its side: `N:` and the
-                N messages joined with `,`
+  ServerStream  Count N: N replies `reply I`
+  ClientStream  one reply once the client has ended its side: the number of
+                messages and their texts
   Bidi          `echo:` + each message, sent as soon as it arrives (the
                 client can wait for a reply before sending the next message)
   Fail          aborts with the status named by the request (`NOT_FOUND`
@@ -38,7 +40,8 @@ from concurrent import futures
 
 import grpc
 
-SERVICE = "tollgate.test.Echo"
+import echo_stubs
+
 FAIL_MESSAGE = "failed on purpose: 100% sure, \u00fcn\u00efcode"
 FAIL_DETAIL = b"\x00\x01\xfe\xff"
 # A Slow call that is never cancelled ends by itself after this long, so
@@ -64,50 +67,50 @@ def count(key):
         save()
 
 
-def unary(request, context):
-    count("Unary")
-    echoed = [(k, v) for k, v in context.invocation_metadata() if k.startswith("x-test-")]
-    context.send_initial_metadata([("x-upstream", "grpc_upstream")] + echoed)
-    context.set_trailing_metadata([("x-trailer", "unary")])
-    return request
+def make_servicer(echo_pb2, echo_pb2_grpc):
+    class Echo(echo_pb2_grpc.EchoServicer):
+        def Unary(self, request, context):
+            count("Unary")
+            echoed = [(k, v) for k, v in context.invocation_metadata()
+                      if k.startswith("x-test-")]
+            context.send_initial_metadata([("x-upstream", "grpc_upstream")] + echoed)
+            context.set_trailing_metadata([("x-trailer", "unary")])
+            return request
 
+        def ServerStream(self, request, context):
+            count("ServerStream")
+            for i in range(request.count):
+                yield echo_pb2.Text(text="reply %d" % i)
+            context.set_trailing_metadata([("x-trailer", "server-stream")])
 
-def server_stream(request, context):
-    count("ServerStream")
-    for i in range(int(request.decode() or "0")):
-        yield b"reply %d" % i
-    context.set_trailing_metadata([("x-trailer", "server-stream")])
+        def ClientStream(self, request_iterator, context):
+            count("ClientStream")
+            texts = [m.text for m in request_iterator]
+            context.set_trailing_metadata([("x-trailer", "client-stream")])
+            return echo_pb2.Joined(count=len(texts), texts=texts)
 
+        def Bidi(self, request_iterator, context):
+            count("Bidi")
+            for message in request_iterator:
+                yield echo_pb2.Text(text="echo:" + message.text)
+            context.set_trailing_metadata([("x-trailer", "bidi")])
 
-def client_stream(request_iterator, context):
-    count("ClientStream")
-    messages = list(request_iterator)
-    context.set_trailing_metadata([("x-trailer", "client-stream")])
-    return b"%d:%s" % (len(messages), b",".join(messages))
+        def Fail(self, request, context):
+            count("Fail")
+            code = grpc.StatusCode[request.code or "NOT_FOUND"]
+            context.set_trailing_metadata(
+                [("x-fail-reason", "chosen"), ("x-fail-detail-bin", FAIL_DETAIL)])
+            context.abort(code, FAIL_MESSAGE)
 
+        def Slow(self, request, context):
+            count("Slow")
+            cancelled = threading.Event()
+            context.add_callback(cancelled.set)
+            if cancelled.wait(SLOW_LIMIT_S) or not context.is_active():
+                count("Slow.cancelled")
+            return request
 
-def bidi(request_iterator, context):
-    count("Bidi")
-    for message in request_iterator:
-        yield b"echo:" + message
-    context.set_trailing_metadata([("x-trailer", "bidi")])
-
-
-def fail(request, context):
-    count("Fail")
-    code = grpc.StatusCode[request.decode() or "NOT_FOUND"]
-    context.set_trailing_metadata(
-        [("x-fail-reason", "chosen"), ("x-fail-detail-bin", FAIL_DETAIL)])
-    context.abort(code, FAIL_MESSAGE)
-
-
-def slow(request, context):
-    count("Slow")
-    cancelled = threading.Event()
-    context.add_callback(cancelled.set)
-    if cancelled.wait(SLOW_LIMIT_S) or not context.is_active():
-        count("Slow.cancelled")
-    return request
+    return Echo()
 
 
 def main():
@@ -116,21 +119,15 @@ def main():
     parser.add_argument("port", type=int, nargs="?", default=0)
     parser.add_argument("--stats")
     parser.add_argument("--tls", nargs=2, metavar=("CERT", "KEY"))
+    parser.add_argument("--stubs", metavar="DIR",
+                        help="the directory of echo_pb2.py and echo_pb2_grpc.py")
     args = parser.parse_args()
+    echo_pb2, echo_pb2_grpc = echo_stubs.load(args.stubs)
     stats_path = args.stats
     save()
-    handler = grpc.method_handlers_generic_handler(SERVICE, {
-        # No (de)serializers: the handlers see and return bytes.
-        "Unary": grpc.unary_unary_rpc_method_handler(unary),
-        "ServerStream": grpc.unary_stream_rpc_method_handler(server_stream),
-        "ClientStream": grpc.stream_unary_rpc_method_handler(client_stream),
-        "Bidi": grpc.stream_stream_rpc_method_handler(bidi),
-        "Fail": grpc.unary_unary_rpc_method_handler(fail),
-        "Slow": grpc.unary_unary_rpc_method_handler(slow),
-    })
     # Slow calls hold a thread each until cancelled: room for many.
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32),
-                         handlers=[handler])
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=32))
+    echo_pb2_grpc.add_EchoServicer_to_server(make_servicer(echo_pb2, echo_pb2_grpc), server)
     address = "127.0.0.1:%d" % args.port
     if args.tls:
         with open(args.tls[0], "rb") as cert, open(args.tls[1], "rb") as key:
