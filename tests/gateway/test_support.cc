@@ -11,11 +11,13 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/read.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/json.hpp>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <regex>
+#include <sstream>
 
 #include "rules/config.h"
 
@@ -220,6 +222,53 @@ std::string Shell(const std::string& command) {
   const int rc = RunCommand("(" + command + ") 2>&1", "", out);
   EXPECT_EQ(rc, 0) << command << ": " << out;
   return out;
+}
+
+std::string ShellWhile(const std::string& command,
+                       const std::function<void(const std::string&)>& on_line) {
+  FILE* p = popen(command.c_str(), "r");
+  if (p == nullptr) {
+    ADD_FAILURE() << "cannot run " << command;
+    return "";
+  }
+  std::string out;
+  char line[4096];
+  while (fgets(line, sizeof line, p) != nullptr) {
+    out += line;
+    on_line(line);
+  }
+  EXPECT_EQ(pclose(p), 0) << command << ": " << out;
+  return out;
+}
+
+PortPeer::PortPeer(std::vector<std::string> argv)
+    : stats_(dir_.path() + "/stats.json"), process_(WithStats(std::move(argv), stats_)) {
+  const std::string line = process_.StderrLine();
+  EXPECT_EQ(line.rfind("port=", 0), 0u) << line;
+  port_ = static_cast<std::uint16_t>(std::atoi(line.c_str() + 5));
+}
+
+std::vector<std::string> PortPeer::WithStats(std::vector<std::string> argv,
+                                             const std::string& stats) {
+  for (auto& arg : argv) {
+    if (arg == "{STATS}") arg = stats;
+  }
+  return argv;
+}
+
+std::int64_t PortPeer::Stat(const std::string& key) const {
+  std::ifstream in(stats_);
+  std::stringstream text;
+  text << in.rdbuf();
+  const boost::json::object stats = boost::json::parse(text.str()).as_object();
+  const auto* value = stats.if_contains(key);
+  return value == nullptr ? 0 : value->as_int64();
+}
+
+std::uint16_t UnusedPort() {
+  asio::io_context io;
+  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
+  return acceptor.local_endpoint().port();
 }
 
 std::uint16_t WaitForPort(Process& gateway) {

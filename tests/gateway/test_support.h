@@ -8,6 +8,7 @@
 #include <boost/beast/http.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -104,6 +105,7 @@ class Process {
   Process(const Process&) = delete;
   Process& operator=(const Process&) = delete;
   std::string StderrLine();  // "" at end of file
+  int pid() const { return pid_; }
   void Signal(int sig);
   int Wait();  // exit code, or 128 + signal
 
@@ -121,7 +123,37 @@ int RunCommand(const std::string& command, const std::string& input, std::string
 // error; fails the test unless it exits 0.
 std::string Shell(const std::string& command);
 
+// Runs `command` through the shell and calls `on_line` with each line of
+// its standard output as it comes (add 2>&1 for its errors too); returns
+// everything printed. Fails the test unless it exits 0.
+std::string ShellWhile(const std::string& command,
+                       const std::function<void(const std::string&)>& on_line);
+
 // Reads the gateway's stderr until "serving on port(s) N": returns N.
 std::uint16_t WaitForPort(Process& gateway);
+
+// A peer (tests/gateway/http2/*.py) that prints "port=N" as its first line
+// on stderr and writes its counters into a file as a JSON object: "{STATS}"
+// in `argv` is replaced by that file's path.
+class PortPeer {
+ public:
+  explicit PortPeer(std::vector<std::string> argv);
+  std::uint16_t port() const { return port_; }
+  // The counter `key`; 0 while the peer has not counted it.
+  std::int64_t Stat(const std::string& key) const;
+
+ private:
+  static std::vector<std::string> WithStats(std::vector<std::string> argv,
+                                            const std::string& stats);
+
+  TempDir dir_;
+  std::string stats_;
+  Process process_;
+  std::uint16_t port_ = 0;
+};
+
+// A loopback port nothing listens on (the kernel just gave it out and it
+// was closed).
+std::uint16_t UnusedPort();
 
 }  // namespace tollgate::testing

@@ -1,16 +1,22 @@
 // HTTP/2 clients through the whole gateway (listeners, the HTTP/2 adapter,
 // the request pipeline) to the echo upstream, with real peers: curl (TLS
 // with ALPN, and prior knowledge), nghttp, h2load, and python3-h2 clients
-// for gRPC-shaped calls, drain and floods (h2_gateway_peer.py, h2_peer.py;
-// /usr/bin/python3).
+// for gRPC-shaped calls and drain (h2_gateway_peer.py; /usr/bin/python3).
+// Then HTTP/2 upstreams behind the gateway: a python3-h2 server that sends
+// GOAWAY mid-traffic, nghttpd and a python3-h2 server over TLS
+// (upstream_peer.py). Floods and stalled clients: flood_test.cc.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <memory>
+#include <thread>
+#include <vector>
 
 #include "tests/gateway/test_support.h"
 
@@ -87,21 +93,9 @@ std::string Peer(const std::string& script, const std::string& scenario, std::ui
 // everything printed. Fails the test when the script does.
 std::string PeerWhile(const std::string& scenario, std::uint16_t port, const std::string& env,
                       const std::function<void(const std::string&)>& on_line) {
-  const std::string command = env + " " + kPython + " " + kScripts + "/h2_gateway_peer.py " +
-                              scenario + " " + std::to_string(port) + " 2>&1";
-  FILE* peer = popen(command.c_str(), "r");
-  if (peer == nullptr) {
-    ADD_FAILURE() << "cannot run " << command;
-    return "";
-  }
-  std::string out;
-  char line[512];
-  while (fgets(line, sizeof line, peer) != nullptr) {
-    out += line;
-    on_line(line);
-  }
-  EXPECT_EQ(pclose(peer), 0) << out;
-  return out;
+  return ShellWhile(env + " " + kPython + " " + kScripts + "/h2_gateway_peer.py " + scenario +
+                        " " + std::to_string(port) + " 2>&1",
+                    on_line);
 }
 
 std::string ReadFile(const std::string& path) {
@@ -373,16 +367,125 @@ TEST(Http2Gateway, ReloadTakesEffectForTheNextStream) {
   EXPECT_NE(out.find("second=200"), std::string::npos) << out;
 }
 
-// The connection layer's flood bounds hold behind the gateway's handlers.
-TEST(Http2Gateway, RapidResetEndsWithEnhanceYourCalm) {
-  TempDir dir;
+// ---------------------------------------------------------------------------
+// HTTP/2 upstreams behind the gateway.
+
+// upstream_peer.py SCENARIO, then `args`.
+PortPeer UpstreamPeer(const std::string& scenario, std::vector<std::string> args = {}) {
+  args.insert(args.begin(), {kPython, kScripts + "/upstream_peer.py", scenario, "{STATS}"});
+  return PortPeer(std::move(args));
+}
+
+// A gateway (one thread, so that its requests to an upstream share one
+// connection) with the echo upstream on "/", and `upstreams` (name,
+// settings) each behind the route "/" + its name.
+std::string UpstreamsConfig(const std::vector<std::pair<std::string, std::string>>& upstreams) {
+  std::string extra;
+  for (const auto& [name, settings] : upstreams) {
+    extra += "[[upstreams]]\nname = \"" + name + "\"\n" + settings + "\n";
+  }
+  for (const auto& [name, settings] : upstreams) {
+    extra += "[[routes]]\npath_prefix = \"/" + name + "\"\nupstream = \"" + name + "\"\n";
+  }
+  return BasicConfig(extra);
+}
+
+// An h2c upstream that sends GOAWAY on its first connection's 4th request,
+// naming the 2nd as the last it processes, while 10 requests are in flight
+// on it: the streams above are sent again on a new connection, and every
+// client gets its 200; HTTP/2 clients (h2load, 10 streams on a connection)
+// and HTTP/1.1 ones (h2load --h1, 10 connections) alike.
+TEST(Http2Gateway, UpstreamGoawayMidTrafficLosesNothing) {
   auto echo = StartEcho();
-  TestGateway gateway(Config(dir, ""), echo->port());
-  const std::string out = Peer("h2_peer.py", "rapid-reset", gateway.port());
-  EXPECT_NE(out.find("goaway=11 "), std::string::npos) << out;
-  // Other clients are still served.
-  EXPECT_EQ(Shell("curl -sS --http2-prior-knowledge " + Url(gateway, "/api/hello")),
-            "hello from upstream\n");
+  PortPeer for_h2 = UpstreamPeer("goaway");
+  PortPeer for_h1 = UpstreamPeer("goaway");
+  const auto h2c = [](const PortPeer& peer) {
+    return "servers = [\"127.0.0.1:" + std::to_string(peer.port()) + "\"]\nprotocol = \"h2c\"";
+  };
+  TestGateway gateway(UpstreamsConfig({{"h2", h2c(for_h2)}, {"h1", h2c(for_h1)}}), echo->port());
+  const std::string h2 = Shell("h2load -n 40 -c 1 -m 10 " + Url(gateway, "/h2/x"));
+  EXPECT_NE(h2.find("status codes: 40 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos) << h2;
+  const std::string h1 = Shell("h2load --h1 -n 40 -c 10 " + Url(gateway, "/h1/x"));
+  EXPECT_NE(h1.find("status codes: 40 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos) << h1;
+  for (const PortPeer* peer : {&for_h2, &for_h1}) {
+    // A second connection after the GOAWAY, and streams the first one
+    // left unprocessed sent again on it.
+    EXPECT_EQ(peer->Stat("connections"), 2);
+    EXPECT_GT(peer->Stat("streams"), 40);
+  }
+}
+
+// nghttpd (nghttp2-server) over TLS serving `root`, uploads echoed back;
+// ready once it accepts a connection.
+class Nghttpd {
+ public:
+  Nghttpd(const std::string& root, const std::string& cert, const std::string& key)
+      : port_(UnusedPort()),
+        process_({"/usr/sbin/nghttpd", "-a", "127.0.0.1", "-d", root, "--echo-upload",
+                  "--trailer", "x-served-by: nghttpd", std::to_string(port_), key, cert}) {
+    for (int i = 0; i < 500; ++i) {
+      boost::asio::io_context io;
+      boost::asio::ip::tcp::socket socket(io);
+      boost::system::error_code ec;
+      socket.connect({boost::asio::ip::make_address("127.0.0.1"), port_}, ec);
+      if (!ec) return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    ADD_FAILURE() << "nghttpd did not start";
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::uint16_t port_;
+  Process process_;
+};
+
+// An HTTP/1.1 client to protocol = "h2" upstreams over TLS (ALPN h2, the
+// chain checked against the test certificate): nghttpd, whose answers have
+// a content-length (so its trailers, --trailer, cannot follow over
+// HTTP/1.1), and upstream_peer.py's echo, whose answers have none and end
+// with trailers: those come chunked, the trailers in the last chunk. A MiB
+// each way.
+TEST(Http2Gateway, Http1ClientToH2UpstreamsOverTls) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "localhost");
+  std::string data(1 << 20, '\0');
+  for (std::size_t i = 0; i < data.size(); ++i) data[i] = static_cast<char>((i * 7 + 3) & 0xff);
+  std::filesystem::create_directories(dir.path() + "/www/nghttpd");
+  const std::string file = dir.Write("www/nghttpd/mib", data);
+  Nghttpd nghttpd(dir.path() + "/www", cert, key);
+  auto echo = StartEcho();
+  PortPeer peer = UpstreamPeer("echo", {"--tls", cert, key});
+  const auto h2 = [&](std::uint16_t port) {
+    return "servers = [\"127.0.0.1:" + std::to_string(port) +
+           "\"]\nprotocol = \"h2\"\ntls = { verify = true, ca_file = \"" + cert +
+           "\", sni = \"localhost\" }";
+  };
+  TestGateway gateway(UpstreamsConfig({{"nghttpd", h2(nghttpd.port())}, {"peer", h2(peer.port())}}),
+                      echo->port());
+  const std::string curl = "curl -sS --http1.1 ";
+  const std::string same = " | cmp - " + file + " && echo same";
+  EXPECT_EQ(Shell(curl + Url(gateway, "/nghttpd/mib") + same), "same\n");
+  EXPECT_EQ(Shell(curl + "--data-binary @" + file + " " + Url(gateway, "/nghttpd/mib") + same),
+            "same\n");
+  // Streamed up chunked (no length), echoed back chunked; curl writes the
+  // trailers with the header (-D).
+  const std::string headers = dir.path() + "/headers";
+  EXPECT_EQ(Shell("cat " + file + " | " + curl + "-T - -D " + headers + " " +
+                  Url(gateway, "/peer/up") + same),
+            "same\n");
+  const std::string head = ReadFile(headers);
+  EXPECT_NE(head.find("Transfer-Encoding: chunked"), std::string::npos) << head;
+  EXPECT_NE(head.find("x-echo-bytes: 1048576"), std::string::npos) << head;
+  // On the wire: the body's chunk, then the last chunk with the trailers.
+  Client client(gateway.port());
+  client.Send("POST /peer/small HTTP/1.1\r\nHost: localhost\r\nContent-Length: 5\r\n"
+              "Connection: close\r\n\r\nhello");
+  const std::string raw = client.ReadToClose();
+  EXPECT_EQ(raw.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << raw;
+  EXPECT_NE(raw.find("\r\n\r\n5\r\nhello\r\n0\r\nx-echo-bytes: 5\r\nx-trailer: done\r\n\r\n"),
+            std::string::npos)
+      << raw;
 }
 
 }  // namespace

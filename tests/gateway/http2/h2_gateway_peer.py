@@ -8,9 +8,10 @@ problem and exits 1.
 import os
 import time
 
+from h2.settings import SettingCodes
 from hyperframe.frame import PingFrame
 
-from h2_peer import NO_ERROR, Client, Raw, check, headers_dict, run
+from h2_peer import CANCEL, NO_ERROR, Client, Raw, check, headers_dict, run
 
 GRPC = [("content-type", "application/grpc"), ("te", "trailers")]
 # A gRPC message frame: not compressed, 5 bytes of (meaningless) payload.
@@ -73,6 +74,41 @@ def scenario_reload_between_streams(port):
     second = c.request("GET", "/api/hello")
     c.wait_done(second)
     print("second=%s" % c.streams[second].status().decode())
+
+
+def scenario_zero_window(port):
+    """A client whose windows start shut (SETTINGS_INITIAL_WINDOW_SIZE 0)
+    and never opens stream A's: A's response header comes, its body cannot,
+    and the gateway resets A (CANCEL) when its write times out
+    (client_body). Stream B, whose window is opened, is answered meanwhile
+    on the same connection, and stream C after the reset. `stalled` is
+    printed while A waits: the test runs other clients then."""
+    c = Client(port)
+    c.conn.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.flush()
+    c.round_trip()  # the gateway has applied the setting
+    a = c.request("GET", "/_test/bytes/100000")
+    c.no_ack.add(a)
+    c.wait(lambda: c.streams[a].headers is not None or c.streams[a].done(), "A's response")
+    check(c.streams[a].status() == b"200", "A: %r" % c.streams[a].status())
+
+    def opened(path):
+        sid = c.request("GET", path)
+        c.conn.increment_flow_control_window(65535, stream_id=sid)
+        c.flush()
+        c.wait_done(sid)
+        s = c.streams[sid]
+        check(s.status() == b"200" and bytes(s.data) == b"hello from upstream\n",
+              "%s: %r %r (reset %r)" % (path, s.status(), bytes(s.data[:40]), s.reset))
+
+    opened("/api/hello")
+    print("stalled", flush=True)
+    c.wait_done(a)
+    sa = c.streams[a]
+    check(sa.reset == CANCEL, "A after the stall: reset %r, ended %r" % (sa.reset, sa.ended))
+    check(not sa.data, "A got %d bytes through a shut window" % len(sa.data))
+    opened("/api/hello")
+    print("stalled_reset=%d" % sa.reset)
 
 
 class PingingRaw(Raw):

@@ -13,6 +13,7 @@ import os
 import select
 import socket
 import sys
+import time
 
 import h2.config
 import h2.connection
@@ -548,21 +549,38 @@ class Raw:
             if block and self.goaway is not None:
                 return
 
-    def flood(self, frames, batch=100):
-        """Sends `frames` in batches until a GOAWAY arrives; the number sent."""
+    def flood(self, frames, batch=100, pause_after=100):
+        """Sends `frames` in batches until a GOAWAY arrives; the number sent.
+        With $WITNESS set (a file name), pauses once, mid-flood, after
+        `pause_after` frames: prints `flooding` and goes on once that file
+        exists, so that the test can start another client in between."""
+        witness = os.environ.get("WITNESS")
         sent = 0
-        for i in range(0, len(frames), batch):
+        while sent < len(frames):
+            end = pause_after if witness and sent < pause_after else sent + batch
+            chunk = frames[sent:end]
             try:
-                self.sock.sendall(b"".join(f.serialize() for f in frames[i:i + batch]))
+                self.sock.sendall(b"".join(f.serialize() for f in chunk))
             except (BrokenPipeError, ConnectionResetError):
                 break
-            sent += len(frames[i:i + batch])
+            sent += len(chunk)
             self.scan(False)
             if self.goaway is not None or self.closed:
                 break
+            if witness and sent == pause_after:
+                print("flooding", flush=True)
+                self.wait_for_file(witness)
         if self.goaway is None:
             self.scan(True)
         return sent
+
+    def wait_for_file(self, path):
+        """Reads (answering PINGs) until `path` exists."""
+        deadline = time.monotonic() + TIMEOUT
+        while not os.path.exists(path):
+            check(time.monotonic() < deadline, "no " + path)
+            self.scan(False)
+            time.sleep(0.01)
 
     def headers(self, sid, path, end_stream=True):
         block = self.encoder.encode([(":method", "GET"), (":scheme", "http"),
@@ -593,7 +611,9 @@ def scenario_continuation_flood(port):
                                 (":authority", "127.0.0.1"), (":path", "/hello")])
     frames = [HeadersFrame(1, data=block[:3], flags=["END_STREAM"])]
     frames += [ContinuationFrame(1, data=b"") for _ in range(10000)]
-    sent = raw.flood(frames)
+    # The limit is a few CONTINUATIONs: a witness starts in the middle of
+    # the header block.
+    sent = raw.flood(frames, pause_after=4)
     report_goaway(raw, sent)
 
 

@@ -1,11 +1,11 @@
-"""HTTP/2 upstream servers for tests/gateway/http2/upstream_test.cc, on
-Debian's python3-h2 (run with /usr/bin/python3):
-`upstream_peer.py SCENARIO STATS_FILE`.
+"""HTTP/2 upstream servers for tests/gateway/http2/upstream_test.cc and the
+gateway's tests, on Debian's python3-h2 (run with /usr/bin/python3):
+`upstream_peer.py SCENARIO STATS_FILE [--tls CERT KEY]`.
 
 Listens on a free loopback port, prints `port=N` on stderr, and serves
-each connection in a thread of its own until killed. Every request is
-answered 200 with "hello PATH" as body, after DELAY seconds (so that requests
-overlap), except as the scenario says:
+each connection in a thread of its own until killed; with --tls over TLS
+(ALPN h2). Every request is answered 200 with "hello PATH" as body, after
+DELAY seconds (so that requests overlap), except as the scenario says:
 
   plain       just that
   max2        SETTINGS_MAX_CONCURRENT_STREAMS = 2
@@ -16,6 +16,10 @@ overlap), except as the scenario says:
               REFUSED_STREAM); the others are answered
   refuse_all  every request is refused
   silent      accepts connections and never sends a byte (no SETTINGS)
+  echo        the answer has no content-length; its body is the request's
+              body (or "hello PATH" when it has none), sent as flow control
+              allows, then trailers: x-echo-bytes (the body's length) and
+              x-trailer: done
 
 After each event the counters are written to STATS_FILE as JSON
 (connections, streams, refused, max_concurrent: the most streams open at
@@ -26,6 +30,7 @@ import json
 import os
 import select
 import socket
+import ssl
 import sys
 import threading
 import time
@@ -81,6 +86,8 @@ def serve(sock, scenario, stats_path):
         goaway_here = scenario == "goaway" and not state["goaway_sent"]
         state["goaway_sent"] = state["goaway_sent"] or goaway_here
     paths = {}       # stream id -> path, requests not yet answered
+    bodies = {}      # stream id -> request body so far (echo)
+    sending = {}     # stream id -> [response body left, trailers] (echo)
     due = []         # (time, stream id) answers scheduled
     received = []    # request stream ids, in order
     last_stream = None  # our GOAWAY's last-stream-id
@@ -88,15 +95,40 @@ def serve(sock, scenario, stats_path):
 
     def answer(stream_id):
         body = ("hello " + paths.pop(stream_id)).encode()
+        if scenario == "echo":
+            body = bytes(bodies.pop(stream_id, b"")) or body
+            conn.send_headers(stream_id, [(":status", "200")])
+            sending[stream_id] = [body, [("x-echo-bytes", str(len(body))),
+                                         ("x-trailer", "done")]]
+            return
         conn.send_headers(stream_id, [(":status", "200"), ("content-length", str(len(body)))])
         conn.send_data(stream_id, body, end_stream=True)
         open_streams.discard(stream_id)
+
+    def send_allowed():
+        """Sends what the windows allow of the echo answers, then their
+        trailers."""
+        for stream_id in list(sending):
+            body, trailers = sending[stream_id]
+            while body:
+                n = min(conn.local_flow_control_window(stream_id), conn.max_outbound_frame_size,
+                        len(body))
+                if n <= 0:
+                    break
+                conn.send_data(stream_id, body[:n])
+                body = body[n:]
+            sending[stream_id][0] = body
+            if not body:
+                conn.send_headers(stream_id, trailers, end_stream=True)
+                del sending[stream_id]
+                open_streams.discard(stream_id)
 
     while True:
         now = time.monotonic()
         for when, stream_id in [d for d in due if d[0] <= now]:
             due.remove((when, stream_id))
             answer(stream_id)
+        send_allowed()
         out = conn.data_to_send()
         if out:
             sock.sendall(out)
@@ -114,7 +146,10 @@ def serve(sock, scenario, stats_path):
             sock.close()
             return
         wait = min([d[0] for d in due], default=now + TIMEOUT) - now
-        readable, _, _ = select.select([sock], [], [], max(wait, 0))
+        # TLS may hold decrypted bytes that select() does not see.
+        readable = getattr(sock, "pending", lambda: 0)() > 0
+        if not readable:
+            readable, _, _ = select.select([sock], [], [], max(wait, 0))
         if not readable:
             if not due:
                 return
@@ -161,6 +196,8 @@ def serve(sock, scenario, stats_path):
                         open_streams.discard(other)
                     due[:] = [d for d in due if d[1] <= last_stream]
             elif isinstance(event, h2.events.DataReceived):
+                if scenario == "echo":
+                    bodies.setdefault(event.stream_id, bytearray()).extend(event.data)
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
                 sid = event.stream_id
@@ -168,11 +205,30 @@ def serve(sock, scenario, stats_path):
                     due.append((time.monotonic() + DELAY, sid))
             elif isinstance(event, h2.events.StreamReset):
                 paths.pop(event.stream_id, None)
+                bodies.pop(event.stream_id, None)
+                sending.pop(event.stream_id, None)
                 open_streams.discard(event.stream_id)
+
+
+def handshake_and_serve(sock, tls, scenario, stats_path):
+    if tls is not None:
+        try:
+            sock = tls.wrap_socket(sock, server_side=True)
+        except (OSError, ssl.SSLError):
+            return
+        if sock.selected_alpn_protocol() != "h2":
+            sock.close()
+            return
+    serve(sock, scenario, stats_path)
 
 
 def main():
     scenario, stats_path = sys.argv[1], sys.argv[2]
+    tls = None
+    if sys.argv[3:4] == ["--tls"]:
+        tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        tls.load_cert_chain(sys.argv[4], sys.argv[5])
+        tls.set_alpn_protocols(["h2"])
     save(stats_path)
     listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -184,7 +240,8 @@ def main():
         sock, _ = listener.accept()
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         count(stats_path, "connections")
-        threading.Thread(target=serve, args=(sock, scenario, stats_path), daemon=True).start()
+        threading.Thread(target=handshake_and_serve, args=(sock, tls, scenario, stats_path),
+                         daemon=True).start()
 
 
 if __name__ == "__main__":
