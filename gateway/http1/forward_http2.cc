@@ -102,17 +102,21 @@ Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamC
   res.version(11);
   if (config_->server.via) res.set(http::field::via, "2 tollgate");
   const bool has_body = up.response_has_body();
-  // Without the upstream's length the body is chunked, which an HTTP/1.0
-  // client cannot read: for it the end of the body is the close.
-  const bool chunked = has_body && res.find(http::field::content_length) == res.end();
-  if (chunked) {
-    if (ex.version >= 11) {
-      res.set(http::field::transfer_encoding, "chunked");
-    } else {
-      ex.close = true;
-    }
+  const bool has_length = res.find(http::field::content_length) != res.end();
+  // Without the upstream's length the body is chunked; so is a body whose
+  // trailers are announced (Trailer), so that they come in its last chunk.
+  // An HTTP/1.0 client cannot read chunks: for it the end of a body without
+  // length is the close, and trailers are dropped.
+  const bool announces_trailers = res.find(http::field::trailer) != res.end();
+  const bool framed = has_body && ex.version >= 11 && (announces_trailers || !has_length);
+  if (framed) {
+    res.erase(http::field::content_length);
+    res.set(http::field::transfer_encoding, "chunked");
+  } else {
+    if (has_body && !has_length) ex.close = true;
+    // Trailers that cannot be sent are not promised.
+    res.erase(http::field::trailer);
   }
-  const bool framed = chunked && ex.version >= 11;
   if (worker_.draining()) ex.close = true;
   if (ex.close) res.set(http::field::connection, "close");
   extra_headers_.clear();

@@ -442,10 +442,11 @@ class Nghttpd {
 
 // An HTTP/1.1 client to protocol = "h2" upstreams over TLS (ALPN h2, the
 // chain checked against the test certificate): nghttpd, whose answers have
-// a content-length (so its trailers, --trailer, cannot follow over
-// HTTP/1.1), and upstream_peer.py's echo, whose answers have none and end
-// with trailers: those come chunked, the trailers in the last chunk. A MiB
-// each way.
+// a content-length and announce trailers (--trailer), and
+// upstream_peer.py's echo, whose answers have no length and end with
+// trailers. Both come chunked to an HTTP/1.1 client, the trailers in the
+// last chunk; an HTTP/1.0 client gets the length and no promise of
+// trailers. A MiB each way.
 TEST(Http2Gateway, Http1ClientToH2UpstreamsOverTls) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "localhost");
@@ -486,6 +487,21 @@ TEST(Http2Gateway, Http1ClientToH2UpstreamsOverTls) {
   EXPECT_NE(raw.find("\r\n\r\n5\r\nhello\r\n0\r\nx-echo-bytes: 5\r\nx-trailer: done\r\n\r\n"),
             std::string::npos)
       << raw;
+  dir.Write("www/nghttpd/small", "hello");
+  Client http11(gateway.port());
+  http11.Send("GET /nghttpd/small HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n");
+  const std::string chunked = http11.ReadToClose();
+  EXPECT_NE(chunked.find("Transfer-Encoding: chunked\r\n"), std::string::npos) << chunked;
+  EXPECT_EQ(chunked.find("content-length"), std::string::npos) << chunked;
+  EXPECT_NE(chunked.find("\r\n\r\n5\r\nhello\r\n0\r\nx-served-by: nghttpd\r\n\r\n"),
+            std::string::npos)
+      << chunked;
+  Client http10(gateway.port());
+  http10.Send("GET /nghttpd/small HTTP/1.0\r\nHost: localhost\r\n\r\n");
+  const std::string plain = http10.ReadToClose();
+  EXPECT_NE(plain.find("content-length: 5\r\n"), std::string::npos) << plain;
+  EXPECT_EQ(plain.find("trailer"), std::string::npos) << plain;
+  EXPECT_EQ(plain.substr(plain.size() - 7), "\r\nhello") << plain;
 }
 
 }  // namespace
