@@ -563,4 +563,9 @@ Decision Decide(const LimitParams& window, std::byte* state, int64_t now_ms, int
                 now_ms, cost);
 }
 
+WindowView Inspect(const LimitParams& window, std::byte* state, int64_t now_ms) {
+  const Snapshot s = Peek(window, state, now_ms);
+  return {s.remaining, s.reset_ms, RetryAfter(window, state, now_ms, 1)};
+}
+
 }  // namespace tollgate::algorithms

@@ -22,4 +22,15 @@ Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const
 Decision Decide(const LimitParams& window, std::byte* state, std::int64_t now_ms,
                 std::int64_t cost);
 
+// What one window's state allows at `now_ms`, without changing it: the
+// `remaining` and `reset_ms` a decision would report for it, and how long
+// until a request of one unit would be allowed (0: now). For looking at a
+// key (the admin API); the Redis store's key_peek.lua answers the same.
+struct WindowView {
+  std::int64_t remaining = 0;
+  std::int64_t reset_ms = 0;
+  std::int64_t retry_after_ms = 0;
+};
+WindowView Inspect(const LimitParams& window, std::byte* state, std::int64_t now_ms);
+
 }  // namespace tollgate::algorithms

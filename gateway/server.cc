@@ -11,6 +11,9 @@
 #include <thread>
 
 #include "gateway/ops/admin.h"
+#include "gateway/core/block_table.h"
+#include "gateway/ops/admin_api.h"
+#include "gateway/ops/admin_blocks.h"
 #include "gateway/io/listen.h"
 #include "gateway/ops/status.h"
 #include "gateway/worker.h"
@@ -64,6 +67,7 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
+  BlockTable blocks;  // set by the admin API, read by admit
   store::LocalCoordinator coordinator;
   store::InflightTable inflight_upstreams;
   std::unique_ptr<AccessLog> access_log;
@@ -77,6 +81,13 @@ struct Server::Impl final : StateSource {
   // Declared before the workers, whose decorators count into them.
   std::vector<std::unique_ptr<StoreFailureCounter>> store_failures;
   std::vector<std::unique_ptr<Worker>> workers;
+  // The admin API's own connection to Redis (on the first worker's thread,
+  // as the admin listener), apart from the request path's: its calls are
+  // counted in a health of their own, not in /readyz's.
+  store::RedisHealth admin_redis_health;
+  std::unique_ptr<store::RedisStore> admin_redis;
+  std::unique_ptr<AdminBlocks> admin_blocks;  // used on the admin thread only
+  std::unique_ptr<AdminApi> api;              // likewise
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
@@ -154,6 +165,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->config = config;
   state->clock = clock;
   state->waiting_room = waiting_room.get();
+  state->blocks = &blocks;
   state->inflight_upstreams = &inflight_upstreams;
   state->access_log = access_log.get();
   state->max_connections = config->limits.max_connections > 0
@@ -344,6 +356,20 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       raw->status->Sample(static_cast<std::int64_t>(UnixSeconds() * 1000));
     };
   }
+  if (store_config.kind == rules::StoreKind::kRedis) {
+    impl->admin_redis = std::make_unique<store::RedisStore>(
+        impl->workers.front()->io(), store_config.redis, impl->admin_redis_health);
+  }
+  impl->admin_blocks =
+      std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
+  impl->api = std::make_unique<AdminApi>(
+      *raw,
+      admin_acceptor->local_endpoint().address().is_loopback() ? ListenerScope::kLoopback
+                                                               : ListenerScope::kReachable,
+      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, clock);
+  handlers.api = [api = impl->api.get()](const http::request<http::string_body>& req) {
+    return api->Handle(req);
+  };
   impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
                                               std::move(*admin_acceptor), std::move(handlers));
   return std::unique_ptr<Server>(new Server(std::move(impl)));
@@ -389,6 +415,7 @@ void Server::RecordReload(bool success, std::string_view error) {
 
 void Server::Start() {
   impl_->admin->Start();
+  impl_->admin_blocks->Start(impl_->workers.front()->io());
   for (auto& worker : impl_->workers) {
     worker->StartAccepting();
     impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
@@ -399,7 +426,10 @@ void Server::Start() {
 void Server::Drain() {
   impl_->serving = false;
   impl_->access_log->Flush();
-  asio::post(impl_->workers.front()->io(), [this] { impl_->admin->Stop(); });
+  asio::post(impl_->workers.front()->io(), [this] {
+    impl_->admin->Stop();
+    impl_->admin_blocks->Stop();
+  });
   for (auto& worker : impl_->workers) {
     asio::post(worker->io(), [w = worker.get()] { w->BeginDrain(); });
   }

@@ -28,6 +28,8 @@
 
 namespace tollgate::gateway {
 
+class BlockTable;
+
 // Everything built from one configuration, shared read-only by all workers.
 struct GatewayState {
   std::shared_ptr<const rules::Config> config;
@@ -40,6 +42,7 @@ struct GatewayState {
   // Outlives the state (kept across configurations). The rate-limit store
   // and coordinator are the worker's (Worker::store(), coordinator()).
   WaitingRoom* waiting_room = nullptr;
+  const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
   store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;

@@ -77,6 +77,15 @@ void ReadListener(TableReader r, std::vector<ListenerConfig>& out) {
 void ReadAdmin(TableReader r, AdminConfig& out) {
   if (auto a = r.Address("address")) out.address = *a;
   if (auto m = r.Bool("metrics")) out.metrics = *m;
+  if (auto token = ReadSecret(r, "token_env", "token_file")) {
+    if (token->size() < kMinAdminTokenBytes) {
+      r.errors().Add(*r.Find(r.Has("token_file") ? "token_file" : "token_env"),
+                     fmt::format("the admin token must be at least {} bytes; got {}",
+                                 kMinAdminTokenBytes, token->size()));
+    } else {
+      out.token = std::move(*token);
+    }
+  }
   r.Finish();
 }
 

@@ -40,7 +40,11 @@ struct ServerConfig {
 struct AdminConfig {
   HostPort address{"127.0.0.1", 9090};
   bool metrics = true;  // false: nothing is recorded, /metrics answers 404
+  // The bearer token of the /api/ endpoints (token_env / token_file, at
+  // least kMinAdminTokenBytes); empty: none (read-only, loopback only).
+  std::string token;
 };
+inline constexpr std::size_t kMinAdminTokenBytes = 32;
 
 struct TimeoutsConfig {
   std::int64_t client_header_ms = 10'000;  // whole request header (slowloris)

@@ -223,12 +223,17 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
   out.messages.resize(messages);
 }
 
+std::string KeyPartName(const KeyPart& part) {
+  std::string out(PartName(part));
+  if (part.kind == KeyPartKind::kHeader) out += part.header;
+  return out;
+}
+
 std::string RuleConfig::KeyKind() const {
   std::string out;
   for (const KeyPart& part : key) {
     if (!out.empty()) out += '+';
-    out += PartName(part);
-    if (part.kind == KeyPartKind::kHeader) out += part.header;
+    out += KeyPartName(part);
   }
   return out;
 }

@@ -67,4 +67,8 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
 // ("header:x-api-key=#1f2e3d4c"): they may be credentials.
 std::string DisplayKey(const RuleConfig& rule, std::string_view key);
 
+// A key part as configured: "ip", "user", "role", "global", "route",
+// "header:X-Api-Key".
+std::string KeyPartName(const KeyPart& part);
+
 }  // namespace tollgate::rules

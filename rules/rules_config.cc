@@ -170,6 +170,29 @@ std::optional<std::pair<std::int64_t, WindowLabel>> ReadWindow(const toml::value
 
 }  // namespace
 
+std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
+                                      std::string_view file_key) {
+  std::optional<std::string> secret;
+  if (auto env = r.String(env_key)) {
+    const char* value = std::getenv(env->c_str());
+    if (value == nullptr || *value == '\0') {
+      r.errors().Add(*r.Find(env_key), fmt::format("environment variable {} is not set", *env));
+    } else {
+      secret = value;
+    }
+  }
+  if (auto file = r.String(file_key)) {
+    auto text = ReadFileText(*file);
+    if (!text) {
+      r.errors().Add(*r.Find(file_key), fmt::format("cannot read \"{}\"", *file));
+    } else {
+      while (!text->empty() && (text->back() == '\n' || text->back() == '\r')) text->pop_back();
+      secret = std::move(*text);
+    }
+  }
+  return secret;
+}
+
 void ReadIdentity(TableReader r, IdentityConfig& out) {
   if (const toml::value* v = r.Find("trusted_proxies")) {
     out.trusted_proxies = ReadCidrs(*v, "trusted_proxies", r.errors());
@@ -188,26 +211,7 @@ void ReadIdentity(TableReader r, IdentityConfig& out) {
                       : *a == "RS256" ? JwtAlgorithm::kRs256
                                       : JwtAlgorithm::kEs256;
       }
-      if (auto env = jr.String("secret_env")) {
-        const char* value = std::getenv(env->c_str());
-        if (value == nullptr || *value == '\0') {
-          r.errors().Add(*jr.Find("secret_env"),
-                         fmt::format("environment variable {} is not set", *env));
-        } else {
-          j.secret = value;
-        }
-      }
-      if (auto file = jr.String("secret_file")) {
-        auto text = ReadFileText(*file);
-        if (!text) {
-          r.errors().Add(*jr.Find("secret_file"), fmt::format("cannot read \"{}\"", *file));
-        } else {
-          while (!text->empty() && (text->back() == '\n' || text->back() == '\r')) {
-            text->pop_back();
-          }
-          j.secret = *text;
-        }
-      }
+      if (auto secret = ReadSecret(jr, "secret_env", "secret_file")) j.secret = *secret;
       if (auto file = jr.String("public_key_file")) {
         auto text = ReadFileText(*file);
         if (!text) {

@@ -2,6 +2,9 @@
 // [identity] and [store]. Used by LoadConfig*(); report into the ErrorList.
 #pragma once
 
+#include <optional>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "rules/config_reader.h"
@@ -15,6 +18,12 @@ inline constexpr char kNotCanonicalPath[] =
     "\"path_prefix\" \"{}\" is not a valid path (a malformed escape, %00 or dot segments above "
     "the root)";
 inline constexpr char kNotAHost[] = "\"host\" \"{}\" is not a valid host (an empty name or \"..\")";
+
+// A secret named by `env_key` (an environment variable) or `file_key` (a
+// file, trailing newlines dropped), whichever is present (the file when
+// both are); nullopt when neither is, or on an error (reported).
+std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
+                                      std::string_view file_key);
 
 void ReadIdentity(TableReader r, IdentityConfig& out);
 void ReadStore(TableReader r, StoreConfig& out);

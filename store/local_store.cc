@@ -113,6 +113,32 @@ class alignas(64) LocalStore::Shard {
     return d;
   }
 
+  void Inspect(std::uint64_t hash, const DecideRequest& r,
+               std::span<algorithms::WindowView> out) {
+    std::lock_guard lock(mutex_);
+    const std::size_t i = Find(static_cast<std::uint32_t>(hash), r.key);
+    if (i == kNoSlot || slots_[i].entry->fingerprint != r.limit->fingerprint) {
+      algorithms::OwnedState fresh(r.limit->windows, r.now_ms);
+      for (std::size_t w = 0; w < r.limit->windows.size(); ++w) {
+        out[w] = algorithms::Inspect(r.limit->windows[w], fresh.windows()[w], r.now_ms);
+      }
+      return;
+    }
+    std::byte* state = slots_[i].entry->states();
+    for (std::size_t w = 0; w < r.limit->windows.size(); ++w) {
+      out[w] = algorithms::Inspect(r.limit->windows[w], state, r.now_ms);
+      state += algorithms::StateSize(r.limit->windows[w]);
+    }
+  }
+
+  bool Erase(std::uint64_t hash, std::string_view key) {
+    std::lock_guard lock(mutex_);
+    const std::size_t i = Find(static_cast<std::uint32_t>(hash), key);
+    if (i == kNoSlot) return false;
+    EraseAt(i);
+    return true;
+  }
+
   // Starts fetching, without the lock, the lines Decide() will write first:
   // the lock's and the key's home slot's. When another thread used this
   // shard last, the lock's line is in that thread's cache; fetched one after
@@ -171,6 +197,14 @@ class alignas(64) LocalStore::Shard {
   bool Expired(std::uint32_t meta, std::int64_t now_ms) const {
     const std::uint32_t tick = meta & ~kReferenced;
     return tick != kNeverExpires && base_ms_ + (std::int64_t{tick} << kTickShift) <= now_ms;
+  }
+
+  // The slot of `key`; kNoSlot when it has none.
+  std::size_t Find(std::uint32_t hash, std::string_view key) const {
+    for (std::size_t i = hash & mask(); slots_[i].entry != nullptr; i = (i + 1) & mask()) {
+      if (slots_[i].hash == hash && slots_[i].entry->key() == key) return i;
+    }
+    return kNoSlot;
   }
 
   // The slot of the request's key, inserted if new; kNoSlot when out of memory.
@@ -443,6 +477,18 @@ algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
   // slower on 1M keys.
   shard.Prefetch(static_cast<std::uint32_t>(hash));
   return shard.Decide(hash, request);
+}
+
+void LocalStore::Inspect(const DecideRequest& request, std::span<algorithms::WindowView> out) {
+  const Partition& partition = *directory_.load(std::memory_order_acquire)[request.partition];
+  const std::uint64_t hash = std::hash<std::string_view>{}(request.key);
+  partition.ShardFor(hash).Inspect(hash, request, out);
+}
+
+bool LocalStore::Erase(std::string_view key, std::uint32_t partition) {
+  const Partition& p = *directory_.load(std::memory_order_acquire)[partition];
+  const std::uint64_t hash = std::hash<std::string_view>{}(key);
+  return p.ShardFor(hash).Erase(hash, key);
 }
 
 void LocalStore::Decide(const DecideRequest& request, DecisionSink& sink) {

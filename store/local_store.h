@@ -22,6 +22,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithms/decide.h"
 #include "algorithms/limit.h"
 #include "store/store.h"
 
@@ -57,6 +58,15 @@ class LocalStore final : public Store {
 
   // The synchronous form used by Decide(), replay and benchmarks.
   algorithms::Decision DecideNow(const DecideRequest& request);
+
+  // What the state of `request`'s key allows at request.now_ms, window by
+  // window into `out` (one per window of request.limit), without changing
+  // it; a key without state (or of another limit) shows a fresh state's.
+  // request.cost is not used.
+  void Inspect(const DecideRequest& request, std::span<algorithms::WindowView> out);
+  // Forgets `key`'s state in `partition`: its next request starts afresh.
+  // Whether it had any.
+  bool Erase(std::string_view key, std::uint32_t partition);
 
   // Gives each of `shares` a partition bounded by its max_keys and returns
   // their indices for DecideRequest::partition, in order. A name of the

@@ -8,8 +8,9 @@
 
 #include "algorithms/limit.h"
 
-// The upstream-protection scripts, X(enumerator, name) per script
-// (store/lua/protect/<name>.lua), in their order in kRedisScripts.
+// The upstream-protection scripts and the admin API's, X(enumerator, name)
+// per script (store/lua/protect/<name>.lua, store/lua/admin/<name>.lua), in
+// their order in kRedisScripts.
 // store/lua/embed.cmake parses the X(...) lines: keep one per line, in this
 // form.
 #define TOLLGATE_REDIS_AUX_SCRIPTS(X) \
@@ -18,7 +19,12 @@
   X(kInflightAcquire, inflight_acquire) \
   X(kInflightRelease, inflight_release) \
   X(kQueueEnter, queue_enter)         \
-  X(kQueueLeave, queue_leave)
+  X(kQueueLeave, queue_leave)         \
+  X(kKeyPeek, key_peek)               \
+  X(kKeyReset, key_reset)             \
+  X(kBlocksPut, blocks_put)           \
+  X(kBlocksDelete, blocks_delete)     \
+  X(kBlocksRead, blocks_read)
 
 namespace tollgate::store {
 

@@ -50,15 +50,30 @@ RedisStore::Connection* RedisStore::PickConnection(std::int64_t now, std::uint16
 
 const RedisOptions& RedisStore::options() const { return shared_->options; }
 
-void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> keys,
-                     std::initializer_list<std::string_view> args, CountSink* sink) {
+void RedisStore::Send(std::string command, std::uint16_t slot, CountSink* count,
+                      ValuesSink* values) {
   const std::int64_t now = NowMs();
-  const std::uint16_t slot = keys.size() > 0 && !slots_.empty() ? RedisSlot(*keys.begin()) : 0;
   Connection* connection = PickConnection(now, slot);
   if (connection == nullptr) {
-    if (sink != nullptr) sink->OnCount({StoreStatus::kUnavailable, 0});
+    if (count != nullptr) count->OnCount({StoreStatus::kUnavailable, 0});
+    if (values != nullptr) values->OnValues({StoreStatus::kUnavailable, {}});
     return;
   }
+  Pending p{PendingKind::kCount, count, now + shared_->options.timeout_ms, std::move(command)};
+  p.values = values;
+  p.slot = slot;
+  connection->Submit(std::move(p));
+}
+
+void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> keys,
+                     std::initializer_list<std::string_view> args, CountSink* sink) {
+  RunAdmin(script, keys, args, sink, nullptr);
+}
+
+void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                          std::initializer_list<std::string_view> args, CountSink* count,
+                          ValuesSink* values) {
+  const std::uint16_t slot = keys.size() > 0 && !slots_.empty() ? RedisSlot(*keys.begin()) : 0;
   std::string command;
   RespWriter w(command);
   w.Count(3 + keys.size() + args.size());
@@ -67,9 +82,30 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
   for (std::string_view a : args) w.Arg(a);
-  Pending p{PendingKind::kCount, sink, now + shared_->options.timeout_ms, std::move(command)};
-  p.slot = slot;
-  connection->Submit(std::move(p));
+  Send(std::move(command), slot, count, values);
+}
+
+void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,
+                               std::int64_t now_ms, CountSink* count, ValuesSink* values) {
+  const RedisOptions& o = shared_->options;
+  std::optional<std::int64_t> now;
+  if (o.time == RedisTime::kClient) now = now_ms;
+  std::string command;
+  RespWriter w(command);
+  w.Count(HeadArgCount(limit));
+  w.Arg("EVALSHA");
+  w.Arg(ScriptSha(RedisScriptIndex(script)));
+  const std::string first_key = WriteDecideArgs(limit, o.prefix, key, now, o.min_ttl_ms, w);
+  Send(std::move(command), slots_.empty() ? 0 : RedisSlot(first_key), count, values);
+}
+
+void RedisStore::Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+                         ValuesSink& sink) {
+  SendKeyScript(RedisAux::kKeyPeek, key, limit, now_ms, nullptr, &sink);
+}
+
+void RedisStore::Reset(std::string_view key, const LimitSpec& limit, CountSink& sink) {
+  SendKeyScript(RedisAux::kKeyReset, key, limit, 0, &sink, nullptr);
 }
 
 void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {

@@ -24,6 +24,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "store/redis_options.h"
 #include "store/redis_scripts.h"
@@ -79,6 +80,23 @@ std::string RedisDecisionCommand(const LimitSpec& limit, std::string_view prefix
                                  std::string_view key, std::int64_t cost,
                                  std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms);
 
+// A reply that is an array: its leading integers, then its strings (valid
+// when status is kOk).
+struct ValuesResult {
+  StoreStatus status = StoreStatus::kOk;
+  std::vector<std::int64_t> values;
+  std::vector<std::string> texts;
+};
+
+// Receives exactly one result per call, like CountSink.
+class ValuesSink {
+ public:
+  virtual void OnValues(const ValuesResult& result) = 0;
+
+ protected:
+  ~ValuesSink() = default;
+};
+
 class RedisStore final : public Store {
  public:
   RedisStore(boost::asio::io_context& io, const RedisOptions& options, RedisHealth& health);
@@ -97,6 +115,23 @@ class RedisStore final : public Store {
            std::initializer_list<std::string_view> args, CountSink* sink);
   const RedisOptions& options() const;
 
+  // For the admin API. What `key`'s state allows now under `limit`, without
+  // changing it (store/lua/admin/key_peek.lua): `sink` gets three integers
+  // per window, remaining, reset_ms and retry_after_ms (as
+  // algorithms::Inspect), within the store's timeout. `now_ms` is used with
+  // time = "client" only.
+  void Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+               ValuesSink& sink);
+  // Deletes `key`'s state under `limit` (key_reset.lua): `sink` gets the
+  // number of Redis keys deleted.
+  void Reset(std::string_view key, const LimitSpec& limit, CountSink& sink);
+  // Runs an admin script that is not about a rule key (the blocks of
+  // store/lua/admin/blocks_*.lua): as Run, answered into `count` (an
+  // integer reply) or `values` (an array), one of them non-null.
+  void RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                std::initializer_list<std::string_view> args, CountSink* count,
+                ValuesSink* values);
+
  private:
   // TRYAGAIN, or a command's second MOVED: sent again this much later (ms).
   static constexpr int kRetryAfterMs = 5;
@@ -111,6 +146,12 @@ class RedisStore final : public Store {
     std::vector<std::unique_ptr<Connection>> connections;
     std::size_t next = 0;
   };
+  // Sends `command` (an EVALSHA whose keys are in `slot`) to be answered
+  // into one of the sinks, as Run and Inspect do.
+  void Send(std::string command, std::uint16_t slot, CountSink* count, ValuesSink* values);
+  // EVALSHA of `script` with decide.lua's keys and arguments for `key`.
+  void SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,
+                     std::int64_t now_ms, CountSink* count, ValuesSink* values);
   // A usable connection to the node of `slot`; null (counted as
   // unavailable) when none is.
   Connection* PickConnection(std::int64_t now, std::uint16_t slot);

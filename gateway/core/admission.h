@@ -68,10 +68,11 @@ class Admission {
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
 
-  // The rate rules, then shaping, then a place for each concurrency rule
+  // Blocks (gateway/core/block_table.h), then the rate rules, then
+  // shaping, then a place for each concurrency rule
   // (taken after any wait: a held request does not occupy one). Fills
-  // ex.limits, ex.ratelimit and ex.limit_key. kRefused: 401 (invalid
-  // token), 503 (on_error = "deny"), the limiting rule's answer (also for
+  // ex.limits, ex.ratelimit and ex.limit_key. kRefused: the block's status
+  // (blocked), 401 (invalid token), 503 (on_error = "deny"), the limiting rule's answer (also for
   // a delayed request that cannot be served within max_delay or finds the
   // waiting room full), or too_many_inflight.
   // In two steps, so that the usual request costs no coroutine here:

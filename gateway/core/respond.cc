@@ -18,8 +18,9 @@ using enum GrpcStatus;
 // One row per Refusal, in its order. The gRPC column: RESOURCE_EXHAUSTED
 // for what a limit refused (the client may retry later), UNAVAILABLE for
 // what may pass on a retry soon, DEADLINE_EXCEEDED for time running out,
-// and gRPC's own mapping of the HTTP status otherwise.
-constexpr std::array<RefusalInfo, 15> kRefusals{{
+// PERMISSION_DENIED for a block, and gRPC's own mapping of the HTTP status
+// otherwise.
+constexpr std::array<RefusalInfo, 16> kRefusals{{
     {"bad_request", 400, "malformed request", kInvalidArgument},
     {"header_too_large", 431, "request header exceeds the limit", kResourceExhausted},
     {"body_too_large", 413, "request body exceeds the limit", kResourceExhausted},
@@ -28,6 +29,7 @@ constexpr std::array<RefusalInfo, 15> kRefusals{{
     {"no_route", 404, "no route matches this request", kUnimplemented},
     {"websocket_disabled", 400, "WebSocket is not enabled on this route", kInvalidArgument},
     {"unauthorized", 401, "the bearer token is not valid", kUnauthenticated},
+    {"blocked", 403, "requests of this client are blocked", kPermissionDenied},
     {"store_unavailable", 503, "the rate-limit store is unavailable", kUnavailable},
     {"rate_limited", 429, "the rate limit is reached", kResourceExhausted},
     {"too_many_inflight", 429, "too many requests of this client are in flight",

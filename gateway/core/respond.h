@@ -30,6 +30,7 @@ enum class Refusal : std::uint8_t {
   kNoRoute,              // 404
   kWebSocketDisabled,    // 400 a handshake on a route with websocket = false
   kUnauthorized,         // 401 an invalid bearer token (jwt on_invalid = "reject")
+  kBlocked,              // the block's status (403): blocked through the admin API
   kStoreUnavailable,     // 503 on_error = "deny" while the store cannot decide
   kRateLimited,          // the rule's status (429): a rate rule limited it
   kTooManyInflight,      // the rule's status: a max_inflight rule refused it
@@ -45,6 +46,7 @@ enum class GrpcStatus : std::uint8_t {
   kInvalidArgument = 3,
   kDeadlineExceeded = 4,
   kResourceExhausted = 8,
+  kPermissionDenied = 7,
   kUnimplemented = 12,
   kInternal = 13,
   kUnavailable = 14,

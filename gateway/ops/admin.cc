@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gateway/core/http_util.h"
+#include "gateway/ops/admin_api.h"
 #include "gateway/ops/status_page.h"
 
 namespace tollgate::gateway {
@@ -78,8 +79,24 @@ Task<void> AdminServer::Serve(TcpStream stream) {
     parser.body_limit(kAdminBodyLimit);
     stream.expires_after(kAdminTimeout);
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUseTuple);
+    if (ec == http::error::body_limit) {
+      // The rest of the body is not read: answer, then close.
+      http::response<http::string_body> res =
+          MakeErrorResponse(http::status::payload_too_large, "body_too_large",
+                            fmt::format("admin request bodies are at most {} bytes", kAdminBodyLimit));
+      res.keep_alive(false);
+      co_await http::async_write(stream, res, kUseTuple);
+      break;
+    }
     if (ec) break;
-    http::response<http::string_body> res = Handle(parser.get());
+    const std::string_view target = parser.get().target();
+    http::response<http::string_body> res;
+    // (GCC 12 miscompiles co_await inside ?: : keep it a statement.)
+    if (handlers_.api && target.starts_with(AdminApi::kPrefix)) {
+      res = co_await handlers_.api(parser.get());
+    } else {
+      res = Handle(parser.get());
+    }
     res.keep_alive(parser.get().keep_alive() && !stopped_);
     auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
     if (wec || !res.keep_alive()) break;

@@ -1,6 +1,6 @@
 // The admin listener: /healthz (the process serves), /readyz (listeners
-// are up and the store is reachable), /metrics (Prometheus), and the status
-// page: GET / (HTML) drawing /status.json. Runs on one worker's io_context;
+// are up and the store is reachable), /metrics (Prometheus), the status
+// page: GET / (HTML) drawing /status.json, and the admin API under /api/. Runs on one worker's io_context;
 // every handler is called on that thread.
 #pragma once
 
@@ -25,6 +25,9 @@ class AdminServer {
     std::function<std::string()> metrics;  // the /metrics body; empty: metrics are off (404)
     std::function<std::string()> status;   // the /status.json body; empty: no status page (404)
     std::function<void()> sample;          // called every kSampleInterval while serving
+    // Answers the calls under /api/ (gateway/ops/admin_api.h).
+    std::function<Task<http::response<http::string_body>>(const http::request<http::string_body>&)>
+        api;
   };
   static constexpr std::chrono::seconds kSampleInterval{1};
   AdminServer(asio::io_context& io, Acceptor acceptor, Handlers handlers);

@@ -2,26 +2,14 @@
 -- KEYS: per window, its state key and its second key (used by sliding_log).
 -- ARGV: now_ms, min_ttl_ms, window count (read by prelude.lua into t,
 --       min_ttl, count), then per window: algorithm, limit, window_ms,
---       burst, sub_windows, nodelay (1/0); then the cost of each decision.
+--       burst, sub_windows, nodelay (1/0) (read by prelude.lua into
+--       params); then the cost of each decision.
 --       The decisions run one after the other at the same now_ms, each
 --       loading, deciding and saving as a call of its own would (the
 --       gateway coalesces concurrent decisions of one key into one call).
 -- Returns, per decision, {allowed, remaining, retry_after_ms, delay_ms,
 -- reset_ms, window, window_reset_ms} one after the other in one array;
 -- window is 0-based.
-
-local params = {}
-for i = 1, count do
-  local a = 3 + (i - 1) * 6
-  params[i] = {
-    algorithm = ARGV[a + 1],
-    limit = tonumber(ARGV[a + 2]),
-    window = tonumber(ARGV[a + 3]),
-    burst = tonumber(ARGV[a + 4]),
-    sub_windows = tonumber(ARGV[a + 5]),
-    nodelay = tonumber(ARGV[a + 6]),
-  }
-end
 
 local reply = {}
 for c = 4 + 6 * count, #ARGV do

@@ -3,7 +3,8 @@
 # algorithm (or <algorithm>_fused.lua alone, where there is one: a
 # single-window script with its own arguments, see store/redis/protocol.h), and
 # prelude + every algorithm + decide as "multi"; then the
-# upstream-protection scripts of store/lua/protect, each on its own.
+# upstream-protection scripts of store/lua/protect, each on its own, and the
+# admin API's of store/lua/admin (key_*: after prelude + every algorithm).
 # The algorithms and the upstream-protection scripts, and their order, come
 # from the tables the C++ side uses: TOLLGATE_ALGORITHMS in ALGORITHMS
 # (algorithms/algorithm_list.h) and TOLLGATE_REDIS_AUX_SCRIPTS in SCRIPTS
@@ -42,10 +43,19 @@ foreach(a IN LISTS algorithms)
 endforeach()
 string(APPEND entries "    {\"multi\", R\"lua(${prelude}${all}${decide})lua\"},\n")
 foreach(p IN LISTS protect_scripts)
-  file(READ ${DIR}/protect/${p}.lua body)
-  string(FIND "${body}" "now_ms(" uses_clock)
-  if(NOT uses_clock EQUAL -1)
-    string(PREPEND body "${clock}")
+  # The admin API's key scripts (lua/admin/key_*) read keys as the decision
+  # scripts do: after the prelude and every algorithm.
+  if(EXISTS ${DIR}/admin/${p}.lua)
+    file(READ ${DIR}/admin/${p}.lua body)
+    if(p MATCHES "^key_")
+      string(PREPEND body "${prelude}${all}")
+    endif()
+  else()
+    file(READ ${DIR}/protect/${p}.lua body)
+    string(FIND "${body}" "now_ms(" uses_clock)
+    if(NOT uses_clock EQUAL -1)
+      string(PREPEND body "${clock}")
+    endif()
   endif()
   string(APPEND entries "    {\"${p}\", R\"lua(${body})lua\"},\n")
 endforeach()

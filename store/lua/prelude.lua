@@ -44,3 +44,17 @@ end
 local t = now_ms(ARGV[1])
 local min_ttl = tonumber(ARGV[2])
 local count = tonumber(ARGV[3])
+-- The windows' parameters, params[1..count]: after the first three
+-- arguments, six per window (see decide.lua).
+local params = {}
+for i = 1, count do
+  local a = 3 + (i - 1) * 6
+  params[i] = {
+    algorithm = ARGV[a + 1],
+    limit = tonumber(ARGV[a + 2]),
+    window = tonumber(ARGV[a + 3]),
+    burst = tonumber(ARGV[a + 4]),
+    sub_windows = tonumber(ARGV[a + 5]),
+    nodelay = tonumber(ARGV[a + 6]),
+  }
+end

@@ -75,6 +75,8 @@ struct RedisStore::Pending {
   redis::CallShape shape{};
   boost::container::small_vector<std::string, 1> keys{};
   boost::container::small_vector<std::size_t, 1> key_hashes{};
+  // kCount whose reply is an array of integers instead (then count is null).
+  ValuesSink* values = nullptr;
 
   // Completes it (once) with a failure.
   void Fail(StoreStatus status, RedisHealth& health) {
@@ -88,6 +90,7 @@ struct RedisStore::Pending {
       w.sink->OnDecision({status, ResultSource::kPrimary, {}});
     }
     if (kind == redis::PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
+    if (kind == redis::PendingKind::kCount && values != nullptr) values->OnValues({status, {}});
   }
 
   // The index of `key` among the keys of `p`, a token_bucket_fused.lua

@@ -252,11 +252,26 @@ void RedisStore::Connection::HandleReply(redisReply* reply) {
 }
 
 void RedisStore::Connection::HandleCount(Pending& p, const redisReply& reply) {
-  if (reply.type != REDIS_REPLY_INTEGER) {
+  if (p.values != nullptr && reply.type == REDIS_REPLY_ARRAY) {
+    ValuesResult result;
+    std::size_t i = 0;
+    for (; i < reply.elements && reply.element[i]->type == REDIS_REPLY_INTEGER; ++i) {
+      result.values.push_back(reply.element[i]->integer);
+    }
+    for (; i < reply.elements && reply.element[i]->type == REDIS_REPLY_STRING; ++i) {
+      result.texts.emplace_back(reply.element[i]->str, reply.element[i]->len);
+    }
+    if (i == reply.elements) {
+      Success();
+      if (!p.done) p.values->OnValues(result);
+      return;
+    }
+  }
+  if (p.values != nullptr || reply.type != REDIS_REPLY_INTEGER) {
     shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
     if (reply.type == REDIS_REPLY_ERROR && !error_logged_) {
       error_logged_ = true;
-      spdlog::error("redis: an upstream-protection script failed: {}", ErrorText(reply));
+      spdlog::error("redis: an upstream-protection or admin script failed: {}", ErrorText(reply));
     }
     Failure(NowMs());
     Fail(p, StoreStatus::kError);
@@ -418,6 +433,7 @@ void RedisStore::Connection::ExpireOverdue() {
       // Taken out first: a sink may queue another decision (which may
       // join an unsent call, or append to a queue).
       Pending overdue{p.kind, p.count, p.deadline};
+      overdue.values = p.values;
       overdue.waiters = std::move(p.waiters);
       p.waiters.clear();
       p.done = true;

@@ -116,12 +116,12 @@ void WriteFusedTail(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
 // Arg(std::string_view) and Arg(std::int64_t)), up to the costs, which come
 // last: one argument per decision. nullopt now_ms: server time. Returns the
 // first key (its Cluster slot is the decisions').
+// The arguments after EVALSHA's sha (numkeys onward; the admin API's
+// key_peek.lua and key_reset.lua take the same): see WriteEvalshaHead.
 template <typename Writer>
-std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, std::string_view key,
-                             std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
-                             Writer& out) {
-  out.Arg("EVALSHA");
-  out.Arg(ScriptSha(ScriptIndex(limit)));
+std::string WriteDecideArgs(const LimitSpec& limit, std::string_view prefix, std::string_view key,
+                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
+                            Writer& out) {
   const std::size_t windows = limit.windows.size();
   out.Arg(static_cast<std::int64_t>(2 * windows));
   std::string first_key;
@@ -146,6 +146,15 @@ std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, st
     out.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
   }
   return first_key;
+}
+
+template <typename Writer>
+std::string WriteEvalshaHead(const LimitSpec& limit, std::string_view prefix, std::string_view key,
+                             std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
+                             Writer& out) {
+  out.Arg("EVALSHA");
+  out.Arg(ScriptSha(ScriptIndex(limit)));
+  return WriteDecideArgs(limit, prefix, key, now_ms, min_ttl_ms, out);
 }
 
 }  // namespace tollgate::store::redis

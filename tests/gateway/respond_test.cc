@@ -365,6 +365,8 @@ TEST(Answer, GrpcStatusOfEachRefusal) {
   EXPECT_EQ(InfoOf(Refusal::kGatewayTimeout).grpc, GrpcStatus::kDeadlineExceeded);
   EXPECT_EQ(InfoOf(Refusal::kRequestTimeout).grpc, GrpcStatus::kDeadlineExceeded);
   EXPECT_EQ(InfoOf(Refusal::kUnauthorized).grpc, GrpcStatus::kUnauthenticated);
+  EXPECT_EQ(InfoOf(Refusal::kBlocked).grpc, GrpcStatus::kPermissionDenied);
+  EXPECT_EQ(InfoOf(Refusal::kBlocked).status, 403u);
   EXPECT_EQ(InfoOf(Refusal::kNoRoute).grpc, GrpcStatus::kUnimplemented);
 }
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "store/redis_store.h"
 #include "store/store.h"
 
 namespace tollgate::store {
@@ -23,6 +24,16 @@ struct Answer final : CountSink {
   CountResult result;
   bool done = false;
   void OnCount(const CountResult& r) override {
+    result = r;
+    done = true;
+  }
+};
+
+// Keeps the answer of one RedisStore::Inspect().
+struct Values final : ValuesSink {
+  ValuesResult result;
+  bool done = false;
+  void OnValues(const ValuesResult& r) override {
     result = r;
     done = true;
   }

@@ -1,0 +1,300 @@
+#include "gateway/ops/admin_api.h"
+
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+
+#include "gateway/core/admission.h"
+#include "gateway/ops/admin_blocks.h"
+#include "gateway/ops/admin_keys.h"
+#include "gateway/ops/store_reply.h"
+#include "gateway/worker.h"
+#include "store/redis_store.h"
+
+namespace tollgate::gateway {
+namespace {
+
+namespace json = boost::json;
+
+using Response = http::response<http::string_body>;
+
+Response Json(http::status status, const json::value& body) {
+  Response res{status, 11};
+  res.set(http::field::server, "tollgate");
+  res.set(http::field::content_type, "application/json");
+  res.set(http::field::cache_control, "no-store");
+  res.body() = json::serialize(body);
+  res.body() += '\n';
+  res.prepare_payload();
+  return res;
+}
+
+// {"error":code,"message":message,"status":N} and `extra`'s fields.
+Response Error(http::status status, std::string_view code, std::string_view message,
+               json::object extra = {}) {
+  extra["error"] = code;
+  extra["message"] = message;
+  extra["status"] = static_cast<unsigned>(status);
+  return Json(status, extra);
+}
+
+std::string_view ActionName(rules::RuleAction action) {
+  switch (action) {
+    case rules::RuleAction::kReject:
+      return "reject";
+    case rules::RuleAction::kDelay:
+      return "delay";
+    case rules::RuleAction::kDryRun:
+      return "dry_run";
+  }
+  return "";
+}
+
+json::object DescribeRule(const rules::RuleConfig& rule) {
+  json::object out;
+  out["name"] = rule.name;
+  if (rule.exempt) {
+    out["exempt"] = true;
+    return out;
+  }
+  json::array key;
+  for (const rules::KeyPart& part : rule.key) key.emplace_back(rules::KeyPartName(part));
+  out["key"] = std::move(key);
+  if (rule.max_inflight > 0) {
+    out["max_inflight"] = rule.max_inflight;
+    return out;
+  }
+  json::array limits;
+  for (std::size_t i = 0; i < rule.limit->windows.size(); ++i) {
+    const algorithms::LimitParams& p = rule.limit->windows[i];
+    json::object window;
+    window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
+    window["limit"] = p.limit;
+    window["window"] = rule.windows[i].text;
+    window["window_ms"] = p.window_ms;
+    if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
+        p.algorithm == algorithms::Algorithm::kLeakyBucket) {
+      window["burst"] = p.burst;
+    }
+    if (p.algorithm == algorithms::Algorithm::kSubWindow) window["sub_windows"] = p.sub_windows;
+    limits.emplace_back(std::move(window));
+  }
+  out["limits"] = std::move(limits);
+  out["cost"] = rule.cost;
+  out["per"] = rule.per == rules::LimitUnit::kMessage ? "message" : "request";
+  out["action"] = ActionName(rule.action);
+  out["status"] = rule.status;
+  return out;
+}
+
+// The endpoints and the methods each answers.
+struct Endpoint {
+  std::string_view path;
+  bool get = false;
+  bool del = false;
+  bool put = false;
+};
+constexpr std::string_view kKeysPath = "/api/v1/keys";
+constexpr std::string_view kBlocksPath = "/api/v1/blocks";
+constexpr Endpoint kEndpoints[] = {
+    {"/api/v1/rules", true, false, false},
+    {kKeysPath, true, true, false},
+    {kBlocksPath, true, true, true},
+};
+
+Response StoreUnavailable() {
+  return Error(http::status::service_unavailable, "store_unavailable",
+               "the store did not answer; try again");
+}
+
+std::string AllowOf(const Endpoint& e) {
+  std::string allow;
+  if (e.get) allow = "GET, HEAD";
+  if (e.put) allow += allow.empty() ? "PUT" : ", PUT";
+  if (e.del) allow += allow.empty() ? "DELETE" : ", DELETE";
+  return allow;
+}
+
+bool Answers(const Endpoint& e, http::verb method) {
+  switch (method) {
+    case http::verb::get:
+    case http::verb::head:
+      return e.get;
+    case http::verb::put:
+      return e.put;
+    case http::verb::delete_:
+      return e.del;
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+AdminApi::AdminApi(const StateSource& states, ListenerScope scope, store::LocalStore& local,
+                   store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock)
+    : states_(states),
+      scope_(scope),
+      local_(local),
+      redis_(redis),
+      blocks_(blocks),
+      clock_(clock) {}
+
+Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req) {
+  const std::int64_t now = clock_.UnixMs();
+  if (req.method() == http::verb::put) {
+    std::string field, message;
+    std::optional<rules::Block> block = AdminBlocks::Parse(req.body(), now, field, message);
+    if (!block) {
+      co_return Error(http::status::bad_request, "bad_request", field + ": " + message,
+                      {{"field", field}});
+    }
+    json::object shown = AdminBlocks::Describe(*block, now);
+    const bool stored = co_await blocks_.Put(std::move(*block));
+    if (!stored) co_return StoreUnavailable();
+    co_return Json(http::status::ok, json::object{{"block", std::move(shown)}});
+  }
+  if (req.method() == http::verb::delete_) {
+    const std::string_view target = req.target();
+    const std::size_t mark = target.find('?');
+    const std::optional<std::string> id =
+        QueryValue(mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1),
+                   "id");
+    if (!id) {
+      co_return Error(http::status::bad_request, "bad_request",
+                      "id: missing: name the block with id=<its id, as listed>", {{"field", "id"}});
+    }
+    const std::optional<bool> removed = co_await blocks_.Remove(*id);
+    if (!removed) co_return StoreUnavailable();
+    if (!*removed) {
+      co_return Error(http::status::not_found, "unknown_block", "no block with id \"" + *id + "\"",
+                      {{"field", "id"}});
+    }
+    co_return Json(http::status::ok, json::object{{"removed", *id}});
+  }
+  json::array list;
+  for (const rules::Block& b : blocks_.Current()) list.emplace_back(AdminBlocks::Describe(b, now));
+  co_return Json(http::status::ok, json::object{{"blocks", std::move(list)}});
+}
+
+Task<Response> AdminApi::Keys(const http::request<http::string_body>& req) {
+  const std::shared_ptr<const GatewayState> state = states_.Load();
+  const rules::Config& config = *state->config;
+  const std::string_view target = req.target();
+  const std::size_t mark = target.find('?');
+  const KeyQuery query = ParseKeyQuery(
+      config, mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1));
+  if (query.error == KeyQueryError::kUnknownRule) {
+    json::array names;
+    for (const rules::RuleConfig& rule : config.rules) names.emplace_back(rule.name);
+    co_return Error(http::status::not_found, "unknown_rule", query.message,
+                    {{"field", query.field}, {"rules", std::move(names)}});
+  }
+  if (query.error == KeyQueryError::kBadField) {
+    co_return Error(http::status::bad_request, "bad_request", query.field + ": " + query.message,
+                    {{"field", query.field}});
+  }
+  const rules::RuleConfig& rule = *query.rule;
+  const store::LimitSpec& limit = *rule.limit;
+  const std::uint32_t partition = state->rule_set->partitions()[query.rule_index];
+  json::object out;
+  out["rule"] = rule.name;
+  out["key"] = rules::DisplayKey(rule, query.key);
+  out["store"] = redis_ != nullptr ? "redis" : "local";
+  if (req.method() == http::verb::delete_) {
+    if (redis_ != nullptr) {
+      const Executor executor = co_await asio::this_coro::executor;
+      StoreReply reply(executor);
+      redis_->Reset(query.key, limit, reply);
+      const store::StoreStatus status = co_await reply.Wait();
+      if (status != store::StoreStatus::kOk) co_return StoreUnavailable();
+    }
+    // With Redis too: the state on_error = "local" decided with.
+    local_.Erase(query.key, partition);
+    out["reset"] = true;
+    co_return Json(http::status::ok, out);
+  }
+  store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
+  const std::int64_t now_ms = MakeLimitContext(*state, store, nullptr).store_now_ms;
+  std::vector<algorithms::WindowView> views(limit.windows.size());
+  if (redis_ != nullptr) {
+    const Executor executor = co_await asio::this_coro::executor;
+    StoreReply reply(executor);
+    redis_->Inspect(query.key, limit, now_ms, reply);
+    const store::StoreStatus status = co_await reply.Wait();
+    if (status != store::StoreStatus::kOk || reply.values().size() != 3 * views.size()) {
+      co_return StoreUnavailable();
+    }
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      views[i] = {reply.values()[3 * i], reply.values()[3 * i + 1], reply.values()[3 * i + 2]};
+    }
+  } else {
+    local_.Inspect({query.key, &limit, 1, now_ms, partition}, views);
+  }
+  json::array windows;
+  bool limited = false;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const algorithms::LimitParams& p = limit.windows[i];
+    json::object window;
+    window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
+    window["limit"] = p.limit;
+    window["window"] = rule.windows[i].text;
+    window["remaining"] = views[i].remaining;
+    window["reset_ms"] = views[i].reset_ms;
+    window["retry_after_ms"] = views[i].retry_after_ms;
+    limited = limited || views[i].retry_after_ms > 0;
+    windows.emplace_back(std::move(window));
+  }
+  out["limited"] = limited;
+  out["windows"] = std::move(windows);
+  co_return Json(http::status::ok, out);
+}
+
+Task<Response> AdminApi::Handle(const http::request<http::string_body>& req) {
+  const http::verb method = req.method();
+  const bool read = method == http::verb::get || method == http::verb::head;
+  const std::shared_ptr<const GatewayState> state = states_.Load();
+  const rules::Config& config = *state->config;
+  switch (Authorize(config.admin.token, req[http::field::authorization], scope_,
+                    read ? ApiAccess::kRead : ApiAccess::kChange)) {
+    case AuthResult::kAllowed:
+      break;
+    case AuthResult::kUnauthorized: {
+      Response res = Error(http::status::unauthorized, "unauthorized",
+                           "this call needs \"Authorization: Bearer <token>\" with the admin token");
+      res.set(http::field::www_authenticate, "Bearer");
+      co_return res;
+    }
+    case AuthResult::kForbidden:
+      co_return Error(http::status::forbidden, "forbidden",
+                      scope_ == ListenerScope::kLoopback
+                          ? "changes need an admin token: set [admin] token_env or token_file"
+                          : "the admin API on a non-loopback address needs an admin token: set "
+                            "[admin] token_env or token_file");
+  }
+  const std::string_view target = req.target();
+  const std::string_view path = target.substr(0, target.find('?'));
+  const Endpoint* endpoint = nullptr;
+  for (const Endpoint& e : kEndpoints) {
+    if (e.path == path) endpoint = &e;
+  }
+  if (endpoint == nullptr) {
+    co_return Error(http::status::not_found, "not_found", "no such admin API endpoint");
+  }
+  if (!Answers(*endpoint, method)) {
+    Response res = Error(http::status::method_not_allowed, "method_not_allowed",
+                         "this endpoint answers " + AllowOf(*endpoint));
+    res.set(http::field::allow, AllowOf(*endpoint));
+    co_return res;
+  }
+  if (endpoint->path == kKeysPath) {
+    co_return co_await Keys(req);
+  }
+  if (endpoint->path == kBlocksPath) {
+    co_return co_await Blocks(req);
+  }
+  json::array rules;
+  for (const rules::RuleConfig& rule : config.rules) rules.emplace_back(DescribeRule(rule));
+  co_return Json(http::status::ok, json::object{{"rules", std::move(rules)}});
+}
+
+}  // namespace tollgate::gateway

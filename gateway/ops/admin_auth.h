@@ -1,0 +1,30 @@
+// Who may call the admin API (/api/ on the admin listener; README, "Admin
+// API"). With a token configured ([admin] token_env / token_file), every
+// call needs "Authorization: Bearer <token>", compared in constant time.
+// Without one, the API answers only on a loopback admin address, and only
+// calls that change nothing. Pure; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+namespace tollgate::gateway {
+
+// What a call does: reads state, or changes it (a reset, a block, ...).
+enum class ApiAccess : std::uint8_t { kRead, kChange };
+// Where the admin listener is bound: only this machine can reach it, or
+// others may.
+enum class ListenerScope : std::uint8_t { kLoopback, kReachable };
+
+enum class AuthResult : std::uint8_t {
+  kAllowed,
+  kUnauthorized,  // 401: a token is configured and the call does not carry it
+  kForbidden,     // 403: no token is configured and the call needs one
+};
+
+// `token`: the configured token, empty for none. `authorization`: the
+// call's Authorization field, empty when absent.
+AuthResult Authorize(std::string_view token, std::string_view authorization, ListenerScope scope,
+                     ApiAccess access);
+
+}  // namespace tollgate::gateway

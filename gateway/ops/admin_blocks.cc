@@ -1,0 +1,250 @@
+#include "gateway/ops/admin_blocks.h"
+
+#include <spdlog/spdlog.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <cctype>
+
+#include "gateway/ops/store_reply.h"
+#include "rules/duration.h"
+#include "store/redis_store.h"
+
+namespace tollgate::gateway {
+namespace {
+
+namespace json = boost::json;
+
+std::string Lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+// How a block is read: from an API call (a ttl) or as stored in Redis (its
+// end).
+enum class Source : std::uint8_t { kApi, kStored };
+
+std::optional<rules::Block> FromJson(const json::object& doc, Source source,
+                                     std::int64_t now_unix_ms, std::string& field,
+                                     std::string& message) {
+  auto bad = [&](std::string_view f, std::string m) -> std::optional<rules::Block> {
+    field = f;
+    message = std::move(m);
+    return std::nullopt;
+  };
+  rules::Block block;
+  int kinds = 0;
+  bool ended = false;
+  for (const auto& [key, value] : doc) {
+    if (key == "ip") {
+      ++kinds;
+      block.kind = rules::BlockKind::kIp;
+      const std::optional<rules::Cidr> cidr =
+          value.is_string() ? rules::Cidr::Parse(value.as_string()) : std::nullopt;
+      if (!cidr) return bad("ip", "must be an IP address or network such as \"203.0.113.0/24\"");
+      block.network = *cidr;
+    } else if (key == "user") {
+      ++kinds;
+      block.kind = rules::BlockKind::kUser;
+      if (!value.is_string() || value.as_string().empty()) {
+        return bad("user", "must be a non-empty string");
+      }
+      block.value = value.as_string();
+    } else if (key == "header") {
+      ++kinds;
+      block.kind = rules::BlockKind::kHeader;
+      if (!value.is_object() || value.as_object().size() != 1 ||
+          !value.as_object().begin()->value().is_string() ||
+          value.as_object().begin()->value().as_string().empty() ||
+          value.as_object().begin()->key().empty()) {
+        return bad("header", "must be one field and its value: {\"X-Api-Key\": \"...\"}");
+      }
+      block.header = Lower(value.as_object().begin()->key());
+      block.value = value.as_object().begin()->value().as_string();
+    } else if (key == "ttl" && source == Source::kApi) {
+      const std::optional<std::int64_t> ttl =
+          value.is_string() ? rules::ParseDurationMs(value.as_string()) : std::nullopt;
+      if (!ttl || *ttl <= 0) return bad("ttl", "must be a duration such as \"10m\" or \"1h\"");
+      block.expires_unix_ms = now_unix_ms + *ttl;
+      ended = true;
+    } else if (key == "expires_unix_ms" && source == Source::kStored && value.is_int64()) {
+      block.expires_unix_ms = value.as_int64();
+      ended = true;
+    } else if (key == "status") {
+      if (!value.is_int64() || value.as_int64() < 400 || value.as_int64() > 599) {
+        return bad("status", "must be an integer from 400 to 599");
+      }
+      block.status = static_cast<unsigned>(value.as_int64());
+    } else if (source == Source::kApi) {
+      return bad(key, "unknown field; a block has ip, user or header, ttl and status");
+    }
+  }
+  if (kinds != 1) return bad("ip", "give exactly one of \"ip\", \"user\" and \"header\"");
+  if (!ended) return bad("ttl", "missing: how long the block lasts, e.g. \"1h\"");
+  return block;
+}
+
+// The stored form of a block in Redis: its end, a space, its JSON (see
+// store/lua/admin/blocks_put.lua).
+std::string Stored(const rules::Block& block) {
+  json::object doc = AdminBlocks::Describe(block, block.expires_unix_ms);
+  doc.erase("ttl_ms");
+  doc.erase("id");
+  return std::to_string(block.expires_unix_ms) + " " + json::serialize(doc);
+}
+
+}  // namespace
+
+AdminBlocks::AdminBlocks(BlockTable& table, const store::Clock& clock, store::RedisStore* redis)
+    : table_(table), clock_(clock), redis_(redis) {
+  if (redis_ != nullptr) {
+    const std::string& prefix = redis_->options().prefix;
+    hash_key_ = store::RedisTaggedKey(prefix, "admin", "", "blocks");
+    version_key_ = store::RedisTaggedKey(prefix, "admin", "", "blocks_version");
+  }
+}
+
+std::optional<rules::Block> AdminBlocks::Parse(std::string_view body, std::int64_t now_unix_ms,
+                                               std::string& field, std::string& message) {
+  boost::system::error_code ec;
+  const json::value doc = json::parse(body, ec);
+  if (ec || !doc.is_object()) {
+    field = "body";
+    message = "must be a JSON object";
+    return std::nullopt;
+  }
+  return FromJson(doc.as_object(), Source::kApi, now_unix_ms, field, message);
+}
+
+json::object AdminBlocks::Describe(const rules::Block& block, std::int64_t now_unix_ms) {
+  json::object out;
+  out["id"] = block.Id();
+  switch (block.kind) {
+    case rules::BlockKind::kIp: {
+      const std::string id = block.Id();
+      out["ip"] = id.substr(3);
+      break;
+    }
+    case rules::BlockKind::kUser:
+      out["user"] = block.value;
+      break;
+    case rules::BlockKind::kHeader:
+      out["header"] = json::object{{block.header, block.value}};
+      break;
+  }
+  out["status"] = block.status;
+  out["expires_unix_ms"] = block.expires_unix_ms;
+  out["ttl_ms"] = std::max<std::int64_t>(0, block.expires_unix_ms - now_unix_ms);
+  return out;
+}
+
+std::vector<rules::Block> AdminBlocks::Current() const {
+  const std::int64_t now = clock_.UnixMs();
+  std::vector<rules::Block> out;
+  for (const rules::Block& b : blocks_) {
+    if (b.expires_unix_ms > now) out.push_back(b);
+  }
+  return out;
+}
+
+void AdminBlocks::Apply(std::vector<rules::Block> blocks) {
+  auto list = std::make_shared<const rules::BlockList>(std::move(blocks));
+  blocks_ = list->blocks();  // one per id
+  table_.Set(std::move(list));
+}
+
+Task<bool> AdminBlocks::Put(rules::Block block) {
+  if (redis_ == nullptr) {
+    std::vector<rules::Block> next = Current();
+    next.push_back(std::move(block));
+    Apply(std::move(next));
+    co_return true;
+  }
+  const Executor executor = co_await asio::this_coro::executor;
+  StoreReply reply(executor);
+  const std::string now = std::to_string(clock_.UnixMs());
+  const std::string id = block.Id();
+  const std::string value = Stored(block);
+  redis_->RunAdmin(store::RedisAux::kBlocksPut, {hash_key_, version_key_}, {now, id, value},
+                   &reply, nullptr);
+  // (GCC 12 miscompiles co_await in conditions: keep it a statement.)
+  const store::StoreStatus status = co_await reply.Wait();
+  if (status != store::StoreStatus::kOk) co_return false;
+  // Applied here at once; the other gateways see the version move.
+  co_await Refresh();
+  co_return true;
+}
+
+Task<std::optional<bool>> AdminBlocks::Remove(std::string id) {
+  if (redis_ == nullptr) {
+    std::vector<rules::Block> next = Current();
+    const auto before = next.size();
+    std::erase_if(next, [&](const rules::Block& b) { return b.Id() == id; });
+    const bool removed = next.size() != before;
+    Apply(std::move(next));
+    co_return removed;
+  }
+  const Executor executor = co_await asio::this_coro::executor;
+  StoreReply reply(executor);
+  redis_->RunAdmin(store::RedisAux::kBlocksDelete, {hash_key_, version_key_}, {id}, &reply,
+                   nullptr);
+  const store::StoreStatus status = co_await reply.Wait();
+  if (status != store::StoreStatus::kOk) co_return std::nullopt;
+  co_await Refresh();
+  co_return reply.count() == 1;
+}
+
+Task<bool> AdminBlocks::Refresh() {
+  const Executor executor = co_await asio::this_coro::executor;
+  StoreReply reply(executor);
+  const std::string version = std::to_string(version_);
+  redis_->RunAdmin(store::RedisAux::kBlocksRead, {hash_key_, version_key_}, {version}, nullptr,
+                   &reply);
+  const store::StoreStatus status = co_await reply.Wait();
+  if (status != store::StoreStatus::kOk || reply.values().size() != 1) co_return false;
+  if (reply.values()[0] == version_) co_return true;
+  const std::int64_t now = clock_.UnixMs();
+  std::vector<rules::Block> blocks;
+  for (const std::string& stored : reply.texts()) {
+    const std::size_t space = stored.find(' ');
+    boost::system::error_code ec;
+    const json::value doc = json::parse(
+        space == std::string::npos ? std::string_view() : std::string_view(stored).substr(space + 1),
+        ec);
+    std::string field, message;
+    std::optional<rules::Block> block =
+        ec || !doc.is_object()
+            ? std::nullopt
+            : FromJson(doc.as_object(), Source::kStored, now, field, message);
+    if (!block) {
+      spdlog::warn("admin: a stored block is not readable, left out: {}", stored);
+      continue;
+    }
+    if (block->expires_unix_ms > now) blocks.push_back(std::move(*block));
+  }
+  version_ = reply.values()[0];
+  Apply(std::move(blocks));
+  co_return true;
+}
+
+void AdminBlocks::Start(asio::io_context& io) {
+  if (redis_ == nullptr) return;
+  timer_.emplace(io.get_executor());
+  asio::co_spawn(io, RefreshLoop(), asio::detached);
+}
+
+void AdminBlocks::Stop() {
+  stopped_ = true;
+  if (timer_) timer_->cancel();
+}
+
+Task<void> AdminBlocks::RefreshLoop() {
+  while (!stopped_) {
+    co_await Refresh();
+    timer_->expires_after(kRefreshInterval);
+    co_await timer_->async_wait(kUseTuple);
+  }
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,74 @@
+// The blocks of the admin API (PUT, GET and DELETE /api/v1/blocks): read
+// from JSON, kept in the configured store and applied through the
+// BlockTable that admit reads. With the local store they live in this
+// process; with Redis in a hash shared by every gateway on it (see
+// store/lua/admin/blocks_*.lua), which each gateway reads again whenever
+// its version moves, checked every kRefreshInterval: a block set on one
+// gateway applies on all of them within a second. Admin thread only.
+#pragma once
+
+#include <boost/json/array.hpp>
+#include <chrono>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/core/block_table.h"
+#include "gateway/io/net.h"
+#include "store/clock.h"
+
+namespace tollgate::store {
+class RedisStore;
+}  // namespace tollgate::store
+
+namespace tollgate::gateway {
+
+class AdminBlocks {
+ public:
+  static constexpr std::chrono::milliseconds kRefreshInterval{500};
+
+  // `table`, `clock` and `redis` (null with the local store) must outlive it.
+  AdminBlocks(BlockTable& table, const store::Clock& clock, store::RedisStore* redis);
+
+  // A block from a PUT body: exactly one of "ip" (an address or CIDR),
+  // "user" and "header" ({"Name": "value"}), "ttl" (a duration), and
+  // "status" (400-599, default 403). nullopt with `field` and `message`
+  // saying what is wrong.
+  static std::optional<rules::Block> Parse(std::string_view body, std::int64_t now_unix_ms,
+                                           std::string& field, std::string& message);
+  // A block as the API shows it: id, what it matches, status, expires_unix_ms
+  // and ttl_ms (what is left of it at now_unix_ms).
+  static boost::json::object Describe(const rules::Block& block, std::int64_t now_unix_ms);
+
+  // Adds `block` (or replaces the one with its id). False when the store
+  // did not answer: nothing changed.
+  Task<bool> Put(rules::Block block);
+  // Removes the block with this id: whether there was one; nullopt when the
+  // store did not answer.
+  Task<std::optional<bool>> Remove(std::string id);
+  // The blocks in force (not over), in the order they were set.
+  std::vector<rules::Block> Current() const;
+
+  // Redis: refreshes every kRefreshInterval until Stop().
+  void Start(asio::io_context& io);
+  void Stop();
+
+ private:
+  // Redis: reads the blocks again if their version moved.
+  Task<bool> Refresh();
+  Task<void> RefreshLoop();
+  void Apply(std::vector<rules::Block> blocks);
+
+  BlockTable& table_;
+  const store::Clock& clock_;
+  store::RedisStore* redis_;
+  std::string hash_key_, version_key_;  // Redis
+  std::int64_t version_ = -1;           // Redis: the version applied
+  std::vector<rules::Block> blocks_;    // as applied
+  std::optional<Timer> timer_;
+  bool stopped_ = false;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,192 @@
+#include "gateway/ops/admin_keys.h"
+
+#include <boost/url/params_encoded_view.hpp>
+#include <boost/url/parse_query.hpp>
+#include <cctype>
+#include <charconv>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "rules/rule_set.h"
+
+namespace tollgate::gateway {
+namespace {
+
+bool SameName(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(a[i])) !=
+        std::tolower(static_cast<unsigned char>(b[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The header parts of a query, as the request path's header lookup.
+class QueryHeaders final : public rules::HeaderLookup {
+ public:
+  void Add(std::string name, std::string value) {
+    values_.emplace_back(std::move(name), std::move(value));
+  }
+  std::string_view Get(std::string_view name) const override {
+    for (const auto& [n, v] : values_) {
+      if (SameName(n, name)) return v;
+    }
+    return {};
+  }
+  std::string GetJoined(std::string_view name) const override { return std::string(Get(name)); }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
+KeyQuery Bad(std::string field, std::string message) {
+  KeyQuery q;
+  q.error = KeyQueryError::kBadField;
+  q.field = std::move(field);
+  q.message = std::move(message);
+  return q;
+}
+
+// The part of `rule`'s key a parameter names, or null.
+const rules::KeyPart* PartNamed(const rules::RuleConfig& rule, std::string_view name) {
+  for (const rules::KeyPart& part : rule.key) {
+    if (part.kind == rules::KeyPartKind::kHeader) {
+      if (name.starts_with("header:") && SameName(name.substr(7), part.header)) return &part;
+    } else if (rules::KeyPartName(part) == name) {
+      return &part;
+    }
+  }
+  return nullptr;
+}
+
+std::string PartList(const rules::RuleConfig& rule) {
+  std::string out;
+  for (const rules::KeyPart& part : rule.key) {
+    if (!out.empty()) out += ", ";
+    out += rules::KeyPartName(part);
+  }
+  return out;
+}
+
+// An address, or an IPv6 network of `ipv6_prefix` bits as the `ip` key
+// shows it.
+std::optional<rules::IpAddress> ParseIp(std::string_view text, int ipv6_prefix) {
+  const std::size_t slash = text.find('/');
+  if (slash == std::string_view::npos) return rules::IpAddress::Parse(text);
+  std::optional<rules::IpAddress> ip = rules::IpAddress::Parse(text.substr(0, slash));
+  int bits = -1;
+  const std::string_view digits = text.substr(slash + 1);
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits);
+  if (!ip || ip->v4 || ec != std::errc() || end != digits.data() + digits.size() ||
+      bits != ipv6_prefix) {
+    return std::nullopt;
+  }
+  return ip;
+}
+
+}  // namespace
+
+std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
+  // A copy: Boost 1.81's parse_query reads the last value up to a NUL,
+  // past the end of a view into a larger buffer.
+  const std::string owned(query);
+  auto parsed = boost::urls::parse_query(owned);
+  if (!parsed) return std::nullopt;
+  for (const boost::urls::param_pct_view& p : *parsed) {
+    if (p.key.decode() == name) return p.value.decode();
+  }
+  return std::nullopt;
+}
+
+KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
+  // A copy: Boost 1.81's parse_query reads the last value up to a NUL,
+  // past the end of a view into a larger buffer.
+  const std::string owned(query);
+  auto parsed = boost::urls::parse_query(owned);
+  if (!parsed) return Bad("query", "the query is not valid percent-encoded text");
+  std::vector<std::pair<std::string, std::string>> params;
+  std::optional<std::string> rule_name;
+  for (const boost::urls::param_pct_view& p : *parsed) {
+    std::string key = p.key.decode();
+    std::string value = p.value.decode();
+    if (key == "rule") {
+      rule_name = std::move(value);
+    } else {
+      params.emplace_back(std::move(key), std::move(value));
+    }
+  }
+  if (!rule_name) return Bad("rule", "missing: name the rule with rule=NAME");
+  KeyQuery out;
+  for (std::size_t i = 0; i < config.rules.size(); ++i) {
+    if (config.rules[i].name == *rule_name) {
+      out.rule = &config.rules[i];
+      out.rule_index = i;
+    }
+  }
+  if (out.rule == nullptr) {
+    out.error = KeyQueryError::kUnknownRule;
+    out.field = "rule";
+    out.message = "no rule named \"" + *rule_name + "\"";
+    return out;
+  }
+  const rules::RuleConfig& rule = *out.rule;
+  if (rule.limit == nullptr) {
+    return Bad("rule", "rule \"" + rule.name + "\" keeps no rate-limit state (" +
+                           (rule.exempt ? "exempt" : "max_inflight") + ")");
+  }
+  rules::Identity identity;
+  identity.ipv6_prefix = config.identity.ipv6_prefix;
+  QueryHeaders headers;
+  rules::RequestFacts facts;
+  facts.headers = &headers;
+  std::vector<bool> given(rule.key.size(), false);
+  for (const auto& [name, value] : params) {
+    const rules::KeyPart* part = PartNamed(rule, name);
+    if (part == nullptr) {
+      return Bad(name, "the key of rule \"" + rule.name + "\" has no such part; its parts: " +
+                           PartList(rule));
+    }
+    const std::size_t index = static_cast<std::size_t>(part - rule.key.data());
+    if (given[index]) return Bad(name, "given twice");
+    given[index] = true;
+    if (part->kind != rules::KeyPartKind::kGlobal && value.empty()) return Bad(name, "empty");
+    switch (part->kind) {
+      case rules::KeyPartKind::kIp: {
+        const std::optional<rules::IpAddress> ip = ParseIp(value, identity.ipv6_prefix);
+        if (!ip) {
+          return Bad(name, "\"" + value + "\" is not an IP address (nor an IPv6 network of " +
+                               std::to_string(identity.ipv6_prefix) + " bits)");
+        }
+        identity.client_ip = *ip;
+        break;
+      }
+      case rules::KeyPartKind::kUser:
+        identity.user = value;
+        break;
+      case rules::KeyPartKind::kRole:
+        identity.role = value;
+        break;
+      case rules::KeyPartKind::kRoute:
+        facts.route = value;
+        break;
+      case rules::KeyPartKind::kHeader:
+        headers.Add(part->header, value);
+        break;
+      case rules::KeyPartKind::kGlobal:
+        break;
+    }
+  }
+  for (std::size_t i = 0; i < rule.key.size(); ++i) {
+    if (!given[i] && rule.key[i].kind != rules::KeyPartKind::kGlobal) {
+      return Bad(rules::KeyPartName(rule.key[i]), "missing: the key of rule \"" + rule.name +
+                                                      "\" is made of " + PartList(rule));
+    }
+  }
+  rules::BuildKey(rule, facts, identity, out.key);
+  return out;
+}
+
+}  // namespace tollgate::gateway

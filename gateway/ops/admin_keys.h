@@ -1,0 +1,46 @@
+// The admin API's way of naming one rule key: the query of
+// /api/v1/keys?rule=NAME&<part>=<value>... (README, "Admin API"), turned
+// into the store key the request path builds for such a request
+// (rules::BuildKey, the same function). Pure; thread-safe.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "rules/config.h"
+
+namespace tollgate::gateway {
+
+// Why a query names no key.
+enum class KeyQueryError : std::uint8_t {
+  kNone,
+  kUnknownRule,  // 404: `field` is "rule"
+  kBadField,     // 400: `field` names the parameter, `message` why
+};
+
+struct KeyQuery {
+  KeyQueryError error = KeyQueryError::kNone;
+  std::string field;
+  std::string message;
+  // kNone: the rule (in the configuration given) and its key.
+  const rules::RuleConfig* rule = nullptr;
+  std::size_t rule_index = 0;
+  std::string key;
+};
+
+// `query`: the target's part after '?', percent-encoded. Parameters are
+// `rule` and one per part of the rule's key: `ip` (an address; an IPv6
+// one may name its network, "2001:db8:1:2::/64", with [identity]
+// ipv6_prefix bits), `user`, `role`, `route`, `header:NAME` (the name in
+// any case); `global` needs none. A rule without rate-limit state (exempt,
+// max_inflight) names no key.
+KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query);
+
+// The decoded value of the first parameter `name` of `query` (the part
+// after '?'), or nullopt (absent, or a query that is no valid
+// percent-encoded text).
+std::optional<std::string> QueryValue(std::string_view query, std::string_view name);
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,31 @@
+-- tollgate: what a key's state allows now, window by window, without
+-- changing it (the admin API's GET /api/v1/keys; algorithms::Inspect is the
+-- local store's). Runs after prelude.lua and every algorithm's file: KEYS
+-- and ARGV as decide.lua's, without costs.
+-- Returns per window {remaining, reset_ms, retry_after_ms} one after the
+-- other, retry_after_ms for a request of one unit (0: allowed now).
+local reply = {}
+for i = 1, count do
+  local p = params[i]
+  local alg = ALG[p.algorithm]
+  local w = {p = p, alg = alg, key = KEYS[2 * i - 1], aux = KEYS[2 * i]}
+  local state
+  if count == 1 and p.algorithm == 'token_bucket' then
+    -- A single token_bucket window keeps token_bucket_fused.lua's state:
+    -- level and last_ms as two packed doubles.
+    local packed = redis.call('GET', w.key)
+    if packed and #packed == 16 then
+      local level, last = struct.unpack('<dd', packed)
+      state = {level = level, last = last}
+    else
+      state = {level = p.burst * p.window, last = t}
+    end
+  else
+    state = alg.load(p, w, t)
+  end
+  local remaining, reset = alg.peek(p, state, t)
+  reply[#reply + 1] = remaining
+  reply[#reply + 1] = reset
+  reply[#reply + 1] = alg.retry_after(p, state, t, 1)
+end
+return reply

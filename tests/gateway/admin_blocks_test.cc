@@ -1,0 +1,190 @@
+// Blocks through the admin API (gateway/ops/admin_blocks.h): requests from
+// a network (IPv4 and IPv6), a user or with a header value are refused
+// before any rule with 403 {"error":"blocked"} and Retry-After, until the
+// block's ttl ends or it is removed; they survive reloads; on Redis a
+// block set on one gateway applies on another.
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <chrono>
+#include <functional>
+#include <thread>
+
+#include "redis_server.h"
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kToken = "0123456789abcdef0123456789abcdef-admin";
+
+// Clients name themselves through X-Forwarded-For (127.0.0.1 is a trusted
+// proxy) and X-User-Id; every request passes the rule unless blocked.
+constexpr const char* kIdentity = R"(
+[identity]
+trusted_proxies = ["127.0.0.1/32"]
+user_header = "X-User-Id"
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1000
+window = "1m"
+)";
+
+class Blocks : public ::testing::Test {
+ protected:
+  // A gateway's configuration with the admin token and `store` (a [store]
+  // section, or nothing for the local store).
+  std::string Config(const std::string& store = "") {
+    std::string config = BasicConfig(store + kIdentity);
+    config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_ + "\"\n");
+    return config;
+  }
+
+  TempDir dir_;
+  std::string token_ = dir_.Write("token", std::string(kToken));
+};
+
+Response Admin(std::uint16_t port, const std::string& method, const std::string& target,
+               const std::string& body = "", bool token = true) {
+  Client client(port);
+  client.Send(method + " " + target + " HTTP/1.1\r\nHost: admin\r\n" +
+              (token ? "Authorization: Bearer " + std::string(kToken) + "\r\n" : "") +
+              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
+  return client.Read();
+}
+
+// A request from `client_ip` (through the trusted proxy), with `headers`.
+Response From(std::uint16_t port, const std::string& client_ip, const std::string& headers = "") {
+  Client client(port);
+  return client.Get("/x", "X-Forwarded-For: " + client_ip + "\r\n" + headers);
+}
+
+TEST_F(Blocks, ByNetworkUserAndHeaderUntilTheTtlEnds) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config(), echo->port());
+  const std::uint16_t admin = gateway.admin_port();
+  const std::uint16_t port = gateway.port();
+  for (const std::string body : {
+           R"({"ip":"203.0.113.0/24","ttl":"1m"})",
+           R"({"ip":"2001:db8::/32","ttl":"2m","status":451})",
+           R"({"user":"mallory","ttl":"1h"})",
+           R"({"header":{"X-Api-Key":"stolen"},"ttl":"10s"})",
+       }) {
+    const Response res = Admin(admin, "PUT", "/api/v1/blocks", body);
+    ASSERT_EQ(res.result_int(), 200) << body << ": " << res.body();
+  }
+  const Response blocked = From(port, "203.0.113.9");
+  EXPECT_EQ(blocked.result_int(), 403);
+  EXPECT_EQ(blocked[http::field::retry_after], "60");
+  EXPECT_EQ(json::parse(blocked.body()).at("error"), "blocked");
+  EXPECT_EQ(From(port, "203.0.114.9").result_int(), 200);
+  EXPECT_EQ(From(port, "2001:db8:1:2::7").result_int(), 451);
+  EXPECT_EQ(From(port, "2001:db9::7").result_int(), 200);
+  EXPECT_EQ(From(port, "198.51.100.1", "X-User-Id: mallory\r\n").result_int(), 403);
+  EXPECT_EQ(From(port, "198.51.100.1", "X-User-Id: alice\r\n").result_int(), 200);
+  EXPECT_EQ(From(port, "198.51.100.1", "x-api-key: stolen\r\n").result_int(), 403);
+  EXPECT_EQ(From(port, "198.51.100.1", "X-Api-Key: mine\r\n").result_int(), 200);
+
+  const json::value listed = json::parse(Admin(admin, "GET", "/api/v1/blocks").body());
+  const json::array& blocks = listed.at("blocks").as_array();
+  ASSERT_EQ(blocks.size(), 4u);
+  EXPECT_EQ(json::serialize(blocks[0]),
+            R"({"id":"ip:203.0.113.0/24","ip":"203.0.113.0/24","status":403,)"
+            R"("expires_unix_ms":1060000,"ttl_ms":60000})");
+  EXPECT_EQ(blocks[3].at("id"), "header:x-api-key:stolen");
+
+  // The clock moves past the shorter ttls: those blocks are over.
+  gateway.clock().Advance(60'000);
+  EXPECT_EQ(From(port, "203.0.113.9").result_int(), 200);
+  EXPECT_EQ(From(port, "198.51.100.1", "X-Api-Key: stolen\r\n").result_int(), 200);
+  EXPECT_EQ(From(port, "2001:db8::7").result_int(), 451);
+  EXPECT_EQ(json::parse(Admin(admin, "GET", "/api/v1/blocks").body()).at("blocks").as_array().size(),
+            2u);
+
+  // Removed by id; a reload keeps the others.
+  EXPECT_EQ(Admin(admin, "DELETE", "/api/v1/blocks?id=user:mallory").result_int(), 200);
+  EXPECT_EQ(Admin(admin, "DELETE", "/api/v1/blocks?id=user:mallory").result_int(), 404);
+  EXPECT_EQ(From(port, "198.51.100.1", "X-User-Id: mallory\r\n").result_int(), 200);
+  rules::LoadResult loaded = rules::LoadConfigText(WithEchoPort(Config(), echo->port()), "b.toml");
+  ASSERT_TRUE(loaded.errors.empty());
+  std::string error;
+  ASSERT_TRUE(gateway.server().Reload(std::make_shared<const rules::Config>(*loaded.config), error))
+      << error;
+  EXPECT_EQ(From(port, "2001:db8::7").result_int(), 451);
+}
+
+TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config(), echo->port());
+  const std::uint16_t admin = gateway.admin_port();
+  struct Case {
+    std::string body, field;
+  };
+  for (const Case& c : std::vector<Case>{
+           {R"({"ip":"203.0.113.0/33","ttl":"1m"})", "ip"},
+           {R"({"ip":"203.0.113.0/24","user":"x","ttl":"1m"})", "ip"},
+           {R"({"ttl":"1m"})", "ip"},
+           {R"({"user":"x"})", "ttl"},
+           {R"({"user":"x","ttl":"forever"})", "ttl"},
+           {R"({"user":"x","ttl":"1m","status":200})", "status"},
+           {R"({"user":"x","ttl":"1m","colour":"red"})", "colour"},
+           {R"({"header":{"A":"1","B":"2"},"ttl":"1m"})", "header"},
+           {R"(["user"])", "body"},
+       }) {
+    const Response res = Admin(admin, "PUT", "/api/v1/blocks", c.body);
+    EXPECT_EQ(res.result_int(), 400) << c.body;
+    EXPECT_EQ(json::parse(res.body()).at("field").as_string(), c.field) << c.body << res.body();
+  }
+  EXPECT_EQ(Admin(admin, "PUT", "/api/v1/blocks", R"({"user":"x","ttl":"1m"})", false)
+                .result_int(),
+            401);
+  EXPECT_EQ(Admin(admin, "DELETE", "/api/v1/blocks", "", true).result_int(), 400);
+  EXPECT_EQ(json::parse(Admin(admin, "GET", "/api/v1/blocks").body()).at("blocks").as_array().size(),
+            0u);
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-User-Id: x\r\n").result_int(), 200);
+}
+
+// Polls `check` for up to 3 s: a change on one gateway reaches another by
+// its refresh (every 500 ms).
+bool Eventually(const std::function<bool()>& check) {
+  for (int i = 0; i < 300; ++i) {
+    if (check()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return check();
+}
+
+TEST_F(Blocks, SharedThroughRedisByEveryGateway) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  const std::string store =
+      RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "500ms", "time = \"client\"\n");
+  TestGateway a(Config(store), echo->port());
+  TestGateway b(Config(store), echo->port());
+  ASSERT_EQ(Admin(a.admin_port(), "PUT", "/api/v1/blocks", R"({"ip":"203.0.113.0/24","ttl":"1m"})")
+                .result_int(),
+            200);
+  // At once on the gateway that took the call, and soon on the other.
+  EXPECT_EQ(From(a.port(), "203.0.113.9").result_int(), 403);
+  EXPECT_TRUE(Eventually([&] { return From(b.port(), "203.0.113.9").result_int() == 403; }));
+  EXPECT_EQ(json::parse(Admin(b.admin_port(), "GET", "/api/v1/blocks").body())
+                .at("blocks")
+                .as_array()
+                .size(),
+            1u);
+  // A block ends at its ttl on every gateway's clock.
+  b.clock().Advance(60'000);
+  EXPECT_EQ(From(b.port(), "203.0.113.9").result_int(), 200);
+  // Removed on the other gateway.
+  ASSERT_EQ(Admin(b.admin_port(), "DELETE", "/api/v1/blocks?id=ip:203.0.113.0/24").result_int(),
+            200);
+  EXPECT_TRUE(Eventually([&] { return From(a.port(), "203.0.113.9").result_int() == 200; }));
+}
+
+}  // namespace
+}  // namespace tollgate::testing
