@@ -177,7 +177,20 @@ Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listen
       peer_ip_(peer_ip),
       peer_address_(peer_address),
       connection_(stream, Http2OptionsFor(*worker.Current()->state->config),
-                  [this](Http2Stream& s) { return Serve(s); }) {}
+                  [this](Http2Stream& s) { return Serve(s); }) {
+  connection_.OnHeaderTooLarge([this](Http2Stream&) { LogHeaderTooLarge(); });
+}
+
+void Http2Adapter::LogHeaderTooLarge() {
+  const GatewayState& state = *worker_.Current()->state;
+  Exchange ex;
+  const store::Instant now = state.clock->Now();
+  ex.start_ms = now.ms;
+  ex.started = now.steady;
+  ex.version = 20;
+  NoteAnswer(Refuse(Refusal::kHeaderTooLarge), 0, ex);
+  LogExchange(state, worker_.metrics(), peer_ip_, ex);
+}
 
 Task<void> Http2Adapter::Run(asio::const_buffer already_read) {
   co_await connection_.Run(already_read);

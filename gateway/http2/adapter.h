@@ -54,6 +54,8 @@ class Http2Adapter {
  private:
   friend class StreamExchange;
   Task<void> Serve(Http2Stream& stream);
+  // The connection answered 431 itself: logged and counted like any answer.
+  void LogHeaderTooLarge();
 
   Worker& worker_;
   std::size_t listener_;

@@ -749,6 +749,7 @@ void Http2Connection::RespondHeaderTooLarge(Http2Stream& s) {
   s.response_submitted_ = true;
   s.response_ended_ = true;
   nghttp2_submit_response(session_, s.id_, nva.data(), nva.size(), nullptr);
+  if (header_too_large_fn_) header_too_large_fn_(s);
 }
 
 void Http2Connection::DispatchReady() {

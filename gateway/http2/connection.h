@@ -364,6 +364,12 @@ class Http2Connection {
   void Shutdown();
   // Ends the connection now: pending operations of every stream fail.
   void Close();
+  // `fn` runs for each request the connection answers 431 itself (its
+  // header list above max_header_list_bytes; no handler runs for it), so
+  // that it can be logged and counted.
+  void OnHeaderTooLarge(std::function<void(Http2Stream&)> fn) {
+    header_too_large_fn_ = std::move(fn);
+  }
 
   // Streams whose handler runs or whose response is still being sent.
   std::size_t busy_streams() const { return busy_; }
@@ -412,6 +418,7 @@ class Http2Connection {
   Executor executor_;
   Http2Options options_;
   Http2Handler handler_;
+  std::function<void(Http2Stream&)> header_too_large_fn_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<std::int32_t, std::unique_ptr<Http2Stream>> streams_;
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed

@@ -134,12 +134,19 @@ TEST(Http2Gateway, CurlPriorKnowledgeAndTheAccessLog) {
         Shell("curl -sS -i --http2-prior-knowledge " + Url(gateway, "/_test/status/204"));
     EXPECT_NE(no_content.find("HTTP/2 204"), std::string::npos) << no_content;
     EXPECT_EQ(no_content.find("content-length"), std::string::npos) << no_content;
+    // A header list above max_header_bytes is answered by the connection
+    // itself, and logged like any answer.
+    EXPECT_EQ(Shell("curl -sS -o /dev/null -w '%{http_code}' --http2-prior-knowledge -H "
+                    "\"X-Big: $(head -c 20000 /dev/zero | tr '\\0' a)\" " +
+                    Url(gateway, "/api/hello")),
+              "431");
     // HTTP/1.1 on the same listener still works.
     Client http1(gateway.port());
     EXPECT_EQ(http1.Get("/api/hello").result_int(), 200);
   }
   // The gateway is gone: its access log is complete.
   const std::string log = ReadFile(dir.path() + "/access.log");
+  EXPECT_NE(log.find(" HTTP/2.0\" 431 "), std::string::npos) << log;
   EXPECT_NE(log.find("\"GET /api/hello HTTP/2.0\" 200 20"), std::string::npos) << log;
   EXPECT_NE(log.find("\"HEAD /api/hello HTTP/2.0\" 200 0"), std::string::npos) << log;
   EXPECT_NE(log.find("\"GET /api/hello HTTP/1.1\" 200"), std::string::npos) << log;
