@@ -20,6 +20,7 @@
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
 #include "gateway/tools/echo_upstream.h"
+#include "gateway/tools/ctl.h"
 #include "gateway/tools/replay.h"
 #include "gateway/server.h"
 #include "rules/config.h"
@@ -39,6 +40,8 @@ constexpr std::string_view kUsage = R"(usage:
                                     decide a trace (t_ms,key[,cost]) with a virtual clock
   tollgate echo-upstream [--listen HOST:PORT] [--threads N]
                                     run the bundled demo/benchmark upstream
+  tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
+                                    the admin API's client (tollgate ctl --help)
   tollgate --version
   tollgate --help
 
@@ -380,6 +383,13 @@ int Main(int argc, char** argv) {
   }
   if (command == "replay") return Replay(rest);
   if (command == "echo-upstream") return EchoUpstreamMain(rest);
+  if (command == "ctl") {
+    if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
+      std::cout << kCtlUsage;
+      return 0;
+    }
+    return RunCtl(rest, std::cout, std::cerr);
+  }
   if (command == "--config" || command == "--check-config") {
     if (rest.size() != 1) return Usage(command + " takes one FILE");
     return command == "--config" ? Run(rest.front()) : CheckConfig(rest.front());

@@ -366,10 +366,9 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       *raw,
       admin_acceptor->local_endpoint().address().is_loopback() ? ListenerScope::kLoopback
                                                                : ListenerScope::kReachable,
-      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, clock);
-  handlers.api = [api = impl->api.get()](const http::request<http::string_body>& req) {
-    return api->Handle(req);
-  };
+      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, clock, impl->metrics.get());
+  handlers.api = [api = impl->api.get()](const http::request<http::string_body>& req,
+                                         std::string_view peer) { return api->Handle(req, peer); };
   impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
                                               std::move(*admin_acceptor), std::move(handlers));
   return std::unique_ptr<Server>(new Server(std::move(impl)));

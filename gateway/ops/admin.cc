@@ -73,6 +73,11 @@ Task<void> AdminServer::AcceptLoop() {
 
 Task<void> AdminServer::Serve(TcpStream stream) {
   beast::flat_buffer buffer;
+  ErrorCode peer_ec;
+  const tcp::endpoint peer_endpoint = stream.socket().remote_endpoint(peer_ec);
+  const std::string peer =
+      peer_ec ? std::string("unknown")
+              : fmt::format("{}:{}", peer_endpoint.address().to_string(), peer_endpoint.port());
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(kAdminHeaderLimit);
@@ -93,7 +98,7 @@ Task<void> AdminServer::Serve(TcpStream stream) {
     http::response<http::string_body> res;
     // (GCC 12 miscompiles co_await inside ?: : keep it a statement.)
     if (handlers_.api && target.starts_with(AdminApi::kPrefix)) {
-      res = co_await handlers_.api(parser.get());
+      res = co_await handlers_.api(parser.get(), peer);
     } else {
       res = Handle(parser.get());
     }

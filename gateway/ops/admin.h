@@ -25,8 +25,10 @@ class AdminServer {
     std::function<std::string()> metrics;  // the /metrics body; empty: metrics are off (404)
     std::function<std::string()> status;   // the /status.json body; empty: no status page (404)
     std::function<void()> sample;          // called every kSampleInterval while serving
-    // Answers the calls under /api/ (gateway/ops/admin_api.h).
-    std::function<Task<http::response<http::string_body>>(const http::request<http::string_body>&)>
+    // Answers the calls under /api/ (gateway/ops/admin_api.h); the second
+    // argument is the caller's address ("host:port").
+    std::function<Task<http::response<http::string_body>>(const http::request<http::string_body>&,
+                                                          std::string_view)>
         api;
   };
   static constexpr std::chrono::seconds kSampleInterval{1};

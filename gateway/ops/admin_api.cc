@@ -1,5 +1,7 @@
 #include "gateway/ops/admin_api.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
 
@@ -131,15 +133,25 @@ bool Answers(const Endpoint& e, http::verb method) {
 }  // namespace
 
 AdminApi::AdminApi(const StateSource& states, ListenerScope scope, store::LocalStore& local,
-                   store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock)
+                   store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock,
+                   Metrics* metrics)
     : states_(states),
       scope_(scope),
       local_(local),
       redis_(redis),
       blocks_(blocks),
-      clock_(clock) {}
+      clock_(clock),
+      metrics_(metrics) {}
 
-Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req) {
+json::value AdminApi::Listed(std::string_view id, std::int64_t now_unix_ms) const {
+  for (const rules::Block& b : blocks_.Current()) {
+    if (b.Id() == id) return AdminBlocks::Describe(b, now_unix_ms);
+  }
+  return nullptr;
+}
+
+Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
+                                const Caller& caller) {
   const std::int64_t now = clock_.UnixMs();
   if (req.method() == http::verb::put) {
     std::string field, message;
@@ -149,8 +161,11 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req) {
                       {{"field", field}});
     }
     json::object shown = AdminBlocks::Describe(*block, now);
+    const std::string id = block->Id();
+    const json::value before = Listed(id, now);
     const bool stored = co_await blocks_.Put(std::move(*block));
     if (!stored) co_return StoreUnavailable();
+    RecordChange(AdminChange::kBlock, caller, "id=" + id, before, shown);
     co_return Json(http::status::ok, json::object{{"block", std::move(shown)}});
   }
   if (req.method() == http::verb::delete_) {
@@ -163,12 +178,14 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req) {
       co_return Error(http::status::bad_request, "bad_request",
                       "id: missing: name the block with id=<its id, as listed>", {{"field", "id"}});
     }
+    const json::value before = Listed(*id, now);
     const std::optional<bool> removed = co_await blocks_.Remove(*id);
     if (!removed) co_return StoreUnavailable();
     if (!*removed) {
       co_return Error(http::status::not_found, "unknown_block", "no block with id \"" + *id + "\"",
                       {{"field", "id"}});
     }
+    RecordChange(AdminChange::kUnblock, caller, "id=" + *id, before, nullptr);
     co_return Json(http::status::ok, json::object{{"removed", *id}});
   }
   json::array list;
@@ -176,7 +193,44 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req) {
   co_return Json(http::status::ok, json::object{{"blocks", std::move(list)}});
 }
 
-Task<Response> AdminApi::Keys(const http::request<http::string_body>& req) {
+Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state,
+                                                        const KeyQuery& query,
+                                                        std::uint32_t partition) {
+  const rules::RuleConfig& rule = *query.rule;
+  const store::LimitSpec& limit = *rule.limit;
+  store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
+  const std::int64_t now_ms = MakeLimitContext(state, store, nullptr).store_now_ms;
+  std::vector<algorithms::WindowView> views(limit.windows.size());
+  if (redis_ != nullptr) {
+    const Executor executor = co_await asio::this_coro::executor;
+    StoreReply reply(executor);
+    redis_->Inspect(query.key, limit, now_ms, reply);
+    const store::StoreStatus status = co_await reply.Wait();
+    if (status != store::StoreStatus::kOk || reply.values().size() != 3 * views.size()) {
+      co_return std::nullopt;
+    }
+    for (std::size_t i = 0; i < views.size(); ++i) {
+      views[i] = {reply.values()[3 * i], reply.values()[3 * i + 1], reply.values()[3 * i + 2]};
+    }
+  } else {
+    local_.Inspect({query.key, &limit, 1, now_ms, partition}, views);
+  }
+  json::array windows;
+  for (std::size_t i = 0; i < views.size(); ++i) {
+    const algorithms::LimitParams& p = limit.windows[i];
+    json::object window;
+    window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
+    window["limit"] = p.limit;
+    window["window"] = rule.windows[i].text;
+    window["remaining"] = views[i].remaining;
+    window["reset_ms"] = views[i].reset_ms;
+    window["retry_after_ms"] = views[i].retry_after_ms;
+    windows.emplace_back(std::move(window));
+  }
+  co_return windows;
+}
+
+Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const Caller& caller) {
   const std::shared_ptr<const GatewayState> state = states_.Load();
   const rules::Config& config = *state->config;
   const std::string_view target = req.target();
@@ -194,62 +248,47 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req) {
                     {{"field", query.field}});
   }
   const rules::RuleConfig& rule = *query.rule;
-  const store::LimitSpec& limit = *rule.limit;
   const std::uint32_t partition = state->rule_set->partitions()[query.rule_index];
   json::object out;
   out["rule"] = rule.name;
   out["key"] = rules::DisplayKey(rule, query.key);
   out["store"] = redis_ != nullptr ? "redis" : "local";
+  std::optional<json::array> windows = co_await ReadWindows(*state, query, partition);
+  if (!windows) co_return StoreUnavailable();
   if (req.method() == http::verb::delete_) {
     if (redis_ != nullptr) {
       const Executor executor = co_await asio::this_coro::executor;
       StoreReply reply(executor);
-      redis_->Reset(query.key, limit, reply);
+      redis_->Reset(query.key, *rule.limit, reply);
       const store::StoreStatus status = co_await reply.Wait();
       if (status != store::StoreStatus::kOk) co_return StoreUnavailable();
     }
     // With Redis too: the state on_error = "local" decided with.
     local_.Erase(query.key, partition);
+    std::optional<json::array> after = co_await ReadWindows(*state, query, partition);
+    RecordChange(AdminChange::kReset, caller,
+                 "rule=" + rule.name + " key=\"" + std::string(out["key"].as_string()) + "\"",
+                 *windows, after ? json::value(std::move(*after)) : json::value());
     out["reset"] = true;
     co_return Json(http::status::ok, out);
   }
-  store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
-  const std::int64_t now_ms = MakeLimitContext(*state, store, nullptr).store_now_ms;
-  std::vector<algorithms::WindowView> views(limit.windows.size());
-  if (redis_ != nullptr) {
-    const Executor executor = co_await asio::this_coro::executor;
-    StoreReply reply(executor);
-    redis_->Inspect(query.key, limit, now_ms, reply);
-    const store::StoreStatus status = co_await reply.Wait();
-    if (status != store::StoreStatus::kOk || reply.values().size() != 3 * views.size()) {
-      co_return StoreUnavailable();
-    }
-    for (std::size_t i = 0; i < views.size(); ++i) {
-      views[i] = {reply.values()[3 * i], reply.values()[3 * i + 1], reply.values()[3 * i + 2]};
-    }
-  } else {
-    local_.Inspect({query.key, &limit, 1, now_ms, partition}, views);
-  }
-  json::array windows;
   bool limited = false;
-  for (std::size_t i = 0; i < views.size(); ++i) {
-    const algorithms::LimitParams& p = limit.windows[i];
-    json::object window;
-    window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
-    window["limit"] = p.limit;
-    window["window"] = rule.windows[i].text;
-    window["remaining"] = views[i].remaining;
-    window["reset_ms"] = views[i].reset_ms;
-    window["retry_after_ms"] = views[i].retry_after_ms;
-    limited = limited || views[i].retry_after_ms > 0;
-    windows.emplace_back(std::move(window));
-  }
+  for (const json::value& w : *windows) limited = limited || w.at("retry_after_ms").as_int64() > 0;
   out["limited"] = limited;
-  out["windows"] = std::move(windows);
+  out["windows"] = std::move(*windows);
   co_return Json(http::status::ok, out);
 }
 
-Task<Response> AdminApi::Handle(const http::request<http::string_body>& req) {
+void AdminApi::RecordChange(AdminChange change, const Caller& caller, std::string_view what,
+                            const json::value& before, const json::value& after) {
+  if (metrics_ != nullptr) metrics_->RecordAdminChange(change);
+  spdlog::info("admin change: {} {} by {} from {}; before: {}; after: {}",
+               AdminChangeName(change), what, caller.who, caller.peer, json::serialize(before),
+               json::serialize(after));
+}
+
+Task<Response> AdminApi::Handle(const http::request<http::string_body>& req,
+                                std::string_view peer) {
   const http::verb method = req.method();
   const bool read = method == http::verb::get || method == http::verb::head;
   const std::shared_ptr<const GatewayState> state = states_.Load();
@@ -286,11 +325,14 @@ Task<Response> AdminApi::Handle(const http::request<http::string_body>& req) {
     res.set(http::field::allow, AllowOf(*endpoint));
     co_return res;
   }
+  const Caller caller{config.admin.token.empty() ? std::string("no token")
+                                                 : "token " + TokenFingerprint(config.admin.token),
+                      std::string(peer)};
   if (endpoint->path == kKeysPath) {
-    co_return co_await Keys(req);
+    co_return co_await Keys(req, caller);
   }
   if (endpoint->path == kBlocksPath) {
-    co_return co_await Blocks(req);
+    co_return co_await Blocks(req, caller);
   }
   json::array rules;
   for (const rules::RuleConfig& rule : config.rules) rules.emplace_back(DescribeRule(rule));

@@ -3,12 +3,22 @@
 // errors are JSON objects {"error","message","status"} with a "field" when
 // one part of the call is wrong and the list of "rules" when the rule named
 // is unknown. Answers from the configuration in force and the configured
-// store (local or Redis: the same answer). Runs on the admin
+// store (local or Redis: the same answer). Every change is audited: a log
+// line and tollgate_admin_changes_total. Runs on the admin
 // listener's thread; not thread-safe.
 #pragma once
 
+#include <boost/json/array.hpp>
+#include <boost/json/value.hpp>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
 #include "gateway/io/net.h"
 #include "gateway/ops/admin_auth.h"
+#include "gateway/ops/admin_keys.h"
+#include "gateway/ops/metrics.h"
 
 namespace tollgate::store {
 class Clock;
@@ -20,6 +30,7 @@ namespace tollgate::gateway {
 
 class AdminBlocks;
 class StateSource;
+struct GatewayState;
 
 class AdminApi {
  public:
@@ -28,17 +39,37 @@ class AdminApi {
   // else null; `local` is the process's local store (with Redis: the
   // fallback of on_error = "local").
   AdminApi(const StateSource& states, ListenerScope scope, store::LocalStore& local,
-           store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock);
+           store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock,
+           Metrics* metrics);
 
   // Answers one call whose target starts with kPrefix.
   static constexpr std::string_view kPrefix = "/api/";
-  Task<http::response<http::string_body>> Handle(const http::request<http::string_body>& req);
+  // `peer`: the caller's address, for the audit log.
+  Task<http::response<http::string_body>> Handle(const http::request<http::string_body>& req,
+                                                 std::string_view peer);
 
  private:
+  // Who makes a change: "token <fingerprint>" (or "no token") and the peer.
+  struct Caller {
+    std::string who;
+    std::string peer;
+  };
   // GET and DELETE /api/v1/keys.
-  Task<http::response<http::string_body>> Keys(const http::request<http::string_body>& req);
+  Task<http::response<http::string_body>> Keys(const http::request<http::string_body>& req,
+                                               const Caller& caller);
+  // The key's windows as GET shows them; nullopt when the store did not answer.
+  Task<std::optional<boost::json::array>> ReadWindows(const GatewayState& state,
+                                                      const KeyQuery& query,
+                                                      std::uint32_t partition);
   // GET, PUT and DELETE /api/v1/blocks.
-  Task<http::response<http::string_body>> Blocks(const http::request<http::string_body>& req);
+  Task<http::response<http::string_body>> Blocks(const http::request<http::string_body>& req,
+                                                 const Caller& caller);
+  // The block with this id as GET lists it, or null.
+  boost::json::value Listed(std::string_view id, std::int64_t now_unix_ms) const;
+  // The audit of a change: one line in the operational log (who, from
+  // where, what, before and after) and tollgate_admin_changes_total.
+  void RecordChange(AdminChange change, const Caller& caller, std::string_view what,
+                    const boost::json::value& before, const boost::json::value& after);
 
   const StateSource& states_;
   const ListenerScope scope_;
@@ -46,6 +77,7 @@ class AdminApi {
   store::RedisStore* redis_;
   AdminBlocks& blocks_;
   const store::Clock& clock_;
+  Metrics* metrics_;  // null when metrics are off
 };
 
 }  // namespace tollgate::gateway

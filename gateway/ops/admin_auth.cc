@@ -29,6 +29,18 @@ bool SameToken(std::string_view given, std::string_view token) {
 
 }  // namespace
 
+std::string TokenFingerprint(std::string_view token) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest);
+  std::string out;
+  for (int i = 0; i < 4; ++i) {
+    out.push_back(kHex[digest[i] >> 4]);
+    out.push_back(kHex[digest[i] & 15]);
+  }
+  return out;
+}
+
 AuthResult Authorize(std::string_view token, std::string_view authorization, ListenerScope scope,
                      ApiAccess access) {
   if (!token.empty()) {

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace tollgate::gateway {
@@ -26,5 +27,9 @@ enum class AuthResult : std::uint8_t {
 // call's Authorization field, empty when absent.
 AuthResult Authorize(std::string_view token, std::string_view authorization, ListenerScope scope,
                      ApiAccess access);
+
+// Names a token in the audit log without showing it: the first 8 hex
+// digits of its SHA-256.
+std::string TokenFingerprint(std::string_view token);
 
 }  // namespace tollgate::gateway

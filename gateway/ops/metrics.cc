@@ -212,6 +212,23 @@ void Metrics::RecordReload(bool success, double unix_seconds, std::string_view e
   reloads_.last_error = success ? std::string() : std::string(error);
 }
 
+std::string_view AdminChangeName(AdminChange change) {
+  switch (change) {
+    case AdminChange::kReset:
+      return "reset";
+    case AdminChange::kBlock:
+      return "block";
+    case AdminChange::kUnblock:
+      return "unblock";
+  }
+  return "";
+}
+
+void Metrics::RecordAdminChange(AdminChange change) {
+  std::lock_guard lock(mutex_);
+  ++admin_changes_[static_cast<std::size_t>(change)];
+}
+
 void Metrics::ConfigInForce(double unix_seconds) {
   std::lock_guard lock(mutex_);
   reloads_.last_success = unix_seconds;
@@ -425,6 +442,12 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   w.Family("config_last_reload_success_timestamp_seconds", "gauge",
            "Unix time of the last configuration that took effect (startup included).");
   w.Sample("config_last_reload_success_timestamp_seconds", "", reloads_.last_success);
+  w.Family("admin_changes_total", "counter",
+           "Changes made through the admin API (key resets, blocks set, blocks removed), by kind.");
+  for (int k = 0; k < kAdminChanges; ++k) {
+    w.Sample("admin_changes_total", label("kind", AdminChangeName(static_cast<AdminChange>(k))),
+             admin_changes_[static_cast<std::size_t>(k)]);
+  }
   return out;
 }
 

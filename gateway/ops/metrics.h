@@ -47,6 +47,11 @@ inline constexpr int kDecisionKinds = 6;
 enum class UpstreamFailure : std::uint8_t { kConnect, kTimeout, kReset };
 inline constexpr int kUpstreamFailures = 3;
 enum class StoreKindLabel : std::uint8_t { kLocal, kRedis };
+// A change made through the admin API (gateway/ops/admin_audit.h).
+enum class AdminChange : std::uint8_t { kReset, kBlock, kUnblock };
+inline constexpr int kAdminChanges = 3;
+// Its `kind` label: "reset", "block", "unblock".
+std::string_view AdminChangeName(AdminChange change);
 enum class StoreErrorKind : std::uint8_t { kTimeout, kUnavailable, kError };
 inline constexpr int kStoreErrorKinds = 3;
 
@@ -182,6 +187,8 @@ class Metrics {
   void RecordReload(bool success, double unix_seconds, std::string_view error = {});
   // A configuration took effect (startup or reload) at this Unix time.
   void ConfigInForce(double unix_seconds);
+  // A change made through the admin API (tollgate_admin_changes_total).
+  void RecordAdminChange(AdminChange change);
 
   // Prometheus text exposition format 0.0.4.
   std::string Render(const ExternalGauges& external) const;
@@ -221,11 +228,12 @@ class Metrics {
     return merged;
   }
 
-  mutable std::mutex mutex_;  // names_ and reload figures
+  mutable std::mutex mutex_;  // names_, reload figures and admin changes
   std::vector<std::string> routes_, rules_, upstreams_, listeners_;
   std::vector<std::unique_ptr<ThreadMetrics>> threads_;
   std::string version_;
   ReloadStatus reloads_;
+  std::array<std::uint64_t, kAdminChanges> admin_changes_{};
 };
 
 }  // namespace tollgate::gateway

@@ -4,8 +4,10 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <csignal>
 #include <cstdlib>
 
+#include "gateway/ops/admin_auth.h"
 #include "redis_server.h"
 #include "test_support.h"
 
@@ -316,6 +318,76 @@ INSTANTIATE_TEST_SUITE_P(Stores, AdminKeys, ::testing::Values(false, true),
                          [](const ::testing::TestParamInfo<bool>& info) {
                            return info.param ? "Redis" : "Local";
                          });
+
+// The next line of the real binary's operational log that contains `text`
+// ("" at its end).
+std::string LineWith(Process& gateway, std::string_view text) {
+  for (std::string line = gateway.StderrLine(); !line.empty(); line = gateway.StderrLine()) {
+    if (line.find(text) != std::string::npos) return line;
+  }
+  return {};
+}
+
+// Every change is one line of the operational log (who: the token's
+// fingerprint and the peer; what; before and after) and counted in
+// tollgate_admin_changes_total; refused calls change and log nothing.
+TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
+  auto echo = StartEcho();
+  const std::string file = dir_.Write(
+      "gateway.toml",
+      WithEchoPort(AdminConfig("address = \"127.0.0.1:0\"\ntoken_file = \"" + file_ + "\""),
+                   echo->port()));
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const std::string serving = LineWith(gateway, "admin on port ");
+  ASSERT_FALSE(serving.empty());
+  const auto admin = static_cast<std::uint16_t>(
+      std::stoi(serving.substr(serving.find("admin on port ") + 14)));
+  const std::string port_text = serving.substr(serving.find("port(s) ") + 8);
+  const auto port = static_cast<std::uint16_t>(std::stoi(port_text));
+  const std::string who = "by token " + gateway::TokenFingerprint(kToken) + " from 127.0.0.1:";
+
+  EXPECT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer("wrong"), R"({"user":"x","ttl":"1m"})")
+                .result_int(),
+            401);
+  ASSERT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer(kToken), R"({"user":"mallory","ttl":"1m"})")
+                .result_int(),
+            200);
+  std::string line = LineWith(gateway, "admin change: ");
+  EXPECT_NE(line.find("admin change: block id=user:mallory " + who), std::string::npos) << line;
+  EXPECT_NE(line.find("; before: null; after: {\"id\":\"user:mallory\""), std::string::npos)
+      << line;
+
+  Client client(port);
+  ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
+  ASSERT_EQ(Call(admin, "DELETE", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1", Bearer(kToken))
+                .result_int(),
+            200);
+  line = LineWith(gateway, "admin change: ");
+  EXPECT_NE(line.find("admin change: reset rule=per-key key=\"header:X-Api-Key=#"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("; before: [{\"algorithm\":\"fixed_window\",\"limit\":3,\"window\":\"1m\","
+                      "\"remaining\":"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("; after: [{\"algorithm\":\"fixed_window\",\"limit\":3,\"window\":\"1m\","
+                      "\"remaining\":3,"),
+            std::string::npos)
+      << line;
+
+  ASSERT_EQ(Call(admin, "DELETE", "/api/v1/blocks?id=user:mallory", Bearer(kToken)).result_int(),
+            200);
+  line = LineWith(gateway, "admin change: ");
+  EXPECT_NE(line.find("admin change: unblock id=user:mallory " + who), std::string::npos) << line;
+  EXPECT_NE(line.find("; after: null"), std::string::npos) << line;
+
+  const std::string metrics = Call(admin, "GET", "/metrics").body();
+  EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"reset\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"block\"} 1\n"), std::string::npos);
+  EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"unblock\"} 1\n"), std::string::npos);
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
 
 }  // namespace
 }  // namespace tollgate::testing

@@ -1,0 +1,315 @@
+#include "gateway/tools/ctl.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/parse.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+#include <cstdlib>
+#include <optional>
+#include <ostream>
+#include <string_view>
+#include <utility>
+
+#include "gateway/tools/ctl_client.h"
+
+namespace tollgate::gateway {
+namespace {
+
+namespace json = boost::json;
+
+constexpr std::string_view kDefaultAdmin = "http://127.0.0.1:9090";
+constexpr std::string_view kDefaultTokenEnv = "TOLLGATE_ADMIN_TOKEN";
+
+std::string Encode(std::string_view text) {
+  return boost::urls::encode(text, boost::urls::unreserved_chars);
+}
+
+// Columns padded to their widest cell, two spaces apart.
+void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream& out) {
+  std::vector<std::size_t> widths;
+  for (const auto& row : rows) {
+    widths.resize(std::max(widths.size(), row.size()));
+    for (std::size_t c = 0; c < row.size(); ++c) widths[c] = std::max(widths[c], row[c].size());
+  }
+  for (const auto& row : rows) {
+    std::string line;
+    for (std::size_t c = 0; c < row.size(); ++c) {
+      line += row[c];
+      if (c + 1 < row.size()) line.append(widths[c] - row[c].size() + 2, ' ');
+    }
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out << line << "\n";
+  }
+}
+
+std::string Text(const json::value& v) {
+  if (v.is_string()) return std::string(v.as_string());
+  return json::serialize(v);
+}
+
+// What one command sends, once its options are read.
+struct Request {
+  std::string method = "GET";
+  std::string target;
+  std::string body;
+};
+
+// The options of a command: `--name value` pairs.
+class Options {
+ public:
+  // False (with `problem` set) for a stray word or an option without a value.
+  bool Read(const std::vector<std::string>& args, std::size_t from, std::string& problem) {
+    for (std::size_t i = from; i < args.size(); ++i) {
+      if (!args[i].starts_with("--") || i + 1 >= args.size()) {
+        problem = args[i].starts_with("--") ? args[i] + " needs a value"
+                                            : "unexpected \"" + args[i] + "\"";
+        return false;
+      }
+      values_.emplace_back(args[i].substr(2), args[i + 1]);
+      ++i;
+    }
+    return true;
+  }
+  std::optional<std::string> Take(std::string_view name) {
+    for (auto it = values_.begin(); it != values_.end(); ++it) {
+      if (it->first == name) {
+        std::string v = std::move(it->second);
+        values_.erase(it);
+        return v;
+      }
+    }
+    return std::nullopt;
+  }
+  // The first option nobody took, if any.
+  std::optional<std::string> Left() const {
+    if (values_.empty()) return std::nullopt;
+    return "--" + values_.front().first;
+  }
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
+// --header's NAME=VALUE; nullopt (with `problem` set) for anything else.
+std::optional<std::pair<std::string, std::string>> SplitHeader(const std::string& option,
+                                                               std::string& problem) {
+  const std::size_t eq = option.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    problem = "--header takes NAME=VALUE";
+    return std::nullopt;
+  }
+  return std::pair(option.substr(0, eq), option.substr(eq + 1));
+}
+
+// "?rule=NAME&<part>=<value>..." from --rule and the key options.
+std::optional<std::string> KeyQuery(Options& options, std::string& problem) {
+  const std::optional<std::string> rule = options.Take("rule");
+  if (!rule) {
+    problem = "--rule is required";
+    return std::nullopt;
+  }
+  std::string query = "?rule=" + Encode(*rule);
+  for (const std::string_view part : {"ip", "user", "role", "route"}) {
+    if (auto v = options.Take(part)) query += "&" + std::string(part) + "=" + Encode(*v);
+  }
+  while (auto option = options.Take("header")) {
+    const auto header = SplitHeader(*option, problem);
+    if (!header) return std::nullopt;
+    query += "&" + Encode("header:" + header->first) + "=" + Encode(header->second);
+  }
+  return query;
+}
+
+std::optional<Request> Build(const std::string& command, Options& options, std::string& problem) {
+  Request r;
+  if (command == "rules") {
+    r.target = "/api/v1/rules";
+  } else if (command == "keys" || command == "reset") {
+    const std::optional<std::string> query = KeyQuery(options, problem);
+    if (!query) return std::nullopt;
+    r.target = "/api/v1/keys" + *query;
+    if (command == "reset") r.method = "DELETE";
+  } else if (command == "block") {
+    json::object body;
+    if (auto v = options.Take("ip")) body["ip"] = *v;
+    if (auto v = options.Take("user")) body["user"] = *v;
+    if (auto option = options.Take("header")) {
+      const auto header = SplitHeader(*option, problem);
+      if (!header) return std::nullopt;
+      body["header"] = json::object{{header->first, header->second}};
+    }
+    if (auto v = options.Take("ttl")) body["ttl"] = *v;
+    if (auto v = options.Take("status")) {
+      char* end = nullptr;
+      const long status = std::strtol(v->c_str(), &end, 10);
+      if (v->empty() || *end != '\0') {
+        problem = "--status takes a number";
+        return std::nullopt;
+      }
+      body["status"] = status;
+    }
+    r.method = "PUT";
+    r.target = "/api/v1/blocks";
+    r.body = json::serialize(body);
+  } else if (command == "unblock") {
+    const std::optional<std::string> id = options.Take("id");
+    if (!id) {
+      problem = "--id is required";
+      return std::nullopt;
+    }
+    r.method = "DELETE";
+    r.target = "/api/v1/blocks?id=" + Encode(*id);
+  } else if (command == "blocks") {
+    r.target = "/api/v1/blocks";
+  } else {
+    problem = "unknown command \"" + command + "\"";
+    return std::nullopt;
+  }
+  if (auto left = options.Left()) {
+    problem = "unknown option " + *left + " for " + command;
+    return std::nullopt;
+  }
+  return r;
+}
+
+void PrintRules(const json::object& doc, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {{"RULE", "KEY", "LIMITS", "ACTION"}};
+  for (const json::value& v : doc.at("rules").as_array()) {
+    const json::object& rule = v.as_object();
+    std::vector<std::string> row = {Text(rule.at("name")), "", "", ""};
+    if (rule.contains("exempt")) {
+      row[2] = "exempt";
+      rows.push_back(std::move(row));
+      continue;
+    }
+    for (const json::value& part : rule.at("key").as_array()) {
+      row[1] += (row[1].empty() ? "" : "+") + Text(part);
+    }
+    if (rule.contains("max_inflight")) {
+      row[2] = "max_inflight " + Text(rule.at("max_inflight"));
+    } else {
+      for (const json::value& w : rule.at("limits").as_array()) {
+        if (!row[2].empty()) row[2] += ", ";
+        row[2] += Text(w.at("limit")) + "/" + Text(w.at("window")) + " " + Text(w.at("algorithm"));
+      }
+      row[3] = Text(rule.at("action"));
+    }
+    rows.push_back(std::move(row));
+  }
+  PrintTable(rows, out);
+}
+
+void PrintKey(const json::object& doc, std::ostream& out) {
+  out << "rule " << Text(doc.at("rule")) << ", key " << Text(doc.at("key")) << " ("
+      << Text(doc.at("store")) << " store): "
+      << (doc.at("limited").as_bool() ? "limited" : "not limited") << "\n";
+  std::vector<std::vector<std::string>> rows = {
+      {"WINDOW", "ALGORITHM", "LIMIT", "REMAINING", "RESET_MS", "RETRY_AFTER_MS"}};
+  for (const json::value& v : doc.at("windows").as_array()) {
+    const json::object& w = v.as_object();
+    rows.push_back({Text(w.at("window")), Text(w.at("algorithm")), Text(w.at("limit")),
+                    Text(w.at("remaining")), Text(w.at("reset_ms")), Text(w.at("retry_after_ms"))});
+  }
+  PrintTable(rows, out);
+}
+
+void PrintBlocks(const json::object& doc, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {{"ID", "STATUS", "TTL_S"}};
+  for (const json::value& v : doc.at("blocks").as_array()) {
+    const json::object& b = v.as_object();
+    rows.push_back({Text(b.at("id")), Text(b.at("status")),
+                    std::to_string((b.at("ttl_ms").as_int64() + 999) / 1000)});
+  }
+  PrintTable(rows, out);
+}
+
+void Print(const std::string& command, const json::object& doc, std::ostream& out) {
+  if (command == "rules") {
+    PrintRules(doc, out);
+  } else if (command == "keys") {
+    PrintKey(doc, out);
+  } else if (command == "reset") {
+    out << "reset rule " << Text(doc.at("rule")) << " key " << Text(doc.at("key")) << "\n";
+  } else if (command == "block") {
+    const json::object& b = doc.at("block").as_object();
+    out << "blocked " << Text(b.at("id")) << " for " << (b.at("ttl_ms").as_int64() + 999) / 1000
+        << " s (status " << Text(b.at("status")) << ")\n";
+  } else if (command == "unblock") {
+    out << "unblocked " << Text(doc.at("removed")) << "\n";
+  } else {
+    PrintBlocks(doc, out);
+  }
+}
+
+}  // namespace
+
+int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
+  std::string admin(kDefaultAdmin);
+  std::string token_env(kDefaultTokenEnv);
+  bool as_json = false;
+  std::size_t i = 0;
+  for (; i < args.size() && args[i].starts_with("--"); ++i) {
+    if (args[i] == "--json") {
+      as_json = true;
+    } else if ((args[i] == "--admin" || args[i] == "--token-env") && i + 1 < args.size()) {
+      (args[i] == "--admin" ? admin : token_env) = args[i + 1];
+      ++i;
+    } else {
+      err << "tollgate ctl: unknown option \"" << args[i] << "\"\n\n" << kCtlUsage;
+      return 2;
+    }
+  }
+  if (i == args.size()) {
+    err << "tollgate ctl: a command is needed\n\n" << kCtlUsage;
+    return 2;
+  }
+  const std::string command = args[i];
+  Options options;
+  std::string problem;
+  std::optional<Request> request;
+  if (options.Read(args, i + 1, problem)) request = Build(command, options, problem);
+  auto url = boost::urls::parse_uri(admin);
+  if (request && (!url || url->scheme() != "http" || url->host().empty())) {
+    problem = "--admin must be an http:// URL such as " + std::string(kDefaultAdmin);
+    request.reset();
+  }
+  if (!request) {
+    err << "tollgate ctl: " << problem << "\n\n" << kCtlUsage;
+    return 2;
+  }
+  AdminCall call;
+  call.host = url->host_address();
+  call.port = url->has_port() ? url->port_number() : 80;
+  call.method = request->method;
+  call.target = request->target;
+  call.body = request->body;
+  if (const char* token = std::getenv(token_env.c_str())) call.token = token;
+  const AdminReply reply = CallAdmin(call);
+  if (reply.status == 0) {
+    err << "tollgate ctl: " << reply.error << "\n";
+    return 1;
+  }
+  boost::system::error_code ec;
+  const json::value doc = json::parse(reply.body, ec);
+  if (ec || !doc.is_object()) {
+    err << "tollgate ctl: " << reply.status << " with a body that is not JSON\n";
+    return 1;
+  }
+  const json::object& object = doc.as_object();
+  if (reply.status >= 300) {
+    err << "tollgate ctl: " << reply.status << " "
+        << (object.contains("error") ? Text(object.at("error")) : "error") << ": "
+        << (object.contains("message") ? Text(object.at("message")) : "") << "\n";
+    if (object.contains("rules")) err << "rules: " << json::serialize(object.at("rules")) << "\n";
+    return 1;
+  }
+  if (as_json) {
+    out << reply.body;
+  } else {
+    Print(command, object, out);
+  }
+  return 0;
+}
+
+}  // namespace tollgate::gateway

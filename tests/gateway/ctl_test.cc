@@ -1,0 +1,114 @@
+// `tollgate ctl` (gateway/tools/ctl.h), the real binary, against a gateway's
+// admin listener: its tables, --json, and exit codes (0; 1 with the
+// server's error or an unreachable listener; 2 for a usage error).
+#include <gtest/gtest.h>
+
+#include <boost/json/parse.hpp>
+
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+constexpr const char* kToken = "0123456789abcdef0123456789abcdef-admin";
+
+constexpr const char* kRules = R"(
+[[rules]]
+name = "per-key"
+key = "header:X-Api-Key"
+algorithm = "fixed_window"
+limit = 3
+window = "1m"
+[[rules]]
+name = "conn"
+key = "ip"
+max_inflight = 3
+)";
+
+class Ctl : public ::testing::Test {
+ protected:
+  Ctl() {
+    std::string config = BasicConfig(kRules);
+    config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_ + "\"\n");
+    gateway_ = std::make_unique<TestGateway>(config, echo_->port());
+  }
+  // Runs `tollgate ctl <args>` against the gateway, with the token in the
+  // environment unless `token` is false; the exit code, output in `out`.
+  int Run(const std::string& args, std::string& out, bool token = true) {
+    out.clear();
+    return RunCommand(std::string(token ? "TOLLGATE_ADMIN_TOKEN=" + std::string(kToken) + " "
+                                        : "env -u TOLLGATE_ADMIN_TOKEN ") +
+                          TOLLGATE_BINARY + " ctl --admin http://127.0.0.1:" +
+                          std::to_string(gateway_->admin_port()) + " " + args,
+                      "", out);
+  }
+
+  TempDir dir_;
+  std::string token_ = dir_.Write("token", kToken);
+  std::unique_ptr<gateway::EchoUpstream> echo_ = StartEcho();
+  std::unique_ptr<TestGateway> gateway_;
+};
+
+TEST_F(Ctl, RulesAndKeys) {
+  std::string out;
+  ASSERT_EQ(Run("rules", out), 0) << out;
+  EXPECT_EQ(out,
+            "RULE     KEY               LIMITS             ACTION\n"
+            "per-key  header:X-Api-Key  3/1m fixed_window  reject\n"
+            "conn     ip                max_inflight 3\n");
+  Client client(gateway_->port());
+  ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
+  ASSERT_EQ(Run("keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_EQ(out,
+            "rule per-key, key header:X-Api-Key=#6ab9f1eb (local store): not limited\n"
+            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS\n"
+            "1m      fixed_window  3      2          20000     0\n");
+  ASSERT_EQ(Run("--json keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_EQ(boost::json::parse(out).at("windows").at(0).at("remaining"), 2);
+  ASSERT_EQ(Run("reset --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_EQ(out, "reset rule per-key key header:X-Api-Key=#6ab9f1eb\n");
+  ASSERT_EQ(Run("keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_NE(out.find("1m      fixed_window  3      3 "), std::string::npos) << out;
+}
+
+TEST_F(Ctl, BlocksAndUnblocks) {
+  std::string out;
+  ASSERT_EQ(Run("block --user mallory --ttl 10m", out), 0) << out;
+  EXPECT_EQ(out, "blocked user:mallory for 600 s (status 403)\n");
+  ASSERT_EQ(Run("block --ip 203.0.113.0/24 --ttl 1h --status 451", out), 0) << out;
+  ASSERT_EQ(Run("blocks", out), 0) << out;
+  EXPECT_EQ(out,
+            "ID                 STATUS  TTL_S\n"
+            "user:mallory       403     600\n"
+            "ip:203.0.113.0/24  451     3600\n");
+  ASSERT_EQ(Run("unblock --id user:mallory", out), 0) << out;
+  EXPECT_EQ(out, "unblocked user:mallory\n");
+  EXPECT_EQ(Run("unblock --id user:mallory", out), 1);
+  EXPECT_EQ(out, "tollgate ctl: 404 unknown_block: no block with id \"user:mallory\"\n");
+}
+
+TEST_F(Ctl, ExitCodes) {
+  std::string out;
+  EXPECT_EQ(Run("reset --rule per-key --header X-Api-Key=k1", out, false), 1);
+  EXPECT_NE(out.find("tollgate ctl: 401 unauthorized: "), std::string::npos) << out;
+  EXPECT_EQ(Run("keys --rule nope --user alice", out), 1);
+  EXPECT_EQ(out,
+            "tollgate ctl: 404 unknown_rule: no rule named \"nope\"\n"
+            "rules: [\"per-key\",\"conn\"]\n");
+  EXPECT_EQ(Run("keys --rule per-key --user alice", out), 1);
+  EXPECT_NE(out.find("tollgate ctl: 400 bad_request: user: "), std::string::npos) << out;
+  EXPECT_EQ(Run("block --user x --ttl soon", out), 1);
+  EXPECT_NE(out.find("400 bad_request: ttl: "), std::string::npos) << out;
+  EXPECT_EQ(Run("keys --user alice", out), 2);
+  EXPECT_NE(out.find("tollgate ctl: --rule is required"), std::string::npos) << out;
+  EXPECT_EQ(Run("frobnicate", out), 2);
+  EXPECT_EQ(Run("rules --colour red", out), 2);
+  out.clear();
+  EXPECT_EQ(RunCommand(std::string(TOLLGATE_BINARY) + " ctl --admin http://127.0.0.1:1 rules", "",
+                       out),
+            1);
+  EXPECT_NE(out.find("tollgate ctl: cannot connect to 127.0.0.1:1"), std::string::npos) << out;
+}
+
+}  // namespace
+}  // namespace tollgate::testing
