@@ -17,12 +17,24 @@
 # target is checked with nghttp for grpc-status 0 before the rounds, and
 # tollgate's own count of calls that ended otherwise
 # (tollgate_grpc_responses_total) is reported.
-# Usage: bench/grpc.sh [rounds]
+#
+# Beside calls/s, the CPU time each proxy process (nginx: its worker) spent
+# per call over h2load's counted window (utime + stime from /proc/PID/stat):
+# h2load, the backend and the proxy share the machine's cores, so calls/s is
+# partly the other two's; CPU per call is the proxy's own cost.
+#
+# Options:
+#   --instructions  also count each proxy's user-space instructions per
+#                   call: one more instance of each under callgrind,
+#                   counting during one h2load run of H2LOAD_CG_REQUESTS
+#                   (20000) calls (deterministic, unlike the times; the
+#                   kernel's share is not in it).
+# Usage: bench/grpc.sh [rounds] [--instructions]
 #   (env: H2LOAD_SECONDS, default 5; GRPC_PAYLOAD, the request message's
 #    payload in bytes, default 64)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-rounds=${1:-5}
+rounds_and_instructions grpc.sh "$@"
 seconds=${H2LOAD_SECONDS:-5}
 payload=${GRPC_PAYLOAD:-64}
 
@@ -78,16 +90,19 @@ BACKEND="location = /_mirror { internal; return 204; }
       add_trailer grpc-status 0 always;
     }"
 
-declare -A port url
+declare -A port url pid
 port[backend]=$(free_port); start_nginx_h2c "${port[backend]}" "$BACKEND"
 # nginx's gRPC proxy takes one upstream connection per call in flight (it
 # does not multiplex): keep-alive for as many as h2load has in flight
 # (16 x 32), so that it does not connect per call.
+NGINX_GRPC_PROXY="location / { grpc_pass grpc://backend; }"
+NGINX_GRPC_UPSTREAM="upstream backend { server 127.0.0.1:${port[backend]}; keepalive 512; keepalive_requests 100000000; }"
 port[nginx]=$(free_port)
-start_nginx_h2c "${port[nginx]}" "location / { grpc_pass grpc://backend; }" \
-  "upstream backend { server 127.0.0.1:${port[backend]}; keepalive 512; keepalive_requests 100000000; }"
+start_nginx_h2c "${port[nginx]}" "$NGINX_GRPC_PROXY" "$NGINX_GRPC_UPSTREAM"
+pid[nginx]=$(nginx_worker_pid "${port[nginx]}")
 port[tollgate]=$(free_port)
 TOLLGATE_UPSTREAM_OPTIONS='protocol = "h2c"' start_tollgate "${port[tollgate]}" "${port[backend]}"
+pid[tollgate]=${PIDS[-1]}
 tollgate_admin=$(awk -F'"' '/^\[admin\]/ { admin = 1 } admin && /^address/ { split($2, a, ":"); print a[2]; exit }' \
   "$WORK/tollgate-${port[tollgate]}.toml")
 targets="backend nginx tollgate"
@@ -121,28 +136,51 @@ for round in $(seq "$rounds"); do
   if [ $((round % 2)) -eq 0 ]; then order="tollgate nginx"; fi
   # The backend alone once a round, before the pair.
   for t in backend $order; do
-    result=$(run_h2load "${url[$t]}" "${grpc_headers[@]}" -d "$request")
-    echo "round $round $t: $result (calls/s p50_ms p99_ms non2xx)" >&2
+    result=$(H2LOAD_PID=${pid[$t]:-} run_h2load "${url[$t]}" "${grpc_headers[@]}" -d "$request")
+    echo "round $round $t: $result (calls/s p50_ms p99_ms non2xx [cpu_us/call user_us sys_us])" >&2
     echo "$result" >> "$WORK/$t"
   done
 done
 errors=$(tollgate_grpc_errors)
 
+# User-space instructions per call: another nginx (in one process) and
+# tollgate, each under callgrind (lib.sh's h2load_instructions).
+declare -A ir
+if [ "$instructions" = 1 ]; then
+  for t in nginx tollgate; do
+    port[cg_$t]=$(free_port)
+    if [ "$t" = nginx ]; then
+      NGINX_WRAP=$(callgrind_wrap "$t") NGINX_MAIN=" master_process off;" \
+        start_nginx_h2c "${port[cg_$t]}" "$NGINX_GRPC_PROXY" "$NGINX_GRPC_UPSTREAM"
+    else
+      TOLLGATE_WRAP=$(callgrind_wrap "$t") TOLLGATE_UPSTREAM_OPTIONS='protocol = "h2c"' \
+        start_tollgate "${port[cg_$t]}" "${port[backend]}"
+    fi
+    result=$(h2load_instructions "$t" "${PIDS[-1]}" "http://127.0.0.1:${port[cg_$t]}/tollgate.bench.Echo/Unary" \
+      "${grpc_headers[@]}" -d "$request")
+    echo "$t under callgrind: $result (instructions/call calls succeeded)" >&2
+    ir[$t]=${result%% *}
+  done
+fi
+
 report=$WORK/report.md
 {
   echo "## gRPC proxying: tollgate vs nginx grpc_pass (bench/grpc.sh)"
   echo
-  echo "\`bench/grpc.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), unary calls of one ${payload}-byte message (answered with a 5-byte one and \`grpc-status: 0\`): h2load -c16 -m32 -t1 for ${seconds} s after 1 s of warm-up, $rounds alternating rounds, medians; p50/p99 from h2load's per-request log."
+  echo "\`bench/grpc.sh $rounds$([ "$instructions" = 1 ] && echo " --instructions")\` on $(nproc) cores, $(date -u +%Y-%m-%d), unary calls of one ${payload}-byte message (answered with a 5-byte one and \`grpc-status: 0\`): h2load -c16 -m32 -t1 for ${seconds} s after 1 s of warm-up, $rounds alternating rounds, medians; p50/p99 from h2load's per-request log."
   echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... http2\`, \`grpc_pass\` to an upstream with \`keepalive 512\` (its gRPC proxy takes a connection per call in flight); tollgate: \`threads = 1\`, the upstream with \`protocol = \"h2c\"\`; both with access logs off, in front of the same backend: nginx (1 worker) serving a static gRPC message over h2c. \"backend\": h2load straight to it."
+  echo "h2load, backend and proxy share the $(nproc) cores: calls/s depends on all three. *Proxy CPU µs/call* is the proxy process's (nginx: its worker's) utime + stime over h2load's counted window (/proc/PID/stat, read as h2load starts and ends it) divided by the calls h2load completed in it: its own cost, the noise-robust figure."
   echo
-  echo "| target | calls/s | p50 ms | p99 ms | non-2xx |"
-  echo "|---|---:|---:|---:|---:|"
+  echo "| target | calls/s | p50 ms | p99 ms | non-2xx | proxy CPU µs/call (user + sys) |"
+  echo "|---|---:|---:|---:|---:|---:|"
   for t in $targets; do
-    echo "| $t | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 4) |"
+    if [ "$t" = backend ]; then cpu="–"; else cpu="$(col "$t" 5) ($(col "$t" 6) + $(col "$t" 7))"; fi
+    echo "| $t | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 4) | $cpu |"
   done
   echo
-  echo "**tollgate ÷ nginx: calls/s $(ratio "$(col tollgate 1)" "$(col nginx 1)")×, p99 $(ratio "$(col tollgate 3)" "$(col nginx 3)")×**; round by round: calls/s $(round_ratios nginx tollgate 1 higher), p99 $(round_ratios nginx tollgate 3 lower). Calls tollgate ended with a gRPC status other than 0: $errors."
+  echo "**tollgate ÷ nginx: calls/s $(ratio "$(col tollgate 1)" "$(col nginx 1)")×, p99 $(ratio "$(col tollgate 3)" "$(col nginx 3)")×, proxy CPU per call $(ratio "$(col tollgate 5)" "$(col nginx 5)")× (lower is better)**; round by round: calls/s $(round_ratios nginx tollgate 1 higher), p99 $(round_ratios nginx tollgate 3 lower), CPU/call $(round_ratios nginx tollgate 5 lower). Calls tollgate ended with a gRPC status other than 0: $errors."
   echo
+  if [ "$instructions" = 1 ]; then h2load_instructions_report call "" nginx tollgate; fi
 } > "$report"
 cat "$report"
 write_results grpc "$report"

@@ -15,16 +15,15 @@ seconds=${1:-5}
 
 echo_port=$(free_port); start_echo "$echo_port"
 declare -A port pid
-cg() { echo "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/$1.cg"; }
 # nginx in one process (no master), so that valgrind follows its worker.
 for s in proxied:1000000:1000000 429:100:10; do  # scenario:rate:burst
   IFS=: read -r name rate burst <<<"$s"
   port[nginx_$name]=$(free_port)
-  NGINX_WRAP=$(cg nginx_$name) NGINX_MAIN=" master_process off;" \
+  NGINX_WRAP=$(callgrind_wrap nginx_$name) NGINX_MAIN=" master_process off;" \
     start_nginx "${port[nginx_$name]}" "$echo_port" "limit_req zone=ip burst=$burst nodelay;" "$(nginx_limit_zone "$rate")"
   pid[nginx_$name]=${PIDS[-1]}
   port[tollgate_$name]=$(free_port)
-  TOLLGATE_WRAP=$(cg tollgate_$name) start_tollgate "${port[tollgate_$name]}" "$echo_port" "$(token_bucket_rule "$rate" "$burst")"
+  TOLLGATE_WRAP=$(callgrind_wrap tollgate_$name) start_tollgate "${port[tollgate_$name]}" "$echo_port" "$(token_bucket_rule "$rate" "$burst")"
   pid[tollgate_$name]=${PIDS[-1]}
 done
 
@@ -36,7 +35,7 @@ for t in nginx_proxied tollgate_proxied nginx_429 tollgate_429; do
   requests[$t]=$(WRK_DURATION=${seconds}s run_wrk "$url" | awk '{ print $5 }')
   callgrind_control -i off "${pid[$t]}" >/dev/null 2>&1
   kill "${pid[$t]}"; wait "${pid[$t]}" 2>/dev/null || true
-  total=$(cat "$WORK/$t".cg* | awk '/^totals:/ { s += $2 } END { print s }')
+  total=$(callgrind_total "$t")
   per_request[$t]=$((total / requests[$t]))
   echo "$t: $total instructions for ${requests[$t]} requests" >&2
 done

@@ -174,18 +174,129 @@ start_redis() {
 
 # h2load -c16 -m32 -t1 against $1 (more h2load arguments after it) for
 # H2LOAD_SECONDS (5) after a 1 s warm-up; prints "req_per_s p50_ms p99_ms
-# non2xx". h2load reports no percentiles: p50 and p99 come from its
-# per-request log (--log-file).
+# non2xx", and with H2LOAD_PID set, "cpu_us user_us sys_us" after them: the
+# CPU time that process spent per request completed in the counted window
+# (see h2load_window). h2load reports no percentiles: p50 and p99 come from
+# its per-request log (--log-file), emptied first (h2load appends to it).
 run_h2load() {  # url [h2load arguments]
-  local url=$1 log=$WORK/h2load.log out rps non2xx
+  local url=$1 log=$WORK/h2load.log out rps non2xx cpu=""
   shift
-  out=$(h2load -c16 -m32 -t1 --warm-up-time=1 -D "${H2LOAD_SECONDS:-5}" --log-file="$log" "$@" "$url")
+  : > "$log"
+  out=$(h2load -c16 -m32 -t1 --warm-up-time=1 -D "${H2LOAD_SECONDS:-5}" --log-file="$log" "$@" "$url" |
+        h2load_window "${H2LOAD_PID:-}")
   rps=$(awk '/^finished in/ { print $4 }' <<<"$out")
   non2xx=$(awk '/^status codes:/ { print $5 + $7 + $9 }' <<<"$out")
+  if [ -n "${H2LOAD_PID:-}" ]; then
+    # "requests: N total, N started, N done, ...": per request done in the window.
+    cpu=$(awk -v hz="$(getconf CLK_TCK)" '
+      /^requests:/ { done = $6 }
+      /^window / { u[$2] = $3; s[$2] = $4 }
+      END {
+        if (!("start" in u) || !("end" in u) || !done) { print "h2load: no counted window" > "/dev/stderr"; exit 1 }
+        f = 1e6 / hz / done
+        printf "%.2f %.2f %.2f", (u["end"] - u["start"] + s["end"] - s["start"]) * f, (u["end"] - u["start"]) * f, (s["end"] - s["start"]) * f
+      }' <<<"$out")
+  fi
   # The log: start time, status, latency in microseconds, one request a line.
-  awk '{ print $3 }' "$log" | sort -n | awk -v rps="$rps" -v non2xx="$non2xx" '
+  awk '{ print $3 }' "$log" | sort -n | awk -v rps="$rps" -v non2xx="$non2xx" -v cpu="$cpu" '
     { a[NR] = $1 }
-    END { printf "%.0f %.3f %.3f %d\n", rps, a[int(NR * 0.5)] / 1000, a[int(NR * 0.99)] / 1000, non2xx }'
+    END { printf "%.0f %.3f %.3f %d%s\n", rps, a[int(NR * 0.5)] / 1000, a[int(NR * 0.99)] / 1000, non2xx, cpu == "" ? "" : " " cpu }'
+}
+
+# Copies h2load's output (-t1) and, with a pid in $1, adds lines "window
+# start|end UTIME STIME": that process's CPU time (clock ticks, from
+# /proc/PID/stat) when h2load says its counted window starts (after the
+# warm-up) and ends. h2load flushes those lines as it enters each phase; they
+# are read here without starting a process, so the reading follows within
+# a millisecond or so (the ticks are 10 ms).
+h2load_window() {  # [pid]
+  local line stat start="" end=""
+  while IFS= read -r line; do
+    if [ -n "$1" ]; then
+      case $line in
+        "Main benchmark duration is started"*) read -r stat < "/proc/$1/stat"; start=${stat##*) } ;;
+        "Main benchmark duration is over"*) read -r stat < "/proc/$1/stat"; end=${stat##*) } ;;
+      esac
+    fi
+    printf '%s\n' "$line"
+  done
+  # After the name: state is field 3 of the line; utime and stime are 14 and 15.
+  if [ -n "$start" ]; then awk '{ print "window start", $12, $13 }' <<<"$start"; fi
+  if [ -n "$end" ]; then awk '{ print "window end", $12, $13 }' <<<"$end"; fi
+}
+
+# The pid of the worker of the nginx started on port $1 (one worker, its
+# master's pid in $WORK/nginx-$1/nginx.pid): the process that serves, whose
+# CPU time is nginx's cost. The master forks it after opening the port.
+nginx_worker_pid() {  # port
+  local master worker
+  for _ in $(seq 200); do
+    master=$(cat "$WORK/nginx-$1/nginx.pid" 2>/dev/null || true)
+    if [ -n "$master" ] && worker=$(pgrep -P "$master"); then echo "$worker"; return 0; fi
+    sleep 0.05
+  done
+  echo "no worker of the nginx on port $1" >&2
+  return 1
+}
+
+# valgrind's callgrind, counting off until `callgrind_control -i on`, its
+# profile in $WORK/$1.cg: the command to run a server under (TOLLGATE_WRAP,
+# NGINX_WRAP; nginx with NGINX_MAIN=" master_process off;", in one process,
+# so that valgrind follows its worker). callgrind_total: the instructions
+# counted in the profiles of $1 written so far.
+callgrind_wrap() { echo "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/$1.cg"; }
+callgrind_total() { cat "$WORK/$1".cg* | awk '/^totals:/ { s += $2 } END { print s + 0 }'; }
+
+# User-space instructions per request of the server $2 (a pid) started
+# under $(callgrind_wrap $1), through URL $3 (more h2load arguments after
+# it): h2load -c16 -m32 -t1 sends H2LOAD_CG_REQUESTS (20000) requests after
+# a quarter as many to warm up, counting on during those only (the 16
+# connections' set-up is in it: little beside that many requests); the
+# server is then stopped, so that callgrind writes its profile. Prints
+# "instructions_per_request requests_done requests_succeeded".
+h2load_instructions() {  # name pid url [h2load arguments]
+  local name=$1 pid=$2 url=$3 n=${H2LOAD_CG_REQUESTS:-20000} out stat
+  shift 3
+  h2load -c16 -m32 -t1 -n "$((n / 4))" "$@" "$url" >/dev/null
+  callgrind_control -i on "$pid" >/dev/null 2>&1
+  out=$(h2load -c16 -m32 -t1 -n "$n" "$@" "$url")
+  callgrind_control -i off "$pid" >/dev/null 2>&1
+  kill "$pid"
+  # Gone, or a zombie (when this runs in a subshell, its parent reaps it).
+  while read -r stat 2>/dev/null < "/proc/$pid/stat" && [[ $stat != *") Z "* ]]; do sleep 0.1; done
+  awk -v ir="$(callgrind_total "$name")" '
+    /^requests:/ { printf "%.0f %d %d\n", ir / $6, $6, $8 }' <<<"$out"
+}
+
+# The arguments "[rounds] [--instructions]" of bench/$1 (http2.sh,
+# grpc.sh): sets rounds (5 unless given) and instructions (1 with the
+# option, else 0); anything else: the usage, and exit.
+rounds_and_instructions() {  # script "$@"
+  local script=$1 arg
+  shift
+  rounds=5 instructions=0
+  for arg in "$@"; do
+    case $arg in
+      --instructions) instructions=1 ;;
+      [0-9]*) rounds=$arg ;;
+      *) echo "usage: bench/$script [rounds] [--instructions]" >&2; exit 2 ;;
+    esac
+  done
+}
+
+# The --instructions paragraph and table of bench/http2.sh and grpc.sh:
+# instructions per $1 (request, call) from h2load_instructions, $2 after
+# that word in the heading (" over h2c"), for the targets $3... (the first:
+# the nginx the ratios are to), from the caller's associative array ir.
+h2load_instructions_report() {  # unit qualifier target...
+  local unit=$1 qualifier=$2 n=${H2LOAD_CG_REQUESTS:-20000} t
+  shift 2
+  echo "User-space instructions per $unit$qualifier (\`--instructions\`: callgrind on another instance of each proxy, nginx in one process, counting during one h2load -c16 -m32 -t1 run of $n ${unit}s after $((n / 4)) to warm up; deterministic, kernel excluded):"
+  echo
+  echo "| proxy | instructions/$unit | ÷ nginx |"
+  echo "|---|---:|---:|"
+  for t in "$@"; do echo "| $t | ${ir[$t]} | $(ratio "${ir[$t]}" "${ir[$1]}")× |"; done
+  echo
 }
 
 # wrk against URL; prints "req_per_s p50_ms p99_ms non2xx requests".

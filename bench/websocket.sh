@@ -68,7 +68,7 @@ port[upstream]=$(free_port)
 PIDS+=($!); echo_pid=$!
 wait_port "${port[upstream]}"
 port[nginx]=$(free_port); start_nginx "${port[nginx]}" "${port[upstream]}" "$NGINX_WEBSOCKET"
-pid[nginx]=$(pgrep -P "$(cat "$WORK/nginx-${port[nginx]}/nginx.pid")")  # the worker
+pid[nginx]=$(nginx_worker_pid "${port[nginx]}")
 port[tollgate]=$(free_port); start_tollgate "${port[tollgate]}" "${port[upstream]}"
 pid[tollgate]=${PIDS[-1]}
 targets="upstream nginx tollgate"
@@ -211,15 +211,14 @@ fi
 # window's messages.
 declare -A ir_per_message
 if [ "$instructions" = 1 ]; then
-  callgrind() { echo "valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file=$WORK/$1.cg"; }
   for t in $targets; do
     [ "$t" = upstream ] && continue
     port[cg_$t]=$(free_port)
     if [ "$t" = nginx ]; then
-      NGINX_WRAP=$(callgrind "$t") NGINX_MAIN=" master_process off;" \
+      NGINX_WRAP=$(callgrind_wrap "$t") NGINX_MAIN=" master_process off;" \
         start_nginx "${port[cg_$t]}" "${port[upstream]}" "$NGINX_WEBSOCKET"
     else
-      TOLLGATE_WRAP=$(callgrind "$t") start_tollgate "${port[cg_$t]}" "${port[upstream]}" \
+      TOLLGATE_WRAP=$(callgrind_wrap "$t") start_tollgate "${port[cg_$t]}" "${port[upstream]}" \
         "$([ "$t" = tollgate_msg ] && echo "$MESSAGE_RULE")"
     fi
     cg_pid=${PIDS[-1]}
@@ -227,7 +226,7 @@ if [ "$instructions" = 1 ]; then
       --at-start "callgrind_control -z $cg_pid >/dev/null && callgrind_control -i on $cg_pid >/dev/null" \
       --at-end "callgrind_control -i off $cg_pid >/dev/null && callgrind_control -d $cg_pid >/dev/null")
     sleep 1  # the dump is written
-    ir=$(cat "$WORK/$t".cg* | awk '/^totals:/ { s += $2 } END { print s + 0 }')
+    ir=$(callgrind_total "$t")
     ir_per_message[$t]=$(awk -v ir="$ir" -v n="$(field "$line" messages)" 'BEGIN { printf "%.0f", ir / n }')
     echo "$t under callgrind: $line; ${ir_per_message[$t]} instructions/msg" >&2
   done
