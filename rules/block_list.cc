@@ -3,6 +3,22 @@
 #include <algorithm>
 
 namespace tollgate::rules {
+namespace {
+
+constexpr int kMappedBits = 96;  // ::ffff:0:0/96, where IPv4 addresses live
+
+bool Mapped(const IpAddress& address) {
+  for (int i = 0; i < 10; ++i) {
+    if (address.bytes[static_cast<std::size_t>(i)] != 0) return false;
+  }
+  return address.bytes[10] == 0xff && address.bytes[11] == 0xff;
+}
+
+int Bit(const IpAddress& address, int bit) {
+  return (address.bytes[static_cast<std::size_t>(bit / 8)] >> (7 - bit % 8)) & 1;
+}
+
+}  // namespace
 
 std::string HeaderBlockKey(std::string_view lower_name, std::string_view value) {
   std::string key(lower_name);
@@ -14,7 +30,8 @@ std::string HeaderBlockKey(std::string_view lower_name, std::string_view value) 
 std::string Block::Id() const {
   switch (kind) {
     case BlockKind::kIp: {
-      const int family_bits = network.network.v4 ? network.prefix_length - 96 : network.prefix_length;
+      const int family_bits =
+          network.network.v4 ? network.prefix_length - kMappedBits : network.prefix_length;
       return "ip:" + network.network.ToString() + "/" + std::to_string(family_bits);
     }
     case BlockKind::kUser:
@@ -36,14 +53,19 @@ BlockList::BlockList(std::vector<Block> blocks) {
       blocks_[it->second] = std::move(b);
     }
   }
-  trie_.emplace_back();
   for (std::size_t i = 0; i < blocks_.size(); ++i) {
     const Block& b = blocks_[i];
     const auto index = static_cast<std::int32_t>(i);
     switch (b.kind) {
-      case BlockKind::kIp:
-        Insert(i);
+      case BlockKind::kIp: {
+        const Cidr& c = b.network;
+        if (c.prefix_length >= kMappedBits && Mapped(c.network)) {
+          v4_.Insert(c.network, kMappedBits, c.prefix_length - kMappedBits, index);
+        } else {
+          v6_.Insert(c.network, 0, c.prefix_length, index);
+        }
         break;
+      }
       case BlockKind::kUser:
         users_[b.value] = index;
         break;
@@ -58,18 +80,33 @@ BlockList::BlockList(std::vector<Block> blocks) {
   }
 }
 
-void BlockList::Insert(std::size_t index) {
-  const Cidr& c = blocks_[index].network;
+
+void BlockList::Trie::Insert(const IpAddress& address, int first_bit, int bits,
+                             std::int32_t block) {
   std::size_t node = 0;
-  for (int bit = 0; bit < c.prefix_length; ++bit) {
-    const int b = (c.network.bytes[bit / 8] >> (7 - bit % 8)) & 1;
-    if (trie_[node].child[b] < 0) {
-      trie_[node].child[b] = static_cast<std::int32_t>(trie_.size());
-      trie_.emplace_back();
+  for (int bit = first_bit; bit < first_bit + bits; ++bit) {
+    const int b = Bit(address, bit);
+    if (nodes[node].child[b] < 0) {
+      nodes[node].child[b] = static_cast<std::int32_t>(nodes.size());
+      nodes.emplace_back();
     }
-    node = static_cast<std::size_t>(trie_[node].child[b]);
+    node = static_cast<std::size_t>(nodes[node].child[b]);
   }
-  trie_[node].block = static_cast<std::int32_t>(index);
+  nodes[node].block = block;
+}
+
+const Block* BlockList::Trie::Find(const IpAddress& address, int first_bit,
+                                   const BlockList& list, std::int64_t now_unix_ms) const {
+  if (nodes.size() == 1 && nodes[0].block < 0) return nullptr;
+  // Every network on the address's path through the trie contains it.
+  std::size_t node = 0;
+  for (int bit = first_bit;; ++bit) {
+    if (const Block* b = list.Live(nodes[node].block, now_unix_ms)) return b;
+    if (bit == 128) return nullptr;
+    const std::int32_t next = nodes[node].child[Bit(address, bit)];
+    if (next < 0) return nullptr;
+    node = static_cast<std::size_t>(next);
+  }
 }
 
 const Block* BlockList::Live(std::int32_t index, std::int64_t now_unix_ms) const {
@@ -80,16 +117,15 @@ const Block* BlockList::Live(std::int32_t index, std::int64_t now_unix_ms) const
 
 const Block* BlockList::Match(const Identity& identity, const HeaderLookup& headers,
                               std::int64_t now_unix_ms) const {
-  if (identity.unidentified_client.empty() && trie_.size() > 1) {
-    // Every network on the address's path through the trie contains it.
-    std::size_t node = 0;
-    for (int bit = 0;; ++bit) {
-      if (const Block* b = Live(trie_[node].block, now_unix_ms)) return b;
-      if (bit == 128) break;
-      const int next = (identity.client_ip.bytes[bit / 8] >> (7 - bit % 8)) & 1;
-      if (trie_[node].child[next] < 0) break;
-      node = static_cast<std::size_t>(trie_[node].child[next]);
+  if (identity.unidentified_client.empty()) {
+    const IpAddress& ip = identity.client_ip;
+    // An IPv4 client may also be in an IPv6 network that holds IPv4-mapped
+    // addresses (::/0, ::ffff:0:0/96); such a walk ends within a few bits
+    // for the usual IPv6 networks.
+    if (Mapped(ip)) {
+      if (const Block* b = v4_.Find(ip, kMappedBits, *this, now_unix_ms)) return b;
     }
+    if (const Block* b = v6_.Find(ip, 0, *this, now_unix_ms)) return b;
   }
   if (!identity.user.empty() && !users_.empty()) {
     auto it = users_.find(identity.user);
