@@ -276,6 +276,11 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const
   for (const json::value& w : *windows) limited = limited || w.at("retry_after_ms").as_int64() > 0;
   out["limited"] = limited;
   out["windows"] = std::move(*windows);
+  // A block that applies to the key's parts refuses its requests first.
+  if (const std::optional<rules::Block> block =
+          blocks_.Matching(query.identity, query.headers)) {
+    out["block"] = AdminBlocks::Describe(*block, clock_.UnixMs());
+  }
   co_return Json(http::status::ok, out);
 }
 

@@ -148,6 +148,15 @@ std::vector<rules::Block> AdminBlocks::Current() const {
   return out;
 }
 
+std::optional<rules::Block> AdminBlocks::Matching(const rules::Identity& identity,
+                                                  const rules::HeaderLookup& headers) const {
+  const std::shared_ptr<const rules::BlockList> list = table_.Current();
+  if (list == nullptr) return std::nullopt;
+  const rules::Block* block = list->Match(identity, headers, clock_.UnixMs());
+  if (block == nullptr) return std::nullopt;
+  return *block;
+}
+
 void AdminBlocks::Apply(std::vector<rules::Block> blocks) {
   auto list = std::make_shared<const rules::BlockList>(std::move(blocks));
   blocks_ = list->blocks();  // one per id

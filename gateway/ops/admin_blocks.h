@@ -50,6 +50,9 @@ class AdminBlocks {
   Task<std::optional<bool>> Remove(std::string id);
   // The blocks in force (not over), in the order they were set.
   std::vector<rules::Block> Current() const;
+  // The block in force that applies to a client, if any (as admit checks).
+  std::optional<rules::Block> Matching(const rules::Identity& identity,
+                                       const rules::HeaderLookup& headers) const;
 
   // Redis: refreshes every kRefreshInterval until Stop().
   void Start(asio::io_context& io);

@@ -24,24 +24,6 @@ bool SameName(std::string_view a, std::string_view b) {
   return true;
 }
 
-// The header parts of a query, as the request path's header lookup.
-class QueryHeaders final : public rules::HeaderLookup {
- public:
-  void Add(std::string name, std::string value) {
-    values_.emplace_back(std::move(name), std::move(value));
-  }
-  std::string_view Get(std::string_view name) const override {
-    for (const auto& [n, v] : values_) {
-      if (SameName(n, name)) return v;
-    }
-    return {};
-  }
-  std::string GetJoined(std::string_view name) const override { return std::string(Get(name)); }
-
- private:
-  std::vector<std::pair<std::string, std::string>> values_;
-};
-
 KeyQuery Bad(std::string field, std::string message) {
   KeyQuery q;
   q.error = KeyQueryError::kBadField;
@@ -88,6 +70,19 @@ std::optional<rules::IpAddress> ParseIp(std::string_view text, int ipv6_prefix) 
 }
 
 }  // namespace
+
+void QueryHeaders::Add(std::string name, std::string value) {
+  values_.emplace_back(std::move(name), std::move(value));
+}
+
+std::string_view QueryHeaders::Get(std::string_view name) const {
+  for (const auto& [n, v] : values_) {
+    if (SameName(n, name)) return v;
+  }
+  return {};
+}
+
+std::string QueryHeaders::GetJoined(std::string_view name) const { return std::string(Get(name)); }
 
 std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
   // A copy: Boost 1.81's parse_query reads the last value up to a NUL,
@@ -137,9 +132,11 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
     return Bad("rule", "rule \"" + rule.name + "\" keeps no rate-limit state (" +
                            (rule.exempt ? "exempt" : "max_inflight") + ")");
   }
-  rules::Identity identity;
+  rules::Identity& identity = out.identity;
   identity.ipv6_prefix = config.identity.ipv6_prefix;
-  QueryHeaders headers;
+  // Without an ip part the key names no address: no IP block applies to it.
+  identity.unidentified_client = "(no ip part)";
+  QueryHeaders& headers = out.headers;
   rules::RequestFacts facts;
   facts.headers = &headers;
   std::vector<bool> given(rule.key.size(), false);
@@ -161,6 +158,7 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
                                std::to_string(identity.ipv6_prefix) + " bits)");
         }
         identity.client_ip = *ip;
+        identity.unidentified_client.clear();
         break;
       }
       case rules::KeyPartKind::kUser:

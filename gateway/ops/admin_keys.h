@@ -8,8 +8,12 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 #include "rules/config.h"
+#include "rules/identity.h"
+#include "rules/request_facts.h"
 
 namespace tollgate::gateway {
 
@@ -20,6 +24,17 @@ enum class KeyQueryError : std::uint8_t {
   kBadField,     // 400: `field` names the parameter, `message` why
 };
 
+// The header parts of a key's query, as the request path's header lookup.
+class QueryHeaders final : public rules::HeaderLookup {
+ public:
+  void Add(std::string name, std::string value);
+  std::string_view Get(std::string_view name) const override;
+  std::string GetJoined(std::string_view name) const override;
+
+ private:
+  std::vector<std::pair<std::string, std::string>> values_;
+};
+
 struct KeyQuery {
   KeyQueryError error = KeyQueryError::kNone;
   std::string field;
@@ -28,6 +43,10 @@ struct KeyQuery {
   const rules::RuleConfig* rule = nullptr;
   std::size_t rule_index = 0;
   std::string key;
+  // Who the key's parts name (an unidentified client when there is no ip
+  // part) and its header parts: what blocks are matched against.
+  rules::Identity identity;
+  QueryHeaders headers;
 };
 
 // `query`: the target's part after '?', percent-encoded. Parameters are

@@ -90,6 +90,14 @@ TEST_F(Blocks, ByNetworkUserAndHeaderUntilTheTtlEnds) {
   EXPECT_EQ(From(port, "198.51.100.1", "x-api-key: stolen\r\n").result_int(), 403);
   EXPECT_EQ(From(port, "198.51.100.1", "X-Api-Key: mine\r\n").result_int(), 200);
 
+  // A key's state shows the block that applies to its parts.
+  const json::value key =
+      json::parse(Admin(admin, "GET", "/api/v1/keys?rule=per-ip&ip=203.0.113.9").body());
+  EXPECT_EQ(key.at("block").at("id"), "ip:203.0.113.0/24");
+  EXPECT_FALSE(json::parse(Admin(admin, "GET", "/api/v1/keys?rule=per-ip&ip=198.51.100.1").body())
+                   .as_object()
+                   .contains("block"));
+
   const json::value listed = json::parse(Admin(admin, "GET", "/api/v1/blocks").body());
   const json::array& blocks = listed.at("blocks").as_array();
   ASSERT_EQ(blocks.size(), 4u);
