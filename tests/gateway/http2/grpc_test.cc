@@ -9,8 +9,6 @@
 // protoc and grpc_python_plugin (TOLLGATE_GRPC_STUBS, given as --stubs).
 #include <gtest/gtest.h>
 
-#include <boost/asio/io_context.hpp>
-#include <boost/asio/ip/tcp.hpp>
 #include <boost/json.hpp>
 #include <chrono>
 #include <cstdint>
@@ -94,14 +92,6 @@ class PeerProcess {
   Process process_;
   std::uint16_t port_ = 0;
 };
-
-// A port nothing listens on (the kernel just gave it out and it was closed).
-std::uint16_t UnusedPort() {
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor acceptor(
-      io, boost::asio::ip::tcp::endpoint(boost::asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
 
 constexpr const char* kPerIp1 = R"(
 [[rules]]
