@@ -72,7 +72,7 @@ std::chrono::steady_clock::time_point Session::SteadyDeadline(const Exchange& ex
 }
 
 char* Session::RelayBuffer() {
-  if (!relay_buffer_) relay_buffer_ = std::make_unique<char[]>(kRelayChunk);
+  if (!relay_buffer_) relay_buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   return relay_buffer_.get();
 }
 

@@ -779,7 +779,7 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
                              AnyStream& upstream, beast::flat_buffer& upstream_buffer, char* down,
                              const TunnelOptions& options) {
   const OpenGauge gauge(options.metrics, options.route_metric);
-  const auto up = std::make_unique<char[]>(kRelayChunk);
+  const auto up = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
   if (options.messages.hits.empty()) {
     BytePump in(t, client, client_buffer, upstream, up.get(), true);

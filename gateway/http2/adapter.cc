@@ -219,7 +219,7 @@ std::chrono::milliseconds StreamExchange::Budget(std::int64_t op_ms) const {
 }
 
 char* StreamExchange::Buffer() {
-  if (!buffer_) buffer_ = std::make_unique<char[]>(kRelayChunk);
+  if (!buffer_) buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   return buffer_.get();
 }
 
@@ -644,7 +644,7 @@ Task<void> StreamExchange::ExchangeHttp2(Http2UpstreamPool& pool,
 
 Task<void> StreamExchange::PumpRequestBody(Http2UpstreamStream& up) {
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
-  if (!pump_buffer_) pump_buffer_ = std::make_unique<char[]>(kRelayChunk);
+  if (!pump_buffer_) pump_buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   char* buffer = pump_buffer_.get();
   const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
   Pumped end = Pumped::kDone;

@@ -5,6 +5,7 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -27,29 +28,50 @@ inline bool ConnectionSpecific(std::string_view name) {
 }
 
 // Name/value pairs for nghttp2, which copies them when the frame is
-// submitted. Names are kept in lower case, as HTTP/2 requires.
+// submitted. Names are kept in lower case, as HTTP/2 requires. All the bytes
+// live in one buffer, so that a header list costs three allocations however
+// many fields it has; Get() gives pointers into it, valid until the next Add.
 class HeaderList {
  public:
-  void Add(std::string_view name, std::string_view value) {
-    std::string lower(name.size(), '\0');
-    std::transform(name.begin(), name.end(), lower.begin(), Lower);
-    strings_.push_back(std::move(lower));
-    strings_.emplace_back(value);
+  HeaderList() {
+    bytes_.reserve(kTypicalBytes);
+    fields_.reserve(kTypicalFields);
   }
+
+  void Add(std::string_view name, std::string_view value) {
+    const std::size_t at = bytes_.size();
+    bytes_.append(name);
+    std::transform(bytes_.begin() + static_cast<std::ptrdiff_t>(at), bytes_.end(),
+                   bytes_.begin() + static_cast<std::ptrdiff_t>(at), Lower);
+    bytes_.append(value);
+    fields_.push_back(Field{at, name.size(), value.size()});
+  }
+
   const nghttp2_nv* Get() {
     nv_.clear();
-    for (std::size_t i = 0; i + 1 < strings_.size(); i += 2) {
-      nv_.push_back(nghttp2_nv{
-          reinterpret_cast<std::uint8_t*>(strings_[i].data()),
-          reinterpret_cast<std::uint8_t*>(strings_[i + 1].data()), strings_[i].size(),
-          strings_[i + 1].size(), NGHTTP2_NV_FLAG_NONE});
+    nv_.reserve(fields_.size());
+    auto* base = reinterpret_cast<std::uint8_t*>(bytes_.data());
+    for (const Field& f : fields_) {
+      nv_.push_back(nghttp2_nv{base + f.at, base + f.at + f.name_size, f.name_size, f.value_size,
+                               NGHTTP2_NV_FLAG_NONE});
     }
     return nv_.data();
   }
-  std::size_t size() const { return strings_.size() / 2; }
+
+  std::size_t size() const { return fields_.size(); }
 
  private:
-  std::vector<std::string> strings_;
+  // Enough for most responses' and requests' fields without growing.
+  static constexpr std::size_t kTypicalBytes = 512;
+  static constexpr std::size_t kTypicalFields = 16;
+
+  struct Field {
+    std::size_t at;  // of the name in bytes_; the value follows it
+    std::size_t name_size;
+    std::size_t value_size;
+  };
+  std::string bytes_;
+  std::vector<Field> fields_;
   std::vector<nghttp2_nv> nv_;
 };
 
