@@ -4,28 +4,13 @@
 #include <limits>
 #include <new>
 
+#include "algorithms/integer.h"
 #include "algorithms/state.h"
 
 namespace tollgate::algorithms {
 namespace {
 
 using std::int64_t;
-
-// ceil(a / b) for a >= 0, b > 0, as the spec writes it.
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-// floor(a / b) for b > 0 and any sign of a (Lua's math.floor semantics).
-int64_t FloorDiv(int64_t a, int64_t b) {
-  int64_t q = a / b;
-  if (a % b != 0 && a < 0) --q;
-  return q;
-}
-
-// j mod n in [0, n).
-int64_t Modulo(int64_t j, int64_t n) {
-  const int64_t r = j % n;
-  return r < 0 ? r + n : r;
-}
 
 template <typename T>
 T& As(std::byte* state) {

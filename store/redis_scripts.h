@@ -8,9 +8,10 @@
 
 #include "algorithms/limit.h"
 
-// The upstream-protection scripts and the admin API's, X(enumerator, name)
-// per script (store/lua/protect/<name>.lua, store/lua/admin/<name>.lua), in
-// their order in kRedisScripts.
+// The upstream-protection scripts, the admin API's and the leases',
+// X(enumerator, name) per script (store/lua/protect/<name>.lua,
+// store/lua/admin/<name>.lua, store/lua/lease/<name>.lua), in their order
+// in kRedisScripts.
 // store/lua/embed.cmake parses the X(...) lines: keep one per line, in this
 // form.
 #define TOLLGATE_REDIS_AUX_SCRIPTS(X) \
@@ -24,7 +25,9 @@
   X(kKeyReset, key_reset)             \
   X(kBlocksPut, blocks_put)           \
   X(kBlocksDelete, blocks_delete)     \
-  X(kBlocksRead, blocks_read)
+  X(kBlocksRead, blocks_read)         \
+  X(kLeaseTake, lease_take)           \
+  X(kLeaseReturn, lease_return)
 
 namespace tollgate::store {
 

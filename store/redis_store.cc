@@ -11,7 +11,8 @@ namespace asio = boost::asio;
 using namespace redis;
 
 RedisStore::RedisStore(asio::io_context& io, const RedisOptions& options, RedisHealth& health)
-    : shared_(std::make_unique<Shared>(io, options, health)) {
+    : shared_(std::make_unique<Shared>(io, options, health)),
+      lease_prefix_(options.prefix + "lease:") {
   const RedisAddress& credentials = options.nodes.empty() ? options.address : options.nodes[0];
   for (const Command& c : HandshakeCommands(credentials)) shared_->handshake.push_back(Resp(c));
   for (int i = 0; i < kRedisScriptCount; ++i) shared_->script_loads.push_back(Resp(ScriptLoad(i)));
@@ -86,17 +87,36 @@ void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_vie
 }
 
 void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,
-                               std::int64_t now_ms, CountSink* count, ValuesSink* values) {
+                               std::int64_t now_ms, CountSink* count, ValuesSink* values,
+                               std::string_view prefix, const std::vector<std::int64_t>& extra) {
   const RedisOptions& o = shared_->options;
   std::optional<std::int64_t> now;
   if (o.time == RedisTime::kClient) now = now_ms;
   std::string command;
   RespWriter w(command);
-  w.Count(HeadArgCount(limit));
+  w.Count(HeadArgCount(limit) + extra.size());
   w.Arg("EVALSHA");
   w.Arg(ScriptSha(RedisScriptIndex(script)));
-  const std::string first_key = WriteDecideArgs(limit, o.prefix, key, now, o.min_ttl_ms, w);
+  const std::string first_key =
+      WriteDecideArgs(limit, prefix.empty() ? std::string_view(o.prefix) : prefix, key, now,
+                      o.min_ttl_ms, w);
+  for (std::int64_t v : extra) w.Arg(v);
   Send(std::move(command), slots_.empty() ? 0 : RedisSlot(first_key), count, values);
+}
+
+void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+                           std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms,
+                           ValuesSink& sink) {
+  SendKeyScript(RedisAux::kLeaseTake, key, limit, now_ms, nullptr, &sink, lease_prefix_,
+                {want, use_ms, hold_ms});
+}
+
+void RedisStore::ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+                             const std::vector<std::int64_t>& stamps, std::int64_t used,
+                             std::int64_t unused, CountSink* sink) {
+  std::vector<std::int64_t> extra = {used, unused};
+  extra.insert(extra.end(), stamps.begin(), stamps.end());
+  SendKeyScript(RedisAux::kLeaseReturn, key, limit, now_ms, sink, nullptr, lease_prefix_, extra);
 }
 
 void RedisStore::Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,

@@ -125,6 +125,19 @@ class RedisStore final : public Store {
   // Deletes `key`'s state under `limit` (key_reset.lua): `sink` gets the
   // number of Redis keys deleted.
   void Reset(std::string_view key, const LimitSpec& limit, CountSink& sink);
+  // Leases (docs/leases.md, store/lua/lease): takes up to `want` units of
+  // `key`'s budget under `limit` from every window at once, for `use_ms`
+  // (lease_ttl), kept by Redis `hold_ms` when not returned. `sink` gets
+  // {units, valid_ms, retry_after_ms, one stamp per window} within the
+  // store's timeout. `now_ms` is used with time = "client" only. A lease's
+  // keys are <prefix>lease:{key}:...: one Cluster slot, like a decision's.
+  void TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+                 std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms, ValuesSink& sink);
+  // Gives back the `unused` units of a lease of `used + unused` with
+  // `stamps`; `sink` (may be null) gets the units given back.
+  void ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
+                   const std::vector<std::int64_t>& stamps, std::int64_t used, std::int64_t unused,
+                   CountSink* sink);
   // Runs an admin script that is not about a rule key (the blocks of
   // store/lua/admin/blocks_*.lua): as Run, answered into `count` (an
   // integer reply) or `values` (an array), one of them non-null.
@@ -149,9 +162,11 @@ class RedisStore final : public Store {
   // Sends `command` (an EVALSHA whose keys are in `slot`) to be answered
   // into one of the sinks, as Run and Inspect do.
   void Send(std::string command, std::uint16_t slot, CountSink* count, ValuesSink* values);
-  // EVALSHA of `script` with decide.lua's keys and arguments for `key`.
+  // EVALSHA of `script` with decide.lua's keys and arguments for `key`
+  // (under `prefix`, the store's when empty), then `extra` arguments.
   void SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,
-                     std::int64_t now_ms, CountSink* count, ValuesSink* values);
+                     std::int64_t now_ms, CountSink* count, ValuesSink* values,
+                     std::string_view prefix = {}, const std::vector<std::int64_t>& extra = {});
   // A usable connection to the node of `slot`; null (counted as
   // unavailable) when none is.
   Connection* PickConnection(std::int64_t now, std::uint16_t slot);
@@ -173,6 +188,7 @@ class RedisStore final : public Store {
   std::unique_ptr<Shared> shared_;
   std::vector<Node> nodes_;
   std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
+  std::string lease_prefix_;  // <prefix>lease:
   std::string call_;        // Decide's, reused: QueuedCall::call
   std::string key_;         // Decide's, reused: QueuedCall::key
 };

@@ -3,8 +3,10 @@
 # algorithm (or <algorithm>_fused.lua alone, where there is one: a
 # single-window script with its own arguments, see store/redis/protocol.h), and
 # prelude + every algorithm + decide as "multi"; then the
-# upstream-protection scripts of store/lua/protect, each on its own, and the
-# admin API's of store/lua/admin (key_*: after prelude + every algorithm).
+# upstream-protection scripts of store/lua/protect, each on its own, the
+# admin API's of store/lua/admin (key_*: after prelude + every algorithm)
+# and the leases' of store/lua/lease (after prelude + every algorithm +
+# lease/lease.lua).
 # The algorithms and the upstream-protection scripts, and their order, come
 # from the tables the C++ side uses: TOLLGATE_ALGORITHMS in ALGORITHMS
 # (algorithms/algorithm_list.h) and TOLLGATE_REDIS_AUX_SCRIPTS in SCRIPTS
@@ -45,7 +47,12 @@ string(APPEND entries "    {\"multi\", R\"lua(${prelude}${all}${decide})lua\"},\
 foreach(p IN LISTS protect_scripts)
   # The admin API's key scripts (lua/admin/key_*) read keys as the decision
   # scripts do: after the prelude and every algorithm.
-  if(EXISTS ${DIR}/admin/${p}.lua)
+  if(EXISTS ${DIR}/lease/${p}.lua)
+    # Leases (lua/lease): after the prelude, every algorithm and lease.lua.
+    file(READ ${DIR}/lease/lease.lua lease)
+    file(READ ${DIR}/lease/${p}.lua body)
+    string(PREPEND body "${prelude}${all}${lease}")
+  elseif(EXISTS ${DIR}/admin/${p}.lua)
     file(READ ${DIR}/admin/${p}.lua body)
     if(p MATCHES "^key_")
       string(PREPEND body "${prelude}${all}")

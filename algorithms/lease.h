@@ -1,0 +1,73 @@
+// Leases: slices of a key's budget withdrawn from the shared state before
+// any of their units is admitted (docs/leases.md). The C++ text of
+// store/lua/lease/, which the Redis store runs; tests compare the two, and
+// `tollgate replay --sync lease` simulates a fleet with it. Pure integer
+// functions of the state and the time; no I/O, clock or locks.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "algorithms/limit.h"
+#include "algorithms/state.h"
+
+namespace tollgate::algorithms {
+
+// Whether a window of these parameters can be leased: every algorithm but
+// sliding_log (not yet) and leaky_bucket that shapes (its queue order
+// cannot be kept across gateways). nullopt-like: empty string when it can,
+// else the reason, for the config loader.
+std::string_view LeaseRefusal(const LimitParams& window);
+
+// One outstanding lease of a bucket window: `units` withdrawn, counted as
+// spent at `expiry_ms` unless returned before.
+struct Lease {
+  std::int64_t id;
+  std::int64_t units;
+  std::int64_t expiry_ms;
+};
+
+// The lease state of a token_bucket (or policing leaky_bucket) window.
+// `level` counts the leased units too (units of W per token).
+struct BucketLeaseState {
+  std::int64_t level;
+  std::int64_t last_ms;
+  std::int64_t next_id;
+  std::vector<Lease> leases;  // sorted by expiry_ms, then id
+};
+
+// What a take answers: `units` >= 1 valid for `valid_ms` (measured from the
+// request's sending) with one stamp per window, or 0 units and
+// `retry_after_ms` >= 1.
+struct LeaseGrant {
+  std::int64_t units = 0;
+  std::int64_t valid_ms = 0;
+  std::int64_t retry_after_ms = 0;
+  std::vector<std::int64_t> stamps;
+};
+
+// The lease state of every window of one key. Not thread-safe.
+class LeaseState {
+ public:
+  // Preconditions: ValidateWindows(windows) passed and LeaseRefusal() is
+  // empty for each.
+  LeaseState(std::span<const LimitParams> windows, std::int64_t now_ms);
+
+  // Takes up to `want` (>= 1) units at `now_ms`; `use_ms` is lease_ttl,
+  // `hold_ms` (>= use_ms) how long an unreturned bucket lease is kept.
+  LeaseGrant Take(std::int64_t now_ms, std::int64_t want, std::int64_t use_ms,
+                  std::int64_t hold_ms);
+  // Gives back `unused` units of a lease of `used + unused` with `stamps`
+  // (one per window); returns the units given back (fewest over windows).
+  std::int64_t Return(std::int64_t now_ms, std::span<const std::int64_t> stamps,
+                      std::int64_t used, std::int64_t unused);
+
+ private:
+  std::vector<LimitParams> windows_;
+  OwnedState decision_;                   // window algorithms' states
+  std::vector<BucketLeaseState> buckets_;  // bucket windows', by window
+};
+
+}  // namespace tollgate::algorithms

@@ -1,0 +1,162 @@
+-- tollgate: leases (docs/leases.md; algorithms/lease.cc is the C++ text).
+-- Runs after prelude.lua and every algorithm's file: KEYS and ARGV begin as
+-- decide.lua's (two keys per window, now, min_ttl, window count, six
+-- parameters per window); lease_take.lua and lease_return.lua say what
+-- follows.
+local LEASE = {}
+
+-- token_bucket, and leaky_bucket with nodelay (a token bucket of capacity
+-- B + 1). State: "V last next_id" then "id g expiry" per outstanding lease,
+-- sorted by expiry; V counts the leased units too.
+LEASE.bucket = {
+  capacity = function(p)
+    if p.algorithm == 'leaky_bucket' then return p.burst + 1 end
+    return p.burst
+  end,
+  -- clamped_elapsed of prelude.lua with the lease capacity for B.
+  elapsed = function(p, last, t)
+    local cap = ceil_div((LEASE.bucket.capacity(p) + 1) * p.window, p.limit) + 1
+    local e = t - last
+    if e < 0 then return 0 end
+    if e > cap then return cap end
+    return e
+  end,
+  refill = function(p, s, to)
+    local full = LEASE.bucket.capacity(p) * p.window
+    s.level = math.min(full, s.level + LEASE.bucket.elapsed(p, s.last, to) * p.limit)
+    s.last = math.max(s.last, to)
+  end,
+  -- Loads and brings the state to t: expired leases count as spent.
+  load = function(p, w, t)
+    local s = {leases = {}, outstanding = 0}
+    local value = redis.call('GET', w.key)
+    if value then
+      local n = {}
+      for x in string.gmatch(value, '%-?%d+') do n[#n + 1] = tonumber(x) end
+      s.level, s.last, s.next = n[1], n[2], n[3]
+      for i = 4, #n, 3 do
+        s.leases[#s.leases + 1] = {id = n[i], units = n[i + 1], expiry = n[i + 2]}
+      end
+    else
+      s.level, s.last, s.next = LEASE.bucket.capacity(p) * p.window, t, 1
+    end
+    local kept = {}
+    for _, l in ipairs(s.leases) do
+      if l.expiry <= t then
+        LEASE.bucket.refill(p, s, l.expiry)
+        s.level = s.level - l.units * p.window
+      else
+        kept[#kept + 1] = l
+        s.outstanding = s.outstanding + l.units
+      end
+    end
+    s.leases = kept
+    LEASE.bucket.refill(p, s, t)
+    return s
+  end,
+  avail = function(p, s, t)
+    local free = s.level - s.outstanding * p.window
+    local avail = floor_div(free, p.window)
+    if avail > 0 then return avail, 0 end
+    if s.outstanding + 1 <= LEASE.bucket.capacity(p) then
+      return 0, ceil_div((s.outstanding + 1) * p.window - s.level, p.limit)
+    end
+    return 0, s.leases[1].expiry - t
+  end,
+  take = function(p, s, t, g, use_ms, hold_ms)
+    local l = {id = s.next, units = g, expiry = t + hold_ms}
+    -- Sorted by expiry, equal ones by id.
+    local at = #s.leases + 1
+    while at > 1 and s.leases[at - 1].expiry > l.expiry do at = at - 1 end
+    table.insert(s.leases, at, l)
+    s.next = s.next + 1
+    s.outstanding = s.outstanding + g
+    return l.id, use_ms
+  end,
+  -- Returns the units given back and whether the state changed.
+  give_back = function(p, s, t, stamp, used, unused)
+    for i, l in ipairs(s.leases) do
+      if l.id == stamp then
+        s.level = s.level - used * p.window
+        s.outstanding = s.outstanding - l.units
+        table.remove(s.leases, i)
+        return unused, true
+      end
+    end
+    return 0, false
+  end,
+  save = function(p, w, s, t, min_ttl)
+    local parts = {int(s.level), int(s.last), int(s.next)}
+    local latest = t
+    for _, l in ipairs(s.leases) do
+      parts[#parts + 1] = int(l.id) .. ' ' .. int(l.units) .. ' ' .. int(l.expiry)
+      latest = math.max(latest, l.expiry)
+    end
+    local free = s.level - s.outstanding * p.window
+    local full = LEASE.bucket.capacity(p) * p.window
+    local live = latest - t + ceil_div(full - free, p.limit)
+    redis.call('SET', w.key, table.concat(parts, ' '), 'PX', ttl(live, min_ttl))
+  end,
+}
+
+-- fixed_window, sub_window, two_bucket: the decision state; a lease is a
+-- decision of cost g, valid while the bucket it was counted into is current.
+LEASE.window = {
+  load = function(p, w, t) return ALG[p.algorithm].load(p, w, t) end,
+  avail = function(p, s, t)
+    local alg = ALG[p.algorithm]
+    local remaining = alg.peek(p, s, t)
+    if remaining > 0 then return remaining, 0 end
+    return 0, alg.retry_after(p, s, t, 1)
+  end,
+  take = function(p, s, t, g, use_ms, hold_ms)
+    ALG[p.algorithm].consume(p, s, t, g)
+    if p.algorithm == 'sub_window' then
+      local sub_ms = p.window / p.sub_windows
+      return s.newest, (s.newest + 1) * sub_ms - t
+    end
+    return s.index, (s.index + 1) * p.window - t
+  end,
+  -- Lowers the stored count of the stamped bucket, if it is still stored;
+  -- returns the units given back and whether the state changed.
+  give_back = function(p, s, t, stamp, used, unused)
+    local back = 0
+    if p.algorithm == 'fixed_window' then
+      if s.index == stamp then
+        back = math.min(unused, s.count)
+        s.count = s.count - back
+      end
+    elseif p.algorithm == 'two_bucket' then
+      if s.index == stamp then
+        back = math.min(unused, s.curr)
+        s.curr = s.curr - back
+      elseif s.index - 1 == stamp then
+        back = math.min(unused, s.prev)
+        s.prev = s.prev - back
+      end
+    else
+      local count = s.counts[stamp]
+      if count and stamp > s.newest - p.sub_windows then
+        back = math.min(unused, count)
+        s.given_back = {stamp, back}
+      end
+    end
+    return back, back > 0
+  end,
+  save = function(p, w, s, t, min_ttl)
+    local alg = ALG[p.algorithm]
+    local _, reset = alg.peek(p, s, t)
+    if p.algorithm == 'sub_window' and s.given_back then
+      redis.call('HINCRBY', w.key, int(s.given_back[1]), -s.given_back[2])
+      redis.call('PEXPIRE', w.key, ttl(reset, min_ttl))
+      return
+    end
+    alg.save(p, w, s, reset, min_ttl)
+  end,
+}
+
+-- The lease functions of window i's algorithm.
+local function lease_kind(p)
+  if p.algorithm == 'token_bucket' or p.algorithm == 'leaky_bucket' then return LEASE.bucket end
+  return LEASE.window
+end

@@ -1,0 +1,160 @@
+// The lease scripts (store/lua/lease) against their C++ text
+// (algorithms/lease.h) on generated sequences of takes and returns, for
+// every algorithm that leases and for several windows at once: the same
+// replies, call for call, on a real redis-server (time = "client").
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <map>
+#include <random>
+
+#include "algorithms/lease.h"
+#include "algorithms/validate.h"
+#include "redis_server.h"
+#include "store/redis_store.h"
+#include "store_sinks.h"
+
+namespace tollgate::store {
+namespace {
+
+using algorithms::Algorithm;
+using algorithms::LimitParams;
+
+LimitParams Make(Algorithm a, std::int64_t limit, std::int64_t window_ms, std::int64_t burst = -1,
+                 std::int64_t sub_windows = 10) {
+  LimitParams p = Window(a, limit, window_ms, burst >= 0 ? burst : 0);
+  if (burst < 0 && a == Algorithm::kTokenBucket) p.burst = limit;
+  p.sub_windows = sub_windows;
+  if (a == Algorithm::kLeakyBucket) p.shaping = algorithms::Shaping::kNoDelay;
+  return p;
+}
+
+std::vector<std::vector<LimitParams>> Limits() {
+  std::vector<std::vector<LimitParams>> out;
+  for (auto [l, w, b] : {std::tuple{1, 1000, 1}, {5, 1000, 5}, {7, 1000, 3}, {100, 1000, 100},
+                         {50, 60000, 20}}) {
+    out.push_back({Make(Algorithm::kTokenBucket, l, w, b)});
+  }
+  for (auto [l, w, b] : {std::tuple{1, 1000, 0}, {5, 1000, 2}, {50, 100, 10}}) {
+    out.push_back({Make(Algorithm::kLeakyBucket, l, w, b)});
+  }
+  for (Algorithm a : {Algorithm::kFixedWindow, Algorithm::kTwoBucket}) {
+    for (auto [l, w] : {std::pair{1, 1000}, {5, 1000}, {7, 250}, {40, 500}, {100, 3000}}) {
+      out.push_back({Make(a, l, w)});
+    }
+  }
+  for (auto [l, w, n] : {std::tuple{10, 1000, 10}, {5, 600, 3}, {3, 1000, 1}, {40, 2000, 4}}) {
+    out.push_back({Make(Algorithm::kSubWindow, l, w, -1, n)});
+  }
+  // Several windows: one lease from all of them.
+  for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kFixedWindow, Algorithm::kSubWindow,
+                      Algorithm::kTwoBucket}) {
+    out.push_back({Make(a, 6, 1000, -1, 5), Make(a, 15, 5000, -1, 5)});
+  }
+  return out;
+}
+
+struct Outstanding {
+  std::string key;
+  std::int64_t units;
+  std::vector<std::int64_t> stamps;
+};
+
+class LeaseConformance : public ::testing::Test {
+ protected:
+  ValuesResult Take(RedisStore& store, const std::string& key, const LimitSpec& spec,
+                    std::int64_t now, std::int64_t want, std::int64_t use, std::int64_t hold) {
+    Values v;
+    store.TakeLease(key, spec, now, want, use, hold, v);
+    while (!v.done) io_.run_one();
+    return v.result;
+  }
+  CountResult Return(RedisStore& store, const std::string& key, const LimitSpec& spec,
+                     std::int64_t now, const std::vector<std::int64_t>& stamps, std::int64_t used,
+                     std::int64_t unused) {
+    Answer a;
+    store.ReturnLease(key, spec, now, stamps, used, unused, &a);
+    while (!a.done) io_.run_one();
+    return a.result;
+  }
+
+  boost::asio::io_context io_;
+  RedisHealth health_;
+};
+
+TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
+  testing::RedisServer redis;
+  std::string error;
+  RedisOptions options;
+  options.address = *ParseRedisUrl(redis.url(), error);
+  options.timeout_ms = 1000;
+  options.time = RedisTime::kClient;
+  // Keys outlive the virtual time a sequence spans only by min_ttl.
+  options.min_ttl_ms = 10'000'000;
+  RedisStore store(io_, options, health_);
+  int sequences = 0;
+  std::int64_t granted = 0, refused = 0, returned = 0;
+  for (const auto& windows : Limits()) {
+    ASSERT_EQ(algorithms::ValidateWindows(windows), std::nullopt);
+    const LimitSpec spec = LimitSpec::Make(windows);
+    for (unsigned seed = 1; seed <= 6; ++seed) {
+      std::mt19937 rng(seed * 7919 + static_cast<unsigned>(sequences));
+      const std::int64_t w = windows.front().window_ms;
+      std::int64_t t = 1'000'000 + static_cast<std::int64_t>(rng() % 100000);
+      const std::string prefix = "s" + std::to_string(sequences) + "k";
+      std::map<std::string, algorithms::LeaseState> local;
+      std::vector<Outstanding> held;
+      for (int i = 0; i < 120; ++i) {
+        switch (rng() % 6) {
+          case 0: break;
+          case 1: case 2: t += 1 + rng() % 5; break;
+          case 3: t += rng() % (w / 3 + 1); break;
+          case 4: t += rng() % (2 * w + 1); break;
+          default: t += w - 1 + rng() % 3; break;
+        }
+        const std::string key = prefix + std::to_string(rng() % 2);
+        auto it = local.try_emplace(key, windows, t).first;
+        const bool give_back = !held.empty() && rng() % 3 == 0;
+        std::string where = "seq " + std::to_string(sequences) + " op " + std::to_string(i) +
+                            " " + std::string(algorithms::AlgorithmName(windows[0].algorithm));
+        if (give_back) {
+          const std::size_t at = rng() % held.size();
+          Outstanding o = held[at];
+          held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
+          const std::int64_t used = static_cast<std::int64_t>(rng() % (o.units + 1));
+          auto lit = local.find(o.key);
+          const std::int64_t want = lit->second.Return(t, o.stamps, used, o.units - used);
+          const CountResult got = Return(store, o.key, spec, t, o.stamps, used, o.units - used);
+          ASSERT_EQ(got.status, StoreStatus::kOk) << where;
+          ASSERT_EQ(got.value, want) << where << " return";
+          returned += want;
+          continue;
+        }
+        const std::int64_t want_units = 1 + static_cast<std::int64_t>(rng() % 6);
+        const std::int64_t use = 50 + static_cast<std::int64_t>(rng() % (2 * w));
+        const std::int64_t hold = use + static_cast<std::int64_t>(rng() % 100);
+        const algorithms::LeaseGrant want = it->second.Take(t, want_units, use, hold);
+        const ValuesResult got = Take(store, key, spec, t, want_units, use, hold);
+        ASSERT_EQ(got.status, StoreStatus::kOk) << where;
+        std::vector<std::int64_t> expect = {want.units, want.valid_ms, want.retry_after_ms};
+        expect.insert(expect.end(), want.stamps.begin(), want.stamps.end());
+        ASSERT_EQ(got.values, expect) << where << " take of " << want_units << " at " << t;
+        if (want.units > 0) {
+          held.push_back({key, want.units, want.stamps});
+          granted += want.units;
+        } else {
+          ++refused;
+        }
+      }
+      ++sequences;
+    }
+  }
+  EXPECT_GE(sequences, 100);
+  // The sequences reach every branch: grants, refusals, units given back.
+  EXPECT_GT(granted, 1000);
+  EXPECT_GT(refused, 100);
+  EXPECT_GT(returned, 100);
+}
+
+}  // namespace
+}  // namespace tollgate::store
