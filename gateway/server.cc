@@ -14,10 +14,13 @@
 #include "gateway/core/block_table.h"
 #include "gateway/ops/admin_api.h"
 #include "gateway/ops/admin_blocks.h"
+#include "gateway/ops/admin_overrides.h"
 #include "gateway/io/listen.h"
 #include "gateway/ops/status.h"
 #include "gateway/worker.h"
 #include "store/failover_store.h"
+#include "store/lease_stats.h"
+#include "store/leasing_store.h"
 #include "store/local_store.h"
 #include "store/redis_coordinator.h"
 #include "store/redis_store.h"
@@ -64,10 +67,13 @@ struct Server::Impl final : StateSource {
   // Shared by every configuration: counters survive reloads.
   std::unique_ptr<store::LocalStore> store;
   store::RedisHealth redis_health;
+  // What the workers' LeasingStores count (sync = "lease").
+  store::LeaseStats lease_stats;
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
-  BlockTable blocks;  // set by the admin API, read by admit
+  BlockTable blocks;        // set by the admin API, read by admit
+  OverrideTable overrides;  // likewise
   store::LocalCoordinator coordinator;
   store::InflightTable inflight_upstreams;
   std::unique_ptr<AccessLog> access_log;
@@ -86,11 +92,13 @@ struct Server::Impl final : StateSource {
   // counted in a health of their own, not in /readyz's.
   store::RedisHealth admin_redis_health;
   std::unique_ptr<store::RedisStore> admin_redis;
-  std::unique_ptr<AdminBlocks> admin_blocks;  // used on the admin thread only
+  std::unique_ptr<AdminBlocks> admin_blocks;        // used on the admin thread only
+  std::unique_ptr<AdminOverrides> admin_overrides;  // likewise
   std::unique_ptr<AdminApi> api;              // likewise
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
+  std::uint16_t decision_port = 0;
   std::atomic<bool> serving{false};
 
   std::uint64_t generation() const override {
@@ -114,7 +122,13 @@ struct Server::Impl final : StateSource {
     external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
     external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
     external.redis_batched_decisions = redis_health.coalesced.load(std::memory_order_relaxed);
-    return metrics->Render(external);
+    for (const auto& tls : current->listener_tls) {
+      if (tls == nullptr) continue;
+      for (const CertificateInfo& c : tls->certificates()) {
+        external.certificate_expiry.emplace_back(c.file, c.not_after_unix);
+      }
+    }
+    return metrics->Render(external) + lease_stats.Render();
   }
 
   std::string RenderStatus() const {
@@ -127,6 +141,14 @@ struct Server::Impl final : StateSource {
     context.store_json = r.store_json;
     context.version = kVersion;
     context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
+    const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*current->config);
+    for (std::size_t i = 0; i < current->listener_tls.size() && i < listeners.size(); ++i) {
+      if (current->listener_tls[i] == nullptr) continue;
+      for (const CertificateInfo& c : current->listener_tls[i]->certificates()) {
+        context.certificates.push_back(
+            {listeners[i]->address.ToString(), c.file, c.subject, c.not_after_unix});
+      }
+    }
     return status->RenderJson(context);
   }
 
@@ -166,6 +188,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->clock = clock;
   state->waiting_room = waiting_room.get();
   state->blocks = &blocks;
+  state->overrides = &overrides;
   state->inflight_upstreams = &inflight_upstreams;
   state->access_log = access_log.get();
   state->max_connections = config->limits.max_connections > 0
@@ -185,8 +208,8 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
     for (const rules::UpstreamConfig& u : config->upstreams) {
       state->upstream_ids.push_back(metrics->UpstreamId(u.name));
     }
-    for (const rules::ListenerConfig& l : config->listeners) {
-      state->listener_ids.push_back(metrics->ListenerId(l.address.ToString()));
+    for (const rules::ListenerConfig* l : BoundListeners(*config)) {
+      state->listener_ids.push_back(metrics->ListenerId(l->address.ToString()));
     }
     state->unrouted_id = metrics->RouteId("_unrouted");
   }
@@ -213,11 +236,21 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
       state->upstream_tls.push_back(nullptr);
     }
   }
-  for (const rules::ListenerConfig& l : config->listeners) {
+  // A listener's session tickets and TLS 1.2 sessions go on from the
+  // configuration before (listeners are the same ones, in the same order).
+  const std::shared_ptr<const GatewayState> before = this->state.load();
+  for (const rules::ListenerConfig* listener : BoundListeners(*config)) {
+    const rules::ListenerConfig& l = *listener;
     if (l.tls()) {
-      auto tls = ServerTls::Create(
-          l.certificates, l.http2 ? AlpnOffer::kH2AndHttp11 : AlpnOffer::kHttp11, error);
-      if (!tls) return nullptr;
+      const std::size_t i = state->listener_tls.size();
+      const ServerTls* previous =
+          before && i < before->listener_tls.size() ? before->listener_tls[i].get() : nullptr;
+      auto tls = ServerTls::Create(l, l.http2 ? AlpnOffer::kH2AndHttp11 : AlpnOffer::kHttp11,
+                                   previous, *clock, error);
+      if (!tls) {
+        error = fmt::format("listener {}: {}", l.address.ToString(), error);
+        return nullptr;
+      }
       state->listener_tls.push_back(std::move(tls));
     } else {
       state->listener_tls.push_back(nullptr);
@@ -308,8 +341,15 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       // store keeps the gateway's clock.
       const store::Clock* fallback_clock =
           store_config.redis.time == store::RedisTime::kClient ? &clock : nullptr;
-      worker->SetStore(std::make_unique<store::FailoverStore>(
-          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock));
+      store::RedisStore& leases = *redis;
+      auto exact = std::make_unique<store::FailoverStore>(
+          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock);
+      // Rules with sync = "lease" are decided from leases; the others, and
+      // the requests waiting for a lease Redis cannot give, by `exact`.
+      store::LeasingStore::Options lease_options;
+      lease_options.grace_ms = store_config.redis.timeout_ms;
+      worker->SetStore(std::make_unique<store::LeasingStore>(
+          worker->io(), std::move(exact), leases, clock, impl->lease_stats, lease_options));
       worker->SetCoordinator(std::make_unique<store::FailoverCoordinator>(
           std::move(coordinator), impl->coordinator, store_config.on_error, observer));
     } else {
@@ -327,16 +367,23 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
   // connections over them. Port 0 is resolved by the first bind.
   asio::io_context resolver_io;
-  for (const rules::ListenerConfig& l : config->listeners) {
-    auto endpoint = Resolve(resolver_io, l.address, error);
+  for (const rules::ListenerConfig* l : BoundListeners(*config)) {
+    auto endpoint = Resolve(resolver_io, l->address, error);
     if (!endpoint) return nullptr;
     for (auto& worker : impl->workers) {
       auto acceptor = ListenReusePort(worker->io(), *endpoint, error);
-      if (!acceptor) return nullptr;
+      if (!acceptor) {
+        if (config->decision && l == &config->decision->listener) error = "[decision]: " + error;
+        return nullptr;
+      }
       endpoint->port(acceptor->local_endpoint().port());
       worker->acceptors().push_back(std::move(acceptor));
     }
-    impl->ports.push_back(endpoint->port());
+    if (config->decision && l == &config->decision->listener) {
+      impl->decision_port = endpoint->port();
+    } else {
+      impl->ports.push_back(endpoint->port());
+    }
   }
   auto admin_endpoint = Resolve(resolver_io, config->admin.address, error);
   if (!admin_endpoint) return nullptr;
@@ -362,11 +409,14 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   }
   impl->admin_blocks =
       std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
+  impl->admin_overrides = std::make_unique<AdminOverrides>(impl->overrides, *raw, clock,
+                                                           impl->admin_redis.get());
   impl->api = std::make_unique<AdminApi>(
       *raw,
       admin_acceptor->local_endpoint().address().is_loopback() ? ListenerScope::kLoopback
                                                                : ListenerScope::kReachable,
-      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, clock, impl->metrics.get());
+      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, *impl->admin_overrides, clock,
+      impl->metrics.get());
   handlers.api = [api = impl->api.get()](const http::request<http::string_body>& req,
                                          std::string_view peer) { return api->Handle(req, peer); };
   impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
@@ -394,6 +444,17 @@ bool Server::ReloadConfig(std::shared_ptr<const rules::Config> config, std::stri
       return false;
     }
   }
+  const rules::DecisionConfig* decision = config->decision ? &*config->decision : nullptr;
+  const rules::DecisionConfig* running_decision = running.decision ? &*running.decision : nullptr;
+  if ((decision == nullptr) != (running_decision == nullptr) ||
+      (decision != nullptr &&
+       (decision->listener.address.ToString() != running_decision->listener.address.ToString() ||
+        decision->listener.certificates.size() !=
+            running_decision->listener.certificates.size()))) {
+    error = "[decision] address or tls changed: its listener is bound at startup, restart to "
+            "change it";
+    return false;
+  }
   std::shared_ptr<const GatewayState> state = impl_->Build(config, error);
   if (!state) return false;
   impl_->state.store(state);
@@ -415,6 +476,7 @@ void Server::RecordReload(bool success, std::string_view error) {
 void Server::Start() {
   impl_->admin->Start();
   impl_->admin_blocks->Start(impl_->workers.front()->io());
+  impl_->admin_overrides->Start(impl_->workers.front()->io());
   for (auto& worker : impl_->workers) {
     worker->StartAccepting();
     impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
@@ -428,6 +490,7 @@ void Server::Drain() {
   asio::post(impl_->workers.front()->io(), [this] {
     impl_->admin->Stop();
     impl_->admin_blocks->Stop();
+    impl_->admin_overrides->Stop();
   });
   for (auto& worker : impl_->workers) {
     asio::post(worker->io(), [w = worker.get()] { w->BeginDrain(); });
@@ -446,6 +509,7 @@ void Server::Wait() {
 }
 
 std::vector<std::uint16_t> Server::listener_ports() const { return impl_->ports; }
+std::uint16_t Server::decision_port() const { return impl_->decision_port; }
 std::uint16_t Server::admin_port() const { return impl_->admin->port(); }
 std::size_t Server::thread_count() const { return impl_->workers.size(); }
 

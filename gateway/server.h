@@ -49,6 +49,8 @@ class Server {
   // The bound ports (useful with port 0), in [[listeners]] order.
   std::vector<std::uint16_t> listener_ports() const;
   std::uint16_t admin_port() const;
+  // [decision]'s bound port; 0 without [decision].
+  std::uint16_t decision_port() const;
   std::size_t thread_count() const;
 
  private:

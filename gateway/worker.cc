@@ -52,6 +52,13 @@ void Worker::StartAccepting() {
   }
 }
 
+std::vector<const rules::ListenerConfig*> BoundListeners(const rules::Config& config) {
+  std::vector<const rules::ListenerConfig*> out;
+  for (const rules::ListenerConfig& l : config.listeners) out.push_back(&l);
+  if (config.decision) out.push_back(&config.decision->listener);
+  return out;
+}
+
 std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit) {
   return std::max<std::int64_t>(1, (descriptor_limit - 64) / 2);
 }

@@ -16,6 +16,8 @@
 #include "gateway/io/tls.h"
 #include "gateway/io/upstream_pool.h"
 #include "gateway/core/waiting_room.h"
+#include "gateway/core/block_table.h"
+#include "gateway/core/overrides.h"
 #include "rules/config.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"
@@ -27,8 +29,6 @@
 #include "store/store.h"
 
 namespace tollgate::gateway {
-
-class BlockTable;
 
 // Everything built from one configuration, shared read-only by all workers.
 struct GatewayState {
@@ -43,6 +43,7 @@ struct GatewayState {
   // and coordinator are the worker's (Worker::store(), coordinator()).
   WaitingRoom* waiting_room = nullptr;
   const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
+  const OverrideTable* overrides = nullptr;  // likewise: overrides survive reloads
   store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
@@ -54,6 +55,14 @@ struct GatewayState {
   // max_connections, or what the descriptor limit allows).
   std::int64_t max_connections = 0;
 };
+
+// The listeners a configuration binds, in the order of the acceptors,
+// listener_tls and listener_ids: [[listeners]], then [decision]'s.
+std::vector<const rules::ListenerConfig*> BoundListeners(const rules::Config& config);
+// Whether acceptor `listener` is [decision]'s (gateway/decision/).
+inline bool IsDecisionListener(const rules::Config& config, std::size_t listener) {
+  return config.decision && listener == config.listeners.size();
+}
 
 // [limits] max_connections = 0: half of the descriptors left after a
 // reserve of 64 (listeners, Redis, the logs), the other half for the

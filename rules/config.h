@@ -19,13 +19,44 @@ struct CertificateConfig {
   std::string key_file;   // PEM private key
 };
 
+// Whether a TLS listener asks clients for a certificate: not at all, or
+// asks and goes on anonymous without a valid one, or refuses the handshake
+// without a valid one.
+enum class ClientCertMode : std::uint8_t { kNone, kOptional, kRequire };
+
+// A TLS listener's options besides its certificates.
+struct ListenerTlsConfig {
+  ClientCertMode client_cert = ClientCertMode::kNone;
+  std::string client_ca;   // PEM bundle client certificates must chain to
+  std::string client_crl;  // PEM CRLs of client_ca's issuers; empty: none
+  // Generated session ticket keys: a new one encrypts every this long, the
+  // one before still decrypts (so a ticket lives one rotation at most).
+  std::int64_t ticket_rotation_ms = 3'600'000;
+  // nginx ssl_session_ticket_key files (48 or 80 bytes), shared by several
+  // gateways: the first encrypts, all decrypt, none is rotated here.
+  // Empty: generated keys.
+  std::vector<std::string> ticket_key_files;
+  friend bool operator==(const ListenerTlsConfig&, const ListenerTlsConfig&) = default;
+};
+
 struct ListenerConfig {
   HostPort address;
   // Empty: plain HTTP. Several: chosen by SNI, the first is the default.
   std::vector<CertificateConfig> certificates;
+  ListenerTlsConfig tls_options;
   // HTTP/2 next to HTTP/1.1: ALPN "h2" with TLS, prior knowledge without.
   bool http2 = true;
   bool tls() const { return !certificates.empty(); }
+};
+
+// [decision]: the decision service for other proxies
+// (gateway/decision/): the check endpoint (HTTP/1.1) and Envoy's RLS
+// (gRPC over HTTP/2) on one listener of its own.
+struct DecisionConfig {
+  ListenerConfig listener;  // address and tls; HTTP/2 always
+  // Replaces the status of every refusal of the check endpoint (nginx's
+  // auth_request takes only 401 and 403 as a refusal); 0: the refusal's own.
+  unsigned deny_status = 0;
 };
 
 struct ServerConfig {
@@ -135,6 +166,7 @@ struct Config {
   IdentityConfig identity;
   StoreConfig store;
   std::vector<RuleConfig> rules;  // in file order
+  std::optional<DecisionConfig> decision;
 };
 
 struct LoadResult {

@@ -76,6 +76,20 @@ Identity IdentityResolver::Resolve(const RequestFacts& request) const {
   id.peer_trusted = Trusted(request.peer);
   id.ipv6_prefix = config_.ipv6_prefix;
   FindClient(request.peer, *request.headers, id);
+  id.certificate = request.client_cert;
+  // A certificate is verified by the handshake itself: it wins over a
+  // token or a proxy's word, whenever it names the user.
+  if (config_.client_cert && request.client_cert != nullptr) {
+    const std::string_view user = request.client_cert->User(config_.client_cert->user);
+    if (!user.empty()) {
+      id.user = user;
+      if (!config_.client_cert->role_attribute.empty()) {
+        id.role = request.client_cert->Attribute(config_.client_cert->role_attribute);
+      }
+      id.from_certificate = true;
+      return id;
+    }
+  }
   if (jwt_) {
     const std::string_view auth = request.headers->Get("Authorization");
     if (IsBearer(auth)) {

@@ -1,13 +1,15 @@
 // Who a request comes from: client IP (the socket peer, or from
 // X-Forwarded-For only when the peer is a trusted proxy), user and role
-// (from a verified JWT, or from headers only when the peer is a trusted
-// proxy, in their configured spelling only). Immutable after construction;
-// thread-safe.
+// (first from the connection's verified client certificate, with
+// [identity.client_cert]; else from a verified JWT; else from headers only
+// when the peer is a trusted proxy, in their configured spelling only).
+// Immutable after construction; thread-safe.
 #pragma once
 
 #include <memory>
 #include <string>
 
+#include "rules/client_certificate.h"
 #include "rules/jwt.h"
 #include "rules/request_facts.h"
 #include "rules/rule.h"
@@ -32,6 +34,10 @@ struct Identity {
   std::string role;
   TokenState token = TokenState::kNone;
   bool peer_trusted = false;  // identity headers from the peer may be honoured
+  // The connection's verified client certificate (owned by the connection,
+  // which outlives its requests); null: none.
+  const ClientCertificate* certificate = nullptr;
+  bool from_certificate = false;  // user and role come from `certificate`
   bool anonymous() const { return user.empty(); }
 };
 

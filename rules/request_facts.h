@@ -2,11 +2,15 @@
 // HTTP library: the gateway fills it in from its parsed message.
 #pragma once
 
+#include <cstdint>
+#include <span>
 #include <string_view>
 
 #include "rules/ip.h"
 
 namespace tollgate::rules {
+
+struct ClientCertificate;
 
 // Header lookup by case-insensitive name. Implementations are the request's
 // own fields; valid for the duration of one evaluation.
@@ -21,6 +25,12 @@ class HeaderLookup {
   ~HeaderLookup() = default;
 };
 
+// One entry of an Envoy RLS descriptor.
+struct DescriptorEntry {
+  std::string_view key;
+  std::string_view value;
+};
+
 struct RequestFacts {
   std::string_view method;
   std::string_view path;  // without the query
@@ -28,6 +38,17 @@ struct RequestFacts {
   std::string_view route;
   IpAddress peer;  // the socket's remote address
   const HeaderLookup* headers = nullptr;
+  // The connection's client certificate, verified by its TLS handshake;
+  // null: none (or none that verified).
+  const ClientCertificate* client_cert = nullptr;
+  // An Envoy RLS descriptor rather than an HTTP request: only the rules
+  // with `domain`/`descriptor` apply (method, path, host and route empty).
+  bool descriptor_call = false;
+  std::string_view domain;
+  std::span<const DescriptorEntry> descriptor;
+  // > 0: what each rule's decision costs instead of the rule's own cost
+  // (an RLS hits_addend).
+  std::int64_t cost = 0;
 };
 
 }  // namespace tollgate::rules

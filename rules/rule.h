@@ -16,7 +16,9 @@
 
 namespace tollgate::rules {
 
-enum class KeyPartKind { kIp, kUser, kRole, kGlobal, kRoute, kHeader };
+// kDescriptor: an Envoy RLS descriptor's entries (rules with `domain` or
+// `descriptor` only).
+enum class KeyPartKind { kIp, kUser, kRole, kGlobal, kRoute, kHeader, kDescriptor };
 
 struct KeyPart {
   KeyPartKind kind = KeyPartKind::kIp;
@@ -41,6 +43,13 @@ struct RuleMatch {
   // `not = { ... }`: a request that meets every condition of this (never
   // empty, never itself with a `not`) is not matched.
   std::shared_ptr<const RuleMatch> exclude;
+  // Envoy RLS (the decision service): the call's domain, and a descriptor
+  // whose entries are exactly these keys (sorted by key), each value equal
+  // or "*" for any. A rule with either decides RLS descriptors only; a rule
+  // with neither, HTTP requests only (proxied or checked).
+  std::string domain;
+  std::vector<std::pair<std::string, std::string>> descriptor;
+  bool ForDescriptors() const { return !domain.empty() || !descriptor.empty(); }
 };
 
 struct WindowLabel {
@@ -92,12 +101,31 @@ struct JwtConfig {
   OnInvalidToken on_invalid = OnInvalidToken::kAnonymous;
 };
 
+// Which field of a verified client certificate names the user.
+enum class CertificateUser : std::uint8_t { kSubjectCn, kSanUri, kSanDns, kSha256 };
+
+// [identity.client_cert]: users (and roles) from the client certificate a
+// listener verified (its tls.client_cert). Such an identity wins over a JWT
+// and over trusted identity headers.
+struct ClientCertIdentityConfig {
+  CertificateUser user = CertificateUser::kSubjectCn;
+  // A subject attribute's short name in lower case ("ou" from role =
+  // "subject_ou"); empty: no role from the certificate.
+  std::string role_attribute;
+  // The verified certificate passed upstream (RFC 2253 subject, SHA-256
+  // fingerprint in lower-case hex); the client's own fields of these names
+  // are always removed. Empty: not passed.
+  std::string subject_header = "X-Client-Cert-Subject";
+  std::string sha256_header = "X-Client-Cert-Sha256";
+};
+
 struct IdentityConfig {
   std::vector<Cidr> trusted_proxies;
   int ipv6_prefix = 64;     // the `ip` key of an IPv6 client is its network of this many bits
   std::string user_header;  // empty: users come only from JWTs
   std::string role_header;
   std::optional<JwtConfig> jwt;
+  std::optional<ClientCertIdentityConfig> client_cert;
 };
 
 enum class StoreKind : std::uint8_t { kLocal, kRedis };

@@ -87,13 +87,60 @@ std::string_view PartName(const KeyPart& part) {
       return "route";
     case KeyPartKind::kHeader:
       return "header:";
+    case KeyPartKind::kDescriptor:
+      return "descriptor";
   }
   return "";
+}
+
+// Entries of an RLS descriptor within the `descriptor` part.
+constexpr char kEntrySeparator = '\x1e';
+
+void AppendEntry(const DescriptorEntry& entry, std::string& out) {
+  if (out.back() != '\x1f') out.push_back(kEntrySeparator);
+  out.append(entry.key);
+  out.push_back('=');
+  out.append(entry.value);
+}
+
+// The `descriptor` part: "key=value" per entry, in the order of the rule's
+// `descriptor` match (sorted by key) when it has one, so that the order the
+// entries came in does not matter, else as they came; bounded like any part.
+void AppendDescriptor(const RuleMatch& match, std::span<const DescriptorEntry> descriptor,
+                      std::string& key) {
+  const std::size_t start = key.size();
+  key.push_back('\x1f');
+  if (match.descriptor.empty()) {
+    for (const DescriptorEntry& entry : descriptor) AppendEntry(entry, key);
+  } else {
+    for (const auto& [name, value] : match.descriptor) {
+      for (const DescriptorEntry& entry : descriptor) {
+        if (entry.key == name) AppendEntry(entry, key);
+      }
+    }
+  }
+  if (key.size() - start - 1 <= kMaxKeyPart) return;
+  const std::string whole = key.substr(start + 1);
+  key.resize(start);
+  AppendBounded(whole, key);
+}
+
+bool MatchesDescriptor(const RuleMatch& match, const RequestFacts& request) {
+  if (!match.domain.empty() && match.domain != request.domain) return false;
+  if (match.descriptor.empty()) return true;
+  if (match.descriptor.size() != request.descriptor.size()) return false;
+  for (const auto& [name, value] : match.descriptor) {
+    const auto it = std::find_if(request.descriptor.begin(), request.descriptor.end(),
+                                 [&](const DescriptorEntry& e) { return e.key == name; });
+    if (it == request.descriptor.end() || (value != "*" && it->value != value)) return false;
+  }
+  return true;
 }
 
 }  // namespace
 
 bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity& identity) {
+  if (match.ForDescriptors() && !MatchesDescriptor(match, request)) return false;
   if (!match.path_prefix.empty() &&
       request.path.substr(0, match.path_prefix.size()) != match.path_prefix) {
     return false;
@@ -148,6 +195,10 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
         AppendBounded(value, key);
         break;
       }
+      case KeyPartKind::kDescriptor:
+        if (request.descriptor.empty()) return false;
+        AppendDescriptor(rule.match, request.descriptor, key);
+        break;
     }
   }
   return true;
@@ -181,6 +232,10 @@ std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
       out += value;
     } else if (part.kind == KeyPartKind::kHeader) {
       AppendFingerprint(value, 4, out);
+    } else if (part.kind == KeyPartKind::kDescriptor) {
+      std::string shown(value);
+      std::replace(shown.begin(), shown.end(), kEntrySeparator, ',');
+      out += shown;
     } else {
       out += value;
     }
@@ -202,6 +257,8 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
   std::size_t inflight = 0;
   std::size_t messages = 0;
   for (const RuleConfig& rule : rules_) {
+    // RLS descriptors and HTTP requests are decided by rules of their own.
+    if (rule.match.ForDescriptors() != request.descriptor_call) continue;
     if (!Matches(rule.match, request, identity)) continue;
     if (rule.exempt) {
       out.exempt = &rule;

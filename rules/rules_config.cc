@@ -9,8 +9,11 @@
 #include <limits>
 #include <sstream>
 
+#include "algorithms/lease.h"
 #include "algorithms/validate.h"
+#include "rules/client_certificate.h"
 #include "rules/normalize.h"
+#include "rules/rule_set.h"
 
 namespace tollgate::rules {
 namespace {
@@ -68,6 +71,37 @@ std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorLi
 // `match`, or the `not` table inside it (same conditions, no further `not`).
 enum class MatchTable { kMatch, kNot };
 
+// The RLS conditions of `match`: `domain = "edge"` and `descriptor = {
+// key = "value" | "*" }`. A rule with them decides RLS descriptors only, so
+// the HTTP request's conditions have no meaning next to them.
+void ReadDescriptorMatch(TableReader& r, RuleMatch& out, ErrorList& errors) {
+  if (auto s = r.String("domain")) {
+    out.domain = *s;
+    if (s->empty()) errors.Add(*r.Find("domain"), "\"domain\" must not be empty");
+  }
+  if (const toml::value* d = r.Find("descriptor")) {
+    if (!d->is_table() || d->as_table().empty()) {
+      errors.Add(*d, fmt::format("\"descriptor\" must be a table of entries {{ key = \"value\" "
+                                 "}} (\"*\" takes any value); got {}",
+                                 d->is_table() ? "an empty table" : DescribeType(*d)));
+    } else {
+      for (const auto& [key, value] : d->as_table()) {
+        if (auto s = ReadString(value, key, errors)) out.descriptor.emplace_back(key, *s);
+      }
+      std::sort(out.descriptor.begin(), out.descriptor.end());
+    }
+  }
+  if (!out.ForDescriptors()) return;
+  for (const char* key : {"path_prefix", "methods", "role", "ip", "host", "header", "anonymous",
+                          "not"}) {
+    if (const toml::value* v = r.Find(key)) {
+      errors.Add(*v, fmt::format("\"{}\" has no meaning next to \"domain\"/\"descriptor\": such "
+                                 "a rule decides Envoy RLS descriptors, not HTTP requests",
+                                 key));
+    }
+  }
+}
+
 void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList& errors) {
   const std::string_view name = which == MatchTable::kMatch ? "match" : "not";
   if (!v.is_table()) {
@@ -110,6 +144,7 @@ void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList
     }
   }
   if (auto b = r.Bool("anonymous")) out.anonymous = *b;
+  if (which == MatchTable::kMatch) ReadDescriptorMatch(r, out, errors);
   if (const toml::value* n = r.Find("not")) {
     if (which == MatchTable::kNot) {
       errors.Add(*n, "\"not\" cannot hold another \"not\"");
@@ -138,12 +173,14 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
       part.kind = KeyPartKind::kGlobal;
     } else if (text == "route") {
       part.kind = KeyPartKind::kRoute;
+    } else if (text == "descriptor") {
+      part.kind = KeyPartKind::kDescriptor;
     } else if (text.rfind("header:", 0) == 0 && text.size() > 7) {
       part.kind = KeyPartKind::kHeader;
       part.header = text.substr(7);
     } else {
       errors.Add(v, fmt::format("\"key\" parts must be \"ip\", \"user\", \"role\", \"global\", "
-                                "\"route\" or \"header:NAME\"; got \"{}\"",
+                                "\"route\", \"header:NAME\" or \"descriptor\"; got \"{}\"",
                                 text));
       return std::nullopt;
     }
@@ -193,6 +230,37 @@ std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
   return secret;
 }
 
+namespace {
+
+ClientCertIdentityConfig ReadClientCertIdentity(TableReader r) {
+  ClientCertIdentityConfig c;
+  if (auto u = r.OneOf("user", {"subject_cn", "san_uri", "san_dns", "sha256"})) {
+    c.user = *u == "subject_cn" ? CertificateUser::kSubjectCn
+             : *u == "san_uri"  ? CertificateUser::kSanUri
+             : *u == "san_dns"  ? CertificateUser::kSanDns
+                                : CertificateUser::kSha256;
+  }
+  if (auto role = r.String("role")) {
+    constexpr std::string_view kPrefix = "subject_";
+    const std::string attribute = role->rfind(kPrefix, 0) == 0 ? role->substr(kPrefix.size()) : "";
+    if (!IsKnownSubjectAttribute(attribute)) {
+      r.errors().Add(*r.Find("role"),
+                     fmt::format("\"role\" must be a subject attribute: \"subject_ou\", "
+                                 "\"subject_o\", \"subject_cn\", \"subject_title\", ...; got "
+                                 "\"{}\"",
+                                 *role));
+    } else {
+      c.role_attribute = attribute;
+    }
+  }
+  if (auto h = r.String("subject_header")) c.subject_header = *h;
+  if (auto h = r.String("sha256_header")) c.sha256_header = *h;
+  r.Finish();
+  return c;
+}
+
+}  // namespace
+
 void ReadIdentity(TableReader r, IdentityConfig& out) {
   if (const toml::value* v = r.Find("trusted_proxies")) {
     out.trusted_proxies = ReadCidrs(*v, "trusted_proxies", r.errors());
@@ -235,6 +303,14 @@ void ReadIdentity(TableReader r, IdentityConfig& out) {
       }
       jr.Finish();
       out.jwt = j;
+    }
+  }
+  if (const toml::value* cert = r.Find("client_cert")) {
+    if (!cert->is_table()) {
+      r.errors().Add(*cert,
+                     fmt::format("\"client_cert\" must be a table; got {}", DescribeType(*cert)));
+    } else {
+      out.client_cert = ReadClientCertIdentity(TableReader(*cert, r.errors()));
     }
   }
   r.Finish();
@@ -332,6 +408,65 @@ std::uint64_t KeysNeeded(const std::vector<RuleConfig>& rules) {
   return n;
 }
 
+// An RLS rule (domain/descriptor) keys on its descriptors ("descriptor",
+// "global"): an RLS call has no user, route or headers of the client, and
+// its peer is the proxy. An HTTP rule has no descriptor to key on. Neither
+// concurrency nor per-message limits, nor delays, have a meaning for RLS.
+void CheckDescriptorKey(const RuleConfig& rule, const toml::value& key, TableReader& r,
+                        ErrorList& errors) {
+  const bool rls = rule.match.ForDescriptors();
+  for (const KeyPart& part : rule.key) {
+    if (rls && part.kind != KeyPartKind::kDescriptor && part.kind != KeyPartKind::kGlobal) {
+      errors.Add(key, fmt::format("key part \"{}\" has no meaning in a rule with "
+                                  "\"domain\"/\"descriptor\": use \"descriptor\" or \"global\"",
+                                  KeyPartName(part)));
+    }
+    if (!rls && part.kind == KeyPartKind::kDescriptor) {
+      errors.Add(key, "key part \"descriptor\" needs match.domain or match.descriptor: only Envoy "
+                      "RLS calls have descriptors");
+    }
+  }
+  if (!rls) return;
+  for (const char* name : {"max_inflight", "per"}) {
+    if (const toml::value* v = r.Find(name)) {
+      errors.Add(*v, fmt::format("\"{}\" has no meaning in a rule with \"domain\"/\"descriptor\"",
+                                 name));
+    }
+  }
+}
+
+}  // namespace
+
+namespace {
+
+// sync = "lease": lease_ttl (default 1 s) and lease_max (default a tenth of
+// the smallest window's limit, at least 1, at most that limit) into
+// `spec.lease`, unless an algorithm cannot lease (errors at `sync`).
+void ReadLease(const std::vector<algorithms::LimitParams>& windows,
+               std::optional<std::int64_t> ttl_ms, std::optional<std::int64_t> max_units,
+               TableReader& r, store::LimitSpec& spec) {
+  const toml::value& at = *r.Find("sync");
+  std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
+  for (const algorithms::LimitParams& p : windows) {
+    if (std::string_view why = algorithms::LeaseRefusal(p); !why.empty()) {
+      r.errors().Add(at, std::string(why));
+      return;
+    }
+    smallest = std::min(smallest, p.limit);
+  }
+  store::LimitSpec::Lease lease;
+  lease.ttl_ms = ttl_ms.value_or(1000);
+  lease.max_units = max_units.value_or(std::max<std::int64_t>(1, smallest / 10));
+  if (lease.max_units > smallest) {
+    r.errors().Add(*r.Find("lease_max"),
+                   fmt::format("\"lease_max\" must be at most the limit ({}): a lease is a "
+                               "slice of the budget",
+                               smallest));
+    return;
+  }
+  spec.lease = lease;
+}
+
 }  // namespace
 
 void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& out) {
@@ -371,6 +506,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
   }
   if (const toml::value* key = r.Require("key")) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
+    CheckDescriptorKey(rule, *key, r, errors);
   }
   if (auto per = r.OneOf("per", {"request", "message"})) {
     rule.per = *per == "message" ? LimitUnit::kMessage : LimitUnit::kRequest;
@@ -461,6 +597,28 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
     }
   }
   if (auto c = r.Integer("cost", 1, std::int64_t{1} << 40)) rule.cost = *c;
+  // How the rule's keys are shared by the gateways of one Redis
+  // (docs/leases.md): a store call per decision, or leases.
+  const toml::value* sync_value = r.Find("sync");
+  bool lease = false;
+  if (auto sync = r.OneOf("sync", {"exact", "lease"})) {
+    lease = *sync == "lease";
+    if (lease && store.kind != StoreKind::kRedis) {
+      errors.Add(*sync_value,
+                 "sync = \"lease\" shares a key's budget between gateways through Redis: it "
+                 "needs [store] kind = \"redis\"");
+    }
+  }
+  const std::optional<std::int64_t> lease_ttl = r.DurationMs("lease_ttl", 1);
+  const std::optional<std::int64_t> lease_max =
+      r.Integer("lease_max", 1, std::numeric_limits<std::int64_t>::max());
+  if (!lease) {
+    for (const char* key : {"lease_ttl", "lease_max"}) {
+      if (const toml::value* v = r.Find(key)) {
+        errors.Add(*v, fmt::format("\"{}\" applies to sync = \"lease\" only", key));
+      }
+    }
+  }
   if (auto a = r.OneOf("action", {"reject", "delay", "dry_run"})) {
     rule.action = *a == "delay"     ? RuleAction::kDelay
                   : *a == "dry_run" ? RuleAction::kDryRun
@@ -531,7 +689,10 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
     } else if (auto cost_problem = algorithms::ValidateCost(params, rule.cost)) {
       errors.Add(r.Find("cost") != nullptr ? *r.Find("cost") : *where, *cost_problem);
     } else {
-      rule.limit = std::make_shared<const store::LimitSpec>(store::LimitSpec::Make(params));
+      store::LimitSpec spec = store::LimitSpec::Make(params);
+      if (lease && sync_value != nullptr) ReadLease(params, lease_ttl, lease_max, r, spec);
+      if (lease && spec.lease) spec.lease->rule = rule.name;
+      rule.limit = std::make_shared<const store::LimitSpec>(std::move(spec));
     }
   }
   r.Finish();

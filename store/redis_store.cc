@@ -71,19 +71,42 @@ void RedisStore::Run(RedisAux script, std::initializer_list<std::string_view> ke
   RunAdmin(script, keys, args, sink, nullptr);
 }
 
-void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
-                          std::initializer_list<std::string_view> args, CountSink* count,
-                          ValuesSink* values) {
+template <typename WriteArgs>
+void RedisStore::SendAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                           std::size_t arg_count, WriteArgs write_args, CountSink* count,
+                           ValuesSink* values) {
   const std::uint16_t slot = keys.size() > 0 && !slots_.empty() ? RedisSlot(*keys.begin()) : 0;
   std::string command;
   RespWriter w(command);
-  w.Count(3 + keys.size() + args.size());
+  w.Count(3 + keys.size() + arg_count);
   w.Arg("EVALSHA");
   w.Arg(ScriptSha(RedisScriptIndex(script)));
   w.Arg(static_cast<std::int64_t>(keys.size()));
   for (std::string_view k : keys) w.Arg(k);
-  for (std::string_view a : args) w.Arg(a);
+  write_args(w);
   Send(std::move(command), slot, count, values);
+}
+
+void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                          std::initializer_list<std::string_view> args, CountSink* count,
+                          ValuesSink* values) {
+  SendAdmin(
+      script, keys, args.size(),
+      [&](RespWriter& w) {
+        for (std::string_view a : args) w.Arg(a);
+      },
+      count, values);
+}
+
+void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                          std::span<const std::string> args, CountSink* count,
+                          ValuesSink* values) {
+  SendAdmin(
+      script, keys, args.size(),
+      [&](RespWriter& w) {
+        for (const std::string& a : args) w.Arg(a);
+      },
+      count, values);
 }
 
 void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,

@@ -22,6 +22,7 @@
 #include <initializer_list>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -144,6 +145,9 @@ class RedisStore final : public Store {
   void RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
                 std::initializer_list<std::string_view> args, CountSink* count,
                 ValuesSink* values);
+  // The same with as many arguments as `args` holds.
+  void RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                std::span<const std::string> args, CountSink* count, ValuesSink* values);
 
  private:
   // TRYAGAIN, or a command's second MOVED: sent again this much later (ms).
@@ -162,6 +166,11 @@ class RedisStore final : public Store {
   // Sends `command` (an EVALSHA whose keys are in `slot`) to be answered
   // into one of the sinks, as Run and Inspect do.
   void Send(std::string command, std::uint16_t slot, CountSink* count, ValuesSink* values);
+  // RunAdmin's command, `arg_count` arguments written by `write_args`.
+  template <typename WriteArgs>
+  void SendAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
+                 std::size_t arg_count, WriteArgs write_args, CountSink* count,
+                 ValuesSink* values);
   // EVALSHA of `script` with decide.lua's keys and arguments for `key`
   // (under `prefix`, the store's when empty), then `extra` arguments.
   void SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,

@@ -3,6 +3,8 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -19,9 +21,19 @@ struct LimitSpec {
   // (store/lua/token_bucket_fused.lua), no longer the text "level last".
   static constexpr std::int64_t kStateFormat = 2;
 
+  // sync = "lease" (docs/leases.md, store/leasing_store.h): the rule's
+  // decisions come from leases of its keys' budgets. Not part of the
+  // fingerprint: changing them keeps the keys' state.
+  struct Lease {
+    std::int64_t ttl_ms = 1000;  // lease_ttl: how long a gateway may spend a lease
+    std::int64_t max_units = 1;  // lease_max: the most units one lease takes
+    std::string rule;            // the rule's name (metrics)
+  };
+
   std::vector<algorithms::LimitParams> windows;
   std::uint32_t fingerprint = 0;
   std::size_t state_bytes = 0;
+  std::optional<Lease> lease;  // absent: sync = "exact", a store call per decision
 
   // Preconditions: algorithms::ValidateWindows(windows) passed.
   static LimitSpec Make(std::vector<algorithms::LimitParams> windows);

@@ -94,6 +94,10 @@ LimitContext MakeLimitContext(const GatewayState& state, store::Store& store,
   context.store_kind =
       config.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
   context.describe = state.access_log != nullptr && state.access_log->enabled();
+  if (state.overrides != nullptr && state.overrides->Current() != nullptr) {
+    context.overrides = state.overrides;
+    context.unix_ms = clock.UnixMs();
+  }
   return context;
 }
 
@@ -109,8 +113,7 @@ Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
 Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
                               const rules::Identity& identity, Exchange& ex, Answer& answer) {
   // Blocks come before any rule (and cost one atomic load while none exists).
-  if (const std::shared_ptr<const rules::BlockList> blocks =
-          state.blocks != nullptr ? state.blocks->Current() : nullptr) {
+  if (const rules::BlockList* blocks = state.blocks != nullptr ? state.blocks->Current() : nullptr) {
     const std::int64_t now = state.clock->UnixMs();
     if (const rules::Block* block = blocks->Match(identity, *facts.headers, now)) {
       answer = RefuseWithStatus(Refusal::kBlocked, block->status,
@@ -285,7 +288,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
   std::vector<store::InflightGuard> lines(outcome.delayed.size());
   for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
     const DelayedHit& d = outcome.delayed[i];
-    const rules::RuleConfig& rule = *d.hit->rule;
+    const rules::RuleConfig& rule = *d.rule;
     deadline = std::min(deadline, start + rule.max_delay_ms);
     std::size_t local_queued = 0;
     std::optional<WaitingRoom::Ticket> ticket = state.waiting_room->Enter(
@@ -310,7 +313,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
   }
   for (;;) {
     if (clock.NowMs() + wait > deadline) {
-      outcome.shown = outcome.delayed.front().hit->rule;
+      outcome.shown = outcome.delayed.front().rule;
       outcome.shown_decision = outcome.delayed.front().decision;
       co_return Turn::kRejected;
     }
@@ -328,7 +331,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     hits_.clear();
     for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
     const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
-    batch_.Start(context.store, hits_, context.store_now_ms);
+    batch_.Start(context, hits_);
     if (!batch_.done()) co_await WaitForBatch();
     for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
       DelayedHit& d = outcome.delayed[i];

@@ -206,6 +206,8 @@ void RemoveHopByHop(Fields& fields) { RemoveHopByHopKeeping(fields, {}); }
 void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
                          const rules::Identity& identity) {
   const bool trusted = identity.peer_trusted;
+  const rules::ClientCertIdentityConfig* cert =
+      config.client_cert ? &*config.client_cert : nullptr;
   for (auto it = fields.begin(); it != fields.end();) {
     bool drop = false;
     if (it->name() == http::field::forwarded) {
@@ -217,12 +219,23 @@ void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
           (s = CompareName(name, config.role_header)) != Spelling::kOther ||
           (s = CompareName(name, kTrueClientIp)) != Spelling::kOther) {
         drop = !trusted || s == Spelling::kVariant;
+      } else if (cert != nullptr && (CompareName(name, cert->subject_header) != Spelling::kOther ||
+                                     CompareName(name, cert->sha256_header) != Spelling::kOther)) {
+        drop = true;  // only the handshake vouches for a certificate
       } else {
         // A trusted proxy's is replaced by the client it named, below.
         drop = CompareName(name, kRealIp) != Spelling::kOther;
       }
     }
     it = drop ? fields.erase(it) : std::next(it);
+  }
+  if (cert != nullptr && identity.certificate != nullptr) {
+    if (!cert->subject_header.empty()) {
+      fields.insert(http::field::unknown, cert->subject_header, identity.certificate->subject);
+    }
+    if (!cert->sha256_header.empty()) {
+      fields.insert(http::field::unknown, cert->sha256_header, identity.certificate->sha256);
+    }
   }
   if (trusted) {
     fields.insert(http::field::unknown, kRealIp,

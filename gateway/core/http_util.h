@@ -49,7 +49,10 @@ enum class Scheme { kHttp, kHttps };
 // True-Client-IP, and Forwarded, are removed. From a trusted proxy they pass
 // in their own spelling only (tollgate reads no other), and X-Real-IP is set
 // to the client it found in X-Forwarded-For (or the text that stood for it;
-// see Identity::unidentified_client). One walk over the fields.
+// see Identity::unidentified_client). With [identity.client_cert], every
+// spelling of its subject_header and sha256_header is removed, from anyone,
+// and they are set from the connection's verified certificate, if any.
+// One walk over the fields.
 void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
                          const rules::Identity& identity);
 

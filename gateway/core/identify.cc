@@ -60,10 +60,12 @@ std::string FieldsLookup::GetJoined(std::string_view name) const {
 
 Identification::Identification(const rules::IdentityResolver& resolver,
                                http::request_header<Fields>& req, std::string_view host,
-                               std::string_view route, const rules::IpAddress& peer)
+                               std::string_view route, const rules::IpAddress& peer,
+                               const rules::ClientCertificate* client_cert)
     : resolver_(resolver), req_(req), lookup_(req) {
   const std::string_view target = req.target();
   facts_ = {req.method_string(), target.substr(0, target.find('?')), host, route, peer, &lookup_};
+  facts_.client_cert = client_cert;
   identity_ = resolver.Resolve(facts_);
 }
 

@@ -35,12 +35,14 @@ class FieldsLookup final : public rules::HeaderLookup {
 };
 
 // Who sent one request, and the facts rules match it on. Refers to `req`,
-// `host` and `route`, which must outlive it. Not movable (facts() points
-// into it).
+// `host`, `route` and `client_cert` (the connection's verified client
+// certificate; null: none), which must outlive it. Not movable (facts()
+// points into it).
 class Identification {
  public:
   Identification(const rules::IdentityResolver& resolver, http::request_header<Fields>& req,
-                 std::string_view host, std::string_view route, const rules::IpAddress& peer);
+                 std::string_view host, std::string_view route, const rules::IpAddress& peer,
+                 const rules::ClientCertificate* client_cert = nullptr);
   Identification(const Identification&) = delete;
   Identification& operator=(const Identification&) = delete;
 
@@ -48,7 +50,8 @@ class Identification {
   const rules::Identity& identity() const { return identity_; }
   // Identity fields count only from trusted proxies; nobody else may pass
   // them (in any spelling) or a client address on to the upstream either
-  // (ScrubIdentityFields). After admit, whose rules may match on them.
+  // (ScrubIdentityFields); the client certificate fields are the verified
+  // certificate's only. After admit, whose rules may match on them.
   void StripIdentityFields();
 
  private:

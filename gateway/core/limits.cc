@@ -38,17 +38,32 @@ void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
   if (--batch->pending_ == 0 && batch->waker_ != nullptr) batch->waker_->Wake();
 }
 
-void DecisionBatch::Start(store::Store& store, std::span<const rules::RuleHit* const> hits,
-                          std::int64_t now_ms) {
+void DecisionBatch::Start(const LimitContext& context,
+                          std::span<const rules::RuleHit* const> hits, std::int64_t cost) {
   // Sized before the first Decide(): the store keeps pointers to the slots.
   slots_.clear();
   slots_.resize(hits.size());
   pending_ = hits.size();
+  const OverrideSet* overrides =
+      context.overrides != nullptr ? context.overrides->Current() : nullptr;
   for (std::size_t i = 0; i < hits.size(); ++i) {
-    slots_[i].batch = this;
-    const rules::RuleConfig& rule = *hits[i]->rule;
-    store.Decide({hits[i]->key, rule.limit.get(), rule.cost, now_ms, hits[i]->partition},
-                 slots_[i]);
+    Slot& slot = slots_[i];
+    slot.batch = this;
+    slot.rule = hits[i]->rule;
+    std::string_view key = hits[i]->key;
+    if (overrides != nullptr) {
+      if (const AppliedOverride* o = overrides->Find(*slot.rule, key, context.unix_ms)) {
+        // A reference of the slot's own: the snapshot may be replaced
+        // before a Redis answer comes.
+        slot.overridden = o->rule;
+        slot.rule = o->rule.get();
+        key = o->store_key;
+      }
+    }
+    const rules::RuleConfig& rule = *slot.rule;
+    context.store.Decide({key, rule.limit.get(), cost > 0 ? cost : rule.cost,
+                          context.store_now_ms, hits[i]->partition},
+                         slot);
   }
 }
 
@@ -86,7 +101,7 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   if (scratch.hits.empty()) return true;
   hits.clear();
   for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
-  batch.Start(context.store, hits, context.store_now_ms);
+  batch.Start(context, hits, request.cost);
   return false;
 }
 
@@ -95,12 +110,15 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
   LimitOutcome outcome;
   for (std::size_t i = 0; i < hits.size(); ++i) {
     const rules::RuleHit& hit = *hits[i];
-    const rules::RuleConfig& rule = *hit.rule;
+    // Named, counted and shown as the configured rule; its limits (in the
+    // response's headers) are an override's when one applies.
+    const rules::RuleConfig& rule = batch.rule(i);
+    if (batch.overridden(i) != nullptr) outcome.overridden.push_back(batch.overridden(i));
     const store::StoreResult& result = batch.result(i);
     const algorithms::Decision& d = result.decision;
     if (result.status != store::StoreStatus::kOk) {
       Describe(context, outcome, rule.name, "error");
-      Record(context, rule, DecisionKind::kError);
+      Record(context, *hit.rule, DecisionKind::kError);
       if (result.source == store::ResultSource::kPolicyDenied) {
         outcome.verdict = Verdict::kStoreUnavailable;
         outcome.shown = &rule;
@@ -113,7 +131,7 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
     Record(context, hit, KindOf(d.allowed, rule.action));
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
-      outcome.delayed.push_back({&hit, d});
+      outcome.delayed.push_back({&hit, d, &rule});
       if (outcome.verdict == Verdict::kForward) outcome.verdict = Verdict::kDelay;
       continue;
     }

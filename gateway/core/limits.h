@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "gateway/core/overrides.h"
 #include "gateway/ops/metrics.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
@@ -24,6 +25,9 @@ enum class Verdict { kForward, kDelay, kReject, kUnauthorized, kStoreUnavailable
 struct DelayedHit {
   const rules::RuleHit* hit;  // into the Evaluation passed to DecideLimits
   algorithms::Decision decision;
+  // The rule as decided: hit->rule, or an override's form of it (kept
+  // alive by LimitOutcome::overridden).
+  const rules::RuleConfig* rule = nullptr;
 };
 
 struct LimitOutcome {
@@ -37,6 +41,10 @@ struct LimitOutcome {
   std::string log;                  // "rule:decision,..." for the access log (if describe)
   // Places held for the concurrency rules until the exchange ends.
   std::vector<store::InflightGuard> inflight;
+  // The overrides' forms of the rules that `shown` and `delayed` may point
+  // to (gateway/core/overrides.h), held while the exchange lasts; empty
+  // when no override applied.
+  std::vector<std::shared_ptr<const rules::RuleConfig>> overridden;
 };
 
 struct LimitContext {
@@ -52,6 +60,10 @@ struct LimitContext {
   const rules::RuleConfig* rules_base = nullptr;
   StoreKindLabel store_kind = StoreKindLabel::kLocal;
   bool describe = true;  // fill LimitOutcome::log (only the access log reads it)
+  // The overrides in force, and the wall clock they end by (read only while
+  // some exist); null: none.
+  const OverrideTable* overrides = nullptr;
+  std::int64_t unix_ms = 0;
 };
 
 // Told when the last decision of a DecisionBatch has arrived.
@@ -73,9 +85,19 @@ class DecisionBatch {
   DecisionBatch(const DecisionBatch&) = delete;
   DecisionBatch& operator=(const DecisionBatch&) = delete;
 
-  // Asks `store` for one decision per hit.
-  void Start(store::Store& store, std::span<const rules::RuleHit* const> hits, std::int64_t now_ms);
+  // Asks context.store for one decision per hit, at context.store_now_ms,
+  // each costing its rule's cost, or `cost` when > 0 (an RLS call's
+  // hits_addend). A key with an override (context.overrides) is decided by
+  // the override's form of its rule, under the override's store key.
+  void Start(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+             std::int64_t cost = 0);
   bool done() const { return pending_ == 0; }
+  // The rule hit `i` was decided by: its own, or an override's form of it.
+  const rules::RuleConfig& rule(std::size_t i) const { return *slots_[i].rule; }
+  // Hit `i`'s override's form of its rule, or null.
+  const std::shared_ptr<const rules::RuleConfig>& overridden(std::size_t i) const {
+    return slots_[i].overridden;
+  }
   // Wake() is called when the last pending decision arrives (also when it
   // arrives inline, within Start). Null: nobody is told.
   void set_waker(BatchWaker* waker) { waker_ = waker; }
@@ -85,6 +107,8 @@ class DecisionBatch {
   struct Slot final : store::DecisionSink {
     DecisionBatch* batch = nullptr;
     store::StoreResult result;
+    const rules::RuleConfig* rule = nullptr;
+    std::shared_ptr<const rules::RuleConfig> overridden;
     void OnDecision(const store::StoreResult& r) override;
   };
   std::vector<Slot> slots_;

@@ -249,7 +249,7 @@ Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decisi
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
     return AppendLimitedResponse(*answer.rule, answer.decision,
-                                 persistence == Persistence::kKeepAlive, out);
+                                 persistence == Persistence::kKeepAlive, out, answer.Status());
   }
   const unsigned status = answer.Status();
   out += "HTTP/1.1 ";
@@ -292,16 +292,17 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 }
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
-                                  bool keep_alive, std::string& out) {
+                                  bool keep_alive, std::string& out, unsigned status) {
+  if (status == 0) status = rule.status;
   const fmt::format_int retry_after_ms(d.retry_after_ms);
   const std::size_t body_size = LimitedBodySize(rule, retry_after_ms);
   const std::string_view reason = boost::beast::http::obsolete_reason(
-      static_cast<boost::beast::http::status>(rule.status));
+      static_cast<boost::beast::http::status>(status));
   // The status line and fixed fields (~150 bytes with the longest reason),
   // two integers, the rate-limit fields and the body.
   Writer writer(out, 256 + reason.size() + RateLimitHeadersRoom(rule) + body_size);
   writer.Put("HTTP/1.1 ");
-  writer.PutInt(rule.status);
+  writer.PutInt(status);
   writer.Put(' ');
   writer.Put(reason);
   writer.Put("\r\nServer: tollgate\r\nContent-Type: application/json\r\nRetry-After: ");

@@ -121,9 +121,10 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 // Appends the whole answer to a limited request: the rule's status,
 // Retry-After, the rate-limit fields and the JSON body
 // {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
-// body's size.
+// body's size. `status`: 0 for the rule's own (the check endpoint's
+// deny_status replaces it).
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
                                   const algorithms::Decision& decision, bool keep_alive,
-                                  std::string& out);
+                                  std::string& out, unsigned status = 0);
 
 }  // namespace tollgate::gateway

@@ -82,7 +82,14 @@ Task<void> Session::Run() {
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
     auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
+    if (ThreadMetrics* metrics = worker_.metrics()) {
+      metrics->RecordTlsHandshake(metric_listener_,
+                                  ec ? HandshakeResult::kFailed : Finished(tls->native_handle()));
+    }
     if (ec) co_return;
+    // Once per connection: every request on it (HTTP/1.1 or HTTP/2) is
+    // identified by the same certificate.
+    client_cert_ = VerifiedClientCertificate(tls->native_handle());
     const unsigned char* alpn = nullptr;
     unsigned int alpn_size = 0;
     SSL_get0_alpn_selected(tls->native_handle(), &alpn, &alpn_size);
@@ -129,8 +136,9 @@ Task<void> Session::Run() {
 }
 
 Task<bool> Session::PriorKnowledge(ErrorCode& ec) {
+  // The decision listener always speaks HTTP/2 too (Envoy's RLS is gRPC).
   if (generation_->state->listener_tls[listener_] ||
-      !config_->listeners[listener_].http2) {
+      (!IsDecisionListener(*config_, listener_) && !config_->listeners[listener_].http2)) {
     co_return false;
   }
   const auto bytes = [&] {
@@ -153,7 +161,8 @@ Task<bool> Session::PriorKnowledge(ErrorCode& ec) {
 }
 
 Task<void> Session::RunHttp2(asio::const_buffer already_read) {
-  http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_);
+  http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
+                                          client_cert_.get());
   if (worker_.draining()) http2_->Drain();
   co_await http2_->Run(already_read);
 }
@@ -231,6 +240,12 @@ Task<bool> Session::ServeOne() {
     head.get().target(check.origin_form);
     host = head.get()[http::field::host];
   }
+  if (IsDecisionListener(*config_, listener_)) {
+    co_await Check(head, ex);
+    LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
+    ex.Release();
+    co_return !ex.close && !worker_.draining();
+  }
   if (const std::string_view problem = Canonicalize(head.get(), host, canonical_);
       !problem.empty()) {
     ex.close = true;
@@ -286,7 +301,8 @@ Task<bool> Session::ServeOne() {
 
 Admit Session::Identify(const rules::RouteConfig& route, std::string_view host, Exchange& ex) {
   const GatewayState& state = *generation_->state;
-  Identification who(*state.identity, head_->get(), host, route.name, peer_address_);
+  Identification who(*state.identity, head_->get(), host, route.name, peer_address_,
+                     client_cert_.get());
   const Admit admit = admission_.StartRequest(state, who.facts(), who.identity(), ex, answer_);
   who.StripIdentityFields();
   return admit;

@@ -4,7 +4,9 @@
 // (gateway/core/admission.h), forward (gateway/http1/forward.cc: the
 // upstream exchange, and the WebSocket tunnel), respond (answers are
 // gateway/core/respond.h's values, written here) and log
-// (gateway/core/log.h). A connection that turns out to speak HTTP/2 (ALPN
+// (gateway/core/log.h). On the decision listener ([decision]) "forward"
+// is "answer": the check endpoint (check.cc). A connection that turns out
+// to speak HTTP/2 (ALPN
 // "h2", or the prior-knowledge preface as its first bytes) is handed to
 // the HTTP/2 adapter (gateway/http2/adapter.h) for the rest of its life.
 // Lives on one worker thread; owned by its coroutine (see Worker).
@@ -106,6 +108,11 @@ class Session final : private ClientWatch {
                           Exchange& ex);
   Task<ErrorCode> WriteContinue();
 
+  // --- the decision listener's check endpoint (check.cc) ---
+  // The request describes another (gateway/decision/check.h): routed,
+  // identified and admitted as that one, then answered 200 or refused.
+  Task<void> Check(HeadParser& head, Exchange& ex);
+
   // --- respond ---
   // Writes answer_ (with Connection: close when ex.close) and notes it in
   // `ex`. StartReply writes what the socket takes at once and is true when
@@ -139,6 +146,8 @@ class Session final : private ClientWatch {
   std::size_t listener_;
   std::string peer_ip_;
   rules::IpAddress peer_address_;
+  // The client certificate the TLS handshake verified; null: none.
+  std::unique_ptr<const rules::ClientCertificate> client_cert_;
   Admission admission_;
   Answer answer_;  // what Reply() writes for the current exchange
   std::unique_ptr<char[]> relay_buffer_;

@@ -364,7 +364,7 @@ class MessageLimiter final : public BatchWaker {
     context_.emplace(MakeLimitContext(state_, *limits_.store, metrics_));
     context_->describe = false;  // one log line per tunnel, not per message
     asked_ = store::LoopNow();
-    batch_.Start(*limits_.store, hits, context_->store_now_ms);
+    batch_.Start(*context_, hits);
   }
 
   // Awaits every answer Ask() did not get inline. Never cut short: the

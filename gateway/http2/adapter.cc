@@ -14,6 +14,7 @@
 #include "gateway/core/log.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/upstream_call.h"
+#include "gateway/decision/rls_call.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
@@ -171,11 +172,13 @@ class StreamExchange final : private ClientWatch {
 };
 
 Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener,
-                           std::string_view peer_ip, const rules::IpAddress& peer_address)
+                           std::string_view peer_ip, const rules::IpAddress& peer_address,
+                           const rules::ClientCertificate* client_cert)
     : worker_(worker),
       listener_(listener),
       peer_ip_(peer_ip),
       peer_address_(peer_address),
+      client_cert_(client_cert),
       connection_(stream, Http2OptionsFor(*worker.Current()->state->config),
                   [this](Http2Stream& s) { return Serve(s); }) {
   connection_.OnHeaderTooLarge([this](Http2Stream&) { LogHeaderTooLarge(); });
@@ -209,6 +212,11 @@ bool Http2Adapter::DrainIfIdle() {
 
 Task<void> Http2Adapter::Serve(Http2Stream& stream) {
   served_ = true;
+  if (IsDecisionListener(*worker_.Current()->state->config, listener_)) {
+    // The decision listener answers Envoy's RLS calls instead of forwarding.
+    co_await ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
+    co_return;
+  }
   auto exchange = std::make_unique<StreamExchange>(*this, stream);
   co_await exchange->Run();
 }
@@ -315,7 +323,7 @@ Task<void> StreamExchange::Run() {
 
 Admit StreamExchange::Identify(const rules::RouteConfig& route, std::string_view host) {
   Identification who(*state().identity, stream_.request(), host, route.name,
-                     adapter_.peer_address_);
+                     adapter_.peer_address_, adapter_.client_cert_);
   const Admit admit = admission_.StartRequest(state(), who.facts(), who.identity(), ex_, answer_);
   who.StripIdentityFields();
   return admit;

@@ -17,6 +17,7 @@
 
 #include "gateway/http2/connection.h"
 #include "gateway/io/net.h"
+#include "rules/client_certificate.h"
 #include "rules/ip.h"
 
 namespace tollgate::rules {
@@ -34,10 +35,12 @@ Http2Options Http2OptionsFor(const rules::Config& config);
 
 class Http2Adapter {
  public:
-  // `stream` (its TLS handshake done), `peer_ip` and `peer_address` must
-  // outlive Run().
+  // `stream` (its TLS handshake done), `peer_ip`, `peer_address` and
+  // `client_cert` (the certificate the handshake verified; null: none)
+  // must outlive Run().
   Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener, std::string_view peer_ip,
-               const rules::IpAddress& peer_address);
+               const rules::IpAddress& peer_address,
+               const rules::ClientCertificate* client_cert = nullptr);
   Http2Adapter(const Http2Adapter&) = delete;
   Http2Adapter& operator=(const Http2Adapter&) = delete;
 
@@ -61,6 +64,7 @@ class Http2Adapter {
   std::size_t listener_;
   std::string_view peer_ip_;
   const rules::IpAddress& peer_address_;
+  const rules::ClientCertificate* client_cert_;
   bool served_ = false;    // a stream has started
   bool draining_ = false;  // GOAWAY is on its way
   Http2Connection connection_;

@@ -1,33 +1,75 @@
 // TLS contexts: server side (TLS 1.2+, ALPN h2 and http/1.1, several certificates
-// chosen by SNI) and client side towards upstreams (verification, SNI).
-// Built while loading config; errors are returned as text. The contexts are
-// immutable after creation and shared by all threads (OpenSSL allows that).
+// chosen by SNI, client certificates, session resumption) and client side
+// towards upstreams (verification, SNI). Built while loading config; errors
+// are returned as text. The contexts are immutable after creation and
+// shared by all threads (OpenSSL allows that).
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "gateway/io/handshake_result.h"
 #include "gateway/io/net.h"
+#include "gateway/io/session_cache.h"
+#include "gateway/io/ticket_keys.h"
+#include "rules/client_certificate.h"
 #include "rules/config.h"
+#include "store/clock.h"
 
 namespace tollgate::gateway {
 
 // The application protocols a listener offers in ALPN.
 enum class AlpnOffer { kHttp11, kH2AndHttp11 };
 
+// What a listener's sessions resume with, kept from one configuration to
+// the next (see ticket_keys.h and session_cache.h).
+struct TlsResumption {
+  std::shared_ptr<TicketKeys> ticket_keys;
+  std::shared_ptr<SessionCache> sessions;
+};
+
+// One of a listener's certificates, for the status page and metrics.
+struct CertificateInfo {
+  std::string file;
+  std::string subject;  // RFC 2253
+  std::int64_t not_after_unix = 0;
+};
+
+// TLS 1.2 sessions kept per listener (SessionCache): about 1-2 KB each.
+inline constexpr std::size_t kSessionCacheEntries = 20'000;
+
 class ServerTls {
  public:
-  // nullptr and `error` set when a certificate or key cannot be used.
-  static std::unique_ptr<ServerTls> Create(const std::vector<rules::CertificateConfig>& certs,
-                                           AlpnOffer alpn, std::string& error);
+  // nullptr and `error` set when a certificate, key, client CA, CRL or
+  // ticket key file cannot be used. `previous`: the listener's ServerTls
+  // in the configuration before (null at startup), whose resumption state
+  // goes on when it still applies. `clock` (rotation of ticket keys) must
+  // outlive the contexts.
+  static std::unique_ptr<ServerTls> Create(const rules::ListenerConfig& listener, AlpnOffer alpn,
+                                           const ServerTls* previous, const store::Clock& clock,
+                                           std::string& error);
   ssl::context& context() { return *contexts_.front(); }
+  const std::vector<CertificateInfo>& certificates() const { return certificates_; }
+  const TlsResumption& resumption() const { return resumption_; }
 
  private:
   static int OnServerName(SSL* ssl, int* alert, void* arg);
   std::vector<std::unique_ptr<ssl::context>> contexts_;  // first: default
   std::vector<X509*> leaf_;  // not owned; the leaf certificate of each context
+  std::vector<CertificateInfo> certificates_;
+  TlsResumption resumption_;
 };
+
+// After a successful handshake: a full or resumed one.
+HandshakeResult Finished(SSL* ssl);
+
+// The client certificate of a finished handshake, if one was sent and
+// verified (chain to the listener's client_ca, validity, CRL); null
+// otherwise, which a listener with client_cert = "optional" serves
+// anonymously.
+std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* ssl);
 
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error);

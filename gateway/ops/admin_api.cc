@@ -8,6 +8,7 @@
 #include "gateway/core/admission.h"
 #include "gateway/ops/admin_blocks.h"
 #include "gateway/ops/admin_keys.h"
+#include "gateway/ops/admin_overrides.h"
 #include "gateway/ops/store_reply.h"
 #include "gateway/worker.h"
 #include "store/redis_store.h"
@@ -97,11 +98,29 @@ struct Endpoint {
 };
 constexpr std::string_view kKeysPath = "/api/v1/keys";
 constexpr std::string_view kBlocksPath = "/api/v1/blocks";
+constexpr std::string_view kOverridesPath = "/api/v1/overrides";
 constexpr Endpoint kEndpoints[] = {
     {"/api/v1/rules", true, false, false},
     {kKeysPath, true, true, false},
     {kBlocksPath, true, true, true},
+    {kOverridesPath, true, true, true},
 };
+
+// 404 for a rule the configuration does not have, with the list of those
+// it has.
+Response UnknownRule(const rules::Config& config, const std::string& field,
+                     const std::string& message) {
+  json::array names;
+  for (const rules::RuleConfig& rule : config.rules) names.emplace_back(rule.name);
+  return Error(http::status::not_found, "unknown_rule", message,
+               {{"field", field}, {"rules", std::move(names)}});
+}
+
+std::string_view QueryOf(std::string_view target) {
+  const std::size_t mark = target.find('?');
+  return mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1);
+}
+
 
 Response StoreUnavailable() {
   return Error(http::status::service_unavailable, "store_unavailable",
@@ -133,13 +152,14 @@ bool Answers(const Endpoint& e, http::verb method) {
 }  // namespace
 
 AdminApi::AdminApi(const StateSource& states, ListenerScope scope, store::LocalStore& local,
-                   store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock,
-                   Metrics* metrics)
+                   store::RedisStore* redis, AdminBlocks& blocks, AdminOverrides& overrides,
+                   const store::Clock& clock, Metrics* metrics)
     : states_(states),
       scope_(scope),
       local_(local),
       redis_(redis),
       blocks_(blocks),
+      overrides_(overrides),
       clock_(clock),
       metrics_(metrics) {}
 
@@ -194,9 +214,9 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
 }
 
 Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state,
-                                                        const KeyQuery& query,
+                                                        const rules::RuleConfig& rule,
+                                                        std::string key,
                                                         std::uint32_t partition) {
-  const rules::RuleConfig& rule = *query.rule;
   const store::LimitSpec& limit = *rule.limit;
   store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
   const std::int64_t now_ms = MakeLimitContext(state, store, nullptr).store_now_ms;
@@ -204,7 +224,7 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
   if (redis_ != nullptr) {
     const Executor executor = co_await asio::this_coro::executor;
     StoreReply reply(executor);
-    redis_->Inspect(query.key, limit, now_ms, reply);
+    redis_->Inspect(key, limit, now_ms, reply);
     const store::StoreStatus status = co_await reply.Wait();
     if (status != store::StoreStatus::kOk || reply.values().size() != 3 * views.size()) {
       co_return std::nullopt;
@@ -213,7 +233,7 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
       views[i] = {reply.values()[3 * i], reply.values()[3 * i + 1], reply.values()[3 * i + 2]};
     }
   } else {
-    local_.Inspect({query.key, &limit, 1, now_ms, partition}, views);
+    local_.Inspect({key, &limit, 1, now_ms, partition}, views);
   }
   json::array windows;
   for (std::size_t i = 0; i < views.size(); ++i) {
@@ -230,18 +250,26 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
   co_return windows;
 }
 
+Task<bool> AdminApi::ResetKey(std::string key, const store::LimitSpec& limit,
+                              std::uint32_t partition) {
+  if (redis_ != nullptr) {
+    const Executor executor = co_await asio::this_coro::executor;
+    StoreReply reply(executor);
+    redis_->Reset(key, limit, reply);
+    const store::StoreStatus status = co_await reply.Wait();
+    if (status != store::StoreStatus::kOk) co_return false;
+  }
+  // With Redis too: the state on_error = "local" decided with.
+  local_.Erase(key, partition);
+  co_return true;
+}
+
 Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const Caller& caller) {
   const std::shared_ptr<const GatewayState> state = states_.Load();
   const rules::Config& config = *state->config;
-  const std::string_view target = req.target();
-  const std::size_t mark = target.find('?');
-  const KeyQuery query = ParseKeyQuery(
-      config, mark == std::string_view::npos ? std::string_view() : target.substr(mark + 1));
+  const KeyQuery query = ParseKeyQuery(config, QueryOf(req.target()));
   if (query.error == KeyQueryError::kUnknownRule) {
-    json::array names;
-    for (const rules::RuleConfig& rule : config.rules) names.emplace_back(rule.name);
-    co_return Error(http::status::not_found, "unknown_rule", query.message,
-                    {{"field", query.field}, {"rules", std::move(names)}});
+    co_return UnknownRule(config, query.field, query.message);
   }
   if (query.error == KeyQueryError::kBadField) {
     co_return Error(http::status::bad_request, "bad_request", query.field + ": " + query.message,
@@ -249,23 +277,22 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const
   }
   const rules::RuleConfig& rule = *query.rule;
   const std::uint32_t partition = state->rule_set->partitions()[query.rule_index];
+  // An override decides the key by its own limits, in a state of its own.
+  const std::optional<AppliedOverride> applied = overrides_.Applied(rule, query.key);
+  const rules::RuleConfig& decided = applied ? *applied->rule : rule;
+  const std::string store_key = applied ? applied->store_key : query.key;
   json::object out;
   out["rule"] = rule.name;
   out["key"] = rules::DisplayKey(rule, query.key);
   out["store"] = redis_ != nullptr ? "redis" : "local";
-  std::optional<json::array> windows = co_await ReadWindows(*state, query, partition);
+  std::optional<json::array> windows = co_await ReadWindows(*state, decided, store_key, partition);
   if (!windows) co_return StoreUnavailable();
   if (req.method() == http::verb::delete_) {
-    if (redis_ != nullptr) {
-      const Executor executor = co_await asio::this_coro::executor;
-      StoreReply reply(executor);
-      redis_->Reset(query.key, *rule.limit, reply);
-      const store::StoreStatus status = co_await reply.Wait();
-      if (status != store::StoreStatus::kOk) co_return StoreUnavailable();
-    }
-    // With Redis too: the state on_error = "local" decided with.
-    local_.Erase(query.key, partition);
-    std::optional<json::array> after = co_await ReadWindows(*state, query, partition);
+    // Both states: the one under the rule's limits, and an override's.
+    bool reset = co_await ResetKey(query.key, *rule.limit, partition);
+    if (reset && applied) reset = co_await ResetKey(store_key, *decided.limit, partition);
+    if (!reset) co_return StoreUnavailable();
+    std::optional<json::array> after = co_await ReadWindows(*state, decided, store_key, partition);
     RecordChange(AdminChange::kReset, caller,
                  "rule=" + rule.name + " key=\"" + std::string(out["key"].as_string()) + "\"",
                  *windows, after ? json::value(std::move(*after)) : json::value());
@@ -276,12 +303,90 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const
   for (const json::value& w : *windows) limited = limited || w.at("retry_after_ms").as_int64() > 0;
   out["limited"] = limited;
   out["windows"] = std::move(*windows);
+  if (applied) out["override"] = AdminOverrides::DescribeApplied(*applied, clock_.UnixMs());
   // A block that applies to the key's parts refuses its requests first.
   if (const std::optional<rules::Block> block =
           blocks_.Matching(query.identity, query.headers)) {
     out["block"] = AdminBlocks::Describe(*block, clock_.UnixMs());
   }
   co_return Json(http::status::ok, out);
+}
+
+Task<Response> AdminApi::Overrides(const http::request<http::string_body>& req,
+                                   const Caller& caller) {
+  const std::shared_ptr<const GatewayState> state = states_.Load();
+  const rules::Config& config = *state->config;
+  const std::int64_t now = clock_.UnixMs();
+  if (req.method() == http::verb::put) {
+    AdminOverrides::Problem problem;
+    std::optional<std::vector<AdminOverrides::Override>> parsed =
+        AdminOverrides::Parse(req.body(), config, now, problem);
+    if (!parsed) {
+      if (problem.status == 404) co_return UnknownRule(config, problem.field, problem.message);
+      co_return Error(http::status::bad_request, "bad_request",
+                      problem.field + ": " + problem.message, {{"field", problem.field}});
+    }
+    const std::size_t first = req.body().find_first_not_of(" \t\r\n");
+    const bool many = first != std::string::npos && req.body()[first] == '[';
+    std::vector<std::string> ids;
+    std::vector<json::value> before;
+    for (const AdminOverrides::Override& o : *parsed) {
+      ids.push_back(o.Id());
+      const AdminOverrides::Override* was = overrides_.Find(ids.back());
+      before.push_back(was != nullptr ? json::value(overrides_.Describe(*was, now)) : nullptr);
+    }
+    const bool stored = co_await overrides_.Put(std::move(*parsed));
+    if (!stored) co_return StoreUnavailable();
+    json::array shown;
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      const AdminOverrides::Override* now_set = overrides_.Find(ids[i]);
+      json::value after =
+          now_set != nullptr ? json::value(overrides_.Describe(*now_set, now)) : nullptr;
+      RecordChange(AdminChange::kOverride, caller, "id=" + ids[i], before[i], after);
+      shown.emplace_back(std::move(after));
+    }
+    if (many) co_return Json(http::status::ok, json::object{{"overrides", std::move(shown)}});
+    co_return Json(http::status::ok, json::object{{"override", std::move(shown.front())}});
+  }
+  std::optional<std::vector<std::pair<std::string, std::string>>> params =
+      QueryParams(QueryOf(req.target()));
+  if (!params) {
+    co_return Error(http::status::bad_request, "bad_request",
+                    "query: the query is not valid percent-encoded text", {{"field", "query"}});
+  }
+  std::optional<std::string> rule;
+  std::vector<std::pair<std::string, std::string>> parts;
+  for (auto& [name, value] : *params) {
+    if (name == "rule") {
+      rule = std::move(value);
+    } else {
+      parts.emplace_back(std::move(name), std::move(value));
+    }
+  }
+  if (req.method() == http::verb::delete_) {
+    if (!rule) {
+      co_return Error(http::status::bad_request, "bad_request",
+                      "rule: missing: name the override by rule=NAME and its key's parts",
+                      {{"field", "rule"}});
+    }
+    const std::string id = AdminOverrides::IdOf(*rule, std::move(parts));
+    const AdminOverrides::Override* was = overrides_.Find(id);
+    const json::value before =
+        was != nullptr ? json::value(overrides_.Describe(*was, now)) : json::value(nullptr);
+    const std::optional<bool> removed = co_await overrides_.Remove(id);
+    if (!removed) co_return StoreUnavailable();
+    if (!*removed) {
+      co_return Error(http::status::not_found, "unknown_override",
+                      "no override of rule \"" + *rule + "\" for this key", {{"field", "key"}});
+    }
+    RecordChange(AdminChange::kOverrideRemoved, caller, "id=" + id, before, nullptr);
+    co_return Json(http::status::ok, json::object{{"removed", before}});
+  }
+  json::array list;
+  for (const AdminOverrides::Override& o : overrides_.Current()) {
+    if (!rule || o.rule == *rule) list.emplace_back(overrides_.Describe(o, now));
+  }
+  co_return Json(http::status::ok, json::object{{"overrides", std::move(list)}});
 }
 
 void AdminApi::RecordChange(AdminChange change, const Caller& caller, std::string_view what,
@@ -338,6 +443,9 @@ Task<Response> AdminApi::Handle(const http::request<http::string_body>& req,
   }
   if (endpoint->path == kBlocksPath) {
     co_return co_await Blocks(req, caller);
+  }
+  if (endpoint->path == kOverridesPath) {
+    co_return co_await Overrides(req, caller);
   }
   json::array rules;
   for (const rules::RuleConfig& rule : config.rules) rules.emplace_back(DescribeRule(rule));

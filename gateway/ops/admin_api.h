@@ -29,6 +29,7 @@ class RedisStore;
 namespace tollgate::gateway {
 
 class AdminBlocks;
+class AdminOverrides;
 class StateSource;
 struct GatewayState;
 
@@ -39,8 +40,8 @@ class AdminApi {
   // else null; `local` is the process's local store (with Redis: the
   // fallback of on_error = "local").
   AdminApi(const StateSource& states, ListenerScope scope, store::LocalStore& local,
-           store::RedisStore* redis, AdminBlocks& blocks, const store::Clock& clock,
-           Metrics* metrics);
+           store::RedisStore* redis, AdminBlocks& blocks, AdminOverrides& overrides,
+           const store::Clock& clock, Metrics* metrics);
 
   // Answers one call whose target starts with kPrefix.
   static constexpr std::string_view kPrefix = "/api/";
@@ -57,13 +58,20 @@ class AdminApi {
   // GET and DELETE /api/v1/keys.
   Task<http::response<http::string_body>> Keys(const http::request<http::string_body>& req,
                                                const Caller& caller);
-  // The key's windows as GET shows them; nullopt when the store did not answer.
+  // The windows of `key` (a store key) decided by `rule` (the configured
+  // rule, or an override's form of it) as GET shows them; nullopt when the
+  // store did not answer.
   Task<std::optional<boost::json::array>> ReadWindows(const GatewayState& state,
-                                                      const KeyQuery& query,
-                                                      std::uint32_t partition);
+                                                      const rules::RuleConfig& rule,
+                                                      std::string key, std::uint32_t partition);
+  // Resets `key`'s state under `limit`: false when the store did not answer.
+  Task<bool> ResetKey(std::string key, const store::LimitSpec& limit, std::uint32_t partition);
   // GET, PUT and DELETE /api/v1/blocks.
   Task<http::response<http::string_body>> Blocks(const http::request<http::string_body>& req,
                                                  const Caller& caller);
+  // GET, PUT and DELETE /api/v1/overrides.
+  Task<http::response<http::string_body>> Overrides(const http::request<http::string_body>& req,
+                                                    const Caller& caller);
   // The block with this id as GET lists it, or null.
   boost::json::value Listed(std::string_view id, std::int64_t now_unix_ms) const;
   // The audit of a change: one line in the operational log (who, from
@@ -76,6 +84,7 @@ class AdminApi {
   store::LocalStore& local_;
   store::RedisStore* redis_;
   AdminBlocks& blocks_;
+  AdminOverrides& overrides_;
   const store::Clock& clock_;
   Metrics* metrics_;  // null when metrics are off
 };

@@ -4,6 +4,7 @@
 
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <algorithm>
 #include <cctype>
 
 #include "gateway/ops/store_reply.h"
@@ -150,7 +151,7 @@ std::vector<rules::Block> AdminBlocks::Current() const {
 
 std::optional<rules::Block> AdminBlocks::Matching(const rules::Identity& identity,
                                                   const rules::HeaderLookup& headers) const {
-  const std::shared_ptr<const rules::BlockList> list = table_.Current();
+  const rules::BlockList* list = table_.Current();
   if (list == nullptr) return std::nullopt;
   const rules::Block* block = list->Match(identity, headers, clock_.UnixMs());
   if (block == nullptr) return std::nullopt;
@@ -172,11 +173,10 @@ Task<bool> AdminBlocks::Put(rules::Block block) {
   }
   const Executor executor = co_await asio::this_coro::executor;
   StoreReply reply(executor);
-  const std::string now = std::to_string(clock_.UnixMs());
   const std::string id = block.Id();
   const std::string value = Stored(block);
-  redis_->RunAdmin(store::RedisAux::kBlocksPut, {hash_key_, version_key_}, {now, id, value},
-                   &reply, nullptr);
+  redis_->RunAdmin(store::RedisAux::kBlocksPut, {hash_key_, version_key_}, {id, value}, &reply,
+                   nullptr);
   // (GCC 12 miscompiles co_await in conditions: keep it a statement.)
   const store::StoreStatus status = co_await reply.Wait();
   if (status != store::StoreStatus::kOk) co_return false;
@@ -208,8 +208,15 @@ Task<bool> AdminBlocks::Refresh() {
   const Executor executor = co_await asio::this_coro::executor;
   StoreReply reply(executor);
   const std::string version = std::to_string(version_);
-  redis_->RunAdmin(store::RedisAux::kBlocksRead, {hash_key_, version_key_}, {version}, nullptr,
-                   &reply);
+  // Blocks over are dropped from the hash by the first gateway that sees
+  // one: the hash stays as small as the blocks in force.
+  const std::int64_t now_ms = clock_.UnixMs();
+  const bool over = std::any_of(blocks_.begin(), blocks_.end(), [&](const rules::Block& b) {
+    return b.expires_unix_ms <= now_ms;
+  });
+  const std::string purge = over ? std::to_string(now_ms) : std::string();
+  redis_->RunAdmin(store::RedisAux::kBlocksRead, {hash_key_, version_key_}, {version, purge},
+                   nullptr, &reply);
   const store::StoreStatus status = co_await reply.Wait();
   if (status != store::StoreStatus::kOk || reply.values().size() != 1) co_return false;
   if (reply.values()[0] == version_) co_return true;

@@ -85,28 +85,34 @@ std::string_view QueryHeaders::Get(std::string_view name) const {
 std::string QueryHeaders::GetJoined(std::string_view name) const { return std::string(Get(name)); }
 
 std::optional<std::string> QueryValue(std::string_view query, std::string_view name) {
+  std::optional<std::vector<std::pair<std::string, std::string>>> params = QueryParams(query);
+  if (!params) return std::nullopt;
+  for (auto& [key, value] : *params) {
+    if (key == name) return std::move(value);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<std::pair<std::string, std::string>>> QueryParams(
+    std::string_view query) {
   // A copy: Boost 1.81's parse_query reads the last value up to a NUL,
   // past the end of a view into a larger buffer.
   const std::string owned(query);
   auto parsed = boost::urls::parse_query(owned);
   if (!parsed) return std::nullopt;
+  std::vector<std::pair<std::string, std::string>> params;
   for (const boost::urls::param_pct_view& p : *parsed) {
-    if (p.key.decode() == name) return p.value.decode();
+    params.emplace_back(p.key.decode(), p.value.decode());
   }
-  return std::nullopt;
+  return params;
 }
 
 KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
-  // A copy: Boost 1.81's parse_query reads the last value up to a NUL,
-  // past the end of a view into a larger buffer.
-  const std::string owned(query);
-  auto parsed = boost::urls::parse_query(owned);
-  if (!parsed) return Bad("query", "the query is not valid percent-encoded text");
+  std::optional<std::vector<std::pair<std::string, std::string>>> all = QueryParams(query);
+  if (!all) return Bad("query", "the query is not valid percent-encoded text");
   std::vector<std::pair<std::string, std::string>> params;
   std::optional<std::string> rule_name;
-  for (const boost::urls::param_pct_view& p : *parsed) {
-    std::string key = p.key.decode();
-    std::string value = p.value.decode();
+  for (auto& [key, value] : *all) {
     if (key == "rule") {
       rule_name = std::move(value);
     } else {
@@ -114,9 +120,15 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
     }
   }
   if (!rule_name) return Bad("rule", "missing: name the rule with rule=NAME");
+  return ParseKeyParts(config, *rule_name, params);
+}
+
+KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
+                       const std::vector<std::pair<std::string, std::string>>& params,
+                       std::string_view field_prefix) {
   KeyQuery out;
   for (std::size_t i = 0; i < config.rules.size(); ++i) {
-    if (config.rules[i].name == *rule_name) {
+    if (config.rules[i].name == rule_name) {
       out.rule = &config.rules[i];
       out.rule_index = i;
     }
@@ -124,7 +136,7 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
   if (out.rule == nullptr) {
     out.error = KeyQueryError::kUnknownRule;
     out.field = "rule";
-    out.message = "no rule named \"" + *rule_name + "\"";
+    out.message = "no rule named \"" + std::string(rule_name) + "\"";
     return out;
   }
   const rules::RuleConfig& rule = *out.rule;
@@ -142,19 +154,20 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
   std::vector<bool> given(rule.key.size(), false);
   for (const auto& [name, value] : params) {
     const rules::KeyPart* part = PartNamed(rule, name);
+    const std::string field = std::string(field_prefix) + name;
     if (part == nullptr) {
-      return Bad(name, "the key of rule \"" + rule.name + "\" has no such part; its parts: " +
+      return Bad(field, "the key of rule \"" + rule.name + "\" has no such part; its parts: " +
                            PartList(rule));
     }
     const std::size_t index = static_cast<std::size_t>(part - rule.key.data());
-    if (given[index]) return Bad(name, "given twice");
+    if (given[index]) return Bad(field, "given twice");
     given[index] = true;
-    if (part->kind != rules::KeyPartKind::kGlobal && value.empty()) return Bad(name, "empty");
+    if (part->kind != rules::KeyPartKind::kGlobal && value.empty()) return Bad(field, "empty");
     switch (part->kind) {
       case rules::KeyPartKind::kIp: {
         const std::optional<rules::IpAddress> ip = ParseIp(value, identity.ipv6_prefix);
         if (!ip) {
-          return Bad(name, "\"" + value + "\" is not an IP address (nor an IPv6 network of " +
+          return Bad(field, "\"" + value + "\" is not an IP address (nor an IPv6 network of " +
                                std::to_string(identity.ipv6_prefix) + " bits)");
         }
         identity.client_ip = *ip;
@@ -179,7 +192,7 @@ KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query) {
   }
   for (std::size_t i = 0; i < rule.key.size(); ++i) {
     if (!given[i] && rule.key[i].kind != rules::KeyPartKind::kGlobal) {
-      return Bad(rules::KeyPartName(rule.key[i]), "missing: the key of rule \"" + rule.name +
+      return Bad(std::string(field_prefix) + rules::KeyPartName(rule.key[i]), "missing: the key of rule \"" + rule.name +
                                                       "\" is made of " + PartList(rule));
     }
   }

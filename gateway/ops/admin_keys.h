@@ -56,6 +56,17 @@ struct KeyQuery {
 // any case); `global` needs none. A rule without rate-limit state (exempt,
 // max_inflight) names no key.
 KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query);
+// The same from the rule's name and the parts (name, value) already
+// decoded; `field_prefix` goes before a part's name in KeyQuery::field
+// ("key." for a JSON body's "key" object).
+KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
+                       const std::vector<std::pair<std::string, std::string>>& params,
+                       std::string_view field_prefix = {});
+
+// The decoded parameters of `query` (the part after '?') in order, or
+// nullopt for a query that is no valid percent-encoded text.
+std::optional<std::vector<std::pair<std::string, std::string>>> QueryParams(
+    std::string_view query);
 
 // The decoded value of the first parameter `name` of `query` (the part
 // after '?'), or nullopt (absent, or a query that is no valid

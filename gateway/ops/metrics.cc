@@ -15,6 +15,7 @@ constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect"
 constexpr std::string_view kStoreNames[2] = {"local", "redis"};
 constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable", "error"};
 constexpr std::string_view kPolicyNames[3] = {"allow", "deny", "local"};
+constexpr std::string_view kHandshakeNames[kHandshakeResults] = {"ok", "failed", "resumed"};
 
 template <typename T>
 std::unique_ptr<T[]> Zeroed(std::size_t n) {
@@ -104,6 +105,7 @@ ThreadMetrics::ThreadMetrics()
       upstream_duration_(new Histogram[kMaxNames]),
       upstream_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
       connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
+      tls_handshakes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kHandshakeResults)),
       websockets_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
       websocket_bytes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * 2)),
       grpc_responses_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kGrpcStatuses)) {}
@@ -151,6 +153,10 @@ void ThreadMetrics::AddConnections(int listener, int delta) {
   c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
+void ThreadMetrics::RecordTlsHandshake(int listener, HandshakeResult result) {
+  Bump(tls_handshakes_[listener * kHandshakeResults + static_cast<int>(result)]);
+}
+
 void ThreadMetrics::AddDelayed(int delta) {
   delayed_.store(delayed_.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
@@ -168,6 +174,10 @@ void ThreadMetrics::AddWebSocketBytes(int route, bool in, std::uint64_t bytes) {
 void ThreadMetrics::AddHttp2Streams(int delta) {
   http2_streams_.store(http2_streams_.load(std::memory_order_relaxed) + delta,
                        std::memory_order_relaxed);
+}
+
+void ThreadMetrics::RecordDecisionRequest(DecisionProtocol protocol) {
+  Bump(decision_requests_[static_cast<int>(protocol)]);
 }
 
 void ThreadMetrics::RecordGrpcResponse(int route, int grpc_status) {
@@ -220,6 +230,10 @@ std::string_view AdminChangeName(AdminChange change) {
       return "block";
     case AdminChange::kUnblock:
       return "unblock";
+    case AdminChange::kOverride:
+      return "override";
+    case AdminChange::kOverrideRemoved:
+      return "override_removed";
   }
   return "";
 }
@@ -396,6 +410,24 @@ std::string Metrics::Render(const ExternalGauges& external) const {
         [&](const ThreadMetrics& t) { return t.connections_[l].load(std::memory_order_relaxed); });
     w.Sample("active_connections", label("listener", listeners_[l]), n);
   }
+  w.Family("tls_handshakes_total", "counter",
+           "TLS handshakes with clients, by listener and result (ok: full, resumed: by a session "
+           "ticket or ID, failed).");
+  for (std::size_t l = 0; l < listeners_.size(); ++l) {
+    for (int r = 0; r < kHandshakeResults; ++r) {
+      const std::uint64_t n = Sum([&](const ThreadMetrics& t) {
+        return Load(t.tls_handshakes_[l * kHandshakeResults + r]);
+      });
+      if (n == 0) continue;
+      w.Sample("tls_handshakes_total",
+               label("listener", listeners_[l]) + "," + label("result", kHandshakeNames[r]), n);
+    }
+  }
+  w.Family("tls_certificate_expiry_seconds", "gauge",
+           "When each listener certificate expires (Unix time, its notAfter), by certificate file.");
+  for (const auto& [file, not_after] : external.certificate_expiry) {
+    w.Sample("tls_certificate_expiry_seconds", label("certificate", file), not_after);
+  }
 
   w.Family("websocket_connections", "gauge", "WebSocket tunnels open right now, by route.");
   const auto routed = [&](std::size_t r) { return routes_[r] != "_unrouted"; };
@@ -434,6 +466,14 @@ std::string Metrics::Render(const ExternalGauges& external) const {
       w.Sample("grpc_responses_total",
                label("route", routes_[r]) + "," + label("grpc_status", std::to_string(g)), n);
     }
+  }
+
+  w.Family("decision_requests_total", "counter",
+           "Requests answered by the decision service ([decision]), by protocol: http (the "
+           "check endpoint), rls (Envoy's ShouldRateLimit).");
+  for (int p = 0; p < 2; ++p) {
+    w.Sample("decision_requests_total", label("protocol", p == 0 ? "http" : "rls"),
+             Sum([&](const ThreadMetrics& t) { return Load(t.decision_requests_[p]); }));
   }
 
   w.Family("config_reloads_total", "counter", "Configuration reloads, by result.");

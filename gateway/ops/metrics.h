@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/io/handshake_result.h"
 #include "rules/rule.h"
 #include "store/failover_store.h"
 
@@ -48,12 +49,17 @@ enum class UpstreamFailure : std::uint8_t { kConnect, kTimeout, kReset };
 inline constexpr int kUpstreamFailures = 3;
 enum class StoreKindLabel : std::uint8_t { kLocal, kRedis };
 // A change made through the admin API (gateway/ops/admin_audit.h).
-enum class AdminChange : std::uint8_t { kReset, kBlock, kUnblock };
-inline constexpr int kAdminChanges = 3;
-// Its `kind` label: "reset", "block", "unblock".
+enum class AdminChange : std::uint8_t { kReset, kBlock, kUnblock, kOverride, kOverrideRemoved };
+inline constexpr int kAdminChanges = 5;
+// Its `kind` label: "reset", "block", "unblock", "override",
+// "override_removed".
 std::string_view AdminChangeName(AdminChange change);
 enum class StoreErrorKind : std::uint8_t { kTimeout, kUnavailable, kError };
 inline constexpr int kStoreErrorKinds = 3;
+
+// The protocol of a decision service request (gateway/decision/): the
+// check endpoint, or Envoy's RLS.
+enum class DecisionProtocol : std::uint8_t { kHttp, kRls };
 
 // gRPC status codes 0..16 (OK .. UNAUTHENTICATED).
 inline constexpr int kGrpcStatuses = 17;
@@ -72,6 +78,7 @@ class ThreadMetrics {
   void RecordStoreError(StoreKindLabel store, StoreErrorKind kind);
   void RecordFallback(rules::StoreFailurePolicy policy);
   void AddConnections(int listener, int delta);
+  void RecordTlsHandshake(int listener, HandshakeResult result);
   void AddDelayed(int delta);
   // WebSocket tunnels open on `route` (+1 when one opens, -1 when it closes)
   // and the bytes they carried: `in` client to upstream, else upstream to
@@ -83,6 +90,8 @@ class ThreadMetrics {
   // A gRPC call on `route` ended with `grpc_status`; codes outside 0..16
   // count as UNKNOWN (2).
   void RecordGrpcResponse(int route, int grpc_status);
+  // A request answered by the decision service.
+  void RecordDecisionRequest(DecisionProtocol protocol);
   // A request limited for `key` (a store key, which begins with the rule's
   // name), for the status page's top limited keys. The tally is the one
   // exception to "nothing shared": a mutex taken by this thread and by the
@@ -116,11 +125,13 @@ class ThreadMetrics {
   std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};
   std::array<std::atomic<std::uint64_t>, 3> fallbacks_{};
   std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;  // [listener][result]
   std::atomic<std::int64_t> delayed_{0};
   std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]
   std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]
   std::atomic<std::int64_t> http2_streams_{0};
   std::unique_ptr<std::atomic<std::uint64_t>[]> grpc_responses_;  // [route][grpc status]
+  std::array<std::atomic<std::uint64_t>, 2> decision_requests_{};  // [protocol]
   std::mutex tally_mutex_;
   KeyTally tally_;
 };
@@ -167,6 +178,8 @@ struct ExternalGauges {
   std::vector<std::pair<int, std::uint64_t>> local_store_rule_evictions;
   bool redis = false;
   std::int64_t redis_circuits_open = 0;
+  // The listeners' certificates: file and the Unix time they expire.
+  std::vector<std::pair<std::string, std::int64_t>> certificate_expiry;
   std::uint64_t redis_batched_decisions = 0;
 };
 

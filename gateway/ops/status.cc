@@ -98,6 +98,18 @@ std::string StatusBoard::RenderJson(const Context& context) const {
   cfg["last_reload"] = std::move(last);
   doc["config"] = std::move(cfg);
 
+  json::array certificates;
+  for (const Context::Certificate& c : context.certificates) {
+    json::object o;
+    o["listener"] = c.listener;
+    o["file"] = c.file;
+    o["subject"] = c.subject;
+    o["not_after_ms"] = c.not_after_unix * 1000;
+    o["expires_in_days"] = (c.not_after_unix * 1000 - context.unix_ms) / 86'400'000;
+    certificates.push_back(std::move(o));
+  }
+  doc["certificates"] = std::move(certificates);
+
   const Metrics::Counts* latest = samples_.empty() ? nullptr : &samples_.back().counts;
   const auto decisions = [](DecisionKind a, DecisionKind b) {
     return [a, b](const Metrics::Counts& c, std::int64_t id) -> std::uint64_t {

@@ -39,6 +39,12 @@ class StatusBoard {
     std::string store_json = "{}";  // as in /readyz
     std::string version;
     std::int64_t unix_ms = 0;
+    // The TLS listeners' certificates in force.
+    struct Certificate {
+      std::string listener, file, subject;
+      std::int64_t not_after_unix = 0;  // when it expires
+    };
+    std::vector<Certificate> certificates;
   };
   // The /status.json document (see README, "Status page").
   std::string RenderJson(const Context& context) const;

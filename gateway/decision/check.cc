@@ -1,0 +1,54 @@
+#include "gateway/decision/check.h"
+
+namespace tollgate::gateway {
+
+bool IsCheckTarget(std::string_view target) {
+  return target.substr(0, target.find('?')) == kCheckPath;
+}
+
+std::string_view DescribeOriginal(http::request_header<Fields>& req) {
+  const auto uri = req.find("X-Original-URI");
+  if (uri == req.end() || uri->value().empty()) {
+    return "the check needs X-Original-URI: the original request's path and query";
+  }
+  if (uri->value().front() != '/') return "X-Original-URI must be a path (origin-form)";
+  const auto method = req.find("X-Original-Method");
+  if (method != req.end()) {
+    const std::string_view name = method->value();
+    if (name.empty() || name.find_first_of(" \t") != std::string_view::npos) {
+      return "X-Original-Method is not a method";
+    }
+    req.method_string(name);
+  } else {
+    req.method(http::verb::get);
+  }
+  req.target(uri->value());
+  if (const auto host = req.find("X-Original-Host"); host != req.end()) {
+    req.set(http::field::host, host->value());
+  }
+  if (req.find("X-Forwarded-For") == req.end()) {
+    if (const auto real_ip = req.find("X-Real-IP"); real_ip != req.end()) {
+      req.set("X-Forwarded-For", real_ip->value());
+    }
+  }
+  for (const char* name : {"X-Original-URI", "X-Original-Method", "X-Original-Host"}) {
+    req.erase(name);
+  }
+  return {};
+}
+
+void ApplyDenyStatus(unsigned deny_status, Answer& answer) {
+  if (deny_status == 0 || answer.refusal == Refusal::kBadRequest) return;
+  answer.status = deny_status;
+}
+
+void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out) {
+  out += "HTTP/1.1 200 OK\r\nServer: tollgate\r\nContent-Length: 0\r\n";
+  if (outcome.shown != nullptr && outcome.shown->headers == rules::RateLimitHeaders::kAll) {
+    AppendRateLimitHeaders(*outcome.shown, outcome.shown_decision, out);
+  }
+  if (persistence == Persistence::kClose) out += "Connection: close\r\n";
+  out += "\r\n";
+}
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,123 @@
+// LeasingStore: decides the rules with sync = "lease" (LimitSpec::lease)
+// from leases of their keys' budgets in Redis (docs/leases.md), and hands
+// every other decision to the store behind it (the exact path: Redis
+// behind its on_error decorator).
+//
+// Per key it keeps the leases in hand and spends them oldest first: a
+// request whose cost is in hand is answered at once, inline, without Redis.
+// The next lease is asked for in the background before the hand runs out
+// (a quarter of the expected use left, or a quarter of lease_ttl), sized to
+// the key's use over the last lease_ttl (at least 1 unit, at most
+// lease_max, at least what waiting requests need). Only a request that
+// finds the hand short waits, for that one call (a cold key's first
+// request costs what a decision costs). A key whose budget is spent is not
+// asked for again before the time Redis named (at most lease_ttl, within
+// which units other gateways hold come back): its requests are limited
+// locally meanwhile. Unused units go back to Redis when their lease ends (lease_ttl,
+// on this gateway's clock, from when the take was sent); a bucket lease
+// spent to the last unit goes back at once (it frees the bucket's refill).
+// When Redis cannot answer a take, the requests waiting for it go to the
+// exact path, whose on_error policy answers them.
+//
+// A reload that changes a limit changes its fingerprint: the old limit's
+// leases are never spent again and go back when they end.
+//
+// One per I/O thread, on that thread's io_context, like the RedisStore it
+// uses. Not thread-safe. LeaseStats is shared and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <queue>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "store/clock.h"
+#include "store/lease_stats.h"
+#include "store/redis_store.h"
+#include "store/store.h"
+
+namespace boost::asio {
+class io_context;
+}
+
+namespace tollgate::store {
+
+class LeasingStore final : public Store {
+ public:
+  struct Options {
+    // Added to lease_ttl for how long Redis keeps an unreturned bucket
+    // lease: the time a return sent when the lease ends may take (the Redis
+    // store's timeout).
+    std::int64_t grace_ms = 20;
+    // Keys tracked at once; past it, lease rules' new keys are decided on
+    // the exact path until some go quiet.
+    std::size_t max_keys = 1 << 20;
+    // Requests of one key waiting for a lease; past it, on the exact path.
+    std::size_t max_waiting = 4096;
+  };
+
+  // `redis` is the store `exact` decides with (owned by it); `clock`,
+  // `stats` must outlive this.
+  LeasingStore(boost::asio::io_context& io, std::unique_ptr<Store> exact, RedisStore& redis,
+               const Clock& clock, LeaseStats& stats, Options options);
+  ~LeasingStore() override;
+  LeasingStore(const LeasingStore&) = delete;
+  LeasingStore& operator=(const LeasingStore&) = delete;
+
+  void Decide(const DecideRequest& request, DecisionSink& sink) override;
+  std::string_view Kind() const override { return exact_->Kind(); }
+
+  // Gives back the leases that ended by the clock's now and forgets quiet
+  // keys. Runs on a timer; tests driving a ManualClock call it.
+  void Tick();
+
+  // Units in hand over every key (tests).
+  std::int64_t UnitsInHand() const { return in_hand_; }
+  std::size_t KeyCount() const { return entries_.size(); }
+
+ private:
+  struct Spec;
+  struct Held;
+  struct Waiter;
+  struct Entry;
+
+  Entry* Find(const DecideRequest& request);
+  // Spends `cost` units from the hand if it holds them.
+  bool Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d);
+  // Returns the leases that ended by `now`.
+  void Expire(Entry& e, std::int64_t now);
+  void GiveBack(Entry& e, Held& held, std::int64_t now);
+  // Asks for a lease in the background when the hand runs low.
+  void MaybeRenew(Entry& e, std::int64_t now);
+  void StartTake(Entry& e, std::int64_t now, std::int64_t need);
+  void OnTake(Entry& e, const ValuesResult& result);
+  // Answers waiting requests from the hand, limits them while the budget is
+  // spent, or asks for more.
+  void Serve(Entry& e, std::int64_t now);
+  // Units used over about the last lease_ttl.
+  std::int64_t Rate(Entry& e, std::int64_t now) const;
+  void NoteUse(Entry& e, std::int64_t now, std::int64_t cost);
+  void Due(const Entry& e, std::int64_t at);
+  void Arm();
+
+  class Timer;
+  const Clock& clock_;
+  LeaseStats& stats_;
+  Options options_;
+  RedisStore& redis_;
+  std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
+  std::unordered_map<std::string, Entry> entries_;  // by fingerprint bytes + key
+  // When an entry needs looking at (a lease's end, a spent budget's),
+  // earliest first, by entries_'s key.
+  using DueItem = std::pair<std::int64_t, std::string>;
+  std::priority_queue<DueItem, std::vector<DueItem>, std::greater<>> due_;
+  std::int64_t in_hand_ = 0;
+  bool closing_ = false;
+  std::unique_ptr<Timer> timer_;
+  std::unique_ptr<Store> exact_;  // declared last: destroyed first (see the destructor)
+};
+
+}  // namespace tollgate::store

@@ -1,0 +1,250 @@
+// LeasingStore (store/leasing_store.h) on a real redis-server, on a manual
+// clock (Redis with time = "client"): requests answered from leases without
+// waiting, sizes that follow a key's use, spent budgets not asked for again,
+// unused units going back, several gateways never above the limit, and a
+// changed limit's leases dropped.
+#include "store/leasing_store.h"
+
+#include <gtest/gtest.h>
+
+#include <boost/asio/io_context.hpp>
+#include <chrono>
+
+#include "redis_server.h"
+#include "store_sinks.h"
+
+namespace tollgate::store {
+namespace {
+
+std::uint64_t EvalshaCalls(testing::RedisServer& redis) {
+  const std::string stats = redis.Command({"INFO", "commandstats"});
+  const std::size_t at = stats.find("cmdstat_evalsha:calls=");
+  if (at == std::string::npos) return 0;
+  return std::stoull(stats.substr(at + 22));
+}
+
+LimitSpec Leased(LimitSpec spec, std::int64_t ttl_ms, std::int64_t max_units) {
+  spec.lease = LimitSpec::Lease{ttl_ms, max_units, "r"};
+  return spec;
+}
+
+// One gateway: a LeasingStore in front of its own Redis store.
+struct Gateway {
+  Gateway(boost::asio::io_context& io, testing::RedisServer& redis, const Clock& clock,
+          LeaseStats& stats) {
+    std::string error;
+    RedisOptions o;
+    o.address = *ParseRedisUrl(redis.url(), error);
+    o.timeout_ms = 1000;
+    o.time = RedisTime::kClient;
+    o.min_ttl_ms = 10'000'000;  // virtual time outruns no key
+    auto store = std::make_unique<RedisStore>(io, o, health);
+    RedisStore& raw = *store;
+    leasing = std::make_unique<LeasingStore>(io, std::move(store), raw, clock, stats,
+                                             LeasingStore::Options{});
+  }
+  RedisHealth health;
+  std::unique_ptr<LeasingStore> leasing;
+};
+
+class LeasingStoreTest : public ::testing::Test {
+ protected:
+  // Decides and waits for the answer; `inline_answer` tells whether it came
+  // before Decide returned.
+  StoreResult Decide(LeasingStore& store, std::string_view key, const LimitSpec& spec,
+                     bool* inline_answer = nullptr, std::int64_t cost = 1) {
+    Result r;
+    store.Decide({key, &spec, cost, clock_.NowMs()}, r);
+    if (inline_answer != nullptr) *inline_answer = r.done;
+    while (!r.done) io_.run_one();
+    return r.result;
+  }
+  // Lets replies in flight (background takes, returns) arrive.
+  void Settle() {
+    for (int i = 0; i < 3; ++i) io_.run_for(std::chrono::milliseconds(1));
+  }
+
+  testing::RedisServer redis_;
+  boost::asio::io_context io_;
+  ManualClock clock_{1'000'000};
+  LeaseStats stats_;
+};
+
+TEST_F(LeasingStoreTest, ExactRulesGoToTheStoreBehind) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec spec = FixedWindow(2, 60'000);
+  EXPECT_TRUE(Decide(*g.leasing, "k", spec).decision.allowed);
+  EXPECT_TRUE(Decide(*g.leasing, "k", spec).decision.allowed);
+  EXPECT_FALSE(Decide(*g.leasing, "k", spec).decision.allowed);
+  EXPECT_EQ(g.leasing->KeyCount(), 0u);
+}
+
+TEST_F(LeasingStoreTest, AColdKeyCostsOneCallPerDecision) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(TokenBucket(100, 1000, 100), 1000, 10);
+  for (int i = 0; i < 5; ++i) {
+    const std::uint64_t before = EvalshaCalls(redis_);
+    bool at_once = true;
+    const StoreResult r = Decide(*g.leasing, "cold", spec, &at_once);
+    ASSERT_EQ(r.status, StoreStatus::kOk);
+    EXPECT_TRUE(r.decision.allowed);
+    EXPECT_FALSE(at_once);  // no units in hand: it waited for its lease
+    Settle();
+    EXPECT_EQ(EvalshaCalls(redis_) - before, 1u) << i;  // a lease of one unit, spent
+    clock_.Advance(60'000);
+    g.leasing->Tick();
+  }
+  EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsGranted].load(), 5u);
+}
+
+TEST_F(LeasingStoreTest, AHotKeyIsAnsweredFromTheHandAndRenewedInTheBackground) {
+  Gateway g(io_, redis_, clock_, stats_);
+  // 1000 per second, leases of at most 100, for a second.
+  const LimitSpec spec = Leased(FixedWindow(1000, 1000), 1000, 100);
+  clock_.Set(2'000'000);
+  const std::uint64_t before = EvalshaCalls(redis_);
+  int allowed = 0, waited = 0;
+  // 1 request per ms for 900 ms.
+  for (int ms = 0; ms < 900; ++ms) {
+    bool at_once = false;
+    const StoreResult r = Decide(*g.leasing, "hot", spec, &at_once);
+    allowed += r.decision.allowed ? 1 : 0;
+    waited += at_once ? 0 : 1;
+    io_.poll();
+    if (ms % 5 == 0) Settle();
+    clock_.Advance(1);
+  }
+  EXPECT_EQ(allowed, 900);
+  // Only while the first leases grow to the key's rate do requests wait.
+  EXPECT_LE(waited, 10);
+  // The leases grow to lease_max: about 900 / 100 takes, and a few small ones.
+  EXPECT_LE(EvalshaCalls(redis_) - before, 30u);
+}
+
+TEST_F(LeasingStoreTest, ASpentBudgetIsNotAskedForAgainBeforeItsReset) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(FixedWindow(5, 10'000), 1000, 5);
+  clock_.Set(3'000'000);  // a window starts
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) {
+    allowed += Decide(*g.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(allowed, 5);
+  const StoreResult limited = Decide(*g.leasing, "k", spec);
+  EXPECT_FALSE(limited.decision.allowed);
+  Settle();
+  const std::uint64_t before = EvalshaCalls(redis_);
+  int waited = 0;
+  for (int i = 0; i < 100; ++i) {
+    bool at_once = false;
+    const StoreResult r = Decide(*g.leasing, "k", spec, &at_once);
+    EXPECT_FALSE(r.decision.allowed);
+    waited += at_once ? 0 : 1;
+    EXPECT_GT(r.decision.retry_after_ms, 0);
+    EXPECT_LE(r.decision.retry_after_ms, 10'000);
+    clock_.Advance(50);
+  }
+  Settle();
+  // A flood of limited requests costs Redis one call per lease_ttl (units
+  // other gateways hold may come back within it), 5 s here.
+  EXPECT_LE(EvalshaCalls(redis_) - before, 5u);
+  EXPECT_LE(waited, 5);
+  clock_.Set(3'010'000);  // the next window
+  g.leasing->Tick();
+  EXPECT_TRUE(Decide(*g.leasing, "k", spec).decision.allowed);
+}
+
+TEST_F(LeasingStoreTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
+  Gateway a(io_, redis_, clock_, stats_);
+  Gateway b(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(FixedWindow(20, 60'000), 1000, 10);
+  clock_.Set(6'000'000);
+  // `a` grows its lease on a burst, then goes quiet holding units.
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed);
+    Settle();
+  }
+  Settle();
+  const std::int64_t held = a.leasing->UnitsInHand();
+  EXPECT_GT(held, 0);
+  int b_allowed = 0;
+  for (int i = 0; i < 20; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(b_allowed, 8 - held);  // what `a` holds is not `b`'s
+  clock_.Advance(1000);
+  a.leasing->Tick();  // a's leases end: their units go back
+  Settle();
+  EXPECT_EQ(a.leasing->UnitsInHand(), 0);
+  b.leasing->Tick();  // b's refusal ends: at most lease_ttl
+  for (int i = 0; i < 20; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(12 + b_allowed, 20);
+}
+
+TEST_F(LeasingStoreTest, GatewaysNeverAdmitMoreThanTheLimit) {
+  std::vector<std::unique_ptr<Gateway>> gateways;
+  for (int i = 0; i < 3; ++i) gateways.push_back(std::make_unique<Gateway>(io_, redis_, clock_, stats_));
+  const LimitSpec specs[] = {Leased(FixedWindow(60, 1000), 300, 6),
+                             Leased(TokenBucket(60, 1000, 60), 300, 6)};
+  for (const LimitSpec& spec : specs) {
+    clock_.Set(10'000'000);
+    std::vector<std::int64_t> admitted;  // times
+    for (int ms = 0; ms < 5000; ++ms) {
+      // Each gateway gets a request every 10 ms: 300/s against 60/s.
+      Gateway& g = *gateways[static_cast<std::size_t>(ms % 3)];
+      if (ms % 10 < 3) {
+        if (Decide(*g.leasing, "g", spec).decision.allowed) admitted.push_back(clock_.NowMs());
+      }
+      io_.poll();
+      if (ms % 10 == 0) Settle();
+      for (auto& x : gateways) x->leasing->Tick();
+      clock_.Advance(1);
+    }
+    // No window of one second (fixed: aligned; bucket: any) holds more than
+    // 60 (+ the burst of 60 for the bucket's first second).
+    const bool bucket = &spec == &specs[1];
+    for (std::size_t i = 0; i < admitted.size(); ++i) {
+      std::size_t j = i;
+      while (j < admitted.size() && admitted[j] < admitted[i] + 1000) ++j;
+      if (!bucket && admitted[i] % 1000 != 0) continue;
+      EXPECT_LE(static_cast<std::int64_t>(j - i), bucket ? 120 : 60) << admitted[i];
+    }
+    // Over the 5 s, at most the allowance (bucket: burst + rate * 5 s), and
+    // at least 90% of it.
+    const std::int64_t allowance = bucket ? 60 + 60 * 5 : 60 * 5;
+    EXPECT_LE(static_cast<std::int64_t>(admitted.size()), allowance);
+    EXPECT_GE(static_cast<std::int64_t>(admitted.size()) * 10, allowance * 9)
+        << (bucket ? "token_bucket" : "fixed_window");
+  }
+}
+
+TEST_F(LeasingStoreTest, AChangedLimitDropsTheOldLeases) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec old_spec = Leased(FixedWindow(100, 60'000), 1000, 10);
+  const LimitSpec new_spec = Leased(FixedWindow(3, 60'000), 1000, 10);
+  clock_.Set(12'000'000);
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Decide(*g.leasing, "k", old_spec).decision.allowed);
+    Settle();
+  }
+  EXPECT_GT(g.leasing->UnitsInHand(), 0);
+  // The reloaded rule: its own budget, none of the old limit's units.
+  int allowed = 0;
+  for (int i = 0; i < 10; ++i) {
+    allowed += Decide(*g.leasing, "k", new_spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(allowed, 3);
+  clock_.Advance(1000);
+  g.leasing->Tick();
+  Settle();
+  EXPECT_EQ(g.leasing->UnitsInHand(), 0);  // the old leases went back
+}
+
+}  // namespace
+}  // namespace tollgate::store
