@@ -96,33 +96,54 @@ std::string_view PartName(const KeyPart& part) {
 // Entries of an RLS descriptor within the `descriptor` part.
 constexpr char kEntrySeparator = '\x1e';
 
-void AppendEntry(const DescriptorEntry& entry, std::string& out) {
-  if (out.back() != '\x1f') out.push_back(kEntrySeparator);
-  out.append(entry.key);
-  out.push_back('=');
-  out.append(entry.value);
-}
-
-// The `descriptor` part: "key=value" per entry, in the order of the rule's
+// Calls `fn` with each entry of `descriptor`: in the order of the rule's
 // `descriptor` match (sorted by key) when it has one, so that the order the
-// entries came in does not matter, else as they came; bounded like any part.
-void AppendDescriptor(const RuleMatch& match, std::span<const DescriptorEntry> descriptor,
-                      std::string& key) {
-  const std::size_t start = key.size();
-  key.push_back('\x1f');
+// entries came in does not matter, else as they came.
+template <typename Fn>
+void ForEachEntry(const RuleMatch& match, std::span<const DescriptorEntry> descriptor, Fn fn) {
   if (match.descriptor.empty()) {
-    for (const DescriptorEntry& entry : descriptor) AppendEntry(entry, key);
-  } else {
-    for (const auto& [name, value] : match.descriptor) {
-      for (const DescriptorEntry& entry : descriptor) {
-        if (entry.key == name) AppendEntry(entry, key);
-      }
+    for (const DescriptorEntry& entry : descriptor) fn(entry);
+    return;
+  }
+  for (const auto& [name, value] : match.descriptor) {
+    for (const DescriptorEntry& entry : descriptor) {
+      if (entry.key == name) fn(entry);
     }
   }
-  if (key.size() - start - 1 <= kMaxKeyPart) return;
-  const std::string whole = key.substr(start + 1);
-  key.resize(start);
-  AppendBounded(whole, key);
+}
+
+// The `descriptor` part: "key=value" per entry, separated by
+// kEntrySeparator, bounded like any part. Entries are bytes a client
+// chooses: when a key holds '=' or either holds a separator, the readable
+// form could be another descriptor's, so the part is then the fingerprint
+// of a length-prefixed form (which starts with a byte no readable form
+// holds, and has no '=' where every readable form has one).
+void AppendDescriptor(const RuleMatch& match, std::span<const DescriptorEntry> descriptor,
+                      std::string& key) {
+  std::string readable;
+  bool ambiguous = false;
+  ForEachEntry(match, descriptor, [&](const DescriptorEntry& entry) {
+    if (!readable.empty()) readable.push_back(kEntrySeparator);
+    readable.append(entry.key);
+    readable.push_back('=');
+    readable.append(entry.value);
+    ambiguous = ambiguous || entry.key.find_first_of("=\x1e\x1f") != std::string_view::npos ||
+                entry.value.find_first_of("\x1e\x1f") != std::string_view::npos;
+  });
+  if (!ambiguous) {
+    AppendBounded(readable, key);
+    return;
+  }
+  std::string exact(1, '\x1f');
+  ForEachEntry(match, descriptor, [&](const DescriptorEntry& entry) {
+    for (const std::string_view text : {entry.key, entry.value}) {
+      exact += std::to_string(text.size());
+      exact.push_back(':');
+      exact.append(text);
+    }
+  });
+  key.push_back('\x1f');
+  AppendFingerprint(exact, 16, key);
 }
 
 bool MatchesDescriptor(const RuleMatch& match, const RequestFacts& request) {

@@ -91,7 +91,9 @@ void ReadDescriptorMatch(TableReader& r, RuleMatch& out, ErrorList& errors) {
       std::sort(out.descriptor.begin(), out.descriptor.end());
     }
   }
-  if (!out.ForDescriptors()) return;
+  // Even an empty or malformed domain/descriptor (reported above) makes
+  // this an RLS rule: its other errors are those of one.
+  if (!r.Has("domain") && !r.Has("descriptor")) return;
   for (const char* key : {"path_prefix", "methods", "role", "ip", "host", "header", "anonymous",
                           "not"}) {
     if (const toml::value* v = r.Find(key)) {
@@ -411,10 +413,15 @@ std::uint64_t KeysNeeded(const std::vector<RuleConfig>& rules) {
 // An RLS rule (domain/descriptor) keys on its descriptors ("descriptor",
 // "global"): an RLS call has no user, route or headers of the client, and
 // its peer is the proxy. An HTTP rule has no descriptor to key on. Neither
-// concurrency nor per-message limits, nor delays, have a meaning for RLS.
-void CheckDescriptorKey(const RuleConfig& rule, const toml::value& key, TableReader& r,
-                        ErrorList& errors) {
-  const bool rls = rule.match.ForDescriptors();
+// concurrency nor per-message limits have a meaning for RLS. `match` is the
+// rule's match table, if any: one that names a domain or descriptor makes
+// an RLS rule even when they were malformed (and reported).
+void CheckDescriptorKey(const RuleConfig& rule, const toml::value* match, const toml::value& key,
+                        TableReader& r, ErrorList& errors) {
+  const bool rls = rule.match.ForDescriptors() ||
+                   (match != nullptr && match->is_table() &&
+                    (match->as_table().count("domain") != 0 ||
+                     match->as_table().count("descriptor") != 0));
   for (const KeyPart& part : rule.key) {
     if (rls && part.kind != KeyPartKind::kDescriptor && part.kind != KeyPartKind::kGlobal) {
       errors.Add(key, fmt::format("key part \"{}\" has no meaning in a rule with "
@@ -506,7 +513,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
   }
   if (const toml::value* key = r.Require("key")) {
     if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
-    CheckDescriptorKey(rule, *key, r, errors);
+    CheckDescriptorKey(rule, r.Find("match"), *key, r, errors);
   }
   if (auto per = r.OneOf("per", {"request", "message"})) {
     rule.per = *per == "message" ? LimitUnit::kMessage : LimitUnit::kRequest;
