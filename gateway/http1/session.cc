@@ -38,6 +38,7 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
 }
 
 Session::~Session() {
+  if (auto* tls = std::get_if<TlsStream>(&stream_)) KeepSessionOnClose(tls->native_handle());
   if (ThreadMetrics* metrics = worker_.metrics()) metrics->AddConnections(metric_listener_, -1);
   worker_.Unregister(this);
 }

@@ -215,6 +215,12 @@ std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* s
   return std::make_unique<const rules::ClientCertificate>(std::move(*facts));
 }
 
+void KeepSessionOnClose(SSL* ssl) {
+  if (SSL_is_init_finished(ssl) == 1) {
+    SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_SENT_SHUTDOWN);
+  }
+}
+
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error) {
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);

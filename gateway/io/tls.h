@@ -71,6 +71,15 @@ HandshakeResult Finished(SSL* ssl);
 // anonymously.
 std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* ssl);
 
+// To call before a server connection's SSL is freed. OpenSSL drops the
+// session of a connection freed without having sent close_notify from the
+// cache (ssl_clear_bad_session), so a client that closed first (openssl
+// s_client -reconnect, many HTTP clients), a timeout or a drain would lose
+// its TLS 1.2 session ID. As nginx does (ngx_ssl_shutdown), a connection
+// whose handshake finished counts as shut down: a fatal alert has already
+// removed the session of a connection that failed.
+void KeepSessionOnClose(SSL* ssl);
+
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error);
 

@@ -13,7 +13,6 @@ std::string CaConfig(const std::string& dir) {
          "/serial\ncrlnumber = " + dir +
          "/crlnumber\ndefault_md = sha256\npolicy = anything\ndefault_days = 30\n"
          "default_crl_days = 30\nunique_subject = no\ncopy_extensions = copy\n"
-         "preserve = yes\n"
          "[anything]\ncommonName = supplied\norganizationName = optional\n"
          "organizationalUnitName = optional\n"
          "[client]\nbasicConstraints = CA:FALSE\nkeyUsage = digitalSignature\n"
@@ -56,7 +55,10 @@ ClientCert TestPki::Issue(const std::string& name, const std::string& subject,
   Shell(std::string("openssl req -new ") + kNewKey + " -subj '" + subject + "' " +
         (san.empty() ? "" : "-addext 'subjectAltName=" + san + "' ") + "-keyout " + out.key +
         " -out " + csr + " 2>&1");
-  OpenSslCa("-notext -extensions client -in " + csr + " -out " + out.cert +
+  // -preserveDN: the subject in the request's order. Without it `openssl
+  // ca` orders it as the policy section lists the fields, and a `preserve`
+  // key would have to be in the [ca] section, not the CA's own (openssl-ca(1)).
+  OpenSslCa("-preserveDN -notext -extensions client -in " + csr + " -out " + out.cert +
             (expired ? " -startdate 20200101000000Z -enddate 20200201000000Z" : ""));
   return out;
 }

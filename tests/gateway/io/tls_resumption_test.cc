@@ -80,9 +80,15 @@ TEST_F(ResumptionTest, EveryKindResumesOnEveryThreadOfATwoThreadGateway) {
   }
 }
 
+// TLS 1.2 only: OpenSSL 3.0's s_client -reconnect drops each connection as
+// soon as its handshake is done, before a TLS 1.3 ticket (sent after the
+// handshake) is read, so it never resumes TLS 1.3, not even against
+// openssl s_server; -sess_out/-sess_in above show TLS 1.3 resumption. The
+// client closes first here, without reading: the session ID must survive
+// a connection the gateway did not shut down itself.
 TEST_F(ResumptionTest, SClientReconnect) {
   TestGateway gateway(Config("", 2), echo_->port());
-  for (const Resume kind : {Resume::kTls13, Resume::kTls12Ticket, Resume::kTls12SessionId}) {
+  for (const Resume kind : {Resume::kTls12Ticket, Resume::kTls12SessionId}) {
     std::string out;
     RunCommand("openssl s_client -connect 127.0.0.1:" + std::to_string(gateway.port()) + " " +
                    Options(kind) + " -reconnect 2>&1",
@@ -113,7 +119,7 @@ TEST_F(ResumptionTest, SessionsResumeAfterSighup) {
   Process gateway({TOLLGATE_BINARY, "--config", file});
   const std::uint16_t port = WaitForPort(gateway);
   for (const Resume kind : {Resume::kTls13, Resume::kTls12Ticket, Resume::kTls12SessionId}) {
-    ASSERT_TRUE(Fresh(Connect(port, kind, "", Session(Options(kind)))));
+    ASSERT_TRUE(Fresh(Connect(port, kind, "", Session("sighup" + std::to_string(static_cast<int>(kind))))));
   }
   // A changed configuration (a new rule) takes over the listener.
   dir_.Write("tollgate.toml", config + "[[rules]]\nname = \"r\"\nkey = \"ip\"\n"
@@ -122,7 +128,7 @@ TEST_F(ResumptionTest, SessionsResumeAfterSighup) {
   ASSERT_TRUE(SawLine(gateway, "is in force"));
   for (const Resume kind : {Resume::kTls13, Resume::kTls12Ticket, Resume::kTls12SessionId}) {
     for (int i = 0; i < 4; ++i) {
-      const std::string out = Connect(port, kind, Session(Options(kind)), "");
+      const std::string out = Connect(port, kind, Session("sighup" + std::to_string(static_cast<int>(kind))), "");
       EXPECT_TRUE(Reused(out)) << Options(kind) << "\n" << out;
     }
   }
