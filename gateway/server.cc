@@ -15,6 +15,7 @@
 #include "gateway/ops/admin_api.h"
 #include "gateway/ops/admin_blocks.h"
 #include "gateway/ops/admin_overrides.h"
+#include "gateway/ops/membership.h"
 #include "gateway/io/listen.h"
 #include "gateway/ops/status.h"
 #include "gateway/worker.h"
@@ -69,6 +70,9 @@ struct Server::Impl final : StateSource {
   store::RedisHealth redis_health;
   // What the workers' LeasingStores count (sync = "lease").
   store::LeaseStats lease_stats;
+  // The live gateways on this Redis (Membership counts them): on_error =
+  // "share" divides limits by it.
+  store::FleetSize fleet;
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
@@ -94,6 +98,7 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<store::RedisStore> admin_redis;
   std::unique_ptr<AdminBlocks> admin_blocks;        // used on the admin thread only
   std::unique_ptr<AdminOverrides> admin_overrides;  // likewise
+  std::unique_ptr<Membership> membership;           // likewise; with Redis only
   std::unique_ptr<AdminApi> api;              // likewise
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
@@ -122,6 +127,7 @@ struct Server::Impl final : StateSource {
     external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
     external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
     external.redis_batched_decisions = redis_health.coalesced.load(std::memory_order_relaxed);
+    if (membership != nullptr) external.cluster_gateways = fleet.Get();
     for (const auto& tls : current->listener_tls) {
       if (tls == nullptr) continue;
       for (const CertificateInfo& c : tls->certificates()) {
@@ -168,10 +174,10 @@ struct Server::Impl final : StateSource {
     if (!redis_ok && config.on_error == rules::StoreFailurePolicy::kDeny) r.ready = false;
     r.store_json = fmt::format(
         "{{\"kind\":\"redis\",\"available\":{},\"connections_up\":{},\"circuits_open\":{},"
-        "\"timeouts\":{},\"unavailable\":{},\"coalesced\":{}}}",
+        "\"timeouts\":{},\"unavailable\":{},\"coalesced\":{},\"gateways\":{}}}",
         redis_ok, up, open, redis_health.timeouts.load(std::memory_order_relaxed),
         redis_health.unavailable.load(std::memory_order_relaxed),
-        redis_health.coalesced.load(std::memory_order_relaxed));
+        redis_health.coalesced.load(std::memory_order_relaxed), fleet.Get());
     return r;
   }
 
@@ -343,7 +349,8 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
           store_config.redis.time == store::RedisTime::kClient ? &clock : nullptr;
       store::RedisStore& leases = *redis;
       auto exact = std::make_unique<store::FailoverStore>(
-          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock);
+          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock,
+          &impl->fleet);
       // Rules with sync = "lease" are decided from leases; the others, and
       // the requests waiting for a lease Redis cannot give, by `exact`.
       store::LeasingStore::Options lease_options;
@@ -406,6 +413,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   if (store_config.kind == rules::StoreKind::kRedis) {
     impl->admin_redis = std::make_unique<store::RedisStore>(
         impl->workers.front()->io(), store_config.redis, impl->admin_redis_health);
+    impl->membership = std::make_unique<Membership>(*impl->admin_redis, impl->fleet);
   }
   impl->admin_blocks =
       std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
@@ -477,6 +485,7 @@ void Server::Start() {
   impl_->admin->Start();
   impl_->admin_blocks->Start(impl_->workers.front()->io());
   impl_->admin_overrides->Start(impl_->workers.front()->io());
+  if (impl_->membership) impl_->membership->Start(impl_->workers.front()->io());
   for (auto& worker : impl_->workers) {
     worker->StartAccepting();
     impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
@@ -491,6 +500,7 @@ void Server::Drain() {
     impl_->admin->Stop();
     impl_->admin_blocks->Stop();
     impl_->admin_overrides->Stop();
+    if (impl_->membership) impl_->membership->Stop();
   });
   for (auto& worker : impl_->workers) {
     asio::post(worker->io(), [w = worker.get()] { w->BeginDrain(); });

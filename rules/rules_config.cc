@@ -363,10 +363,11 @@ void ReadRedis(TableReader r, StoreConfig& out) {
   if (auto n = r.Integer("batch", 1, static_cast<std::int64_t>(store::RedisOptions::kMaxBatch))) {
     redis.batch = static_cast<std::size_t>(*n);
   }
-  if (auto policy = r.OneOf("on_error", {"allow", "deny", "local"})) {
-    out.on_error = *policy == "allow"  ? StoreFailurePolicy::kAllow
-                   : *policy == "deny" ? StoreFailurePolicy::kDeny
-                                       : StoreFailurePolicy::kLocal;
+  if (auto policy = r.OneOf("on_error", {"allow", "deny", "local", "share"})) {
+    out.on_error = *policy == "allow"   ? StoreFailurePolicy::kAllow
+                   : *policy == "deny"  ? StoreFailurePolicy::kDeny
+                   : *policy == "share" ? StoreFailurePolicy::kShare
+                                        : StoreFailurePolicy::kLocal;
   }
   if (auto time = r.OneOf("time", {"server", "client"})) {
     redis.time = *time == "server" ? store::RedisTime::kServer : store::RedisTime::kClient;

@@ -19,6 +19,12 @@ algorithms::Decision PolicyDecision(FailurePolicy policy, const LimitSpec& limit
   return d;
 }
 
+// Whether `policy` has the fallback decide (kShare with shares of the
+// limits).
+bool AsksTheFallback(FailurePolicy policy) {
+  return policy == FailurePolicy::kLocal || policy == FailurePolicy::kShare;
+}
+
 ResultSource PolicySource(FailurePolicy policy) {
   switch (policy) {
     case FailurePolicy::kAllow:
@@ -26,6 +32,7 @@ ResultSource PolicySource(FailurePolicy policy) {
     case FailurePolicy::kDeny:
       return ResultSource::kPolicyDenied;
     case FailurePolicy::kLocal:
+    case FailurePolicy::kShare:
       break;
   }
   return ResultSource::kFallback;
@@ -73,11 +80,12 @@ Call* TakeCall(std::vector<std::unique_ptr<Call>>& calls, std::vector<Call*>& fr
 
 FailoverStore::FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallback,
                              FailurePolicy policy, FailureObserver* observer,
-                             const Clock* fallback_clock)
+                             const Clock* fallback_clock, const FleetSize* fleet)
     : fallback_(fallback),
       policy_(policy),
       observer_(observer),
       fallback_clock_(fallback_clock),
+      fleet_(fleet),
       primary_(std::move(primary)) {}
 
 FailoverStore::~FailoverStore() { primary_.reset(); }
@@ -105,17 +113,26 @@ void FailoverStore::Finish(Call* call, const StoreResult& result) {
   if (observer_ != nullptr) observer_->OnStoreFailure(result.status, policy_);
   StoreResult answer;
   answer.source = PolicySource(policy_);
-  if (policy_ == FailurePolicy::kLocal) {
+  if (AsksTheFallback(policy_)) {
     // The rule's own partition of the local store, as when it is the store.
     const std::int64_t now = fallback_clock_ != nullptr ? fallback_clock_->NowMs() : call->now_ms;
-    answer.decision =
-        fallback_.DecideNow({call->key, call->limit, call->cost, now, call->partition});
+    const LimitSpec& limit = policy_ == FailurePolicy::kShare ? Share(*call->limit) : *call->limit;
+    answer.decision = fallback_.DecideNow({call->key, &limit, call->cost, now, call->partition});
   } else {
     answer.status = result.status;
     answer.decision = PolicyDecision(policy_, *call->limit);
   }
   free_.push_back(call);
   target.OnDecision(answer);
+}
+
+const LimitSpec& FailoverStore::Share(const LimitSpec& limit) {
+  const std::int64_t gateways = fleet_ != nullptr ? fleet_->Get() : 1;
+  const auto id = std::make_pair(limit.fingerprint, gateways);
+  auto it = shares_.find(id);
+  if (it != shares_.end()) return it->second;
+  if (shares_.size() >= kMaxShares) shares_.clear();
+  return shares_.emplace(id, ShareOf(limit, gateways)).first->second;
 }
 
 // One coordinator call in flight through the primary: its arguments, to make
@@ -159,9 +176,7 @@ FailoverCoordinator::~FailoverCoordinator() {
   }
 }
 
-FailoverCoordinator::Call* FailoverCoordinator::Take() {
-  return TakeCall(calls_, free_, this);
-}
+FailoverCoordinator::Call* FailoverCoordinator::Take() { return TakeCall(calls_, free_, this); }
 
 void FailoverCoordinator::CheckLearned(std::string_view upstream, std::string_view bucket,
                                        std::int64_t now_ms, CountSink& sink) {
@@ -178,7 +193,9 @@ void FailoverCoordinator::CheckLearned(std::string_view upstream, std::string_vi
 void FailoverCoordinator::Learn(std::string_view upstream, std::string_view bucket,
                                 const algorithms::LearnedFacts& facts, std::int64_t now_ms) {
   primary_->Learn(upstream, bucket, facts, now_ms);
-  if (policy_ == FailurePolicy::kLocal) fallback_.Learn(upstream, bucket, facts, now_ms);
+  if (AsksTheFallback(policy_)) {
+    fallback_.Learn(upstream, bucket, facts, now_ms);
+  }
 }
 
 void FailoverCoordinator::AcquirePlace(std::string_view key, std::int64_t max, std::int64_t now_ms,
@@ -213,7 +230,7 @@ void FailoverCoordinator::Finish(Call* call, const CountResult& result) {
   }
   if (observer_ != nullptr) observer_->OnStoreFailure(result.status, policy_);
   CountResult answer;
-  if (policy_ == FailurePolicy::kLocal) {
+  if (AsksTheFallback(policy_)) {
     // LocalCoordinator answers inline.
     Kept kept;
     switch (call->kind) {

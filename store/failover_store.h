@@ -5,6 +5,9 @@
 // what its FailurePolicy says, marked with a ResultSource (store/store.h):
 //   kLocal  the fallback (the process's LocalStore / LocalCoordinator)
 //           answers: status kOk, source kFallback;
+//   kShare  as kLocal, each limit divided by the live gateways
+//           (store/fleet.h: ShareOf); the coordinator's places and learned
+//           limits are the fallback's as with kLocal;
 //   kAllow  status stays the primary's failure, source kPolicyAllowed, an
 //           allowing decision (remaining = the first window's limit), count 0;
 //   kDeny   status stays the primary's failure, source kPolicyDenied, a
@@ -19,12 +22,14 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "store/clock.h"
 #include "store/coordinator.h"
+#include "store/fleet.h"
 #include "store/local_store.h"
 #include "store/store.h"
 
@@ -46,9 +51,12 @@ class FailoverStore final : public Store {
   // `fallback` and `observer` (may be null) must outlive the decorator.
   // `fallback_clock`: when set, the fallback decides at its NowMs() rather
   // than at the request's now_ms (a primary on another time scale, e.g.
-  // Redis with time = "client" on wall-clock time).
+  // Redis with time = "client" on wall-clock time). `fleet`: the live
+  // gateways kShare divides by (required with kShare, else unused); must
+  // outlive the decorator.
   FailoverStore(std::unique_ptr<Store> primary, LocalStore& fallback, FailurePolicy policy,
-                FailureObserver* observer, const Clock* fallback_clock = nullptr);
+                FailureObserver* observer, const Clock* fallback_clock = nullptr,
+                const FleetSize* fleet = nullptr);
   // Destroys the primary first: what it completes as it goes is still
   // answered by the policy.
   ~FailoverStore() override;
@@ -65,11 +73,19 @@ class FailoverStore final : public Store {
   struct Call;
   Call* Take();
   void Finish(Call* call, const StoreResult& result);
+  // kShare: `limit`'s share for one of the fleet's gateways now, made once
+  // per limit and fleet size.
+  const LimitSpec& Share(const LimitSpec& limit);
 
   LocalStore& fallback_;
   const FailurePolicy policy_;
   FailureObserver* const observer_;
   const Clock* const fallback_clock_;
+  const FleetSize* const fleet_;
+  // kShare: the shares made, by fingerprint and fleet size; emptied past
+  // kMaxShares (a reload or a changing fleet leaves old ones behind).
+  static constexpr std::size_t kMaxShares = 4096;
+  std::map<std::pair<std::uint32_t, std::int64_t>, LimitSpec> shares_;
   std::vector<std::unique_ptr<Call>> calls_;  // every record made
   std::vector<Call*> free_;                   // those not in flight
   std::unique_ptr<Store> primary_;            // declared last: destroyed first

@@ -27,7 +27,8 @@
   X(kBlocksDelete, blocks_delete)     \
   X(kBlocksRead, blocks_read)         \
   X(kLeaseTake, lease_take)           \
-  X(kLeaseReturn, lease_return)
+  X(kLeaseReturn, lease_return)       \
+  X(kMembers, members)
 
 namespace tollgate::store {
 

@@ -1,8 +1,10 @@
 #include "store/store.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "algorithms/state.h"
+#include "store/fleet.h"
 
 namespace tollgate::store {
 
@@ -32,6 +34,18 @@ LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows) {
   spec.fingerprint = hash;
   spec.windows = std::move(windows);
   return spec;
+}
+
+LimitSpec ShareOf(const LimitSpec& spec, std::int64_t gateways) {
+  std::vector<algorithms::LimitParams> windows = spec.windows;
+  for (algorithms::LimitParams& p : windows) {
+    p.limit = std::max<std::int64_t>(1, p.limit / gateways);
+    // A token bucket holds at least one token; a leaky bucket's burst is
+    // what it takes beyond one request and may be 0.
+    const std::int64_t least = p.algorithm == algorithms::Algorithm::kTokenBucket ? 1 : 0;
+    p.burst = std::max<std::int64_t>(least, p.burst / gateways);
+  }
+  return LimitSpec::Make(std::move(windows));
 }
 
 }  // namespace tollgate::store

@@ -75,8 +75,11 @@ enum class StoreStatus : std::uint8_t {
 enum class ResultSource : std::uint8_t { kPrimary, kFallback, kPolicyAllowed, kPolicyDenied };
 
 // What a FailoverStore/FailoverCoordinator does when its primary fails
-// ([store] on_error; rules::StoreFailurePolicy is this type).
-enum class FailurePolicy : std::uint8_t { kAllow, kDeny, kLocal };
+// ([store] on_error; rules::StoreFailurePolicy is this type). kShare is
+// kLocal with every limit divided by the number of live gateways
+// (store/fleet.h).
+enum class FailurePolicy : std::uint8_t { kAllow, kDeny, kLocal, kShare };
+inline constexpr int kFailurePolicies = 4;
 
 struct StoreResult {
   StoreStatus status = StoreStatus::kOk;

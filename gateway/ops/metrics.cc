@@ -14,7 +14,7 @@ constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect"
                                                                        "reset"};
 constexpr std::string_view kStoreNames[2] = {"local", "redis"};
 constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable", "error"};
-constexpr std::string_view kPolicyNames[3] = {"allow", "deny", "local"};
+constexpr std::string_view kPolicyNames[store::kFailurePolicies] = {"allow", "deny", "local", "share"};
 constexpr std::string_view kHandshakeNames[kHandshakeResults] = {"ok", "failed", "resumed"};
 
 template <typename T>
@@ -380,7 +380,7 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   }
   w.Family("store_fallback_total", "counter",
            "Decisions made by the on_error policy because the store could not decide.");
-  for (int p = 0; p < 3; ++p) {
+  for (int p = 0; p < store::kFailurePolicies; ++p) {
     const std::uint64_t n = Sum([&](const ThreadMetrics& t) { return Load(t.fallbacks_[p]); });
     w.Sample("store_fallback_total", label("policy", kPolicyNames[p]), n);
   }
@@ -391,6 +391,11 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "Redis decisions that shared an earlier decision's script call (0 with the local "
            "store).");
   w.Sample("store_batched_decisions_total", "", external.redis_batched_decisions);
+  if (external.cluster_gateways > 0) {
+    w.Family("cluster_gateways", "gauge",
+             "Gateways alive on this Redis store, this one included (membership heartbeats).");
+    w.Sample("cluster_gateways", "", external.cluster_gateways);
+  }
   w.Family("local_store_keys", "gauge", "Keys held by the local store.");
   w.Sample("local_store_keys", "", external.local_store_keys);
   w.Family("local_store_evictions_total", "counter",

@@ -123,7 +123,7 @@ class ThreadMetrics {
   std::unique_ptr<std::atomic<std::uint64_t>[]> upstream_failures_;  // [upstream][failure]
   std::array<Histogram, 2> store_duration_;
   std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};
-  std::array<std::atomic<std::uint64_t>, 3> fallbacks_{};
+  std::array<std::atomic<std::uint64_t>, store::kFailurePolicies> fallbacks_{};
   std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
   std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;  // [listener][result]
   std::atomic<std::int64_t> delayed_{0};
@@ -181,6 +181,9 @@ struct ExternalGauges {
   // The listeners' certificates: file and the Unix time they expire.
   std::vector<std::pair<std::string, std::int64_t>> certificate_expiry;
   std::uint64_t redis_batched_decisions = 0;
+  // The live gateways on the Redis store (gateway/ops/membership.h); 0
+  // with the local store: not rendered.
+  std::int64_t cluster_gateways = 0;
 };
 
 // The process's metrics. Thread-safe.

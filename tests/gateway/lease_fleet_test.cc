@@ -3,7 +3,10 @@
 // load from several clients spread over them, never admit more than the
 // algorithm allows (a fixed_window and a token_bucket on a `global` key),
 // admit nearly all of it when the load is balanced, and call Redis far less
-// often than once per request.
+// often than once per request; with on_error = "share", while Redis is down
+// each gateway admits its share of the limit (the membership heartbeat
+// counted the fleet), so the fleet stays within the limit plus the leases
+// it held when Redis failed.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -44,17 +47,46 @@ struct LoadResult {
 
 class LeaseFleet : public ::testing::Test {
  protected:
-  // Starts the fleet with `rules` (each with sync = "lease").
-  void Start(const std::string& rules) {
+  // Starts the fleet with `rules`, each gateway with an admin port of its
+  // own.
+  void Start(const std::string& rules, const std::string& on_error = "deny") {
     std::string config =
-        BasicConfig(RedisStoreSection("url = \"" + redis_.url() + "\"", "deny", "2s") + rules);
+        BasicConfig(RedisStoreSection("url = \"" + redis_.url() + "\"", on_error, "200ms") + rules);
     config.replace(config.find("threads = 1"), 11, "threads = 2");
-    const std::string file = dir_.Write("tollgate.toml", WithEchoPort(config, echo_->port()));
+    config = WithEchoPort(config, echo_->port());
+    const std::string admin = "[admin]\naddress = \"127.0.0.1:0\"";
     for (int g = 0; g < kGateways; ++g) {
+      admin_ports_.push_back(UnusedPort());
+      std::string own = config;
+      own.replace(own.find(admin), admin.size(),
+                  "[admin]\naddress = \"127.0.0.1:" + std::to_string(admin_ports_.back()) + "\"");
+      const std::string file = dir_.Write("tollgate" + std::to_string(g) + ".toml", own);
       gateways_.push_back(
           std::make_unique<Process>(std::vector<std::string>{TOLLGATE_BINARY, "--config", file}));
       ports_.push_back(WaitForPort(*gateways_.back()));
     }
+  }
+
+  // What gateway `g`'s admin listener answers to GET `target`.
+  std::string Admin(int g, const std::string& target) {
+    Client client(admin_ports_[g]);
+    return client.Get(target).body();
+  }
+
+  // Sends `n` requests for `path` to gateway `g` one after the other; the
+  // number allowed.
+  int Send(int g, const std::string& path, int n) {
+    Client client(ports_[g]);
+    int allowed = 0;
+    for (int i = 0; i < n; ++i) {
+      const Response r = client.Get(path);
+      if (r.result_int() == 200) {
+        ++allowed;
+      } else if (r.result_int() != 429) {
+        ADD_FAILURE() << r.result_int();
+      }
+    }
+    return allowed;
   }
 
   // Every client sends its requests for `path` as fast as it can to one
@@ -92,7 +124,18 @@ class LeaseFleet : public ::testing::Test {
   TempDir dir_;
   std::vector<std::unique_ptr<Process>> gateways_;
   std::vector<std::uint16_t> ports_;
+  std::vector<std::uint16_t> admin_ports_;
 };
+
+// The value of the first sample in a Prometheus text whose name and labels
+// begin with `name`; -1 when there is none.
+std::int64_t Sample(const std::string& metrics, const std::string& name) {
+  const std::size_t at = metrics.find("\n" + name);
+  if (at == std::string::npos) return -1;
+  const std::size_t end = metrics.find('\n', at + 1);
+  const std::size_t space = metrics.rfind(' ', end);
+  return std::stoll(metrics.substr(space + 1, end - space - 1));
+}
 
 TEST_F(LeaseFleet, AFixedWindowIsNeverExceededAndNearlyAllOfItIsAdmitted) {
   Start(R"(
@@ -141,6 +184,57 @@ lease_max = 20
   const std::int64_t elapsed_ms = r.end_ms - r.start_ms + 1;
   EXPECT_LE(r.allowed, 100 + (100 * elapsed_ms + 999) / 1000) << "elapsed " << elapsed_ms << " ms";
   EXPECT_GT(r.allowed, 0);
+}
+
+TEST_F(LeaseFleet, WithRedisDownEachGatewayAdmitsItsShare) {
+  Start(R"(
+[[rules]]
+name = "exact"
+match = { path_prefix = "/exact" }
+key = "global"
+algorithm = "fixed_window"
+limit = 60
+window = "1h"
+[[rules]]
+name = "leased"
+match = { path_prefix = "/leased" }
+key = "global"
+algorithm = "fixed_window"
+limit = 300
+window = "1h"
+sync = "lease"
+)",
+        "share");
+  // Every gateway counts the fleet (a heartbeat a second).
+  for (int g = 0; g < kGateways; ++g) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Admin(g, "/readyz").find("\"gateways\":3") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    EXPECT_NE(Admin(g, "/readyz").find("\"gateways\":3"), std::string::npos) << Admin(g, "/readyz");
+    EXPECT_EQ(Sample(Admin(g, "/metrics"), "tollgate_cluster_gateways"), 3);
+  }
+  // Leases taken while Redis answers.
+  for (int g = 0; g < kGateways; ++g) EXPECT_EQ(Send(g, "/leased", 10), 10);
+  std::int64_t in_hand = 0;
+  for (int g = 0; g < kGateways; ++g) {
+    in_hand += Sample(Admin(g, "/metrics"), "tollgate_lease_units_in_hand{rule=\"leased\"}");
+  }
+  redis_.Kill();
+  int exact = 0;
+  int leased = 0;
+  for (int g = 0; g < kGateways; ++g) {
+    exact += Send(g, "/exact", 40);
+    leased += Send(g, "/leased", 150);
+  }
+  // Each gateway decides a third of each limit on its own: 20 and 100.
+  EXPECT_EQ(exact, 60);
+  EXPECT_GE(leased, 300);
+  EXPECT_LE(leased, 300 + in_hand) << "in hand when Redis failed: " << in_hand;
+  for (int g = 0; g < kGateways; ++g) {
+    EXPECT_GT(Sample(Admin(g, "/metrics"), "tollgate_store_fallback_total{policy=\"share\"}"), 0);
+  }
 }
 
 }  // namespace

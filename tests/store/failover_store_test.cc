@@ -73,7 +73,8 @@ struct StoreCase {
   explicit StoreCase(FailurePolicy policy) {
     auto fake = std::make_unique<FakeStore>();
     primary = fake.get();
-    store = std::make_unique<FailoverStore>(std::move(fake), local, policy, &counted);
+    store =
+        std::make_unique<FailoverStore>(std::move(fake), local, policy, &counted, nullptr, &fleet);
   }
   StoreResult Decide(std::string_view key = "k") {
     Result r;
@@ -84,6 +85,7 @@ struct StoreCase {
   LimitSpec limit = FixedWindow(2, 60'000);
   LocalStore local;
   Counted counted;
+  FleetSize fleet;
   FakeStore* primary = nullptr;
   std::unique_ptr<FailoverStore> store;
 };
@@ -120,6 +122,49 @@ TEST(FailoverStore, LocalPolicyDecidesOnTheFallback) {
   ASSERT_EQ(c.counted.failures.size(), 3u);
   EXPECT_EQ(c.counted.failures[0].status, StoreStatus::kTimeout);
   EXPECT_EQ(c.counted.failures[0].policy, FailurePolicy::kLocal);
+}
+
+TEST(FailoverStore, SharePolicyDecidesTheFleetsShareOfEveryLimit) {
+  StoreCase c(FailurePolicy::kShare);
+  c.limit = FixedWindow(10, 60'000);
+  c.fleet.Set(3);
+  c.primary->status = StoreStatus::kUnavailable;
+  int allowed = 0;
+  for (int i = 0; i < 10; ++i) {
+    const StoreResult r = c.Decide();
+    EXPECT_EQ(r.status, StoreStatus::kOk);
+    EXPECT_EQ(r.source, ResultSource::kFallback);
+    allowed += r.decision.allowed ? 1 : 0;
+  }
+  EXPECT_EQ(allowed, 3);  // 10 / 3 gateways
+  // A fleet of another size has shares of its own, decided afresh.
+  c.fleet.Set(2);
+  allowed = 0;
+  for (int i = 0; i < 10; ++i) allowed += c.Decide().decision.allowed ? 1 : 0;
+  EXPECT_EQ(allowed, 5);
+  ASSERT_EQ(c.counted.failures.size(), 20u);
+  EXPECT_EQ(c.counted.failures[0].policy, FailurePolicy::kShare);
+}
+
+TEST(FailoverStore, AShareDividesLimitsAndBurstsRoundingDownToAtLeastOne) {
+  const LimitSpec bucket = TokenBucket(100, 1000, 50);
+  const LimitSpec share = ShareOf(bucket, 3);
+  EXPECT_EQ(share.windows[0].limit, 33);
+  EXPECT_EQ(share.windows[0].burst, 16);
+  EXPECT_NE(share.fingerprint, bucket.fingerprint);
+  EXPECT_EQ(ShareOf(bucket, 1).fingerprint, bucket.fingerprint);
+  const LimitSpec small = ShareOf(FixedWindow(2, 1000), 5);
+  EXPECT_EQ(small.windows[0].limit, 1);
+  const LimitSpec leaky =
+      ShareOf(LimitSpec::Make({Window(algorithms::Algorithm::kLeakyBucket, 10, 1000, 0)}), 4);
+  EXPECT_EQ(leaky.windows[0].limit, 2);
+  EXPECT_EQ(leaky.windows[0].burst, 0);
+  const LimitSpec two =
+      ShareOf(LimitSpec::Make({Window(algorithms::Algorithm::kFixedWindow, 100, 1000),
+                               Window(algorithms::Algorithm::kFixedWindow, 1000, 60'000)}),
+              4);
+  EXPECT_EQ(two.windows[0].limit, 25);
+  EXPECT_EQ(two.windows[1].limit, 250);
 }
 
 TEST(FailoverStore, AllowPolicyAllowsWithTheLimitRemaining) {
