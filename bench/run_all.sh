@@ -12,6 +12,7 @@ bench/ratelimit.sh
 bench/instructions.sh
 bench/syscalls.sh
 bench/redis_store.sh
+bench/lease.sh
 bench/metrics.sh
 bench/upstream_limits.sh "$@"
 bench/reload.sh
