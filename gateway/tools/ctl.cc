@@ -5,6 +5,8 @@
 #include <boost/url/encode.hpp>
 #include <boost/url/parse.hpp>
 #include <boost/url/rfc/unreserved_chars.hpp>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
@@ -102,6 +104,22 @@ std::optional<std::pair<std::string, std::string>> SplitHeader(const std::string
   return std::pair(option.substr(0, eq), option.substr(eq + 1));
 }
 
+// The key options' parts, as the admin API names them ("user",
+// "header:NAME"), in the order the API reads them.
+std::optional<std::vector<std::pair<std::string, std::string>>> KeyParts(Options& options,
+                                                                         std::string& problem) {
+  std::vector<std::pair<std::string, std::string>> parts;
+  for (const std::string_view part : {"ip", "user", "role", "route"}) {
+    if (auto v = options.Take(part)) parts.emplace_back(part, std::move(*v));
+  }
+  while (auto option = options.Take("header")) {
+    const auto header = SplitHeader(*option, problem);
+    if (!header) return std::nullopt;
+    parts.emplace_back("header:" + header->first, header->second);
+  }
+  return parts;
+}
+
 // "?rule=NAME&<part>=<value>..." from --rule and the key options.
 std::optional<std::string> KeyQuery(Options& options, std::string& problem) {
   const std::optional<std::string> rule = options.Take("rule");
@@ -109,16 +127,71 @@ std::optional<std::string> KeyQuery(Options& options, std::string& problem) {
     problem = "--rule is required";
     return std::nullopt;
   }
+  const auto parts = KeyParts(options, problem);
+  if (!parts) return std::nullopt;
   std::string query = "?rule=" + Encode(*rule);
-  for (const std::string_view part : {"ip", "user", "role", "route"}) {
-    if (auto v = options.Take(part)) query += "&" + std::string(part) + "=" + Encode(*v);
-  }
-  while (auto option = options.Take("header")) {
-    const auto header = SplitHeader(*option, problem);
-    if (!header) return std::nullopt;
-    query += "&" + Encode("header:" + header->first) + "=" + Encode(header->second);
-  }
+  for (const auto& [name, value] : *parts) query += "&" + Encode(name) + "=" + Encode(value);
   return query;
+}
+
+// A whole number option such as --limit 1000; nullopt (with `problem` set)
+// for anything else.
+std::optional<std::int64_t> Number(std::string_view option, const std::string& text,
+                                   std::string& problem) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(text.c_str(), &end, 10);
+  if (text.empty() || *end != '\0' || errno == ERANGE) {
+    problem = "--" + std::string(option) + " takes a number";
+    return std::nullopt;
+  }
+  return n;
+}
+
+// The body of `override set`: --rule, the key options, --limit/--window
+// pairs (and --burst, matched to the limits in order) and --ttl.
+std::optional<std::string> OverrideBody(Options& options, std::string& problem) {
+  json::object body;
+  if (auto rule = options.Take("rule")) {
+    body["rule"] = *rule;
+  } else {
+    problem = "--rule is required";
+    return std::nullopt;
+  }
+  const auto parts = KeyParts(options, problem);
+  if (!parts) return std::nullopt;
+  json::object key;
+  for (const auto& [name, value] : *parts) key[name] = value;
+  body["key"] = std::move(key);
+  json::array limits;
+  while (auto limit = options.Take("limit")) {
+    const std::optional<std::int64_t> n = Number("limit", *limit, problem);
+    if (!n) return std::nullopt;
+    const std::optional<std::string> window = options.Take("window");
+    if (!window) {
+      problem = "every --limit needs its --window";
+      return std::nullopt;
+    }
+    json::object one{{"limit", *n}, {"window", *window}};
+    if (auto burst = options.Take("burst")) {
+      const std::optional<std::int64_t> b = Number("burst", *burst, problem);
+      if (!b) return std::nullopt;
+      one["burst"] = *b;
+    }
+    limits.emplace_back(std::move(one));
+  }
+  if (limits.empty()) {
+    problem = "--limit N --window DURATION is required";
+    return std::nullopt;
+  }
+  body["limits"] = std::move(limits);
+  if (auto ttl = options.Take("ttl")) {
+    body["ttl"] = *ttl;
+  } else {
+    problem = "--ttl is required";
+    return std::nullopt;
+  }
+  return json::serialize(body);
 }
 
 std::optional<Request> Build(const std::string& command, Options& options, std::string& problem) {
@@ -162,6 +235,20 @@ std::optional<Request> Build(const std::string& command, Options& options, std::
     r.target = "/api/v1/blocks?id=" + Encode(*id);
   } else if (command == "blocks") {
     r.target = "/api/v1/blocks";
+  } else if (command == "override set") {
+    const std::optional<std::string> body = OverrideBody(options, problem);
+    if (!body) return std::nullopt;
+    r.method = "PUT";
+    r.target = "/api/v1/overrides";
+    r.body = *body;
+  } else if (command == "override list") {
+    r.target = "/api/v1/overrides";
+    if (auto rule = options.Take("rule")) r.target += "?rule=" + Encode(*rule);
+  } else if (command == "override remove") {
+    const std::optional<std::string> query = KeyQuery(options, problem);
+    if (!query) return std::nullopt;
+    r.method = "DELETE";
+    r.target = "/api/v1/overrides" + *query;
   } else {
     problem = "unknown command \"" + command + "\"";
     return std::nullopt;
@@ -200,6 +287,30 @@ void PrintRules(const json::object& doc, std::ostream& out) {
   PrintTable(rows, out);
 }
 
+// An override's key as "user=alice header:x-api-key=k1".
+std::string OverrideKey(const json::object& o) {
+  std::string key;
+  for (const auto& [name, value] : o.at("key").as_object()) {
+    if (!key.empty()) key += " ";
+    key += std::string(name) + "=" + Text(value);
+  }
+  return key;
+}
+
+// An override's limits as "1000/1m, 10/1s burst 20".
+std::string OverrideLimits(const json::object& o) {
+  std::string limits;
+  for (const json::value& v : o.at("limits").as_array()) {
+    const json::object& l = v.as_object();
+    if (!limits.empty()) limits += ", ";
+    limits += Text(l.at("limit")) + "/" + Text(l.at("window"));
+    if (l.contains("burst")) limits += " burst " + Text(l.at("burst"));
+  }
+  return limits;
+}
+
+std::string Seconds(const json::value& ms) { return std::to_string((ms.as_int64() + 999) / 1000); }
+
 void PrintKey(const json::object& doc, std::ostream& out) {
   out << "rule " << Text(doc.at("rule")) << ", key " << Text(doc.at("key")) << " ("
       << Text(doc.at("store")) << " store): "
@@ -212,14 +323,32 @@ void PrintKey(const json::object& doc, std::ostream& out) {
                     Text(w.at("remaining")), Text(w.at("reset_ms")), Text(w.at("retry_after_ms"))});
   }
   PrintTable(rows, out);
+  if (doc.contains("override")) {
+    const json::object& o = doc.at("override").as_object();
+    out << "override: " << OverrideLimits(o) << " for " << Seconds(o.at("ttl_ms")) << " s\n";
+  }
+  if (doc.contains("block")) {
+    const json::object& b = doc.at("block").as_object();
+    out << "blocked: " << Text(b.at("id")) << " (status " << Text(b.at("status")) << ") for "
+        << Seconds(b.at("ttl_ms")) << " s\n";
+  }
 }
 
 void PrintBlocks(const json::object& doc, std::ostream& out) {
   std::vector<std::vector<std::string>> rows = {{"ID", "STATUS", "TTL_S"}};
   for (const json::value& v : doc.at("blocks").as_array()) {
     const json::object& b = v.as_object();
-    rows.push_back({Text(b.at("id")), Text(b.at("status")),
-                    std::to_string((b.at("ttl_ms").as_int64() + 999) / 1000)});
+    rows.push_back({Text(b.at("id")), Text(b.at("status")), Seconds(b.at("ttl_ms"))});
+  }
+  PrintTable(rows, out);
+}
+
+void PrintOverrides(const json::object& doc, std::ostream& out) {
+  std::vector<std::vector<std::string>> rows = {{"RULE", "KEY", "LIMITS", "TTL_S", "APPLIES"}};
+  for (const json::value& v : doc.at("overrides").as_array()) {
+    const json::object& o = v.as_object();
+    rows.push_back({Text(o.at("rule")), OverrideKey(o), OverrideLimits(o), Seconds(o.at("ttl_ms")),
+                    o.at("applies").as_bool() ? "yes" : "no"});
   }
   PrintTable(rows, out);
 }
@@ -233,10 +362,20 @@ void Print(const std::string& command, const json::object& doc, std::ostream& ou
     out << "reset rule " << Text(doc.at("rule")) << " key " << Text(doc.at("key")) << "\n";
   } else if (command == "block") {
     const json::object& b = doc.at("block").as_object();
-    out << "blocked " << Text(b.at("id")) << " for " << (b.at("ttl_ms").as_int64() + 999) / 1000
-        << " s (status " << Text(b.at("status")) << ")\n";
+    out << "blocked " << Text(b.at("id")) << " for " << Seconds(b.at("ttl_ms")) << " s (status "
+        << Text(b.at("status")) << ")\n";
   } else if (command == "unblock") {
     out << "unblocked " << Text(doc.at("removed")) << "\n";
+  } else if (command == "override set") {
+    const json::object& o = doc.at("override").as_object();
+    out << "override of rule " << Text(o.at("rule")) << " key " << OverrideKey(o) << ": "
+        << OverrideLimits(o) << " for " << Seconds(o.at("ttl_ms")) << " s\n";
+  } else if (command == "override list") {
+    PrintOverrides(doc, out);
+  } else if (command == "override remove") {
+    const json::object& o = doc.at("removed").as_object();
+    out << "removed the override of rule " << Text(o.at("rule")) << " key " << OverrideKey(o)
+        << "\n";
   } else {
     PrintBlocks(doc, out);
   }
@@ -264,7 +403,11 @@ int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream
     err << "tollgate ctl: a command is needed\n\n" << kCtlUsage;
     return 2;
   }
-  const std::string command = args[i];
+  std::string command = args[i];
+  // `override` takes a verb: set, list or remove.
+  if (command == "override" && i + 1 < args.size() && !args[i + 1].starts_with("--")) {
+    command += " " + args[++i];
+  }
   Options options;
   std::string problem;
   std::optional<Request> request;

@@ -1,6 +1,6 @@
 // `tollgate ctl`: the admin API's command-line client (README, "Admin
-// API"): rules, keys, reset, block, unblock, blocks. Prints tables for
-// people, or the server's JSON with --json.
+// API"): rules, keys, reset, block, unblock, blocks, override (set, list,
+// remove). Prints tables for people, or the server's JSON with --json.
 #pragma once
 
 #include <iosfwd>
@@ -21,7 +21,13 @@ inline constexpr char kCtlUsage[] = R"(usage: tollgate ctl [--admin URL] [--toke
   block (--ip CIDR | --user U | --header NAME=VALUE) --ttl DURATION [--status N]
   unblock --id ID                           remove a block (its id as `blocks` lists it)
   blocks                                    the blocks in force
+  override set --rule NAME KEY... --limit N --window DURATION [--burst N]... --ttl DURATION
+                                            give a key other limits for a while
+  override list [--rule NAME]               the overrides in force
+  override remove --rule NAME KEY...        remove a key's override
 KEY: the rule's key parts: --ip A, --user U, --role R, --route R, --header NAME=VALUE
+--limit/--window: one pair per window; the k-th --window and --burst (a bucket's,
+optional) go with the k-th --limit.
 --admin: the admin listener (default http://127.0.0.1:9090); --token-env: the
 environment variable holding the admin token (default TOLLGATE_ADMIN_TOKEN).
 )";

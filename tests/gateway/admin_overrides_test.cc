@@ -65,10 +65,7 @@ json::value Parsed(const Response& res) {
 }
 
 std::size_t Listed(std::uint16_t admin, const std::string& query = "") {
-  return Parsed(Admin(admin, "GET", "/api/v1/overrides" + query))
-      .at("overrides")
-      .as_array()
-      .size();
+  return Parsed(Admin(admin, "GET", "/api/v1/overrides" + query)).at("overrides").as_array().size();
 }
 
 // How many of `n` requests of `user` pass (200) before the first 429; the
@@ -225,11 +222,12 @@ TEST_P(Overrides, AReloadKeepsThem) {
   auto echo = StartEcho();
   TestGateway gateway(Config(), echo->port());
   const std::uint16_t admin = gateway.admin_port();
-  ASSERT_EQ(Admin(admin, "PUT", "/api/v1/overrides",
-                  R"({"rule":"per-user","key":{"user":"erin"},"limits":[{"limit":1,"window":"1h"}],)"
-                  R"("ttl":"1h"})")
-                .result_int(),
-            200);
+  ASSERT_EQ(
+      Admin(admin, "PUT", "/api/v1/overrides",
+            R"({"rule":"per-user","key":{"user":"erin"},"limits":[{"limit":1,"window":"1h"}],)"
+            R"("ttl":"1h"})")
+          .result_int(),
+      200);
   EXPECT_EQ(Passing(gateway.port(), "erin"), 1);
   rules::LoadResult loaded;
   std::string error;
@@ -285,8 +283,7 @@ TEST_P(Overrides, BadInputAndCallsWithoutTheTokenChangeNothing) {
   };
   const std::string limits = R"("limits":[{"limit":5,"window":"1m"}])";
   for (const Case& c : std::vector<Case>{
-           {R"({"rule":"per-user","key":{"ip":"1.2.3.4"},)" + limits + R"(,"ttl":"1m"})",
-            "key.ip"},
+           {R"({"rule":"per-user","key":{"ip":"1.2.3.4"},)" + limits + R"(,"ttl":"1m"})", "key.ip"},
            {R"({"rule":"per-user","key":{},)" + limits + R"(,"ttl":"1m"})", "key.user"},
            {R"({"rule":"per-user","key":{"user":""},)" + limits + R"(,"ttl":"1m"})", "key.user"},
            {R"({"rule":"per-user","key":{"user":7},)" + limits + R"(,"ttl":"1m"})", "key.user"},
@@ -342,8 +339,7 @@ TEST_P(Overrides, BadInputAndCallsWithoutTheTokenChangeNothing) {
   EXPECT_EQ(large.result_int(), 413);
   EXPECT_EQ(Parsed(large).at("error"), "body_too_large");
 
-  const std::string good =
-      R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"1m"})";
+  const std::string good = R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"1m"})";
   const Response method = Admin(admin, "POST", "/api/v1/overrides", good);
   EXPECT_EQ(method.result_int(), 405);
   EXPECT_EQ(method[http::field::allow], "GET, HEAD, PUT, DELETE");
@@ -411,11 +407,12 @@ TEST(OverridesOnRedis, SharedByEveryGateway) {
   config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token + "\"\n");
   TestGateway a(config, echo->port());
   TestGateway b(config, echo->port());
-  ASSERT_EQ(Admin(a.admin_port(), "PUT", "/api/v1/overrides",
-                  R"({"rule":"per-user","key":{"user":"gina"},"limits":[{"limit":1,"window":"1h"}],)"
-                  R"("ttl":"1m"})")
-                .result_int(),
-            200);
+  ASSERT_EQ(
+      Admin(a.admin_port(), "PUT", "/api/v1/overrides",
+            R"({"rule":"per-user","key":{"user":"gina"},"limits":[{"limit":1,"window":"1h"}],)"
+            R"("ttl":"1m"})")
+          .result_int(),
+      200);
   // The decision state is shared too: one request through either gateway
   // uses gina's one.
   auto lowered_on = [&](TestGateway& g) {
@@ -444,8 +441,9 @@ TEST(OverridesOnRedis, SharedByEveryGateway) {
   EXPECT_EQ(Listed(b.admin_port()), 1u);
 
   // Removed through a, gone on b.
-  ASSERT_EQ(Admin(a.admin_port(), "DELETE", "/api/v1/overrides?rule=per-user&user=hal").result_int(),
-            200);
+  ASSERT_EQ(
+      Admin(a.admin_port(), "DELETE", "/api/v1/overrides?rule=per-user&user=hal").result_int(),
+      200);
   EXPECT_TRUE(Eventually([&] { return Listed(b.admin_port()) == 0; }));
 }
 

@@ -87,6 +87,86 @@ TEST_F(Ctl, BlocksAndUnblocks) {
   EXPECT_EQ(out, "tollgate ctl: 404 unknown_block: no block with id \"user:mallory\"\n");
 }
 
+TEST_F(Ctl, OverridesSetListAndRemove) {
+  std::string out;
+  ASSERT_EQ(
+      Run("override set --rule per-key --header X-Api-Key=k1 --limit 5 --window 1m --ttl 1h", out),
+      0)
+      << out;
+  EXPECT_EQ(out, "override of rule per-key key header:x-api-key=k1: 5/1m for 3600 s\n");
+  Client client(gateway_->port());
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200) << i;
+  }
+  EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);
+  // A key's state shows the override it is decided by.
+  ASSERT_EQ(Run("keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_EQ(out,
+            "rule per-key, key header:X-Api-Key=#6ab9f1eb (local store): limited\n"
+            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS\n"
+            "1m      fixed_window  5      0          20000     20000\n"
+            "override: 5/1m for 3600 s\n");
+  ASSERT_EQ(
+      Run("override set --rule per-key --header X-Api-Key=k2 --limit 1 --window 10s --ttl 10m",
+          out),
+      0)
+      << out;
+  ASSERT_EQ(Run("override list", out), 0) << out;
+  EXPECT_EQ(out,
+            "RULE     KEY                  LIMITS  TTL_S  APPLIES\n"
+            "per-key  header:x-api-key=k1  5/1m    3600   yes\n"
+            "per-key  header:x-api-key=k2  1/10s   600    yes\n");
+  ASSERT_EQ(Run("--json override list --rule per-key", out), 0) << out;
+  EXPECT_EQ(boost::json::parse(out).at("overrides").as_array().size(), 2u);
+  ASSERT_EQ(Run("override list --rule conn", out), 0) << out;
+  EXPECT_EQ(out, "RULE  KEY  LIMITS  TTL_S  APPLIES\n");
+
+  ASSERT_EQ(Run("override remove --rule per-key --header X-Api-Key=k1", out), 0) << out;
+  EXPECT_EQ(out, "removed the override of rule per-key key header:x-api-key=k1\n");
+  EXPECT_EQ(Run("override remove --rule per-key --header X-Api-Key=k1", out), 1);
+  EXPECT_EQ(out,
+            "tollgate ctl: 404 unknown_override: no override of rule \"per-key\" for this key\n");
+  // The key is decided by the rule again, from its state under the rule
+  // (3 a minute), which the override left alone.
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200) << i;
+  }
+  EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);
+
+  // The server's errors: exit 1, nothing changed.
+  EXPECT_EQ(
+      Run("override set --rule per-key --header X-Api-Key=k3 --limit 0 --window 1m --ttl 1h", out),
+      1);
+  EXPECT_EQ(out,
+            "tollgate ctl: 400 bad_request: limits[0].limit: must be an integer of at least 1\n");
+  EXPECT_EQ(Run("override set --rule nope --user x --limit 1 --window 1m --ttl 1h", out), 1);
+  EXPECT_EQ(out,
+            "tollgate ctl: 404 unknown_rule: no rule named \"nope\"\n"
+            "rules: [\"per-key\",\"conn\"]\n");
+  EXPECT_EQ(Run("override set --rule per-key --header X-Api-Key=k3 --limit 1 --window 1m --ttl 1h",
+                out, false),
+            1);
+  EXPECT_NE(out.find("tollgate ctl: 401 unauthorized: "), std::string::npos) << out;
+  ASSERT_EQ(Run("override list", out), 0) << out;
+  EXPECT_EQ(out.find("k3"), std::string::npos) << out;
+
+  // Usage errors: exit 2.
+  EXPECT_EQ(Run("override set --rule per-key --header X-Api-Key=k3 --limit 5 --ttl 1h", out), 2);
+  EXPECT_NE(out.find("tollgate ctl: every --limit needs its --window"), std::string::npos) << out;
+  EXPECT_EQ(Run("override set --rule per-key --header X-Api-Key=k3 --limit many --window 1m "
+                "--ttl 1h",
+                out),
+            2);
+  EXPECT_NE(out.find("tollgate ctl: --limit takes a number"), std::string::npos) << out;
+  EXPECT_EQ(Run("override set --rule per-key --header X-Api-Key=k3 --ttl 1h", out), 2);
+  EXPECT_EQ(Run("override set --rule per-key --header X-Api-Key=k3 --limit 1 --window 1m", out), 2);
+  EXPECT_NE(out.find("tollgate ctl: --ttl is required"), std::string::npos) << out;
+  EXPECT_EQ(Run("override remove --header X-Api-Key=k2", out), 2);
+  EXPECT_EQ(Run("override frobnicate", out), 2);
+  EXPECT_NE(out.find("unknown command \"override frobnicate\""), std::string::npos) << out;
+  EXPECT_EQ(Run("override", out), 2);
+}
+
 TEST_F(Ctl, ExitCodes) {
   std::string out;
   EXPECT_EQ(Run("reset --rule per-key --header X-Api-Key=k1", out, false), 1);
