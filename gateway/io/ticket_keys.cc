@@ -22,7 +22,7 @@ using Ref = SslCtxRef<TicketKeys>;
 // OpenSSL's session ticket key callback (SSL_CTX_set_tlsext_ticket_key_evp_cb):
 // `enc` 1 sets up a new ticket's encryption; 0 finds the key of a ticket
 // presented (0: unknown, a full handshake; 1: resume; 2: resume and issue
-// a fresh ticket, as the key is no longer the current one).
+// a fresh ticket).
 int OnTicketKey(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX* cipher,
                 EVP_MAC_CTX* mac, int enc) {
   TicketKeys* keys = Ref::Get(SSL_get_SSL_CTX(ssl));
@@ -47,9 +47,12 @@ int OnTicketKey(SSL* ssl, unsigned char* name, unsigned char* iv, EVP_CIPHER_CTX
   OPENSSL_cleanse(&key, sizeof(key));
   if (ok != 1 || EVP_MAC_CTX_set_params(mac, params) != 1) return -1;
   if (enc == 1) return 1;
-  // A TLS 1.3 resumption gets new tickets anyway; a TLS 1.2 one only when
-  // asked, which a retired key does.
-  return current ? 1 : 2;
+  // 2 asks OpenSSL for a new ticket. A TLS 1.3 resumption gets one only
+  // when asked (as nginx does, always): a client that used its ticket has
+  // none left, and without one every other connection of it was a full
+  // handshake. A TLS 1.2 ticket goes on resuming; it is renewed when made
+  // with a retired key.
+  return current && SSL_version(ssl) != TLS1_3_VERSION ? 1 : 2;
 }
 
 }  // namespace

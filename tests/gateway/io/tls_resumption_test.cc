@@ -86,6 +86,23 @@ TEST_F(ResumptionTest, EveryKindResumesOnEveryThreadOfATwoThreadGateway) {
 // openssl s_server; -sess_out/-sess_in above show TLS 1.3 resumption. The
 // client closes first here, without reading: the session ID must survive
 // a connection the gateway did not shut down itself.
+// A TLS 1.3 resumption gets a new ticket, whose session resumes again, so a
+// client that reconnects over and over (wrk with Connection: close does)
+// resumes every time rather than every other time: its ticket was used.
+// (A TLS 1.2 session resumes again as it is: s_client -sess_out writes no
+// session after a TLS 1.2 resumption, and the test above resumes one
+// session eight times.)
+TEST_F(ResumptionTest, ATls13ResumptionIssuesATicketThatResumes) {
+  TestGateway gateway(Config("", 1), echo_->port());
+  ASSERT_TRUE(Fresh(Connect(gateway.port(), Resume::kTls13, "", Session("chain0"))));
+  for (int i = 1; i <= 3; ++i) {
+    const std::string out = Connect(gateway.port(), Resume::kTls13,
+                                    Session("chain" + std::to_string(i - 1)),
+                                    Session("chain" + std::to_string(i)));
+    EXPECT_TRUE(Reused(out)) << i << "\n" << out;
+  }
+}
+
 TEST_F(ResumptionTest, SClientReconnect) {
   TestGateway gateway(Config("", 2), echo_->port());
   for (const Resume kind : {Resume::kTls12Ticket, Resume::kTls12SessionId}) {
