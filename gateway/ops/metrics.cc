@@ -488,7 +488,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "Unix time of the last configuration that took effect (startup included).");
   w.Sample("config_last_reload_success_timestamp_seconds", "", reloads_.last_success);
   w.Family("admin_changes_total", "counter",
-           "Changes made through the admin API (key resets, blocks set, blocks removed), by kind.");
+           "Changes made through the admin API (key resets, blocks and overrides set or "
+           "removed), by kind.");
   for (int k = 0; k < kAdminChanges; ++k) {
     w.Sample("admin_changes_total", label("kind", AdminChangeName(static_cast<AdminChange>(k))),
              admin_changes_[static_cast<std::size_t>(k)]);
