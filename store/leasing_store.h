@@ -3,7 +3,8 @@
 // every other decision to the store behind it (the exact path: Redis
 // behind its on_error decorator).
 //
-// Per key it keeps the leases in hand and spends them oldest first: a
+// Per key it keeps the leases in hand (store/lease_hand.h, the policy
+// below) and spends them oldest first: a
 // request whose cost is in hand is answered at once, inline, without Redis.
 // The next lease is asked for in the background before the hand runs out
 // (a quarter of the expected use left, or a quarter of lease_ttl), sized to
@@ -35,6 +36,7 @@
 #include <vector>
 
 #include "store/clock.h"
+#include "store/lease_hand.h"
 #include "store/lease_stats.h"
 #include "store/redis_store.h"
 #include "store/store.h"
@@ -80,16 +82,15 @@ class LeasingStore final : public Store {
 
  private:
   struct Spec;
-  struct Held;
   struct Waiter;
   struct Entry;
 
   Entry* Find(const DecideRequest& request);
   // Spends `cost` units from the hand if it holds them.
   bool Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d);
-  // Returns the leases that ended by `now`.
-  void Expire(Entry& e, std::int64_t now);
-  void GiveBack(Entry& e, Held& held, std::int64_t now);
+  // A lease leaving `e`'s hand (LeaseHand::Releases): counted, and sent
+  // back to Redis when `send`.
+  void GiveBack(Entry& e, const LeaseHand::Held& held, bool send, std::int64_t now);
   // Asks for a lease in the background when the hand runs low.
   void MaybeRenew(Entry& e, std::int64_t now);
   void StartTake(Entry& e, std::int64_t now, std::int64_t need);
@@ -97,9 +98,6 @@ class LeasingStore final : public Store {
   // Answers waiting requests from the hand, limits them while the budget is
   // spent, or asks for more.
   void Serve(Entry& e, std::int64_t now);
-  // Units used over about the last lease_ttl.
-  std::int64_t Rate(Entry& e, std::int64_t now) const;
-  void NoteUse(Entry& e, std::int64_t now, std::int64_t cost);
   void Due(const Entry& e, std::int64_t at);
   void Arm();
 
@@ -109,7 +107,7 @@ class LeasingStore final : public Store {
   Options options_;
   RedisStore& redis_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
-  std::unordered_map<std::string, Entry> entries_;  // by fingerprint bytes + key
+  std::unordered_map<std::string, Entry> entries_;                  // by fingerprint bytes + key
   // When an entry needs looking at (a lease's end, a spent budget's),
   // earliest first, by entries_'s key.
   using DueItem = std::pair<std::int64_t, std::string>;

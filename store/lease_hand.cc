@@ -1,0 +1,124 @@
+#include "store/lease_hand.h"
+
+#include <algorithm>
+
+namespace tollgate::store {
+
+LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket)
+    : ttl_ms_(ttl_ms), bucket_(bucket), period_start_(now_ms) {}
+
+void LeaseHand::Release(Held& held, std::int64_t now, Releases& releases) {
+  in_hand_ -= held.left;
+  releases.OnRelease(held, held.left > 0 || (bucket_ && Rate(now) >= kBusy), now);
+}
+
+void LeaseHand::Expire(std::int64_t now, Releases& releases) {
+  while (!held_.empty() && held_.front().end_ms <= now) {
+    Release(held_.front(), now, releases);
+    held_.pop_front();
+  }
+}
+
+bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d,
+                      Releases& releases) {
+  if (in_hand_ < cost) return false;
+  std::int64_t need = cost;
+  for (Held& h : held_) {
+    const std::int64_t take = std::min(need, h.left);
+    h.left -= take;
+    h.used += take;
+    need -= take;
+    if (need == 0) break;
+  }
+  in_hand_ -= cost;
+  NoteUse(now, cost);
+  // A busy key's bucket lease spent to the last unit goes back now: the
+  // shared state refills the bucket only past the units it still counts as
+  // leased.
+  if (bucket_ && Rate(now) >= kBusy) {
+    while (!held_.empty() && held_.front().left == 0) {
+      Release(held_.front(), now, releases);
+      held_.pop_front();
+    }
+  }
+  d = {};
+  d.allowed = true;
+  d.remaining = in_hand_;
+  const std::int64_t lasts =
+      held_.empty() ? 0 : std::max<std::int64_t>(0, held_.front().end_ms - now);
+  d.reset_ms = d.window_reset_ms = lasts;
+  return true;
+}
+
+algorithms::Decision LeaseHand::Limited(std::int64_t now) const {
+  algorithms::Decision d;
+  d.allowed = false;
+  d.remaining = 0;
+  d.retry_after_ms = std::max<std::int64_t>(0, blocked_until_ - now);
+  d.reset_ms = d.window_reset_ms = d.retry_after_ms;
+  return d;
+}
+
+std::int64_t LeaseHand::Rate(std::int64_t now) const {
+  const std::int64_t into = std::clamp<std::int64_t>(now - period_start_, 0, ttl_ms_);
+  // The previous period weighted by the part of it still within one
+  // lease_ttl of now, as two_bucket estimates a sliding window.
+  return used_now_ + used_before_ * (ttl_ms_ - into) / ttl_ms_;
+}
+
+void LeaseHand::NoteUse(std::int64_t now, std::int64_t cost) {
+  if (now - period_start_ >= 2 * ttl_ms_) {
+    used_before_ = 0;
+    used_now_ = 0;
+    period_start_ = now;
+  } else if (now - period_start_ >= ttl_ms_) {
+    used_before_ = used_now_;
+    used_now_ = 0;
+    period_start_ += ttl_ms_;
+  }
+  used_now_ += cost;
+  last_use_ = now;
+}
+
+std::int64_t LeaseHand::Want(std::int64_t now, std::int64_t need, std::int64_t max_units) const {
+  const std::int64_t want = std::min(std::max<std::int64_t>(Rate(now), 1), max_units);
+  return std::max(want, need);
+}
+
+bool LeaseHand::WantsRenewal(std::int64_t now) const {
+  if (Blocked(now)) return false;
+  const std::int64_t rate = Rate(now);
+  // A key used once per lease_ttl or less takes a lease when a request
+  // needs one, as a decision would cost.
+  if (rate < kBusy) return false;
+  const bool few = in_hand_ * 4 <= rate;
+  const bool ending = held_.empty() || held_.back().end_ms - now <= ttl_ms_ / 4;
+  return few || ending;
+}
+
+std::int64_t LeaseHand::Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
+                            std::vector<std::int64_t> stamps) {
+  Held h{units, 0, sent_ms + valid_ms, std::move(stamps)};
+  auto at = held_.end();
+  while (at != held_.begin() && (at - 1)->end_ms > h.end_ms) --at;
+  const std::int64_t end = h.end_ms;
+  held_.insert(at, std::move(h));
+  in_hand_ += units;
+  return end;
+}
+
+std::int64_t LeaseHand::Block(std::int64_t sent_ms, std::int64_t retry_after_ms) {
+  blocked_until_ = sent_ms + std::clamp<std::int64_t>(retry_after_ms, 1, ttl_ms_);
+  return blocked_until_;
+}
+
+bool LeaseHand::Quiet(std::int64_t now, std::int64_t& look_again) const {
+  look_again = 0;
+  if (!held_.empty() || Blocked(now)) return false;
+  const std::int64_t quiet_at = last_use_ + ttl_ms_;
+  if (quiet_at <= now) return true;
+  look_again = quiet_at;
+  return false;
+}
+
+}  // namespace tollgate::store

@@ -1,0 +1,102 @@
+// One key's leases in one gateway's hand and the policy that spends,
+// sizes, renews and gives them back (docs/leases.md): what LeasingStore
+// does per key against Redis, and what `tollgate replay --sync lease`
+// simulates per gateway against algorithms::LeaseState. Pure: no I/O,
+// clock or locks; the caller passes the time. Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <vector>
+
+#include "algorithms/limit.h"
+
+namespace tollgate::store {
+
+class LeaseHand {
+ public:
+  // Units per lease_ttl from which a key is renewed in the background and
+  // its spent bucket leases go back at once.
+  static constexpr std::int64_t kBusy = 2;
+
+  // A lease in hand.
+  struct Held {
+    std::int64_t left = 0;
+    std::int64_t used = 0;
+    std::int64_t end_ms = 0;  // local: when its take was sent + valid_ms
+    std::vector<std::int64_t> stamps;
+  };
+  // Told of a lease leaving the hand at `now` with its `left` units
+  // unused; `send`: whether to give it back to the shared state: always
+  // with unused units; a lease spent to the last unit only for a busy key's
+  // bucket (the shared state refills past it only once it is back; a
+  // window keeps what was used, and a quiet key's bucket lease may expire,
+  // counted as spent).
+  class Releases {
+   public:
+    virtual void OnRelease(const Held& held, bool send, std::int64_t now) = 0;
+
+   protected:
+    ~Releases() = default;
+  };
+
+  // `ttl_ms`: lease_ttl; `bucket`: a token or leaky bucket's lease, which
+  // holds refill back in the shared state until it returns.
+  LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket);
+
+  // A new lease_ttl (a reload that kept the limit).
+  void set_ttl(std::int64_t ttl_ms) { ttl_ms_ = ttl_ms; }
+
+  // Gives back the leases that ended by `now`.
+  void Expire(std::int64_t now, Releases& releases);
+  // Spends `cost` units if the hand holds them: an allowing decision
+  // (remaining: the units left in hand) in `d`.
+  bool Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d, Releases& releases);
+  // Whether the shared budget is spent until later than `now`, and the
+  // limiting decision that answers meanwhile.
+  bool Blocked(std::int64_t now) const { return blocked_until_ > now; }
+  algorithms::Decision Limited(std::int64_t now) const;
+
+  // How many units to ask for: the use over the last lease_ttl (at least
+  // 1, at most `max_units`), and at least `need`.
+  std::int64_t Want(std::int64_t now, std::int64_t need, std::int64_t max_units) const;
+  // Whether a busy key should ask for its next lease now, in the
+  // background: few units left for its rate, or the newest lease ending
+  // within a quarter of lease_ttl.
+  bool WantsRenewal(std::int64_t now) const;
+
+  // A take sent at `sent_ms` was answered with `units` >= 1 valid for
+  // `valid_ms`; when it ends (local time).
+  std::int64_t Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
+                   std::vector<std::int64_t> stamps);
+  // A take sent at `sent_ms` found the budget spent: not asked for again
+  // before `retry_after_ms` (clamped to 1..lease_ttl: units other gateways
+  // hold come back within it); when that is.
+  std::int64_t Block(std::int64_t sent_ms, std::int64_t retry_after_ms);
+
+  // Nothing held, nothing blocked, and unused for a lease_ttl: can be
+  // forgotten; else, when to look again (0: not before something changes).
+  bool Quiet(std::int64_t now, std::int64_t& look_again) const;
+
+  std::int64_t in_hand() const { return in_hand_; }
+
+ private:
+  // Units used over about the last lease_ttl.
+  std::int64_t Rate(std::int64_t now) const;
+  void NoteUse(std::int64_t now, std::int64_t cost);
+  void Release(Held& held, std::int64_t now, Releases& releases);
+
+  std::int64_t ttl_ms_;
+  bool bucket_;
+  std::deque<Held> held_;  // by end_ms
+  std::int64_t in_hand_ = 0;
+  std::int64_t blocked_until_ = 0;
+  // Units used in the period that began at period_start_ (lease_ttl long)
+  // and in the one before it.
+  std::int64_t period_start_;
+  std::int64_t used_now_ = 0;
+  std::int64_t used_before_ = 0;
+  std::int64_t last_use_ = 0;
+};
+
+}  // namespace tollgate::store
