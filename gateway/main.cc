@@ -19,10 +19,10 @@
 
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
-#include "gateway/tools/echo_upstream.h"
-#include "gateway/tools/ctl.h"
-#include "gateway/tools/replay.h"
 #include "gateway/server.h"
+#include "gateway/tools/ctl.h"
+#include "gateway/tools/echo_upstream.h"
+#include "gateway/tools/replay.h"
 #include "rules/config.h"
 #include "rules/duration.h"
 #include "store/clock.h"
@@ -38,6 +38,9 @@ constexpr std::string_view kUsage = R"(usage:
                   [--store local|redis] [--redis URL] < trace.csv
   tollgate replay --config FILE --rule NAME [--store local|redis] [--redis URL] < trace.csv
                                     decide a trace (t_ms,key[,cost]) with a virtual clock
+  tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
+                                    a fleet of N gateways deciding from leases, next to
+                                    one exact store (t_ms,key[,cost[,gateway]])
   tollgate echo-upstream [--listen HOST:PORT] [--threads N]
                                     run the bundled demo/benchmark upstream
   tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
@@ -199,9 +202,30 @@ std::optional<std::int64_t> ParseCount(std::string_view text) {
   return n;
 }
 
+// The lease fleet of --sync lease: `flags` (--gateways, --lease-ttl,
+// --lease-max as given), else the rule's sync = "lease" keys (`configured`),
+// else the defaults (lease_max: a tenth of the smallest limit).
+struct LeaseFlags {
+  bool lease = false;  // --sync lease
+  std::optional<std::int64_t> gateways, ttl_ms, max_units;
+};
+std::optional<LeaseReplay> FleetOf(const LeaseFlags& flags,
+                                   const std::vector<algorithms::LimitParams>& windows,
+                                   const std::optional<store::LimitSpec::Lease>& configured) {
+  if (!flags.lease) return std::nullopt;
+  LeaseReplay fleet;
+  std::int64_t smallest = windows.front().limit;
+  for (const algorithms::LimitParams& p : windows) smallest = std::min(smallest, p.limit);
+  fleet.gateways = flags.gateways.value_or(fleet.gateways);
+  fleet.ttl_ms = flags.ttl_ms.value_or(configured ? configured->ttl_ms : fleet.ttl_ms);
+  fleet.max_units = flags.max_units.value_or(configured ? configured->max_units
+                                                        : std::max<std::int64_t>(1, smallest / 10));
+  return fleet;
+}
+
 // --config FILE --rule NAME: the rule's windows (all of them) and cost.
 int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
-                         const std::optional<store::RedisAddress>& redis) {
+                         const std::optional<store::RedisAddress>& redis, const LeaseFlags& lease) {
   rules::LoadResult loaded = rules::LoadConfigFile(file);
   if (!loaded.config) {
     PrintErrors(loaded.errors);
@@ -222,6 +246,7 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
     options.windows = rule.limit->windows;
     options.default_cost = rule.cost;
     options.redis = redis;
+    options.lease = FleetOf(lease, options.windows, rule.limit->lease);
     std::ios::sync_with_stdio(false);
     return RunReplay(options, std::cin, std::cout, std::cerr);
   }
@@ -240,6 +265,7 @@ int Replay(const std::vector<std::string>& args) {
   bool nodelay = false;
   std::string store_kind = "local";
   std::optional<std::string> redis_url;
+  LeaseFlags lease;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> std::optional<std::string> {
@@ -285,11 +311,39 @@ int Replay(const std::vector<std::string>& args) {
       store_kind = *v;
     } else if (a == "--redis") {
       redis_url = *v;
+    } else if (a == "--sync") {
+      if (*v != "exact" && *v != "lease") {
+        return Usage(fmt::format("--sync must be \"exact\" or \"lease\"; got \"{}\"", *v));
+      }
+      lease.lease = *v == "lease";
+    } else if (a == "--gateways") {
+      lease.gateways = ParseCount(*v);
+      if (!lease.gateways || *lease.gateways < 1 || *lease.gateways > LeaseReplay::kMaxGateways) {
+        return Usage(fmt::format("--gateways must be an integer from 1 to {}; got \"{}\"",
+                                 LeaseReplay::kMaxGateways, *v));
+      }
+    } else if (a == "--lease-ttl") {
+      lease.ttl_ms = rules::ParseDurationMs(*v);
+      if (!lease.ttl_ms || *lease.ttl_ms < 1) {
+        return Usage(
+            fmt::format("--lease-ttl must be a duration such as 500ms or 1s; got \"{}\"", *v));
+      }
+    } else if (a == "--lease-max") {
+      lease.max_units = ParseCount(*v);
+      if (!lease.max_units || *lease.max_units < 1) {
+        return Usage(fmt::format("--lease-max must be a positive integer; got \"{}\"", *v));
+      }
     } else {
       return Usage(fmt::format("unknown replay option \"{}\"", a));
     }
   }
   if (redis_url && store_kind != "redis") return Usage("--redis goes with --store redis");
+  if (!lease.lease && (lease.gateways || lease.ttl_ms || lease.max_units)) {
+    return Usage("--gateways, --lease-ttl and --lease-max go with --sync lease");
+  }
+  if (lease.lease && store_kind == "redis") {
+    return Usage("--sync lease simulates the fleet and its Redis in the process: no --store redis");
+  }
   std::optional<store::RedisAddress> redis;
   if (store_kind == "redis") {
     std::string error;
@@ -301,7 +355,7 @@ int Replay(const std::vector<std::string>& args) {
     if (algorithm || limit || window_ms || burst || nodelay) {
       return Usage("--config/--rule take the limit from the file: no --algorithm, --limit, ...");
     }
-    return ReplayConfiguredRule(*config_file, *rule_name, redis);
+    return ReplayConfiguredRule(*config_file, *rule_name, redis, lease);
   }
   if (!algorithm || !limit || !window_ms) {
     return Usage("replay needs --algorithm, --limit and --window (or --config and --rule)");
@@ -322,6 +376,7 @@ int Replay(const std::vector<std::string>& args) {
   ReplayOptions options;
   options.windows = {p};
   options.redis = redis;
+  options.lease = FleetOf(lease, options.windows, std::nullopt);
   std::ios::sync_with_stdio(false);
   return RunReplay(options, std::cin, std::cout, std::cerr);
 }

@@ -15,6 +15,7 @@
 
 #include "algorithms/validate.h"
 #include "gateway/io/net.h"
+#include "gateway/tools/replay_lease.h"
 #include "gateway/tools/trace_line.h"
 #include "store/local_store.h"
 #include "store/redis_store.h"
@@ -65,6 +66,7 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     fmt::print(err, "replay: {}\n", *problem);
     return 1;
   }
+  if (options.lease) return RunLeaseReplay(options, in, out, err);
   const store::LimitSpec spec = store::LimitSpec::Make(options.windows);
   asio::io_context io;
   store::RedisHealth health;
@@ -144,6 +146,9 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     }
     if (auto problem = algorithms::ValidateCost(options.windows, cost)) {
       return fail(line_number, *problem);
+    }
+    if (parsed.gateway >= 0) {
+      return fail(line_number, "a gateway column needs --sync lease --gateways N");
     }
     seen_data = true;
     last_t = t;

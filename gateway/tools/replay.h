@@ -14,6 +14,15 @@
 
 namespace tollgate::gateway {
 
+// `--sync lease --gateways N`: a fleet deciding from leases
+// (gateway/tools/replay_lease.h).
+struct LeaseReplay {
+  std::int64_t gateways = 3;   // 1 to kMaxGateways
+  std::int64_t ttl_ms = 1000;  // lease_ttl
+  std::int64_t max_units = 1;  // lease_max
+  static constexpr std::int64_t kMaxGateways = 1024;
+};
+
 struct ReplayOptions {
   std::vector<algorithms::LimitParams> windows;  // validated by RunReplay
   std::string input_name = "<stdin>";            // for error messages
@@ -21,6 +30,8 @@ struct ReplayOptions {
   // Set: decide on this Redis (time = "client": the trace's timestamps; keys
   // under a prefix unique to the run) instead of a local store.
   std::optional<store::RedisAddress> redis;
+  // Set: a fleet deciding from leases, next to one exact local store.
+  std::optional<LeaseReplay> lease;
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.

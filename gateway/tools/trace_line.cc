@@ -37,14 +37,24 @@ TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t def
   if (line.empty() || line.front() == '#') return {};
   if (!seen_data && line.rfind("t_ms", 0) == 0) return {};  // header
   const std::size_t first = line.find(',');
-  if (first == std::string_view::npos) return Error("expected \"t_ms,key[,cost]\"");
+  if (first == std::string_view::npos) return Error("expected \"t_ms,key[,cost[,gateway]]\"");
   std::string_view rest = line.substr(first + 1);
   std::string_view key = rest;
   std::int64_t cost = default_cost;
+  std::int64_t gateway = -1;
   if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
     key = rest.substr(0, second);
-    if (!ParseInt(rest.substr(second + 1), cost)) {
-      return Error(fmt::format("cost \"{}\" is not an integer", Trim(rest.substr(second + 1))));
+    std::string_view cost_text = rest.substr(second + 1);
+    if (const std::size_t third = cost_text.find(','); third != std::string_view::npos) {
+      const std::string_view gateway_text = cost_text.substr(third + 1);
+      if (!ParseInt(gateway_text, gateway) || gateway < 0) {
+        return Error(
+            fmt::format("gateway \"{}\" is not a non-negative integer", Trim(gateway_text)));
+      }
+      cost_text = cost_text.substr(0, third);
+    }
+    if (!(gateway >= 0 && Trim(cost_text).empty()) && !ParseInt(cost_text, cost)) {
+      return Error(fmt::format("cost \"{}\" is not an integer", Trim(cost_text)));
     }
   }
   key = Trim(key);
@@ -66,6 +76,7 @@ TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t def
   r.t_ms = t;
   r.key = key;
   r.cost = cost;
+  r.gateway = gateway;
   return r;
 }
 

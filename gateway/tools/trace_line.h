@@ -16,16 +16,19 @@ struct TraceLine {
     kError,  // error is set
   };
   Kind kind = Kind::kSkip;
-  std::int64_t t_ms = 0;  // 0 to algorithms::kMaxTimeMs
-  std::string_view key;   // within the line; not empty, at most store::kMaxKeyBytes
-  std::int64_t cost = 0;  // as written, or default_cost; any integer
-  std::string error;      // without the "name:line: " prefix
+  std::int64_t t_ms = 0;      // 0 to algorithms::kMaxTimeMs
+  std::string_view key;       // within the line; not empty, at most store::kMaxKeyBytes
+  std::int64_t cost = 0;      // as written, or default_cost; any integer
+  std::int64_t gateway = -1;  // as written (>= 0), or -1 when not given
+  std::string error;          // without the "name:line: " prefix
 };
 
-// `t_ms,key[,cost]`, spaces and tabs around fields (and a trailing '\r')
-// ignored; a line starting with "t_ms" before the first data line
-// (`seen_data` false) is the header. Not checked here: time order and the
-// cost against the limit, which need the run's state (RunReplay checks them).
+// `t_ms,key[,cost[,gateway]]` (an empty cost before a gateway: the
+// default), spaces and tabs around fields (and a trailing '\r') ignored; a
+// line starting with "t_ms" before the first data line (`seen_data` false)
+// is the header. Not checked here: time order, the cost against the limit
+// and the gateway against the fleet, which need the run's state
+// (RunReplay checks them).
 TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t default_cost);
 
 }  // namespace tollgate::gateway

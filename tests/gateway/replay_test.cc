@@ -1,10 +1,14 @@
-// `tollgate replay`: golden outputs per algorithm, and bad input.
+// `tollgate replay`: golden outputs per algorithm, and bad input; with
+// --sync lease, a simulated fleet never above one exact store.
 #include "gateway/tools/replay.h"
 
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <map>
+#include <random>
 #include <sstream>
+#include <vector>
 
 namespace tollgate::gateway {
 namespace {
@@ -68,7 +72,8 @@ std::string ReplayError(const std::string& trace) {
 }
 
 TEST(Replay, BadInputNamesTheLine) {
-  EXPECT_EQ(ReplayError("0,a\nnonsense\n"), "trace.csv:2: expected \"t_ms,key[,cost]\"\n");
+  EXPECT_EQ(ReplayError("0,a\nnonsense\n"),
+            "trace.csv:2: expected \"t_ms,key[,cost[,gateway]]\"\n");
   EXPECT_EQ(ReplayError("# c\n10,a\n5,a\n"), "trace.csv:3: time goes backwards: 5 after 10\n");
   EXPECT_EQ(ReplayError("0,a,4\n"),
             "trace.csv:1: cost 4 exceeds the capacity 3 of this fixed_window limit, so it could "
@@ -76,6 +81,9 @@ TEST(Replay, BadInputNamesTheLine) {
   EXPECT_EQ(ReplayError("x,a\n"),
             "trace.csv:1: time \"x\" is not a non-negative integer of milliseconds\n");
   EXPECT_EQ(ReplayError("0,a,two\n"), "trace.csv:1: cost \"two\" is not an integer\n");
+  EXPECT_EQ(ReplayError("0,a,,1\n"),
+            "trace.csv:1: a gateway column needs --sync lease --gateways N\n");
+  EXPECT_EQ(ReplayError("0,a,1,x\n"), "trace.csv:1: gateway \"x\" is not a non-negative integer\n");
   // Beyond 2^50 ms the algorithms' arithmetic would overflow (found by
   // fuzz/replay.cc with a time of 2^63 - 1).
   EXPECT_EQ(ReplayError("0,a\n9223372036854775807,a\n"),
@@ -92,6 +100,119 @@ TEST(Replay, InvalidLimitIsExplained) {
   EXPECT_EQ(RunReplay(options, in, out, err), 1);
   EXPECT_EQ(err.str(),
             "replay: window 1000ms is not divisible into 7 sub_windows of whole milliseconds\n");
+}
+
+// A trace of `rows` unit-cost requests of three keys, 0 to 3 ms apart.
+std::string RandomTrace(std::uint32_t seed, int rows) {
+  std::mt19937 random(seed);
+  std::string trace = "t_ms,key\n";
+  std::int64_t t = 0;
+  for (int i = 0; i < rows; ++i) {
+    t += static_cast<std::int64_t>(random() % 4);
+    trace += std::to_string(t) + ",k" + std::to_string(random() % 3) + "\n";
+  }
+  return trace;
+}
+
+struct FleetRun {
+  std::string out, err;
+  int exit = 0;
+};
+
+FleetRun RunFleet(const LimitParams& params, const std::string& trace, std::int64_t gateways,
+                  std::int64_t ttl_ms = 200, std::int64_t max_units = 10) {
+  std::istringstream in(trace);
+  std::ostringstream out, err;
+  ReplayOptions options;
+  options.windows = {params};
+  options.lease = LeaseReplay{gateways, ttl_ms, max_units};
+  FleetRun run;
+  run.exit = RunReplay(options, in, out, err);
+  run.out = out.str();
+  run.err = err.str();
+  return run;
+}
+
+// Per key, what the fleet and the exact store allowed, from the rows.
+std::map<std::string, std::pair<int, int>> AllowedByKey(const std::string& out) {
+  std::map<std::string, std::pair<int, int>> allowed;
+  std::istringstream rows(out);
+  std::string row;
+  std::getline(rows, row);  // header
+  while (std::getline(rows, row)) {
+    std::vector<std::string> fields;
+    std::istringstream parts(row);
+    for (std::string f; std::getline(parts, f, ',');) fields.push_back(f);
+    auto& [fleet, exact] = allowed[fields[1]];
+    fleet += fields[4] == "allowed";
+    exact += fields[5] == "allowed";
+  }
+  return allowed;
+}
+
+TEST(ReplayLease, AFleetNeverAllowsMoreThanOneExactStore) {
+  // With unit costs one exact store allows the most any schedule within
+  // the limit can: the fleet, within the limit too, allows at most that.
+  const LimitParams limits[] = {
+      {Algorithm::kTokenBucket, 100, 1000, 100, 10, Shaping::kDelay},
+      {Algorithm::kLeakyBucket, 100, 1000, 20, 10, Shaping::kNoDelay},
+      {Algorithm::kFixedWindow, 100, 1000, 0, 10, Shaping::kDelay},
+      {Algorithm::kSubWindow, 100, 1000, 0, 10, Shaping::kDelay},
+      {Algorithm::kTwoBucket, 100, 1000, 0, 10, Shaping::kDelay},
+  };
+  for (const LimitParams& params : limits) {
+    for (std::uint32_t seed = 1; seed <= 3; ++seed) {
+      const std::string trace = RandomTrace(seed, 3000);
+      for (std::int64_t gateways : {1, 3, 8}) {
+        const FleetRun run = RunFleet(params, trace, gateways);
+        ASSERT_EQ(run.exit, 0) << run.err;
+        for (const auto& [key, allowed] : AllowedByKey(run.out)) {
+          EXPECT_LE(allowed.first, allowed.second)
+              << algorithms::AlgorithmName(params.algorithm) << " seed " << seed << " gateways "
+              << gateways << " key " << key;
+          EXPECT_GT(allowed.first, 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(ReplayLease, OneGatewayWithAFixedWindowAllowsWhatTheExactStoreAllows) {
+  const FleetRun run = RunFleet({Algorithm::kFixedWindow, 100, 1000, 0, 10, Shaping::kDelay},
+                                RandomTrace(7, 3000), 1, 1000, 10);
+  ASSERT_EQ(run.exit, 0) << run.err;
+  for (const auto& [key, allowed] : AllowedByKey(run.out)) {
+    EXPECT_EQ(allowed.first, allowed.second) << key;
+  }
+}
+
+TEST(ReplayLease, RowsGoRoundRobinOrToTheirGatewayColumn) {
+  const FleetRun run = RunFleet({Algorithm::kFixedWindow, 3, 1000, 0, 10, Shaping::kDelay},
+                                "0,a\n1,a\n2,a,,0\n3,a,1,0\n4,b\n", 2, 1000, 1);
+  ASSERT_EQ(run.exit, 0) << run.err;
+  EXPECT_EQ(run.out,
+            "t_ms,key,cost,gateway,decision,exact_decision\n"
+            "0,a,1,0,allowed,allowed\n"
+            "1,a,1,1,allowed,allowed\n"
+            "2,a,1,0,allowed,allowed\n"
+            "3,a,1,0,limited,limited\n"
+            "4,b,1,0,allowed,allowed\n");
+  EXPECT_NE(run.err.find("gateway 0: allowed 3, limited 1\n"), std::string::npos) << run.err;
+  EXPECT_NE(run.err.find("a: fleet allowed 3, one exact store allowed 3\n"), std::string::npos);
+  EXPECT_NE(run.err.find("fleet of 2: allowed 4 (100.0% of what one exact store allowed: 4)"),
+            std::string::npos);
+}
+
+TEST(ReplayLease, BadInputAndAlgorithmsThatCannotLease) {
+  FleetRun run =
+      RunFleet({Algorithm::kFixedWindow, 3, 1000, 0, 10, Shaping::kDelay}, "0,a,,2\n", 2);
+  EXPECT_EQ(run.exit, 1);
+  EXPECT_EQ(run.err, "<stdin>:1: gateway 2 is not in a fleet of 2 (0 to 1)\n");
+  run = RunFleet({Algorithm::kSlidingLog, 3, 1000, 0, 10, Shaping::kDelay}, "0,a\n", 2);
+  EXPECT_EQ(run.exit, 1);
+  EXPECT_EQ(run.err,
+            "replay: sync = \"lease\" is not available for sliding_log yet; use sync = "
+            "\"exact\"\n");
 }
 
 }  // namespace
