@@ -116,6 +116,7 @@ ${TOLLGATE_LISTENER:-}
 [admin]
 address = "127.0.0.1:$admin"
 metrics = ${TOLLGATE_METRICS:-true}
+${TOLLGATE_ADMIN_OPTIONS:-}
 [log]
 access = "off"
 level = "${TOLLGATE_LOG_LEVEL:-warn}"
@@ -129,7 +130,8 @@ upstream = "api"
 $extra
 TOML
   # TOLLGATE_WRAP: a command to run tollgate under; TOLLGATE_LISTENER: more
-  # keys of its listener (tls).
+  # keys of its listener (tls); TOLLGATE_ADMIN_OPTIONS: more keys of [admin]
+  # (token_env).
   ${TOLLGATE_WRAP:-} "$TOLLGATE" --config "$WORK/tollgate-$port.toml" 2>"$WORK/tollgate-$port.err" &
   PIDS+=($!)
   wait_port "$port"

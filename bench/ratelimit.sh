@@ -11,10 +11,57 @@
 # a header that takes 100000 values in turn (bench/distinct_keys.lua: no two
 # decisions in flight share a key), each against the local store with the
 # same rule and load.
-# Usage: bench/ratelimit.sh [rounds]
+# Usage: bench/ratelimit.sh [rounds] [--admin-load]
+#   --admin-load: instead, the cost of the admin API's blocks and overrides
+#   on requests none of them applies to: tollgate with the pass rule and
+#   10 000 blocks and 10 000 overrides loaded (bench/admin_load.py) against
+#   the same gateway with none, written to RESULTS.md's ratelimit_admin
+#   section.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
-rounds=${1:-3}
+admin_load=false
+args=()
+for arg in "$@"; do
+  if [ "$arg" = --admin-load ]; then admin_load=true; else args+=("$arg"); fi
+done
+rounds=${args[0]:-3}
+
+if $admin_load; then
+  # Both gateways have the admin token, so that they differ only in what
+  # is loaded.
+  TOLLGATE_ADMIN_TOKEN=$(head -c 32 /dev/urandom | od -An -tx1 | tr -d ' \n')
+  export TOLLGATE_ADMIN_TOKEN
+  export TOLLGATE_ADMIN_OPTIONS='token_env = "TOLLGATE_ADMIN_TOKEN"'
+  echo_port=$(free_port); start_echo "$echo_port"
+  declare -A port
+  port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo_port" "$(token_bucket_rule 1000000 1000000)"
+  port[tollgate_loaded]=$(free_port); start_tollgate "${port[tollgate_loaded]}" "$echo_port" "$(token_bucket_rule 1000000 1000000)"
+  loaded_admin=$(awk '/^\[admin\]/ { a = 1 } a && /^address/ { gsub(/.*:|"/, ""); print; exit }' \
+    "$WORK/tollgate-${port[tollgate_loaded]}.toml")
+  load_started=$(date +%s)
+  /usr/bin/python3 "$BENCH_ROOT/bench/admin_load.py" "$loaded_admin" 10000 10000 per-key
+  load_seconds=$(( $(date +%s) - load_started ))
+  load_before=$(cut -d" " -f1-3 /proc/loadavg)
+  run_rounds "$rounds" tollgate_pass tollgate_loaded
+  report=$WORK/report.md
+  {
+    echo "## Rate limiting with 10 000 blocks and 10 000 overrides (bench/ratelimit.sh --admin-load)"
+    echo
+    echo "\`bench/ratelimit.sh $rounds --admin-load\` on $(nproc) cores, $(date -u +%Y-%m-%d), load average before the rounds $load_before, wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, $rounds alternating rounds, medians; one worker each, the pass rule of bench/ratelimit.sh (\`token_bucket\` per IP, R = B = 1000000, nothing limited)."
+    echo "Loaded through the admin API into one of the two (bench/admin_load.py, ${load_seconds} s): 10 000 blocks (2 500 each of IPv4 /24 networks, IPv6 /48 networks, users, X-Api-Key values) and 10 000 overrides of the rule's keys (addresses in 198.18.0.0/15). None applies to the load (127.0.0.1, no user, no X-Api-Key), so every request is looked up in the IPv4 trie and in the rule's overrides."
+    echo
+    echo "| gateway | req/s | p50 ms | p99 ms |"
+    echo "|---|---:|---:|---:|"
+    echo "| none loaded | $(col tollgate_pass 1) | $(col tollgate_pass 2) | $(col tollgate_pass 3) |"
+    echo "| 10 000 blocks + 10 000 overrides | $(col tollgate_loaded 1) | $(col tollgate_loaded 2) | $(col tollgate_loaded 3) |"
+    echo
+    echo "Loaded ÷ none, round by round (the two ran back to back in each round): req/s $(round_ratios tollgate_pass tollgate_loaded 1 higher); p99 $(round_ratios tollgate_pass tollgate_loaded 3 lower)."
+    echo "Goal (issue 31): unchanged within noise."
+  } > "$report"
+  cat "$report"
+  write_results ratelimit_admin "$report"
+  exit 0
+fi
 
 
 echo_port=$(free_port); start_echo "$echo_port"
