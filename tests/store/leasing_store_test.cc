@@ -188,7 +188,8 @@ TEST_F(LeasingStoreTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
 
 TEST_F(LeasingStoreTest, GatewaysNeverAdmitMoreThanTheLimit) {
   std::vector<std::unique_ptr<Gateway>> gateways;
-  for (int i = 0; i < 3; ++i) gateways.push_back(std::make_unique<Gateway>(io_, redis_, clock_, stats_));
+  for (int i = 0; i < 3; ++i)
+    gateways.push_back(std::make_unique<Gateway>(io_, redis_, clock_, stats_));
   const LimitSpec specs[] = {Leased(FixedWindow(60, 1000), 300, 6),
                              Leased(TokenBucket(60, 1000, 60), 300, 6)};
   for (const LimitSpec& spec : specs) {
@@ -221,6 +222,41 @@ TEST_F(LeasingStoreTest, GatewaysNeverAdmitMoreThanTheLimit) {
     EXPECT_GE(static_cast<std::int64_t>(admitted.size()) * 10, allowance * 9)
         << (bucket ? "token_bucket" : "fixed_window");
   }
+}
+
+TEST_F(LeasingStoreTest, AKilledGatewaysBucketUnitsComeBackAfterTheirHold) {
+  auto a = std::make_unique<Gateway>(io_, redis_, clock_, stats_);
+  Gateway b(io_, redis_, clock_, stats_);
+  // 10 a second, a bucket of 10; leases of at most 10, for a second.
+  const LimitSpec spec = Leased(TokenBucket(10, 1000, 10), 1000, 10);
+  clock_.Set(14'000'000);
+  // `a` is busy for a moment: it holds units when it dies.
+  int a_allowed = 0;
+  for (int i = 0; i < 4; ++i) {
+    a_allowed += Decide(*a->leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  const std::int64_t held = a->leasing->UnitsInHand();
+  ASSERT_GT(held, 0);
+  a.reset();  // as SIGKILL: nothing is given back
+  int b_allowed = 0;
+  for (int i = 0; i < 10; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(b_allowed, 10 - a_allowed - held);
+  // Past the lease's hold (lease_ttl + the grace of 20 ms) its units count
+  // as spent when it ended, and the bucket refills from there: a second
+  // later it is full again.
+  clock_.Advance(1000 + 20 + 1000);
+  b.leasing->Tick();
+  Settle();
+  b_allowed = 0;
+  for (int i = 0; i < 12; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(b_allowed, 10);
 }
 
 TEST_F(LeasingStoreTest, AChangedLimitDropsTheOldLeases) {
