@@ -225,9 +225,9 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
   return true;
 }
 
-std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
-  std::string out;
-  if (key.substr(0, rule.name.size()) != rule.name) return out;
+std::vector<ShownPart> ShownKeyParts(const RuleConfig& rule, std::string_view key) {
+  std::vector<ShownPart> parts;
+  if (key.substr(0, rule.name.size()) != rule.name) return parts;
   std::string_view rest = key.substr(rule.name.size());
   for (const KeyPart& part : rule.key) {
     if (rest.empty() || rest.front() != '\x1f') break;
@@ -237,29 +237,41 @@ std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
         part.kind == KeyPartKind::kIp ? IpPartSize(rest) : rest.substr(0, rest.find('\x1f')).size();
     const std::string_view value = rest.substr(0, size);
     rest.remove_prefix(size);
-    if (!out.empty()) out.push_back(' ');
-    out += PartName(part);
-    if (part.kind == KeyPartKind::kHeader) out += part.header;
-    out.push_back('=');
+    ShownPart& shown = parts.emplace_back();
+    shown.name = PartName(part);
+    if (part.kind == KeyPartKind::kHeader) shown.name += part.header;
     if (part.kind == KeyPartKind::kIp && (value.size() == 16 || value.size() == 17)) {
       IpAddress ip;
       std::copy_n(value.begin(), 16, ip.bytes.begin());
       ip.v4 = value.size() == 16;
-      out += ip.ToString();
+      shown.value = ip.ToString();
       const int prefix = value.size() == 17 ? static_cast<std::uint8_t>(value[16]) : 128;
-      if (prefix < 128) out += '/' + std::to_string(prefix);
+      if (prefix < 128) shown.value += '/' + std::to_string(prefix);
     } else if (part.kind == KeyPartKind::kIp) {  // '#' and digits (see AppendIp)
-      out += "unidentified";
-      out += value;
+      shown.value = "unidentified";
+      shown.value += value;
+      shown.names_key = false;
     } else if (part.kind == KeyPartKind::kHeader) {
-      AppendFingerprint(value, 4, out);
+      AppendFingerprint(value, 4, shown.value);
+      shown.names_key = false;
     } else if (part.kind == KeyPartKind::kDescriptor) {
-      std::string shown(value);
-      std::replace(shown.begin(), shown.end(), kEntrySeparator, ',');
-      out += shown;
+      shown.value = value;
+      std::replace(shown.value.begin(), shown.value.end(), kEntrySeparator, ',');
+      shown.names_key = false;
     } else {
-      out += value;
+      shown.value = value;
     }
+  }
+  return parts;
+}
+
+std::string DisplayKey(const RuleConfig& rule, std::string_view key) {
+  std::string out;
+  for (const ShownPart& part : ShownKeyParts(rule, key)) {
+    if (!out.empty()) out.push_back(' ');
+    out += part.name;
+    out.push_back('=');
+    out += part.value;
   }
   return out;
 }

@@ -67,6 +67,18 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
 // ("header:x-api-key=#1f2e3d4c"): they may be credentials.
 std::string DisplayKey(const RuleConfig& rule, std::string_view key);
 
+// One part of a key as DisplayKey shows it.
+struct ShownPart {
+  std::string name;   // as the admin API's queries name it: "ip", "header:X-Api-Key"
+  std::string value;  // as shown
+  // Whether `value` names the part's value (and so the key, in an admin
+  // API query); false for a header's fingerprint, an unidentified client
+  // and a descriptor's entries.
+  bool names_key = true;
+};
+// The parts of a key built by BuildKey for `rule`, in the rule's order.
+std::vector<ShownPart> ShownKeyParts(const RuleConfig& rule, std::string_view key);
+
 // A key part as configured: "ip", "user", "role", "global", "route",
 // "header:X-Api-Key".
 std::string KeyPartName(const KeyPart& part);

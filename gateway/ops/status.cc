@@ -5,6 +5,11 @@
 #include <boost/json/object.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
+#include <boost/url/encode.hpp>
+#include <boost/url/rfc/unreserved_chars.hpp>
+#include <optional>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "gateway/ops/utf8.h"
@@ -12,6 +17,22 @@
 
 namespace tollgate::gateway {
 namespace {
+
+// The admin API's query naming `rule`'s `key` ("rule=per-ip&ip=192.0.2.1"),
+// for the status page's link to the key's state; nullopt when what the
+// page shows of a part does not name it (a header's value, which may be a
+// credential, is shown as a fingerprint only).
+std::optional<std::string> KeyQueryOf(const rules::RuleConfig& rule, std::string_view key) {
+  const auto encode = [](std::string_view text) {
+    return boost::urls::encode(text, boost::urls::unreserved_chars);
+  };
+  std::string query = "rule=" + encode(rule.name);
+  for (const rules::ShownPart& part : rules::ShownKeyParts(rule, key)) {
+    if (!part.names_key) return std::nullopt;
+    query += "&" + encode(part.name) + "=" + encode(part.value);
+  }
+  return query;
+}
 
 namespace json = boost::json;
 
@@ -159,6 +180,9 @@ std::string StatusBoard::RenderJson(const Context& context) const {
     k["key"] =
         rule == config.rules.end() ? std::string() : ValidUtf8(rules::DisplayKey(*rule, key));
     k["limited"] = top[i].second;
+    if (rule != config.rules.end()) {
+      if (std::optional<std::string> query = KeyQueryOf(*rule, key)) k["query"] = *query;
+    }
     top_keys.push_back(std::move(k));
   }
   doc["top_limited"] = std::move(top_keys);

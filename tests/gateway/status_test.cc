@@ -134,6 +134,33 @@ TEST(StatusBoard, TopLimitedKeysAreBoundedAndReadable) {
   EXPECT_TRUE(Render(board, config).at("top_limited").as_array().empty());
 }
 
+// A top-limited key carries the admin API query of its state, percent-
+// encoded, unless what is shown of it does not name it (a header value,
+// shown as a fingerprint).
+TEST(StatusBoard, TopLimitedKeysNameTheirAdminQuery) {
+  const rules::Config config = LoadConfig(std::string(kRules) + R"(
+[[rules]]
+name = "per-key"
+key = "header:X-Api-Key"
+algorithm = "fixed_window"
+limit = 1
+window = "1m"
+)");
+  gateway::Metrics metrics(1, "test");
+  gateway::StatusBoard board(metrics);
+  board.Sample(0);
+  metrics.thread(0).RecordLimitedKey("per-user\x1f" "a b&c");
+  metrics.thread(0).RecordLimitedKey("per-user\x1f" "a b&c");
+  metrics.thread(0).RecordLimitedKey("per-key\x1f" "secret");
+  board.Sample(1000);
+  const json::array top = Render(board, config).at("top_limited").as_array();
+  ASSERT_EQ(top.size(), 2u);
+  EXPECT_EQ(top[0].at("key"), "user=a b&c");
+  EXPECT_EQ(top[0].at("query"), "rule=per-user&user=a%20b%26c");
+  EXPECT_EQ(top[1].at("rule"), "per-key");
+  EXPECT_FALSE(top[1].as_object().contains("query"));
+}
+
 TEST(StatusBoard, UpstreamHealthFromRecentResponsesAndFailures) {
   const rules::Config config = LoadConfig("");
   gateway::Metrics metrics(1, "test");
@@ -202,6 +229,13 @@ TEST(StatusPage, ServedWithItsJson) {
   EXPECT_EQ(RuleNamed(doc, "per-ip").at("limited_last_minute").as_int64(), 2);
   ASSERT_EQ(doc.at("top_limited").as_array().size(), 1u);
   EXPECT_EQ(doc.at("top_limited").as_array()[0].at("key").as_string(), "ip=127.0.0.1");
+  // The page links the key to its state, which the admin API answers.
+  const std::string query(doc.at("top_limited").as_array()[0].at("query").as_string());
+  EXPECT_EQ(query, "rule=per-ip&ip=127.0.0.1");
+  Client api(gateway.admin_port());
+  const Response state = api.Get("/api/v1/keys?" + query);
+  EXPECT_EQ(state.result_int(), 200) << state.body();
+  EXPECT_EQ(json::parse(state.body()).at("limited"), true);
   EXPECT_EQ(doc.at("store").at("kind").as_string(), "local");
   EXPECT_EQ(doc.at("upstreams").as_array()[0].at("state").as_string(), "up");
   EXPECT_EQ(doc.at("config").at("last_reload").at("result").as_string(), "none");
@@ -259,7 +293,10 @@ TEST(StatusPage, ChartsRenderInHeadlessChromium) {
     ys.insert((*it)[1]);
   }
   EXPECT_GE(ys.size(), 2u) << points;
-  EXPECT_NE(dom.find("ip=127.0.0.1"), std::string::npos);
+  // The top-limited key links to its state in the admin API.
+  EXPECT_NE(dom.find(R"(<a href="api/v1/keys?rule=per-ip&amp;ip=127.0.0.1")"), std::string::npos)
+      << dom;
+  EXPECT_NE(dom.find("<code>ip=127.0.0.1</code></a>"), std::string::npos) << dom;
   EXPECT_NE(dom.find(">up<"), std::string::npos);
 }
 
