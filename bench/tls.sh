@@ -1,0 +1,139 @@
+#!/usr/bin/env bash
+# TLS at the edge, tollgate versus nginx (`listen ... ssl`, proxy_pass with
+# upstream keep-alive), one worker each, the same ECDSA P-256 certificate,
+# both in front of the bundled echo upstream over HTTP/1.1:
+#   newconn:   a new TLS connection per request (wrk -H 'Connection: close');
+#              wrk offers each connection's session on its next one, so
+#              these are resumed handshakes as long as the server renews
+#              TLS 1.3 tickets (both do)
+#   full:      openssl s_time -new, STIME_CLIENTS (4) processes at once: a
+#              full handshake (no session offered) and one request per
+#              connection
+#   resumed:   openssl s_time -reuse, likewise: one full handshake, then a
+#              resumed one (TLS 1.3 tickets) and one request per connection
+#   keepalive: wrk -c64 over kept-alive HTTPS connections
+# Beside the rates, the CPU time each proxy process (nginx: its worker)
+# spent per request (utime + stime from /proc/PID/stat around the run): the
+# clients, the upstream and the proxy share the machine's cores, so rates
+# are partly the others'; CPU per request is the proxy's own cost.
+# Usage: bench/tls.sh [rounds]   (env: WRK_DURATION, default 5s; STIME_CLIENTS)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-5}
+clients=${STIME_CLIENTS:-4}
+seconds=${WRK_DURATION:-5s}
+seconds=${seconds%s}
+
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
+  -subj /CN=localhost -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
+
+declare -A port pid
+port[upstream]=$(free_port); start_echo "${port[upstream]}"
+# nginx as a TLS edge is usually given a session cache next to its (default)
+# tickets; tollgate has both built in.
+port[nginx]=$(free_port)
+NGINX_LISTEN=ssl \
+  NGINX_SERVER="ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem; ssl_session_cache shared:SSL:10m;" \
+  start_nginx "${port[nginx]}" "${port[upstream]}"
+pid[nginx]=$(nginx_worker_pid "${port[nginx]}")
+port[tollgate]=$(free_port)
+TOLLGATE_LISTENER="tls = { cert = \"$WORK/cert.pem\", key = \"$WORK/key.pem\" }" \
+  start_tollgate "${port[tollgate]}" "${port[upstream]}"
+pid[tollgate]=${PIDS[-1]}
+
+# "utime stime" of process $1, in clock ticks.
+cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"; }
+
+# The command $2... (printing "rate requests [more]") run against proxy
+# $1; prints its output with the proxy's CPU µs per request appended:
+# user, system, and their sum last.
+measured() {  # proxy command...
+  local proxy=$1 before out
+  shift
+  before=$(cpu_ticks "${pid[$proxy]}")
+  out=$("$@")
+  awk -v hz="$(getconf CLK_TCK)" -v before="$before" -v after="$(cpu_ticks "${pid[$proxy]}")" '
+    { split(before, b, " "); split(after, a, " "); f = 1e6 / hz / $2
+      printf "%s %.1f %.1f %.1f\n", $0, (a[1] - b[1]) * f, (a[2] - b[2]) * f, (a[1] - b[1] + a[2] - b[2]) * f }' <<<"$out"
+}
+
+# wrk over HTTPS to port $1, more wrk arguments after it. Prints
+# "req_per_s requests p99_ms".
+https_wrk() {  # port [wrk arguments]
+  local target=$1 out
+  shift
+  out=$(wrk -t1 -c"${WRK_CONNECTIONS:-64}" -d"${seconds}s" --latency "$@" \
+        "https://127.0.0.1:$target/api/hello")
+  awk '
+    function ms(v) { if (v ~ /us$/) return v / 1000; if (v ~ /ms$/) return v + 0; if (v ~ /s$/) return v * 1000; return v }
+    /Requests\/sec/ { rps = $2 }
+    /^ +99%/ { p99 = ms($2) }
+    / requests in / { total = $1 }
+    END { printf "%.0f %d %.3f\n", rps, total, p99 }
+  ' <<<"$out"
+}
+newconn() { https_wrk "$1" -H "Connection: close"; }
+keepalive() { https_wrk "$1"; }
+full() { s_time "$1" -new; }
+resumed() { s_time "$1" -reuse; }
+
+# $clients openssl s_time at once for $seconds (-new or -reuse in $2);
+# connections per second of wall time (s_time reports whole seconds only).
+# Prints "conn_per_s connections resumed_share".
+s_time() {  # port -new|-reuse
+  local i start end
+  start=$(date +%s%N)
+  for i in $(seq "$clients"); do
+    openssl s_time -connect "127.0.0.1:$1" -www /api/hello "$2" -time "$seconds" \
+      > "$WORK/s_time.$i" 2>&1 &
+  done
+  wait
+  end=$(date +%s%N)
+  # s_time prints 'r' for a resumed connection and '*' for a full one.
+  cat "$WORK"/s_time.* | awk -v ns="$((end - start))" '
+    / connections in .* real seconds/ { n += $1 }
+    /^[r*]+$/ { r += gsub(/r/, ""); f += gsub(/\*/, "") }
+    END { printf "%.0f %d %.3f\n", n * 1e9 / ns, n, r + f ? r / (r + f) : 0 }'
+}
+
+modes="newconn full resumed keepalive"
+for m in $modes; do for t in nginx tollgate; do : > "$WORK/${m}_$t"; done; done
+for round in $(seq "$rounds"); do
+  for m in $modes; do
+    order="nginx tollgate"
+    if [ $((round % 2)) -eq 0 ]; then order="tollgate nginx"; fi
+    for t in $order; do
+      result=$(measured "$t" "$m" "${port[$t]}")
+      echo "round $round $m $t: $result" >&2
+      echo "$result" >> "$WORK/${m}_$t"
+    done
+  done
+done
+
+# The last columns of each result: CPU µs per request, user + system.
+last() { awk '{ print $NF }' "$WORK/$1" | median; }
+split_cpu() { echo "$(awk '{ print $(NF - 2) }' "$WORK/$1" | median) + $(awk '{ print $(NF - 1) }' "$WORK/$1" | median)"; }
+admin_port=$(awk -F'"' '/^\[admin\]/ { getline; split($2, a, ":"); print a[2] }' \
+  "$WORK/tollgate-${port[tollgate]}.toml")
+handshakes=$(curl -s "127.0.0.1:$admin_port/metrics" | awk '/^tollgate_tls_handshakes_total/ {
+  sub(/.*result="/, ""); sub(/"}/, ""); printf "%s%s", sep, $0; sep = ", " }')
+
+report=$WORK/report.md
+{
+  echo "## TLS handshakes: tollgate vs nginx (bench/tls.sh)"
+  echo
+  echo "\`bench/tls.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), $rounds alternating rounds of ${seconds} s per mode, medians; the same ECDSA P-256 certificate, TLS 1.3 (both sides' defaults: TLS_AES_256_GCM_SHA384, X25519)."
+  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... ssl\`, \`ssl_session_cache shared:SSL:10m\` and its default tickets, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
+  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}. Clients, upstream and proxy share the $(nproc) cores; *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
+  echo
+  echo "| mode | nginx req/s | tollgate req/s | ÷ nginx | round by round | nginx CPU µs/req (user + sys) | tollgate CPU µs/req (user + sys) | ÷ nginx | goal |"
+  echo "|---|---:|---:|---:|---|---:|---:|---:|---|"
+  for m in $modes; do
+    case $m in keepalive) goal="≥ 1.0×" ;; full) goal="≥ 1.0×" ;; *) goal="≥ 1.1×" ;; esac
+    echo "| $m | $(col "${m}_nginx" 1) | $(col "${m}_tollgate" 1) | $(ratio "$(col "${m}_tollgate" 1)" "$(col "${m}_nginx" 1)")× | $(round_ratios "${m}_nginx" "${m}_tollgate" 1 higher) | $(last "${m}_nginx") ($(split_cpu "${m}_nginx")) | $(last "${m}_tollgate") ($(split_cpu "${m}_tollgate")) | $(ratio "$(last "${m}_tollgate")" "$(last "${m}_nginx")")× | $goal |"
+  done
+  echo
+  echo "p99 (wrk) newconn: nginx $(col newconn_nginx 3) ms, tollgate $(col newconn_tollgate 3) ms; keepalive: nginx $(col keepalive_nginx 3) ms, tollgate $(col keepalive_tollgate 3) ms. Resumed share of the s_time connections (its 'r' marks): full nginx $(col full_nginx 3), tollgate $(col full_tollgate 3); resumed nginx $(col resumed_nginx 3), tollgate $(col resumed_tollgate 3). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed resume; full, and each s_time's first connection, do not)."
+} > "$report"
+cat "$report"
+write_results tls "$report"
