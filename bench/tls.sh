@@ -12,6 +12,8 @@
 #   resumed:   openssl s_time -reuse, likewise: one full handshake, then a
 #              resumed one (TLS 1.3 tickets) and one request per connection
 #   keepalive: wrk -c64 over kept-alive HTTPS connections
+#   full12, resumed12: full and resumed with s_time -tls1_2 (TLS 1.2's
+#              abbreviated handshake resumes without a key exchange)
 # Beside the rates, the CPU time each proxy process (nginx: its worker)
 # spent per request (utime + stime from /proc/PID/stat around the run): the
 # clients, the upstream and the proxy share the machine's cores, so rates
@@ -23,6 +25,7 @@ rounds=${1:-5}
 clients=${STIME_CLIENTS:-4}
 seconds=${WRK_DURATION:-5s}
 seconds=${seconds%s}
+load=$(cut -d' ' -f1-3 /proc/loadavg)  # other work on the machine skews the rates
 
 openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
   -subj /CN=localhost -keyout "$WORK/key.pem" -out "$WORK/cert.pem" 2>/dev/null
@@ -30,10 +33,13 @@ openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 \
 declare -A port pid
 port[upstream]=$(free_port); start_echo "${port[upstream]}"
 # nginx as a TLS edge is usually given a session cache next to its (default)
-# tickets; tollgate has both built in.
+# tickets; tollgate has both built in. nginx before 1.23.4 offers no TLS
+# 1.3 unless told: it would then resume with TLS 1.2's abbreviated
+# handshake (no key exchange at all) against tollgate's TLS 1.3
+# resumption (an ECDHE each), not the same work.
 port[nginx]=$(free_port)
 NGINX_LISTEN=ssl \
-  NGINX_SERVER="ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem; ssl_session_cache shared:SSL:10m;" \
+  NGINX_SERVER="ssl_certificate $WORK/cert.pem; ssl_certificate_key $WORK/key.pem; ssl_protocols TLSv1.2 TLSv1.3; ssl_session_cache shared:SSL:10m;" \
   start_nginx "${port[nginx]}" "${port[upstream]}"
 pid[nginx]=$(nginx_worker_pid "${port[nginx]}")
 port[tollgate]=$(free_port)
@@ -76,15 +82,19 @@ newconn() { https_wrk "$1" -H "Connection: close"; }
 keepalive() { https_wrk "$1"; }
 full() { s_time "$1" -new; }
 resumed() { s_time "$1" -reuse; }
+full12() { s_time "$1" -new -tls1_2; }
+resumed12() { s_time "$1" -reuse -tls1_2; }
 
-# $clients openssl s_time at once for $seconds (-new or -reuse in $2);
-# connections per second of wall time (s_time reports whole seconds only).
-# Prints "conn_per_s connections resumed_share".
-s_time() {  # port -new|-reuse
-  local i start end
+# $clients openssl s_time at once for $seconds (-new or -reuse, and more
+# s_time options, after the port); connections per second of wall time
+# (s_time reports whole seconds only). Prints "conn_per_s connections
+# resumed_share".
+s_time() {  # port -new|-reuse [s_time options]
+  local target=$1 i start end
+  shift
   start=$(date +%s%N)
   for i in $(seq "$clients"); do
-    openssl s_time -connect "127.0.0.1:$1" -www /api/hello "$2" -time "$seconds" \
+    openssl s_time -connect "127.0.0.1:$target" -www /api/hello "$@" -time "$seconds" \
       > "$WORK/s_time.$i" 2>&1 &
   done
   wait
@@ -96,7 +106,15 @@ s_time() {  # port -new|-reuse
     END { printf "%.0f %d %.3f\n", n * 1e9 / ns, n, r + f ? r / (r + f) : 0 }'
 }
 
-modes="newconn full resumed keepalive"
+# What each side negotiates with a default client ("TLSv1.3, Cipher is ...").
+for t in nginx tollgate; do
+  declare "protocol_$t=$(openssl s_client -connect "127.0.0.1:${port[$t]}" </dev/null 2>/dev/null |
+    sed -n 's/^New, \(.*\)$/\1/p' | head -1)"
+  declare "protocol12_$t=$(openssl s_client -connect "127.0.0.1:${port[$t]}" -tls1_2 </dev/null 2>/dev/null |
+    sed -n 's/^New, \(.*\)$/\1/p' | head -1)"
+done
+
+modes="newconn full resumed keepalive full12 resumed12"
 for m in $modes; do for t in nginx tollgate; do : > "$WORK/${m}_$t"; done; done
 for round in $(seq "$rounds"); do
   for m in $modes; do
@@ -122,18 +140,18 @@ report=$WORK/report.md
 {
   echo "## TLS handshakes: tollgate vs nginx (bench/tls.sh)"
   echo
-  echo "\`bench/tls.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), $rounds alternating rounds of ${seconds} s per mode, medians; the same ECDSA P-256 certificate, TLS 1.3 (both sides' defaults: TLS_AES_256_GCM_SHA384, X25519)."
-  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... ssl\`, \`ssl_session_cache shared:SSL:10m\` and its default tickets, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
-  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}. Clients, upstream and proxy share the $(nproc) cores; *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
+  echo "\`bench/tls.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), $rounds alternating rounds of ${seconds} s per mode, medians; the same ECDSA P-256 certificate, negotiated with openssl s_client: nginx $protocol_nginx, tollgate $protocol_tollgate."
+  echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... ssl\`, \`ssl_protocols TLSv1.2 TLSv1.3\` (1.22 offers TLS 1.2 at most by default), \`ssl_session_cache shared:SSL:10m\` and its default tickets, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
+  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}; *full12*, *resumed12*: as *full* and *resumed* with \`-tls1_2\` (nginx: $protocol12_nginx; tollgate: $protocol12_tollgate; a TLS 1.2 resumption has no key exchange). Clients, upstream and proxy share the $(nproc) cores (load average $load before the run); *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
   echo
   echo "| mode | nginx req/s | tollgate req/s | ÷ nginx | round by round | nginx CPU µs/req (user + sys) | tollgate CPU µs/req (user + sys) | ÷ nginx | goal |"
   echo "|---|---:|---:|---:|---|---:|---:|---:|---|"
   for m in $modes; do
-    case $m in keepalive) goal="≥ 1.0×" ;; full) goal="≥ 1.0×" ;; *) goal="≥ 1.1×" ;; esac
+    case $m in keepalive | full*) goal="≥ 1.0×" ;; *) goal="≥ 1.1×" ;; esac
     echo "| $m | $(col "${m}_nginx" 1) | $(col "${m}_tollgate" 1) | $(ratio "$(col "${m}_tollgate" 1)" "$(col "${m}_nginx" 1)")× | $(round_ratios "${m}_nginx" "${m}_tollgate" 1 higher) | $(last "${m}_nginx") ($(split_cpu "${m}_nginx")) | $(last "${m}_tollgate") ($(split_cpu "${m}_tollgate")) | $(ratio "$(last "${m}_tollgate")" "$(last "${m}_nginx")")× | $goal |"
   done
   echo
-  echo "p99 (wrk) newconn: nginx $(col newconn_nginx 3) ms, tollgate $(col newconn_tollgate 3) ms; keepalive: nginx $(col keepalive_nginx 3) ms, tollgate $(col keepalive_tollgate 3) ms. Resumed share of the s_time connections (its 'r' marks): full nginx $(col full_nginx 3), tollgate $(col full_tollgate 3); resumed nginx $(col resumed_nginx 3), tollgate $(col resumed_tollgate 3). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed resume; full, and each s_time's first connection, do not)."
+  echo "p99 (wrk) newconn: nginx $(col newconn_nginx 3) ms, tollgate $(col newconn_tollgate 3) ms; keepalive: nginx $(col keepalive_nginx 3) ms, tollgate $(col keepalive_tollgate 3) ms. Resumed share of the s_time connections (its 'r' marks): full nginx $(col full_nginx 3), tollgate $(col full_tollgate 3); resumed nginx $(col resumed_nginx 3), tollgate $(col resumed_tollgate 3); full12 nginx $(col full12_nginx 3), tollgate $(col full12_tollgate 3); resumed12 nginx $(col resumed12_nginx 3), tollgate $(col resumed12_tollgate 3). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed* resume; full*, and each s_time's first connection, do not)."
 } > "$report"
 cat "$report"
 write_results tls "$report"
