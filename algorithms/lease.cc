@@ -84,6 +84,57 @@ int64_t BucketGiveBack(const LimitParams& p, BucketLeaseState& s, int64_t stamp,
   return 0;
 }
 
+// ---- sliding_log (LEASE.log) ----------------------------------------------
+
+// Drops the runs that left the window (t - W, t].
+void LogPurge(const LimitParams& p, LogLeaseState& runs, int64_t now_ms) {
+  auto live = runs.begin();
+  while (live != runs.end() && live->ts <= now_ms - p.window_ms) ++live;
+  runs.erase(runs.begin(), live);
+}
+
+// Units available, or 0 and the wait until the oldest counted unit that
+// makes room leaves the window. Records of outstanding leases, stamped in
+// the future, count like any other.
+std::pair<int64_t, int64_t> LogAvail(const LimitParams& p, const LogLeaseState& runs,
+                                     int64_t now_ms) {
+  int64_t n = 0;
+  for (const SlidingLog::Run& r : runs) n += r.count;
+  if (n < p.limit) return {p.limit - n, 0};
+  const int64_t k = n + 1 - p.limit;
+  int64_t seen = 0;
+  for (const SlidingLog::Run& r : runs) {
+    seen += r.count;
+    if (seen >= k) return {0, r.ts + p.window_ms - now_ms};
+  }
+  return {0, p.window_ms};  // unreachable: k <= n
+}
+
+// Records `units` slots at the lease's latest moment of use (now + hold,
+// or the newest record if the clock stepped back); returns that time, the
+// stamp a return finds them by.
+int64_t LogTake(LogLeaseState& runs, int64_t now_ms, int64_t units, int64_t hold_ms) {
+  const int64_t at = now_ms + hold_ms;
+  if (!runs.empty() && runs.back().ts >= at) {
+    runs.back().count += units;
+    return runs.back().ts;
+  }
+  runs.push_back({at, units});
+  return at;
+}
+
+// Removes up to `unused` slots recorded at `stamp`, if still there.
+int64_t LogGiveBack(LogLeaseState& runs, int64_t stamp, int64_t unused) {
+  for (auto it = runs.rbegin(); it != runs.rend() && it->ts >= stamp; ++it) {
+    if (it->ts != stamp) continue;
+    const int64_t back = std::min(unused, it->count);
+    it->count -= back;
+    if (it->count == 0) runs.erase(std::next(it).base());
+    return back;
+  }
+  return 0;
+}
+
 // ---- fixed_window, sub_window, two_bucket (LEASE.window) ------------------
 
 template <typename T>
@@ -147,9 +198,6 @@ int64_t WindowGiveBack(const LimitParams& p, std::byte* state, int64_t stamp, in
 }  // namespace
 
 std::string_view LeaseRefusal(const LimitParams& window) {
-  if (window.algorithm == Algorithm::kSlidingLog) {
-    return "sync = \"lease\" is not available for sliding_log yet; use sync = \"exact\"";
-  }
   if (window.algorithm == Algorithm::kLeakyBucket && window.shaping == Shaping::kDelay) {
     return "sync = \"lease\" needs nodelay = true with leaky_bucket: a shaping queue's order "
            "cannot be kept for units another gateway holds";
@@ -162,6 +210,7 @@ LeaseState::LeaseState(std::span<const LimitParams> windows, int64_t now_ms)
   for (const LimitParams& p : windows_) {
     buckets_.push_back({Capacity(p) * p.window_ms, now_ms, 1, {}});
   }
+  logs_.resize(windows_.size());
 }
 
 LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_t hold_ms) {
@@ -176,6 +225,9 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
     if (IsBucket(p)) {
       outstanding[i] = BucketLoad(p, buckets_[i], now_ms);
       std::tie(avail, wait) = BucketAvail(p, buckets_[i], outstanding[i], now_ms);
+    } else if (p.algorithm == Algorithm::kSlidingLog) {
+      LogPurge(p, logs_[i], now_ms);
+      std::tie(avail, wait) = LogAvail(p, logs_[i], now_ms);
     } else {
       const WindowView view = Inspect(p, decision_.windows()[i], now_ms);
       avail = std::max<int64_t>(0, view.remaining);
@@ -197,6 +249,10 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
       grant.stamps.push_back(BucketTake(buckets_[i], now_ms, g, hold_ms));
       continue;
     }
+    if (p.algorithm == Algorithm::kSlidingLog) {
+      grant.stamps.push_back(LogTake(logs_[i], now_ms, g, hold_ms));
+      continue;
+    }
     std::byte* state = decision_.windows()[i];
     Decide(p, state, now_ms, g);
     const auto [stamp, valid] = WindowStamp(p, state, now_ms);
@@ -215,6 +271,9 @@ int64_t LeaseState::Return(int64_t now_ms, std::span<const int64_t> stamps, int6
     if (IsBucket(p)) {
       BucketLoad(p, buckets_[i], now_ms);
       given = BucketGiveBack(p, buckets_[i], stamps[i], used, unused);
+    } else if (p.algorithm == Algorithm::kSlidingLog) {
+      LogPurge(p, logs_[i], now_ms);
+      given = LogGiveBack(logs_[i], stamps[i], unused);
     } else {
       given = WindowGiveBack(p, decision_.windows()[i], stamps[i], unused);
     }

@@ -16,9 +16,9 @@
 namespace tollgate::algorithms {
 
 // Whether a window of these parameters can be leased: every algorithm but
-// sliding_log (not yet) and leaky_bucket that shapes (its queue order
-// cannot be kept across gateways). nullopt-like: empty string when it can,
-// else the reason, for the config loader.
+// leaky_bucket that shapes (its queue order cannot be kept across
+// gateways). nullopt-like: empty string when it can, else the reason, for
+// the config loader.
 std::string_view LeaseRefusal(const LimitParams& window);
 
 // One outstanding lease of a bucket window: `units` withdrawn, counted as
@@ -37,6 +37,11 @@ struct BucketLeaseState {
   std::int64_t next_id;
   std::vector<Lease> leases;  // sorted by expiry_ms, then id
 };
+
+// The lease state of a sliding_log window: the log's runs of equal
+// timestamps, oldest first, a lease's slots recorded at the latest moment
+// they may be used (the take's time + hold).
+using LogLeaseState = std::vector<SlidingLog::Run>;
 
 // What a take answers: `units` >= 1 valid for `valid_ms` (measured from the
 // request's sending) with one stamp per window, or 0 units and
@@ -61,13 +66,14 @@ class LeaseState {
                   std::int64_t hold_ms);
   // Gives back `unused` units of a lease of `used + unused` with `stamps`
   // (one per window); returns the units given back (fewest over windows).
-  std::int64_t Return(std::int64_t now_ms, std::span<const std::int64_t> stamps,
-                      std::int64_t used, std::int64_t unused);
+  std::int64_t Return(std::int64_t now_ms, std::span<const std::int64_t> stamps, std::int64_t used,
+                      std::int64_t unused);
 
  private:
   std::vector<LimitParams> windows_;
-  OwnedState decision_;                   // window algorithms' states
+  OwnedState decision_;                    // window algorithms' states
   std::vector<BucketLeaseState> buckets_;  // bucket windows', by window
+  std::vector<LogLeaseState> logs_;        // sliding_log windows', by window
 };
 
 }  // namespace tollgate::algorithms

@@ -159,6 +159,7 @@ TEST(ReplayLease, AFleetNeverAllowsMoreThanOneExactStore) {
       {Algorithm::kFixedWindow, 100, 1000, 0, 10, Shaping::kDelay},
       {Algorithm::kSubWindow, 100, 1000, 0, 10, Shaping::kDelay},
       {Algorithm::kTwoBucket, 100, 1000, 0, 10, Shaping::kDelay},
+      {Algorithm::kSlidingLog, 100, 1000, 0, 10, Shaping::kDelay},
   };
   for (const LimitParams& params : limits) {
     for (std::uint32_t seed = 1; seed <= 3; ++seed) {
@@ -208,11 +209,11 @@ TEST(ReplayLease, BadInputAndAlgorithmsThatCannotLease) {
       RunFleet({Algorithm::kFixedWindow, 3, 1000, 0, 10, Shaping::kDelay}, "0,a,,2\n", 2);
   EXPECT_EQ(run.exit, 1);
   EXPECT_EQ(run.err, "<stdin>:1: gateway 2 is not in a fleet of 2 (0 to 1)\n");
-  run = RunFleet({Algorithm::kSlidingLog, 3, 1000, 0, 10, Shaping::kDelay}, "0,a\n", 2);
+  run = RunFleet({Algorithm::kLeakyBucket, 3, 1000, 0, 10, Shaping::kDelay}, "0,a\n", 2);
   EXPECT_EQ(run.exit, 1);
   EXPECT_EQ(run.err,
-            "replay: sync = \"lease\" is not available for sliding_log yet; use sync = "
-            "\"exact\"\n");
+            "replay: sync = \"lease\" needs nodelay = true with leaky_bucket: a shaping "
+            "queue's order cannot be kept for units another gateway holds\n");
 }
 
 }  // namespace

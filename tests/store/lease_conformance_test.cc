@@ -31,8 +31,8 @@ LimitParams Make(Algorithm a, std::int64_t limit, std::int64_t window_ms, std::i
 
 std::vector<std::vector<LimitParams>> Limits() {
   std::vector<std::vector<LimitParams>> out;
-  for (auto [l, w, b] : {std::tuple{1, 1000, 1}, {5, 1000, 5}, {7, 1000, 3}, {100, 1000, 100},
-                         {50, 60000, 20}}) {
+  for (auto [l, w, b] :
+       {std::tuple{1, 1000, 1}, {5, 1000, 5}, {7, 1000, 3}, {100, 1000, 100}, {50, 60000, 20}}) {
     out.push_back({Make(Algorithm::kTokenBucket, l, w, b)});
   }
   for (auto [l, w, b] : {std::tuple{1, 1000, 0}, {5, 1000, 2}, {50, 100, 10}}) {
@@ -43,12 +43,15 @@ std::vector<std::vector<LimitParams>> Limits() {
       out.push_back({Make(a, l, w)});
     }
   }
+  for (auto [l, w] : {std::pair{1, 1000}, {5, 1000}, {7, 250}, {40, 500}}) {
+    out.push_back({Make(Algorithm::kSlidingLog, l, w)});
+  }
   for (auto [l, w, n] : {std::tuple{10, 1000, 10}, {5, 600, 3}, {3, 1000, 1}, {40, 2000, 4}}) {
     out.push_back({Make(Algorithm::kSubWindow, l, w, -1, n)});
   }
   // Several windows: one lease from all of them.
   for (Algorithm a : {Algorithm::kTokenBucket, Algorithm::kFixedWindow, Algorithm::kSubWindow,
-                      Algorithm::kTwoBucket}) {
+                      Algorithm::kTwoBucket, Algorithm::kSlidingLog}) {
     out.push_back({Make(a, 6, 1000, -1, 5), Make(a, 15, 5000, -1, 5)});
   }
   return out;
@@ -106,17 +109,27 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
       std::vector<Outstanding> held;
       for (int i = 0; i < 120; ++i) {
         switch (rng() % 6) {
-          case 0: break;
-          case 1: case 2: t += 1 + rng() % 5; break;
-          case 3: t += rng() % (w / 3 + 1); break;
-          case 4: t += rng() % (2 * w + 1); break;
-          default: t += w - 1 + rng() % 3; break;
+          case 0:
+            break;
+          case 1:
+          case 2:
+            t += 1 + rng() % 5;
+            break;
+          case 3:
+            t += rng() % (w / 3 + 1);
+            break;
+          case 4:
+            t += rng() % (2 * w + 1);
+            break;
+          default:
+            t += w - 1 + rng() % 3;
+            break;
         }
         const std::string key = prefix + std::to_string(rng() % 2);
         auto it = local.try_emplace(key, windows, t).first;
         const bool give_back = !held.empty() && rng() % 3 == 0;
-        std::string where = "seq " + std::to_string(sequences) + " op " + std::to_string(i) +
-                            " " + std::string(algorithms::AlgorithmName(windows[0].algorithm));
+        std::string where = "seq " + std::to_string(sequences) + " op " + std::to_string(i) + " " +
+                            std::string(algorithms::AlgorithmName(windows[0].algorithm));
         if (give_back) {
           const std::size_t at = rng() % held.size();
           Outstanding o = held[at];

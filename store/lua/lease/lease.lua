@@ -155,8 +155,67 @@ LEASE.window = {
   end,
 }
 
+-- sliding_log: the decision state (runs "ts count", oldest first, and the
+-- units in the second key); a lease's slots are recorded at the latest
+-- moment they may be used (t + hold_ms), so that no window holds more than
+-- L real admissions; a return removes the unused ones from that record.
+LEASE.log = {
+  load = function(p, w, t) return ALG.sliding_log.load(p, w, t) end,
+  avail = function(p, s, t)
+    local n = s.units - s.expired
+    if n < p.limit then return p.limit - n, 0 end
+    return 0, ALG.sliding_log.retry_after(p, s, t, 1)
+  end,
+  take = function(p, s, t, g, use_ms, hold_ms)
+    local at = t + hold_ms
+    -- save appends at `at`, or adds to the newest record when it is later
+    -- (a clock that stepped back): the stamp is where the slots went.
+    local stamp = at
+    if s.first_live < s.len then stamp = math.max(at, ALG.sliding_log.run(s, s.len - 1)[1]) end
+    ALG.sliding_log.consume(p, s, at, g)
+    s.reset = stamp + p.window - t
+    return stamp, use_ms
+  end,
+  give_back = function(p, s, t, stamp, used, unused)
+    for i = s.len - 1, s.first_live, -1 do
+      local run = ALG.sliding_log.run(s, i)
+      if run[1] < stamp then break end
+      if run[1] == stamp then
+        local back = math.min(unused, run[2])
+        s.given_back = {i, run[1], run[2] - back, back}
+        return back, back > 0
+      end
+    end
+    return 0, false
+  end,
+  save = function(p, w, s, t, min_ttl)
+    if not s.given_back then
+      ALG.sliding_log.save(p, w, s, s.reset, min_ttl)
+      return
+    end
+    local i, ts, left, back = s.given_back[1], s.given_back[2], s.given_back[3], s.given_back[4]
+    if left > 0 then
+      redis.call('LSET', w.key, i, int(ts) .. ' ' .. int(left))
+    else
+      redis.call('LSET', w.key, i, 'x')
+      redis.call('LREM', w.key, 1, 'x')
+    end
+    if s.first_live > 0 then redis.call('LTRIM', w.key, s.first_live, -1) end
+    local units = s.units - s.expired - back
+    if units <= 0 then
+      redis.call('DEL', w.key, w.aux)
+      return
+    end
+    local newest = unpack_ints(redis.call('LINDEX', w.key, -1))
+    local px = ttl(newest + p.window - t, min_ttl)
+    redis.call('SET', w.aux, int(units), 'PX', px)
+    redis.call('PEXPIRE', w.key, px)
+  end,
+}
+
 -- The lease functions of window i's algorithm.
 local function lease_kind(p)
   if p.algorithm == 'token_bucket' or p.algorithm == 'leaky_bucket' then return LEASE.bucket end
+  if p.algorithm == 'sliding_log' then return LEASE.log end
   return LEASE.window
 end
