@@ -550,7 +550,28 @@ Decision Decide(const LimitParams& window, std::byte* state, int64_t now_ms, int
 
 WindowView Inspect(const LimitParams& window, std::byte* state, int64_t now_ms) {
   const Snapshot s = Peek(window, state, now_ms);
-  return {s.remaining, s.reset_ms, RetryAfter(window, state, now_ms, 1)};
+  WindowView view{s.remaining, s.reset_ms, RetryAfter(window, state, now_ms, 1)};
+  switch (window.algorithm) {
+    case Algorithm::kTokenBucket:
+      view.level = TokenLevel(window, As<BucketState>(state), now_ms);
+      break;
+    case Algorithm::kLeakyBucket:
+      view.level = LeakyLevel(window, As<BucketState>(state), now_ms);
+      break;
+    case Algorithm::kTwoBucket: {
+      const TwoCounts c = CarryForward(window, As<TwoBucketState>(state), now_ms);
+      view.level = c.curr;
+      view.previous = c.prev;
+      break;
+    }
+    case Algorithm::kFixedWindow:
+    case Algorithm::kSlidingLog:
+    case Algorithm::kSubWindow:
+      // Their remaining is exactly the limit less what the window counts.
+      view.level = window.limit - s.remaining;
+      break;
+  }
+  return view;
 }
 
 }  // namespace tollgate::algorithms

@@ -30,6 +30,13 @@ struct WindowView {
   std::int64_t remaining = 0;
   std::int64_t reset_ms = 0;
   std::int64_t retry_after_ms = 0;
+  // The algorithm's own state at now_ms: token_bucket and leaky_bucket
+  // their level in units (a token, or a queued request, is window_ms
+  // units); fixed_window, sub_window and sliding_log the units counted in
+  // the window (a sliding log's length); two_bucket the current fixed
+  // window's count, and `previous` the previous window's.
+  std::int64_t level = 0;
+  std::int64_t previous = 0;
 };
 WindowView Inspect(const LimitParams& window, std::byte* state, std::int64_t now_ms);
 

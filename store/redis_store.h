@@ -117,9 +117,9 @@ class RedisStore final : public Store {
   const RedisOptions& options() const;
 
   // For the admin API. What `key`'s state allows now under `limit`, without
-  // changing it (store/lua/admin/key_peek.lua): `sink` gets three integers
-  // per window, remaining, reset_ms and retry_after_ms (as
-  // algorithms::Inspect), within the store's timeout. `now_ms` is used with
+  // changing it (store/lua/admin/key_peek.lua): `sink` gets five integers
+  // per window, remaining, reset_ms, retry_after_ms, level and previous (as
+  // algorithms::Inspect's WindowView), within the store's timeout. `now_ms` is used with
   // time = "client" only.
   void Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                ValuesSink& sink);

@@ -89,6 +89,26 @@ json::object DescribeRule(const rules::RuleConfig& rule) {
   return out;
 }
 
+// A window's own state as its algorithm keeps it (WindowView): a bucket's
+// level in units of window_ms per token (or queued request), what a window
+// counts, a sliding log's length, two_bucket's two windows.
+json::object AlgorithmState(const algorithms::LimitParams& p, const algorithms::WindowView& v) {
+  switch (p.algorithm) {
+    case algorithms::Algorithm::kTokenBucket:
+      return {{"level", v.level}, {"units_per_token", p.window_ms}};
+    case algorithms::Algorithm::kLeakyBucket:
+      return {{"level", v.level}, {"units_per_request", p.window_ms}};
+    case algorithms::Algorithm::kSlidingLog:
+      return {{"log_length", v.level}};
+    case algorithms::Algorithm::kTwoBucket:
+      return {{"count", v.level}, {"previous_count", v.previous}};
+    case algorithms::Algorithm::kFixedWindow:
+    case algorithms::Algorithm::kSubWindow:
+      break;
+  }
+  return {{"count", v.level}};
+}
+
 // The endpoints and the methods each answers.
 struct Endpoint {
   std::string_view path;
@@ -226,11 +246,14 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
     StoreReply reply(executor);
     redis_->Inspect(key, limit, now_ms, reply);
     const store::StoreStatus status = co_await reply.Wait();
-    if (status != store::StoreStatus::kOk || reply.values().size() != 3 * views.size()) {
+    constexpr std::size_t kPerWindow = 5;  // key_peek.lua's integers per window
+    if (status != store::StoreStatus::kOk ||
+        reply.values().size() != kPerWindow * views.size()) {
       co_return std::nullopt;
     }
     for (std::size_t i = 0; i < views.size(); ++i) {
-      views[i] = {reply.values()[3 * i], reply.values()[3 * i + 1], reply.values()[3 * i + 2]};
+      const std::int64_t* v = &reply.values()[kPerWindow * i];
+      views[i] = {v[0], v[1], v[2], v[3], v[4]};
     }
   } else {
     local_.Inspect({key, &limit, 1, now_ms, partition}, views);
@@ -245,6 +268,7 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
     window["remaining"] = views[i].remaining;
     window["reset_ms"] = views[i].reset_ms;
     window["retry_after_ms"] = views[i].retry_after_ms;
+    window["state"] = AlgorithmState(p, views[i]);
     windows.emplace_back(std::move(window));
   }
   co_return windows;

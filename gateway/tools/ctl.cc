@@ -7,6 +7,7 @@
 #include <boost/url/rfc/unreserved_chars.hpp>
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <ostream>
@@ -311,16 +312,36 @@ std::string OverrideLimits(const json::object& o) {
 
 std::string Seconds(const json::value& ms) { return std::to_string((ms.as_int64() + 999) / 1000); }
 
+// A window's algorithm state for people: a bucket's level in tokens (or
+// queued requests) with two decimals, else its counts as name=value.
+std::string StateText(const json::object& state) {
+  for (const std::string_view per : {"units_per_token", "units_per_request"}) {
+    if (!state.contains(per)) continue;
+    const double level = static_cast<double>(state.at("level").as_int64()) /
+                         static_cast<double>(state.at(per).as_int64());
+    char text[32];
+    std::snprintf(text, sizeof(text), "%.2f", level);
+    return std::string(per == "units_per_token" ? "tokens=" : "queued=") + text;
+  }
+  std::string out;
+  for (const auto& [name, value] : state) {
+    if (!out.empty()) out += " ";
+    out += std::string(name) + "=" + Text(value);
+  }
+  return out;
+}
+
 void PrintKey(const json::object& doc, std::ostream& out) {
   out << "rule " << Text(doc.at("rule")) << ", key " << Text(doc.at("key")) << " ("
       << Text(doc.at("store")) << " store): "
       << (doc.at("limited").as_bool() ? "limited" : "not limited") << "\n";
   std::vector<std::vector<std::string>> rows = {
-      {"WINDOW", "ALGORITHM", "LIMIT", "REMAINING", "RESET_MS", "RETRY_AFTER_MS"}};
+      {"WINDOW", "ALGORITHM", "LIMIT", "REMAINING", "RESET_MS", "RETRY_AFTER_MS", "STATE"}};
   for (const json::value& v : doc.at("windows").as_array()) {
     const json::object& w = v.as_object();
     rows.push_back({Text(w.at("window")), Text(w.at("algorithm")), Text(w.at("limit")),
-                    Text(w.at("remaining")), Text(w.at("reset_ms")), Text(w.at("retry_after_ms"))});
+                    Text(w.at("remaining")), Text(w.at("reset_ms")), Text(w.at("retry_after_ms")),
+                    w.contains("state") ? StateText(w.at("state").as_object()) : ""});
   }
   PrintTable(rows, out);
   if (doc.contains("override")) {

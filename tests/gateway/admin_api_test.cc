@@ -222,17 +222,21 @@ TEST_P(AdminKeys, InspectAndResetAKey) {
   // The manual clock is at 1,000,000 ms: the 1-minute window ends at 1,020,000.
   EXPECT_EQ(json::serialize(doc.at("windows")),
             R"([{"algorithm":"fixed_window","limit":3,"window":"1m","remaining":1,)"
-            R"("reset_ms":20000,"retry_after_ms":0}])");
+            R"("reset_ms":20000,"retry_after_ms":0,"state":{"count":2}}])");
   doc = Body(Call(admin, "GET", "/api/v1/keys?rule=tokens&header%3AX-Api-Key=k1"));
   EXPECT_EQ(json::serialize(doc.at("windows")),
             R"([{"algorithm":"token_bucket","limit":10,"window":"10s","remaining":8,)"
-            R"("reset_ms":2000,"retry_after_ms":0}])");
+            R"("reset_ms":2000,"retry_after_ms":0,)"
+            R"("state":{"level":80000,"units_per_token":10000}}])");
   doc = Body(Call(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=127.0.0.1&route=/"));
   EXPECT_EQ(doc.at("key"), "ip=127.0.0.1 route=/");
   EXPECT_EQ(Window(doc, 0).at("remaining"), 3);
   EXPECT_EQ(Window(doc, 0).at("reset_ms"), 1000);
   EXPECT_EQ(Window(doc, 1).at("remaining"), 98);
   EXPECT_EQ(Window(doc, 1).at("reset_ms"), 3'600'000);
+  // The algorithm's own state: the log's length in each window.
+  EXPECT_EQ(json::serialize(Window(doc, 0).at("state")), R"({"log_length":2})");
+  EXPECT_EQ(json::serialize(Window(doc, 1).at("state")), R"({"log_length":2})");
   // A key never seen is fresh.
   doc = Body(Call(admin, "GET", "/api/v1/keys?rule=per-key&header:X-Api-Key=other"));
   EXPECT_EQ(Window(doc, 0).at("remaining"), 3);

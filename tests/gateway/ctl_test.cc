@@ -61,8 +61,8 @@ TEST_F(Ctl, RulesAndKeys) {
   ASSERT_EQ(Run("keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
   EXPECT_EQ(out,
             "rule per-key, key header:X-Api-Key=#6ab9f1eb (local store): not limited\n"
-            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS\n"
-            "1m      fixed_window  3      2          20000     0\n");
+            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS  STATE\n"
+            "1m      fixed_window  3      2          20000     0               count=1\n");
   ASSERT_EQ(Run("--json keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
   EXPECT_EQ(boost::json::parse(out).at("windows").at(0).at("remaining"), 2);
   ASSERT_EQ(Run("reset --rule per-key --header X-Api-Key=k1", out), 0) << out;
@@ -103,8 +103,8 @@ TEST_F(Ctl, OverridesSetListAndRemove) {
   ASSERT_EQ(Run("keys --rule per-key --header X-Api-Key=k1", out), 0) << out;
   EXPECT_EQ(out,
             "rule per-key, key header:X-Api-Key=#6ab9f1eb (local store): limited\n"
-            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS\n"
-            "1m      fixed_window  5      0          20000     20000\n"
+            "WINDOW  ALGORITHM     LIMIT  REMAINING  RESET_MS  RETRY_AFTER_MS  STATE\n"
+            "1m      fixed_window  5      0          20000     20000           count=5\n"
             "override: 5/1m for 3600 s\n");
   ASSERT_EQ(
       Run("override set --rule per-key --header X-Api-Key=k2 --limit 1 --window 10s --ttl 10m",

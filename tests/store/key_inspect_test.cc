@@ -37,7 +37,7 @@ class KeyInspect : public ::testing::Test {
     EXPECT_EQ(r.result.status, StoreStatus::kOk);
     return r.result.decision;
   }
-  // Three integers per window, as key_peek.lua answers.
+  // Five integers per window, as key_peek.lua answers.
   std::vector<std::int64_t> InspectRedis(const LimitSpec& spec, std::int64_t now_ms) {
     Values v;
     redis_store_->Inspect("k", spec, now_ms, v);
@@ -50,7 +50,7 @@ class KeyInspect : public ::testing::Test {
     local_.Inspect({"k", &spec, 1, now_ms}, views);
     std::vector<std::int64_t> out;
     for (const algorithms::WindowView& v : views) {
-      out.insert(out.end(), {v.remaining, v.reset_ms, v.retry_after_ms});
+      out.insert(out.end(), {v.remaining, v.reset_ms, v.retry_after_ms, v.level, v.previous});
     }
     return out;
   }
@@ -95,7 +95,8 @@ TEST_F(KeyInspect, BothStoresAnswerTheSameForEveryAlgorithm) {
       local.Inspect({"k", &spec, 1, now}, views);
       std::vector<std::int64_t> local_values;
       for (const algorithms::WindowView& v : views) {
-        local_values.insert(local_values.end(), {v.remaining, v.reset_ms, v.retry_after_ms});
+        local_values.insert(local_values.end(),
+                            {v.remaining, v.reset_ms, v.retry_after_ms, v.level, v.previous});
       }
       ASSERT_EQ(InspectRedis(spec, now), local_values) << "step " << step;
       const algorithms::Decision redis_decision = Decide(*redis_store_, spec, now);
@@ -103,6 +104,52 @@ TEST_F(KeyInspect, BothStoresAnswerTheSameForEveryAlgorithm) {
       local.Decide({"k", &spec, 1, now}, r);
       ASSERT_EQ(r.result.decision.allowed, redis_decision.allowed) << "step " << step;
       now += step % 3 == 0 ? 0 : 137;
+    }
+  }
+}
+
+// The algorithm's own state (WindowView::level, previous), on both stores:
+// a bucket's level in units, what a window counts, two_bucket's two counts.
+TEST_F(KeyInspect, TheAlgorithmsOwnState) {
+  struct Case {
+    LimitSpec spec;
+    std::vector<std::int64_t> fresh, after_three, next_window;  // {level, previous}
+  };
+  const std::vector<Case> cases = {
+      // 4 tokens a second, burst 6: a token is 1000 units.
+      {LimitSpec::Make({Window(Algorithm::kTokenBucket, 4, 1000, 6)}), {6000, 0}, {3000, 0},
+       {6000, 0}},
+      // A queue of at most 2 waiting, draining 4 a second: empty, 3 queued
+      // (one in service), drained.
+      {LimitSpec::Make({Window(Algorithm::kLeakyBucket, 4, 1000, 2)}), {0, 0}, {3000, 0}, {0, 0}},
+      {LimitSpec::Make({Window(Algorithm::kFixedWindow, 4, 1000)}), {0, 0}, {3, 0}, {0, 0}},
+      {LimitSpec::Make({Window(Algorithm::kSlidingLog, 4, 1000)}), {0, 0}, {3, 0}, {0, 0}},
+      {LimitSpec::Make({SubWindows(4, 1000, 4)}), {0, 0}, {3, 0}, {0, 0}},
+      {LimitSpec::Make({Window(Algorithm::kTwoBucket, 4, 1000)}), {0, 0}, {3, 0}, {0, 3}},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(algorithms::AlgorithmName(c.spec.windows[0].algorithm));
+    redis_.Command({"FLUSHALL"});
+    LocalStore local;
+    auto state = [&](Store& store, std::int64_t now) {
+      std::vector<std::int64_t> values;
+      if (&store == &local) {
+        std::vector<algorithms::WindowView> views(1);
+        local.Inspect({"k", &c.spec, 1, now}, views);
+        values = {views[0].level, views[0].previous};
+      } else {
+        const std::vector<std::int64_t> all = InspectRedis(c.spec, now);
+        if (all.size() == 5) values = {all[3], all[4]};
+      }
+      return values;
+    };
+    // At 1,000,000 ms (the start of a second), then 3 requests, then the
+    // next second.
+    for (Store* store : {static_cast<Store*>(&local), static_cast<Store*>(redis_store_.get())}) {
+      EXPECT_EQ(state(*store, 1'000'000), c.fresh);
+      for (int i = 0; i < 3; ++i) EXPECT_TRUE(Decide(*store, c.spec, 1'000'000).allowed);
+      EXPECT_EQ(state(*store, 1'000'000), c.after_three);
+      EXPECT_EQ(state(*store, 1'001'000), c.next_window);
     }
   }
 }
