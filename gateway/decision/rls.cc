@@ -1,6 +1,7 @@
 #include "gateway/decision/rls.h"
 
 #include <fmt/format.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
 #include <array>
@@ -63,6 +64,10 @@ std::string LimitName(const rules::RuleConfig& rule, std::size_t window) {
 }  // namespace
 
 std::string ParseRateLimitRequest(std::string_view body, rls::RateLimitRequest& request) {
+  // libprotobuf logs every message that fails to parse (a string field
+  // that is not UTF-8, for one) on stderr: a client could write the log
+  // full. The answer names the problem instead.
+  [[maybe_unused]] static const bool kQuiet = (google::protobuf::SetLogHandler(nullptr), true);
   if (body.size() < kGrpcPrefix) return "the request holds no complete gRPC message";
   if (body[0] != 0) return "compressed messages are not accepted (send grpc-encoding identity)";
   const std::uint32_t length = ReadBigEndian32(body.substr(1, 4));

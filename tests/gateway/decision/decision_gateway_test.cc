@@ -1,0 +1,510 @@
+// The decision service (issue 30) with real peers: a gateway with a
+// [decision] listener, asked by
+// - a real Envoy RLS client (rls_client.py: Debian's python3-grpcio under
+//   /usr/bin/python3, with the stubs that protoc and grpc_python_plugin
+//   generate from the project's own gateway/decision/proto at build time,
+//   TOLLGATE_RLS_STUBS) calling ShouldRateLimit;
+// - curl asking the check endpoint;
+// - a real nginx (Debian's nginx-light) with auth_request in front of the
+//   echo upstream, asking the check endpoint for every request.
+// The gateway's clock is a ManualClock: windows and resets are exact.
+#include <gtest/gtest.h>
+
+#include <csignal>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tests/gateway/test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+const std::string kPython = "/usr/bin/python3";
+const std::string kScripts = TOLLGATE_DECISION_SCRIPTS;
+const std::string kStubs = TOLLGATE_RLS_STUBS;
+
+::testing::AssertionResult Contains(const std::string& out, const std::string& text) {
+  if (out.find(text) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "no \"" << text << "\" in:\n" << out;
+}
+
+::testing::AssertionResult Lacks(const std::string& out, const std::string& text) {
+  if (out.find(text) == std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << text << "\" in:\n" << out;
+}
+
+// One ShouldRateLimit call of rls_client.py (see there): domain "edge",
+// one descriptor per element of `descriptors` (a JSON array of entries,
+// e.g. [["path","/login"]]), then `more` (",\"hits_addend\":2").
+std::string RlsCall(const std::vector<std::string>& descriptors, const std::string& more = "") {
+  std::string call = "{\"domain\":\"edge\",\"descriptors\":[";
+  for (std::size_t i = 0; i < descriptors.size(); ++i) {
+    if (i > 0) call += ',';
+    call += descriptors[i].front() == '{' ? descriptors[i] : "{\"entries\":" + descriptors[i] + "}";
+  }
+  return call + "]" + more + "}";
+}
+
+std::string Quote(const std::string& s) {
+  std::string out = "'";
+  for (const char c : s) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+constexpr const char* kLogin = R"([["remote_address","10.0.0.1"],["path","/login"]])";
+// The same entries in another order, as Envoy sends them when its actions
+// are listed so.
+constexpr const char* kLoginReordered = R"([["path","/login"],["remote_address","10.0.0.1"]])";
+constexpr const char* kLoginOther = R"([["remote_address","10.0.0.2"],["path","/login"]])";
+
+constexpr const char* kRlsRules = R"(
+[[rules]]
+name = "login"
+match = { domain = "edge", descriptor = { remote_address = "*", path = "/login" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 3
+window = "1m"
+[[rules]]
+name = "tenant"
+match = { domain = "edge", descriptor = { tenant = "*" } }
+key = "descriptor"
+algorithm = "token_bucket"
+limit = 10
+window = "1s"
+[[rules]]
+name = "http-only"
+key = "global"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+)";
+
+class DecisionService : public ::testing::Test {
+ protected:
+  // A gateway (one thread, the echo upstream behind route "/") with a
+  // [decision] listener on a free port, then `extra`.
+  void Start(const std::string& extra, const std::string& decision_keys = "") {
+    if (!echo_) echo_ = StartEcho();
+    gateway_ = std::make_unique<TestGateway>(
+        BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + decision_keys + extra),
+        echo_->port());
+    ASSERT_NE(gateway_->server().decision_port(), 0);
+  }
+
+  std::uint16_t decision_port() { return gateway_->server().decision_port(); }
+
+  // rls_client.py with `calls`, each a JSON object; over TLS trusting
+  // `tls_cert` when given.
+  std::string Rls(const std::vector<std::string>& calls, const std::string& tls_cert = "") {
+    std::string command = kPython + " " + kScripts + "/rls_client.py --stubs " + kStubs +
+                          (tls_cert.empty() ? "" : " --tls " + tls_cert) + " " +
+                          std::to_string(decision_port());
+    for (const std::string& call : calls) command += " " + Quote(call);
+    return Shell(command);
+  }
+
+  // curl -si against the check endpoint with the header lines `headers`;
+  // `options` before them (e.g. --interface).
+  std::string Check(const std::vector<std::string>& headers, const std::string& options = "",
+                    const std::string& target = "/check") {
+    std::string command = "curl -si " + options;
+    for (const std::string& h : headers) command += " -H " + Quote(h);
+    return Shell(command + " http://127.0.0.1:" + std::to_string(decision_port()) + target);
+  }
+
+  std::string Metrics() {
+    Client admin(gateway_->admin_port());
+    return admin.Get("/metrics").body();
+  }
+
+  std::unique_ptr<gateway::EchoUpstream> echo_;
+  std::unique_ptr<TestGateway> gateway_;
+};
+
+// --- Envoy RLS ---
+
+// OK for exactly `limit` calls of one descriptor, then OVER_LIMIT with
+// the per-descriptor status, the RateLimit and Retry-After fields and the
+// 429 body; the entries' order does not matter; another descriptor value
+// is another key. Rules without domain/descriptor are not applied to RLS
+// calls.
+TEST_F(DecisionService, RlsOkThenOverLimitAfterExactlyTheLimit) {
+  Start(kRlsRules);
+  // The ManualClock is at 1,000,000 ms: the 1-minute window began at
+  // 960,000 ms and ends in 20 s.
+  const std::string out = Rls({RlsCall({kLogin}), RlsCall({kLoginReordered}), RlsCall({kLogin}),
+                               RlsCall({kLoginReordered}), RlsCall({kLoginOther})});
+  EXPECT_TRUE(Contains(out,
+                       "0 code=OK overall=OK\n"
+                       "0 status 0 code=OK limit=login 3/MINUTE remaining=2 reset_ms=20000\n"
+                       "0 header RateLimit-Policy: \"login\";q=3;w=60\n"
+                       "0 header RateLimit: \"login\";r=2;t=20\n"));
+  EXPECT_TRUE(Contains(out, "1 status 0 code=OK limit=login 3/MINUTE remaining=1 reset_ms=20000\n"));
+  EXPECT_TRUE(Contains(out, "2 status 0 code=OK limit=login 3/MINUTE remaining=0 reset_ms=20000\n"));
+  EXPECT_TRUE(Contains(out,
+                       "3 code=OK overall=OVER_LIMIT\n"
+                       "3 status 0 code=OVER_LIMIT limit=login 3/MINUTE remaining=0 "
+                       "reset_ms=20000\n"
+                       "3 header RateLimit-Policy: \"login\";q=3;w=60\n"
+                       "3 header RateLimit: \"login\";r=0;t=20\n"
+                       "3 header X-RateLimit-Limit: 3\n"
+                       "3 header X-RateLimit-Remaining: 0\n"
+                       "3 header X-RateLimit-Reset: 20\n"
+                       "3 header Retry-After: 20\n"
+                       "3 body {\"error\":\"rate_limited\",\"rule\":\"login\","
+                       "\"retry_after_ms\":20000}\n"));
+  EXPECT_TRUE(Contains(out, "4 status 0 code=OK limit=login 3/MINUTE remaining=2 reset_ms=20000\n"));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"rls\"} 5\n"));
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"http\"} 0\n"));
+  EXPECT_TRUE(Contains(metrics,
+                       "tollgate_ratelimit_decisions_total{rule=\"login\",decision=\"limited\"} 1\n"));
+  EXPECT_TRUE(Contains(metrics,
+                       "tollgate_ratelimit_decisions_total{rule=\"login\",decision=\"allowed\"} 4\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"http-only\",decision=\"allowed\"} 0\n"));
+  // The window ends: the descriptor passes again.
+  gateway_->clock().Advance(20'000);
+  EXPECT_TRUE(Contains(Rls({RlsCall({kLogin})}),
+                       "0 status 0 code=OK limit=login 3/MINUTE remaining=2 reset_ms=60000\n"));
+}
+
+// Several descriptors: each decided by its own rules; one over its limit
+// makes the whole answer OVER_LIMIT, the others keep their own codes, and
+// one that no rule matches is OK without a limit.
+TEST_F(DecisionService, RlsSeveralDescriptorsOneOver) {
+  Start(kRlsRules);
+  const std::string tenant = R"([["tenant","acme"]])";
+  const std::string unmatched = R"([["path","/login"]])";
+  const std::string call = RlsCall({kLogin, tenant, unmatched});
+  const std::string out = Rls({call, call, call, call});
+  EXPECT_TRUE(Contains(out,
+                       "2 code=OK overall=OK\n"
+                       "2 status 0 code=OK limit=login 3/MINUTE remaining=0 reset_ms=20000\n"
+                       "2 status 1 code=OK limit=tenant 10/SECOND remaining=7 reset_ms=300\n"
+                       "2 status 2 code=OK\n"));
+  EXPECT_TRUE(Contains(out,
+                       "3 code=OK overall=OVER_LIMIT\n"
+                       "3 status 0 code=OVER_LIMIT limit=login 3/MINUTE remaining=0 "
+                       "reset_ms=20000\n"
+                       "3 status 1 code=OK limit=tenant 10/SECOND remaining=6 reset_ms=400\n"
+                       "3 status 2 code=OK\n"));
+}
+
+// hits_addend is the cost: the request's for every descriptor, a
+// descriptor's own over it.
+TEST_F(DecisionService, RlsHitsAddendIsTheCost) {
+  Start(kRlsRules);
+  const std::string tenant = R"([["tenant","acme"]])";
+  const std::string tenant_own = R"({"entries":[["tenant","acme"]],"hits_addend":5})";
+  const std::string out =
+      Rls({RlsCall({tenant}, ",\"hits_addend\":4"), RlsCall({tenant_own}, ",\"hits_addend\":1"),
+           RlsCall({tenant}, ",\"hits_addend\":2"), RlsCall({tenant})});
+  EXPECT_TRUE(Contains(out, "0 status 0 code=OK limit=tenant 10/SECOND remaining=6 "));
+  EXPECT_TRUE(Contains(out, "1 status 0 code=OK limit=tenant 10/SECOND remaining=1 "));
+  // 2 > the 1 left: refused, and nothing taken.
+  EXPECT_TRUE(Contains(out, "2 code=OK overall=OVER_LIMIT\n2 status 0 code=OVER_LIMIT "));
+  EXPECT_TRUE(Contains(out, "3 status 0 code=OK limit=tenant 10/SECOND remaining=0 "));
+}
+
+// Fields this copy of Envoy's .proto does not know are skipped.
+TEST_F(DecisionService, RlsUnknownFieldsAreSkipped) {
+  Start(kRlsRules);
+  EXPECT_TRUE(Contains(Rls({RlsCall({kLogin}, ",\"unknown\":true")}),
+                       "0 status 0 code=OK limit=login 3/MINUTE remaining=2 "));
+}
+
+// A malformed message is INVALID_ARGUMENT naming the field; another method
+// of the service, or of another, UNIMPLEMENTED. None takes from a limit.
+TEST_F(DecisionService, RlsMalformedMessagesAndOtherMethods) {
+  Start(kRlsRules);
+  const std::string out = Rls({
+      R"({"raw":"0a10ab"})",
+      R"({"descriptors":[{"entries":[["path","/login"]]}]})",
+      RlsCall({}),
+      RlsCall({"[]"}),
+      RlsCall({kLogin, R"([["","x"]])"}),
+      R"({"method":"/envoy.service.ratelimit.v3.RateLimitService/Other","raw":""})",
+      R"({"method":"/pkg.Service/Method","raw":""})",
+      RlsCall({kLogin}),
+  });
+  EXPECT_TRUE(Contains(out, "0 code=INVALID_ARGUMENT details=the message is not a valid "
+                            "RateLimitRequest\n"));
+  EXPECT_TRUE(Contains(out, "1 code=INVALID_ARGUMENT details=domain: must not be empty\n"));
+  EXPECT_TRUE(Contains(out, "2 code=INVALID_ARGUMENT details=descriptors: at least one is "
+                            "required\n"));
+  EXPECT_TRUE(Contains(out, "3 code=INVALID_ARGUMENT details=descriptors[0].entries: at least "
+                            "one is required\n"));
+  EXPECT_TRUE(Contains(out, "4 code=INVALID_ARGUMENT details=descriptors[1].entries[0].key: must "
+                            "not be empty\n"));
+  EXPECT_TRUE(Contains(out, "5 code=UNIMPLEMENTED details=the decision listener serves "
+                            "/envoy.service.ratelimit.v3.RateLimitService/ShouldRateLimit only\n"));
+  EXPECT_TRUE(Contains(out, "6 code=UNIMPLEMENTED "));
+  // The first valid call takes the first of the limit.
+  EXPECT_TRUE(Contains(out, "7 status 0 code=OK limit=login 3/MINUTE remaining=2 "));
+}
+
+// Redis down: on_error = "deny" ends the call UNAVAILABLE (so Envoy's
+// failure_mode_deny decides), "allow" answers OK.
+TEST_F(DecisionService, RlsStoreDown) {
+  const std::string redis = "url = \"redis://127.0.0.1:" + std::to_string(UnusedPort()) + "/0\"";
+  Start(std::string(kRlsRules) + RedisStoreSection(redis, "deny", "50ms"));
+  EXPECT_TRUE(Contains(Rls({RlsCall({kLogin})}),
+                       "0 code=UNAVAILABLE details=the rate-limit store is unavailable\n"));
+  gateway_.reset();
+  Start(std::string(kRlsRules) + RedisStoreSection(redis, "allow", "50ms"));
+  const std::string out = Rls({RlsCall({kLogin}), RlsCall({kLogin}), RlsCall({kLogin}),
+                               RlsCall({kLogin})});
+  EXPECT_TRUE(Contains(out, "3 code=OK overall=OK\n3 status 0 code=OK"));
+  EXPECT_TRUE(Lacks(out, "OVER_LIMIT"));
+}
+
+// [decision] tls: the same port serves gRPC over TLS (ALPN h2) and the
+// check endpoint over HTTPS.
+TEST_F(DecisionService, TlsServesBothProtocols) {
+  const TempDir dir;
+  const auto [cert, key] = MakeCertificate(dir, "localhost");
+  Start(kRlsRules, "tls = { cert = \"" + cert + "\", key = \"" + key + "\" }\n");
+  EXPECT_TRUE(Contains(Rls({RlsCall({kLogin}), RlsCall({kLogin})}, cert),
+                       "1 status 0 code=OK limit=login 3/MINUTE remaining=1 "));
+  const std::string check =
+      Shell("curl -si --http1.1 --cacert " + cert + " -H 'X-Original-URI: /' https://localhost:" +
+            std::to_string(decision_port()) + "/check");
+  EXPECT_TRUE(Contains(check, "HTTP/1.1 200 OK\r\n"));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"http\"} 1\n"));
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"rls\"} 2\n"));
+}
+
+// --- the check endpoint ---
+
+constexpr const char* kPerIp = R"(
+[identity]
+trusted_proxies = ["127.0.0.1/32"]
+[[rules]]
+name = "per-ip"
+match = { path_prefix = "/api" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 2
+window = "1m"
+[[rules]]
+name = "rls-only"
+match = { domain = "edge" }
+key = "global"
+algorithm = "fixed_window"
+limit = 1
+window = "1h"
+)";
+
+// curl describes the original request: 200 with the RateLimit fields for
+// `limit` checks, then 429 with Retry-After, the fields and the proxy's
+// body; the client's address comes from X-Forwarded-For (or X-Real-IP)
+// because the peer (127.0.0.1) is a trusted proxy, and from the peer when
+// it is not (127.0.0.2); a path no rule matches is allowed without fields.
+TEST_F(DecisionService, CheckWithCurl) {
+  Start(kPerIp);
+  const std::vector<std::string> a = {"X-Original-URI: /api/items?page=2",
+                                      "X-Original-Method: POST", "X-Forwarded-For: 192.0.2.1"};
+  const std::string first = Check(a);
+  EXPECT_TRUE(Contains(first, "HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(Contains(first, "RateLimit-Policy: \"per-ip\";q=2;w=60\r\n"));
+  EXPECT_TRUE(Contains(first, "RateLimit: \"per-ip\";r=1;t=20\r\n"));
+  EXPECT_TRUE(Contains(Check(a), "RateLimit: \"per-ip\";r=0;t=20\r\n"));
+  const std::string limited = Check(a);
+  EXPECT_TRUE(Contains(limited, "HTTP/1.1 429 Too Many Requests\r\n"));
+  EXPECT_TRUE(Contains(limited, "Retry-After: 20\r\n"));
+  EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
+  EXPECT_TRUE(Contains(limited,
+                       "\r\n\r\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
+                       "\"retry_after_ms\":20000}\n"));
+  // Another client of the trusted proxy, by X-Real-IP.
+  EXPECT_TRUE(Contains(Check({"X-Original-URI: /api/items", "X-Real-IP: 192.0.2.2"}),
+                       "RateLimit: \"per-ip\";r=1;t=20\r\n"));
+  // An untrusted peer's X-Forwarded-For is not believed: its own address is
+  // the key, whatever it claims.
+  EXPECT_TRUE(Contains(Check({"X-Original-URI: /api", "X-Forwarded-For: 192.0.2.3"},
+                             "--interface 127.0.0.2"),
+                       "RateLimit: \"per-ip\";r=1;t=20\r\n"));
+  EXPECT_TRUE(Contains(Check({"X-Original-URI: /api", "X-Forwarded-For: 192.0.2.4"},
+                             "--interface 127.0.0.2"),
+                       "RateLimit: \"per-ip\";r=0;t=20\r\n"));
+  // No rule: 200 without fields.
+  const std::string free = Check({"X-Original-URI: /about", "X-Forwarded-For: 192.0.2.1"});
+  EXPECT_TRUE(Contains(free, "HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(Lacks(free, "RateLimit"));
+  // The check request itself is wrong: 400, naming what is missing.
+  const std::string bad = Check({});
+  EXPECT_TRUE(Contains(bad, "HTTP/1.1 400 Bad Request\r\n"));
+  EXPECT_TRUE(Contains(bad, "X-Original-URI"));
+  EXPECT_TRUE(Contains(Check({"X-Original-URI: /api"}, "", "/other"), "HTTP/1.1 404 "));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"http\"} 9\n"));
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"rls\"} 0\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"per-ip\",decision=\"limited\"} 1\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"rls-only\",decision=\"allowed\"} 0\n"));
+}
+
+// deny_status replaces the refusal's status (nginx's auth_request takes
+// only 401 and 403 as refusals), with the same fields; a bad check keeps
+// its 400.
+TEST_F(DecisionService, CheckDenyStatus) {
+  Start(kPerIp, "deny_status = 403\n");
+  const std::vector<std::string> a = {"X-Original-URI: /api", "X-Real-IP: 192.0.2.1"};
+  Check(a);
+  Check(a);
+  const std::string limited = Check(a);
+  EXPECT_TRUE(Contains(limited, "HTTP/1.1 403 Forbidden\r\n"));
+  EXPECT_TRUE(Contains(limited, "Retry-After: 20\r\n"));
+  EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
+  EXPECT_TRUE(Contains(Check({}), "HTTP/1.1 400 Bad Request\r\n"));
+}
+
+// --- nginx auth_request ---
+
+// nginx (Debian's nginx-light) in front of the echo upstream, asking the
+// check endpoint for each request with auth_request, as the README shows;
+// started in the foreground, its log on stderr.
+class Nginx {
+ public:
+  Nginx(std::uint16_t decision_port, std::uint16_t upstream_port)
+      : port_(UnusedPort()) {
+    const std::string conf = dir_.Write("nginx.conf", Config(decision_port, upstream_port));
+    process_ = std::make_unique<Process>(
+        std::vector<std::string>{"/usr/sbin/nginx", "-p", dir_.path(), "-c", conf});
+    // The master has bound the port before it starts its worker.
+    for (std::string line = process_->StderrLine(); !line.empty();
+         line = process_->StderrLine()) {
+      if (line.find("start worker process") != std::string::npos) return;
+    }
+    ADD_FAILURE() << "nginx did not start";
+  }
+  // A fast shutdown: the master stops its worker before it exits (killed,
+  // it would leave the worker behind).
+  ~Nginx() {
+    process_->Signal(SIGTERM);
+    process_->Wait();
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  std::string Config(std::uint16_t decision_port, std::uint16_t upstream_port) const {
+    const std::string dir = dir_.path();
+    return R"(daemon off;
+master_process on;
+worker_processes 1;
+user root;
+pid )" + dir + R"(/nginx.pid;
+error_log stderr notice;
+events { worker_connections 64; }
+http {
+  access_log off;
+  client_body_temp_path )" + dir + R"(/body;
+  proxy_temp_path )" + dir + R"(/proxy;
+  fastcgi_temp_path )" + dir + R"(/fastcgi;
+  uwsgi_temp_path )" + dir + R"(/uwsgi;
+  scgi_temp_path )" + dir + R"(/scgi;
+
+  # --- the README's example, with the test's ports ---
+  upstream tollgate_decision {
+    server 127.0.0.1:)" + std::to_string(decision_port) + R"(;
+    keepalive 16;
+  }
+  server {
+    listen 127.0.0.1:)" + std::to_string(port_) + R"(;
+    location / {
+      auth_request /.tollgate-check;
+      # The check's RateLimit fields and Retry-After, for the client.
+      auth_request_set $tollgate_policy $upstream_http_ratelimit_policy;
+      auth_request_set $tollgate_ratelimit $upstream_http_ratelimit;
+      auth_request_set $tollgate_retry_after $upstream_http_retry_after;
+      add_header RateLimit-Policy $tollgate_policy always;
+      add_header RateLimit $tollgate_ratelimit always;
+      # tollgate answers a limited check with deny_status = 403.
+      error_page 403 = @limited;
+      proxy_pass http://127.0.0.1:)" + std::to_string(upstream_port) + R"(;
+    }
+    location = /.tollgate-check {
+      internal;
+      proxy_pass http://tollgate_decision/check;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_pass_request_body off;
+      proxy_set_header Content-Length "";
+      proxy_set_header X-Original-Method $request_method;
+      proxy_set_header X-Original-URI $request_uri;
+      proxy_set_header X-Original-Host $host;
+      proxy_set_header X-Real-IP $remote_addr;
+    }
+    location @limited {
+      add_header Retry-After $tollgate_retry_after always;
+      add_header RateLimit-Policy $tollgate_policy always;
+      add_header RateLimit $tollgate_ratelimit always;
+      default_type application/json;
+      return 429 '{"error":"rate_limited"}\n';
+    }
+  }
+  # --- end of the example ---
+}
+)";
+  }
+
+  TempDir dir_;
+  std::uint16_t port_;
+  std::unique_ptr<Process> process_;
+};
+
+// Clients of nginx see exactly `limit` 2xx per client address and window
+// (the upstream's answers, with the RateLimit fields nginx copied from the
+// check), then 429 with Retry-After and the fields; nginx passes each
+// client's address in X-Real-IP and is the trusted proxy, so every client
+// has its own key. A path no rule matches always reaches the upstream.
+TEST_F(DecisionService, NginxAuthRequest) {
+  Start(kPerIp, "deny_status = 403\n");
+  const Nginx nginx(decision_port(), echo_->port());
+  const auto get = [&](const std::string& source, const std::string& path) {
+    return Shell("curl -si --interface " + source + " http://127.0.0.1:" +
+                 std::to_string(nginx.port()) + path);
+  };
+  for (const std::string source : {"127.0.0.2", "127.0.0.3"}) {
+    for (int i = 0; i < 2; ++i) {
+      const std::string allowed = get(source, "/api/items");
+      EXPECT_TRUE(Contains(allowed, "HTTP/1.1 200 OK\r\n")) << source << " " << i;
+      EXPECT_TRUE(Contains(allowed, "X-Upstream-Port: " + std::to_string(echo_->port())));
+      EXPECT_TRUE(Contains(allowed, "RateLimit-Policy: \"per-ip\";q=2;w=60\r\n"));
+      EXPECT_TRUE(Contains(allowed, "RateLimit: \"per-ip\";r=" + std::to_string(1 - i) + ";t=20\r\n"));
+    }
+    for (int i = 0; i < 2; ++i) {
+      const std::string limited = get(source, "/api/items");
+      EXPECT_TRUE(Contains(limited, "HTTP/1.1 429 Too Many Requests\r\n")) << source;
+      EXPECT_TRUE(Contains(limited, "Retry-After: 20\r\n"));
+      EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
+      EXPECT_TRUE(Contains(limited, "{\"error\":\"rate_limited\"}"));
+      EXPECT_TRUE(Lacks(limited, "X-Upstream-Port"));
+    }
+  }
+  EXPECT_TRUE(Contains(get("127.0.0.2", "/about"), "HTTP/1.1 200 OK\r\n"));
+  // The window ends: the client passes again.
+  gateway_->clock().Advance(20'000);
+  EXPECT_TRUE(Contains(get("127.0.0.2", "/api/items"), "RateLimit: \"per-ip\";r=1;t=60\r\n"));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"http\"} 10\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"per-ip\",decision=\"allowed\"} 5\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"per-ip\",decision=\"limited\"} 4\n"));
+}
+
+}  // namespace
+}  // namespace tollgate::testing
