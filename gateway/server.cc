@@ -10,13 +10,13 @@
 #include <memory>
 #include <thread>
 
-#include "gateway/ops/admin.h"
 #include "gateway/core/block_table.h"
+#include "gateway/io/listen.h"
+#include "gateway/ops/admin.h"
 #include "gateway/ops/admin_api.h"
 #include "gateway/ops/admin_blocks.h"
 #include "gateway/ops/admin_overrides.h"
 #include "gateway/ops/membership.h"
-#include "gateway/io/listen.h"
 #include "gateway/ops/status.h"
 #include "gateway/worker.h"
 #include "store/failover_store.h"
@@ -99,7 +99,7 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<AdminBlocks> admin_blocks;        // used on the admin thread only
   std::unique_ptr<AdminOverrides> admin_overrides;  // likewise
   std::unique_ptr<Membership> membership;           // likewise; with Redis only
-  std::unique_ptr<AdminApi> api;              // likewise
+  std::unique_ptr<AdminApi> api;                    // likewise
   std::unique_ptr<AdminServer> admin;
   std::vector<std::thread> threads;
   std::vector<std::uint16_t> ports;
@@ -348,15 +348,18 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       const store::Clock* fallback_clock =
           store_config.redis.time == store::RedisTime::kClient ? &clock : nullptr;
       store::RedisStore& leases = *redis;
-      auto exact = std::make_unique<store::FailoverStore>(
-          std::move(redis), *impl->store, store_config.on_error, observer, fallback_clock,
-          &impl->fleet);
-      // Rules with sync = "lease" are decided from leases; the others, and
-      // the requests waiting for a lease Redis cannot give, by `exact`.
+      auto exact = std::make_unique<store::FailoverStore>(std::move(redis), *impl->store,
+                                                          store_config.on_error, observer,
+                                                          fallback_clock, &impl->fleet);
+      store::FailoverStore& policy = *exact;
+      // Rules with sync = "lease" are decided from leases (the on_error
+      // policy answering for the takes Redis cannot); the others by `exact`.
       store::LeasingStore::Options lease_options;
       lease_options.grace_ms = store_config.redis.timeout_ms;
-      worker->SetStore(std::make_unique<store::LeasingStore>(
-          worker->io(), std::move(exact), leases, clock, impl->lease_stats, lease_options));
+      lease_options.wall_clock = fallback_clock != nullptr;
+      worker->SetStore(std::make_unique<store::LeasingStore>(worker->io(), std::move(exact),
+                                                             &policy, leases, clock,
+                                                             impl->lease_stats, lease_options));
       worker->SetCoordinator(std::make_unique<store::FailoverCoordinator>(
           std::move(coordinator), impl->coordinator, store_config.on_error, observer));
     } else {
@@ -415,16 +418,15 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
         impl->workers.front()->io(), store_config.redis, impl->admin_redis_health);
     impl->membership = std::make_unique<Membership>(*impl->admin_redis, impl->fleet);
   }
-  impl->admin_blocks =
-      std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
-  impl->admin_overrides = std::make_unique<AdminOverrides>(impl->overrides, *raw, clock,
-                                                           impl->admin_redis.get());
-  impl->api = std::make_unique<AdminApi>(
-      *raw,
-      admin_acceptor->local_endpoint().address().is_loopback() ? ListenerScope::kLoopback
-                                                               : ListenerScope::kReachable,
-      *impl->store, impl->admin_redis.get(), *impl->admin_blocks, *impl->admin_overrides, clock,
-      impl->metrics.get());
+  impl->admin_blocks = std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
+  impl->admin_overrides =
+      std::make_unique<AdminOverrides>(impl->overrides, *raw, clock, impl->admin_redis.get());
+  impl->api = std::make_unique<AdminApi>(*raw,
+                                         admin_acceptor->local_endpoint().address().is_loopback()
+                                             ? ListenerScope::kLoopback
+                                             : ListenerScope::kReachable,
+                                         *impl->store, impl->admin_redis.get(), *impl->admin_blocks,
+                                         *impl->admin_overrides, clock, impl->metrics.get());
   handlers.api = [api = impl->api.get()](const http::request<http::string_body>& req,
                                          std::string_view peer) { return api->Handle(req, peer); };
   impl->admin = std::make_unique<AdminServer>(impl->workers.front()->io(),
@@ -459,8 +461,9 @@ bool Server::ReloadConfig(std::shared_ptr<const rules::Config> config, std::stri
        (decision->listener.address.ToString() != running_decision->listener.address.ToString() ||
         decision->listener.certificates.size() !=
             running_decision->listener.certificates.size()))) {
-    error = "[decision] address or tls changed: its listener is bound at startup, restart to "
-            "change it";
+    error =
+        "[decision] address or tls changed: its listener is bound at startup, restart to "
+        "change it";
     return false;
   }
   std::shared_ptr<const GatewayState> state = impl_->Build(config, error);

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "algorithms/validate.h"
+
 namespace tollgate::store {
 namespace {
 
@@ -110,20 +112,41 @@ void FailoverStore::Finish(Call* call, const StoreResult& result) {
     target.OnDecision(result);
     return;
   }
-  if (observer_ != nullptr) observer_->OnStoreFailure(result.status, policy_);
+  const StoreResult answer = PolicyAnswer(
+      {call->key, call->limit, call->cost, call->now_ms, call->partition}, result.status);
+  free_.push_back(call);
+  target.OnDecision(answer);
+}
+
+void FailoverStore::DecideFailed(const DecideRequest& request, StoreStatus status,
+                                 DecisionSink& sink) {
+  sink.OnDecision(PolicyAnswer(request, status));
+}
+
+StoreResult FailoverStore::PolicyAnswer(const DecideRequest& request, StoreStatus status) {
+  if (observer_ != nullptr) observer_->OnStoreFailure(status, policy_);
   StoreResult answer;
   answer.source = PolicySource(policy_);
   if (AsksTheFallback(policy_)) {
+    const LimitSpec& limit =
+        policy_ == FailurePolicy::kShare ? Share(*request.limit) : *request.limit;
+    // A request costing more than the share can ever hold is refused as
+    // "deny" refuses, rather than told a wait that never ends.
+    if (algorithms::ValidateCost(limit.windows, request.cost)) {
+      answer.status = status;
+      answer.source = ResultSource::kPolicyDenied;
+      answer.decision = PolicyDecision(FailurePolicy::kDeny, limit);
+      return answer;
+    }
     // The rule's own partition of the local store, as when it is the store.
-    const std::int64_t now = fallback_clock_ != nullptr ? fallback_clock_->NowMs() : call->now_ms;
-    const LimitSpec& limit = policy_ == FailurePolicy::kShare ? Share(*call->limit) : *call->limit;
-    answer.decision = fallback_.DecideNow({call->key, &limit, call->cost, now, call->partition});
-  } else {
-    answer.status = result.status;
-    answer.decision = PolicyDecision(policy_, *call->limit);
+    const std::int64_t now = fallback_clock_ != nullptr ? fallback_clock_->NowMs() : request.now_ms;
+    answer.decision =
+        fallback_.DecideNow({request.key, &limit, request.cost, now, request.partition});
+    return answer;
   }
-  free_.push_back(call);
-  target.OnDecision(answer);
+  answer.status = status;
+  answer.decision = PolicyDecision(policy_, *request.limit);
+  return answer;
 }
 
 const LimitSpec& FailoverStore::Share(const LimitSpec& limit) {

@@ -6,8 +6,9 @@
 //   kLocal  the fallback (the process's LocalStore / LocalCoordinator)
 //           answers: status kOk, source kFallback;
 //   kShare  as kLocal, each limit divided by the live gateways
-//           (store/fleet.h: ShareOf); the coordinator's places and learned
-//           limits are the fallback's as with kLocal;
+//           (store/fleet.h: ShareOf); a request costing more than its share
+//           can hold is answered as kDeny answers; the coordinator's places
+//           and learned limits are the fallback's as with kLocal;
 //   kAllow  status stays the primary's failure, source kPolicyAllowed, an
 //           allowing decision (remaining = the first window's limit), count 0;
 //   kDeny   status stays the primary's failure, source kPolicyDenied, a
@@ -65,6 +66,10 @@ class FailoverStore final : public Store {
 
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return primary_->Kind(); }
+  // Answers `request` as the policy answers a call the primary failed with
+  // `status` (counted likewise), without asking the primary: for a caller
+  // that asked Redis itself (store/leasing_store.h). Inline.
+  void DecideFailed(const DecideRequest& request, StoreStatus status, DecisionSink& sink);
 
   Store& primary() { return *primary_; }
   FailurePolicy policy() const { return policy_; }
@@ -73,6 +78,8 @@ class FailoverStore final : public Store {
   struct Call;
   Call* Take();
   void Finish(Call* call, const StoreResult& result);
+  // What the policy answers for `request` after a failure `status`.
+  StoreResult PolicyAnswer(const DecideRequest& request, StoreStatus status);
   // kShare: `limit`'s share for one of the fleet's gateways now, made once
   // per limit and fleet size.
   const LimitSpec& Share(const LimitSpec& limit);

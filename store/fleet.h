@@ -24,12 +24,14 @@ class FleetSize {
   std::atomic<std::int64_t> gateways_{1};
 };
 
-// `spec`'s windows with every limit, and every burst, divided by
-// `gateways` (rounded down, at least 1; a leaky bucket's burst may be 0):
-// what one of `gateways` gateways deciding alone may admit so that together
-// they stay within `spec`. A limit below `gateways` cannot be divided and
-// stays at 1 per gateway. Its own fingerprint: the share's state is not the
-// shared limit's. Preconditions: `gateways` >= 1.
+// `spec`'s windows with every limit and every token bucket's burst divided
+// by `gateways` (rounded down, at least 1), and every leaky bucket's
+// capacity (burst + 1; the burst at least 0): what one of `gateways`
+// gateways deciding alone may admit so that together they stay within
+// `spec`. A limit or burst below `gateways` cannot be divided and stays at
+// 1 per gateway: then the fleet admits up to `gateways` where `spec` says
+// less. Its own fingerprint: the share's state is not the shared limit's.
+// Preconditions: `gateways` >= 1.
 LimitSpec ShareOf(const LimitSpec& spec, std::int64_t gateways);
 
 }  // namespace tollgate::store

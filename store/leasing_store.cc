@@ -35,6 +35,7 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   std::deque<Waiter> waiters;
   bool taking = false;
   std::int64_t take_sent = 0;
+  std::int64_t takes_fail_until = 0;  // a take failed: the policy answers until then
 
   void OnValues(const ValuesResult& result) override { store->OnTake(*this, result); }
   void OnRelease(const LeaseHand::Held& held, bool send, std::int64_t now) override {
@@ -49,11 +50,13 @@ class LeasingStore::Timer {
   std::int64_t at = std::numeric_limits<std::int64_t>::max();
 };
 
-LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact, RedisStore& redis,
-                           const Clock& clock, LeaseStats& stats, Options options)
+LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact,
+                           FailoverStore* policy, RedisStore& redis, const Clock& clock,
+                           LeaseStats& stats, Options options)
     : clock_(clock),
       stats_(stats),
       options_(options),
+      policy_(policy),
       redis_(redis),
       timer_(std::make_unique<Timer>(io)),
       exact_(std::move(exact)) {}
@@ -99,19 +102,35 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   return &e;
 }
 
+std::int64_t LeasingStore::Now() const {
+  return options_.wall_clock ? clock_.UnixMs() : clock_.NowMs();
+}
+
+void LeasingStore::Fail(const DecideRequest& request, StoreStatus status, DecisionSink& sink) {
+  if (policy_ != nullptr) {
+    policy_->DecideFailed(request, status, sink);
+  } else {
+    sink.OnDecision({status, ResultSource::kPrimary, {}});
+  }
+}
+
 void LeasingStore::Decide(const DecideRequest& request, DecisionSink& sink) {
-  if (!request.limit->lease || closing_) {
+  if (!request.limit->lease) {
     exact_->Decide(request, sink);
     return;
   }
-  Entry* found = Find(request);
+  Entry* found = closing_ ? nullptr : Find(request);
   if (found == nullptr) {
-    exact_->Decide(request, sink);
+    Fail(request, StoreStatus::kUnavailable, sink);
     return;
   }
   Entry& e = *found;
   const std::int64_t now = request.now_ms;
-  e.hand.set_ttl(e.spec->limit.lease->ttl_ms);
+  // A reload may change lease_ttl and lease_max without the fingerprint.
+  const LimitSpec::Lease& lease = *request.limit->lease;
+  LimitSpec::Lease& kept = *e.spec->limit.lease;
+  if (lease.ttl_ms != kept.ttl_ms || lease.max_units != kept.max_units) kept = lease;
+  e.hand.set_ttl(kept.ttl_ms);
   e.spec->stats->decisions.fetch_add(1, std::memory_order_relaxed);
   // Requests are answered in order: behind others waiting, wait too.
   if (e.waiters.empty()) {
@@ -129,8 +148,8 @@ void LeasingStore::Decide(const DecideRequest& request, DecisionSink& sink) {
       return;
     }
   }
-  if (e.waiters.size() >= options_.max_waiting) {
-    exact_->Decide(request, sink);
+  if (e.waiters.size() >= options_.max_waiting || e.takes_fail_until > now) {
+    Fail(request, StoreStatus::kUnavailable, sink);
     return;
   }
   e.waiters.push_back({&sink, request.cost, request.partition});
@@ -177,18 +196,21 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     e.waiters.clear();
     return;
   }
-  const std::int64_t now = clock_.NowMs();
+  const std::int64_t now = Now();
   const std::size_t windows = e.spec->limit.windows.size();
   if (result.status != StoreStatus::kOk || result.values.size() < 3 ||
       (result.values[0] > 0 && result.values.size() != 3 + windows)) {
     stats.requests[LeaseStats::kFailed].fetch_add(1, std::memory_order_relaxed);
-    // The exact path's on_error policy answers while Redis cannot.
+    // The on_error policy answers while Redis cannot.
+    const StoreStatus status =
+        result.status != StoreStatus::kOk ? result.status : StoreStatus::kError;
+    e.takes_fail_until = now + kFailedTakeBackoffMs;
     std::deque<Waiter> waiters;
     waiters.swap(e.waiters);
     for (const Waiter& w : waiters) {
-      exact_->Decide({e.key, &e.spec->limit, w.cost, now, w.partition}, *w.sink);
+      Fail({e.key, &e.spec->limit, w.cost, now, w.partition}, status, *w.sink);
     }
-    Due(e, now + e.spec->limit.lease->ttl_ms);
+    Due(e, e.takes_fail_until);
     return;
   }
   const std::int64_t units = result.values[0];
@@ -241,7 +263,7 @@ void LeasingStore::Arm() {
   if (due_.empty() || closing_) return;
   const std::int64_t at = due_.top().first;
   timer_->at = at;
-  const std::int64_t wait = std::max<std::int64_t>(0, at - clock_.NowMs());
+  const std::int64_t wait = std::max<std::int64_t>(0, at - Now());
   timer_->timer_.expires_after(std::chrono::milliseconds(wait));
   timer_->timer_.async_wait([this](const boost::system::error_code& ec) {
     if (ec) return;
@@ -251,7 +273,7 @@ void LeasingStore::Arm() {
 }
 
 void LeasingStore::Tick() {
-  const std::int64_t now = clock_.NowMs();
+  const std::int64_t now = Now();
   while (!due_.empty() && due_.top().first <= now) {
     const std::string id = due_.top().second;
     due_.pop();

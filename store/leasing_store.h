@@ -17,8 +17,11 @@
 // locally meanwhile. Unused units go back to Redis when their lease ends (lease_ttl,
 // on this gateway's clock, from when the take was sent); a bucket lease
 // spent to the last unit goes back at once (it frees the bucket's refill).
-// When Redis cannot answer a take, the requests waiting for it go to the
-// exact path, whose on_error policy answers them.
+// When Redis cannot answer a take, the requests waiting for it are answered
+// by the on_error policy (FailoverStore::DecideFailed), never by the exact
+// path, whose keys are another budget; so are, for kFailedTakeBackoffMs,
+// the key's requests that the hand cannot serve, and the requests past
+// max_keys or max_waiting.
 //
 // A reload that changes a limit changes its fingerprint: the old limit's
 // leases are never spent again and go back when they end.
@@ -36,6 +39,7 @@
 #include <vector>
 
 #include "store/clock.h"
+#include "store/failover_store.h"
 #include "store/lease_hand.h"
 #include "store/lease_stats.h"
 #include "store/redis_store.h"
@@ -54,17 +58,26 @@ class LeasingStore final : public Store {
     // lease: the time a return sent when the lease ends may take (the Redis
     // store's timeout).
     std::int64_t grace_ms = 20;
-    // Keys tracked at once; past it, lease rules' new keys are decided on
-    // the exact path until some go quiet.
+    // Keys tracked at once; past it, lease rules' new keys are answered by
+    // the on_error policy until some go quiet.
     std::size_t max_keys = 1 << 20;
-    // Requests of one key waiting for a lease; past it, on the exact path.
+    // Requests of one key waiting for a lease; past it, by the policy.
     std::size_t max_waiting = 4096;
+    // The requests' now_ms are the clock's UnixMs() (Redis with time =
+    // "client"), not its NowMs(): the store's timers and answers use the
+    // same scale.
+    bool wall_clock = false;
   };
+  // After a take Redis could not answer, the key's requests that the hand
+  // cannot serve are answered by the policy this long without a take.
+  static constexpr std::int64_t kFailedTakeBackoffMs = 100;
 
-  // `redis` is the store `exact` decides with (owned by it); `clock`,
-  // `stats` must outlive this.
-  LeasingStore(boost::asio::io_context& io, std::unique_ptr<Store> exact, RedisStore& redis,
-               const Clock& clock, LeaseStats& stats, Options options);
+  // `redis` is the store `exact` decides with (owned by it); `policy`, if
+  // not null, answers for Redis when it cannot (usually `exact` itself);
+  // null: such requests fail (kUnavailable). `clock`, `stats` must outlive
+  // this.
+  LeasingStore(boost::asio::io_context& io, std::unique_ptr<Store> exact, FailoverStore* policy,
+               RedisStore& redis, const Clock& clock, LeaseStats& stats, Options options);
   ~LeasingStore() override;
   LeasingStore(const LeasingStore&) = delete;
   LeasingStore& operator=(const LeasingStore&) = delete;
@@ -86,6 +99,10 @@ class LeasingStore final : public Store {
   struct Entry;
 
   Entry* Find(const DecideRequest& request);
+  // The time on the requests' scale (Options::wall_clock).
+  std::int64_t Now() const;
+  // Answers `request` as on_error does for a failure `status`.
+  void Fail(const DecideRequest& request, StoreStatus status, DecisionSink& sink);
   // Spends `cost` units from the hand if it holds them.
   bool Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d);
   // A lease leaving `e`'s hand (LeaseHand::Releases): counted, and sent
@@ -105,6 +122,7 @@ class LeasingStore final : public Store {
   const Clock& clock_;
   LeaseStats& stats_;
   Options options_;
+  FailoverStore* policy_;
   RedisStore& redis_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
   std::unordered_map<std::string, Entry> entries_;                  // by fingerprint bytes + key

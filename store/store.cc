@@ -40,10 +40,14 @@ LimitSpec ShareOf(const LimitSpec& spec, std::int64_t gateways) {
   std::vector<algorithms::LimitParams> windows = spec.windows;
   for (algorithms::LimitParams& p : windows) {
     p.limit = std::max<std::int64_t>(1, p.limit / gateways);
-    // A token bucket holds at least one token; a leaky bucket's burst is
-    // what it takes beyond one request and may be 0.
-    const std::int64_t least = p.algorithm == algorithms::Algorithm::kTokenBucket ? 1 : 0;
-    p.burst = std::max<std::int64_t>(least, p.burst / gateways);
+    if (p.algorithm == algorithms::Algorithm::kLeakyBucket) {
+      // A leaky bucket holds burst + 1 requests: the shares of that sum to
+      // at most it.
+      p.burst = std::max<std::int64_t>(0, (p.burst + 1) / gateways - 1);
+    } else {
+      // A token bucket holds at least one token.
+      p.burst = std::max<std::int64_t>(1, p.burst / gateways);
+    }
   }
   return LimitSpec::Make(std::move(windows));
 }

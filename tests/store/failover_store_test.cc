@@ -146,6 +146,32 @@ TEST(FailoverStore, SharePolicyDecidesTheFleetsShareOfEveryLimit) {
   EXPECT_EQ(c.counted.failures[0].policy, FailurePolicy::kShare);
 }
 
+TEST(FailoverStore, ARequestCostingMoreThanItsShareIsRefusedAsDenyRefuses) {
+  StoreCase c(FailurePolicy::kShare);
+  c.limit = FixedWindow(10, 60'000);
+  c.fleet.Set(3);
+  c.primary->status = StoreStatus::kTimeout;
+  Result r;
+  c.store->Decide({"k", &c.limit, 4, 1000, 0}, r);  // 4 > 10 / 3
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.result.status, StoreStatus::kTimeout);
+  EXPECT_EQ(r.result.source, ResultSource::kPolicyDenied);
+  EXPECT_FALSE(r.result.decision.allowed);
+  EXPECT_EQ(r.result.decision.retry_after_ms, 1000);
+}
+
+TEST(FailoverStore, DecideFailedAnswersAsThePolicyWithoutThePrimary) {
+  StoreCase c(FailurePolicy::kLocal);
+  Result r;
+  c.store->DecideFailed({"k", &c.limit, 1, 1000, 0}, StoreStatus::kUnavailable, r);
+  ASSERT_TRUE(r.done);
+  EXPECT_EQ(r.result.source, ResultSource::kFallback);
+  EXPECT_TRUE(r.result.decision.allowed);
+  EXPECT_EQ(c.primary->calls, 0);
+  ASSERT_EQ(c.counted.failures.size(), 1u);
+  EXPECT_EQ(c.counted.failures[0].status, StoreStatus::kUnavailable);
+}
+
 TEST(FailoverStore, AShareDividesLimitsAndBurstsRoundingDownToAtLeastOne) {
   const LimitSpec bucket = TokenBucket(100, 1000, 50);
   const LimitSpec share = ShareOf(bucket, 3);
@@ -159,6 +185,10 @@ TEST(FailoverStore, AShareDividesLimitsAndBurstsRoundingDownToAtLeastOne) {
       ShareOf(LimitSpec::Make({Window(algorithms::Algorithm::kLeakyBucket, 10, 1000, 0)}), 4);
   EXPECT_EQ(leaky.windows[0].limit, 2);
   EXPECT_EQ(leaky.windows[0].burst, 0);
+  // A leaky bucket holds burst + 1: 12 over three gateways is 4 each.
+  const LimitSpec deep =
+      ShareOf(LimitSpec::Make({Window(algorithms::Algorithm::kLeakyBucket, 30, 1000, 11)}), 3);
+  EXPECT_EQ(deep.windows[0].burst, 3);
   const LimitSpec two =
       ShareOf(LimitSpec::Make({Window(algorithms::Algorithm::kFixedWindow, 100, 1000),
                                Window(algorithms::Algorithm::kFixedWindow, 1000, 60'000)}),

@@ -11,6 +11,8 @@
 #include <chrono>
 
 #include "redis_server.h"
+#include "store/failover_store.h"
+#include "store/local_store.h"
 #include "store_sinks.h"
 
 namespace tollgate::store {
@@ -40,7 +42,7 @@ struct Gateway {
     o.min_ttl_ms = 10'000'000;  // virtual time outruns no key
     auto store = std::make_unique<RedisStore>(io, o, health);
     RedisStore& raw = *store;
-    leasing = std::make_unique<LeasingStore>(io, std::move(store), raw, clock, stats,
+    leasing = std::make_unique<LeasingStore>(io, std::move(store), nullptr, raw, clock, stats,
                                              LeasingStore::Options{});
   }
   RedisHealth health;
@@ -257,6 +259,36 @@ TEST_F(LeasingStoreTest, AKilledGatewaysBucketUnitsComeBackAfterTheirHold) {
     Settle();
   }
   EXPECT_EQ(b_allowed, 10);
+}
+
+TEST_F(LeasingStoreTest, ATakeRedisCannotAnswerIsAnsweredByTheOnErrorPolicy) {
+  RedisHealth health;
+  RedisOptions o;
+  std::string error;
+  o.address = *ParseRedisUrl(redis_.url(), error);
+  o.timeout_ms = 1000;
+  o.time = RedisTime::kClient;
+  auto redis = std::make_unique<RedisStore>(io_, o, health);
+  RedisStore& raw = *redis;
+  LocalStore local;
+  auto failover =
+      std::make_unique<FailoverStore>(std::move(redis), local, FailurePolicy::kDeny, nullptr);
+  FailoverStore& policy = *failover;
+  LeasingStore leasing(io_, std::move(failover), &policy, raw, clock_, stats_,
+                       LeasingStore::Options{});
+  const LimitSpec spec = Leased(FixedWindow(10, 60'000), 1000, 5);
+  redis_.Kill();
+  for (int i = 0; i < 3; ++i) {
+    // The first waits for its take, which fails; the next ones, within the
+    // backoff, are answered at once without another.
+    bool at_once = false;
+    const StoreResult r = Decide(leasing, "k", spec, &at_once);
+    EXPECT_NE(r.status, StoreStatus::kOk) << i;
+    EXPECT_EQ(r.source, ResultSource::kPolicyDenied) << i;
+    EXPECT_FALSE(r.decision.allowed) << i;
+    if (i > 0) EXPECT_TRUE(at_once) << i;
+  }
+  EXPECT_EQ(stats_.For("r").requests[LeaseStats::kFailed].load(), 1u);
 }
 
 TEST_F(LeasingStoreTest, AChangedLimitDropsTheOldLeases) {

@@ -14,6 +14,7 @@ else
   redis.call('ZREM', KEYS[1], ARGV[1])
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
-local live = redis.call('ZCARD', KEYS[1])
-if live > 0 then redis.call('PEXPIRE', KEYS[1], math.max(lasts, 1000)) end
-return live
+-- The set lives as long as its latest member; a leaving gateway leaves the
+-- others' time as it is.
+if lasts > 0 then redis.call('PEXPIRE', KEYS[1], lasts) end
+return redis.call('ZCARD', KEYS[1])
