@@ -13,6 +13,11 @@
 
 namespace tollgate::store {
 
+// How much longer than lease_ttl the shared state keeps an unreturned
+// bucket lease by default: the time a return sent when the lease ends may
+// take (LeasingStore uses the Redis store's timeout).
+inline constexpr std::int64_t kDefaultLeaseGraceMs = 20;
+
 class LeaseHand {
  public:
   // Units per lease_ttl from which a key is renewed in the background and

@@ -57,7 +57,7 @@ class LeasingStore final : public Store {
     // Added to lease_ttl for how long Redis keeps an unreturned bucket
     // lease: the time a return sent when the lease ends may take (the Redis
     // store's timeout).
-    std::int64_t grace_ms = 20;
+    std::int64_t grace_ms = kDefaultLeaseGraceMs;
     // Keys tracked at once; past it, lease rules' new keys are answered by
     // the on_error policy until some go quiet.
     std::size_t max_keys = 1 << 20;

@@ -83,8 +83,8 @@ class Fleet final : private store::LeaseHand::Releases {
   void Take(std::int64_t g, const std::string& key, store::LeaseHand& hand, std::int64_t now,
             std::int64_t need) {
     ++takes_;
-    const algorithms::LeaseGrant grant =
-        current_->Take(now, hand.Want(now, need, max_units_), ttl_ms_, ttl_ms_);
+    const algorithms::LeaseGrant grant = current_->Take(
+        now, hand.Want(now, need, max_units_), ttl_ms_, ttl_ms_ + store::kDefaultLeaseGraceMs);
     if (grant.units <= 0) {
       hand.Block(now, grant.retry_after_ms);
       return;
@@ -92,14 +92,15 @@ class Fleet final : private store::LeaseHand::Releases {
     due_.emplace(hand.Add(now, grant.units, grant.valid_ms, grant.stamps), g, key);
   }
 
-  // Every lease that ended by `now`, in any hand, goes back, as each
-  // gateway's timer gives them back.
+  // Every lease that ended by `now`, in any hand, goes back at its end, as
+  // each gateway's timer gives them back (ends come in time order, none
+  // before the previous row).
   void Expire(std::int64_t now) {
     while (!due_.empty() && std::get<0>(due_.top()) <= now) {
       const auto [end, g, key] = due_.top();
       due_.pop();
-      current_ = &State(key, now);
-      Hand(g, key, now).Expire(now, *this);
+      current_ = &State(key, end);
+      Hand(g, key, end).Expire(end, *this);
     }
   }
 
