@@ -271,15 +271,19 @@ std::uint16_t UnusedPort() {
   return acceptor.local_endpoint().port();
 }
 
-std::uint16_t WaitForPort(Process& gateway) {
+std::uint16_t WaitForPort(Process& gateway) { return WaitForPorts(gateway).first; }
+
+std::pair<std::uint16_t, std::uint16_t> WaitForPorts(Process& gateway) {
   std::smatch match;
   std::string line;
-  const std::regex serving("port\\(s\\) ([0-9]+)");
+  const std::regex serving("port\\(s\\) ([0-9]+).*admin on port ([0-9]+)");
   for (int i = 0; i < 10 && !std::regex_search(line, match, serving); ++i) {
     line = gateway.StderrLine();
   }
   EXPECT_TRUE(std::regex_search(line, match, serving)) << line;
-  return static_cast<std::uint16_t>(std::stoi(match[1]));
+  if (match.size() < 3) return {0, 0};
+  return {static_cast<std::uint16_t>(std::stoi(match[1])),
+          static_cast<std::uint16_t>(std::stoi(match[2]))};
 }
 
 int RunCommand(const std::string& command, const std::string& input, std::string& out) {

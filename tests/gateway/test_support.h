@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "gateway/tools/echo_upstream.h"
 #include "gateway/server.h"
+#include "gateway/tools/echo_upstream.h"
 #include "rules/config.h"
 #include "store/clock.h"
 
@@ -131,6 +131,8 @@ std::string ShellWhile(const std::string& command,
 
 // Reads the gateway's stderr until "serving on port(s) N": returns N.
 std::uint16_t WaitForPort(Process& gateway);
+// The same line's first listener port and admin port ("admin on port M").
+std::pair<std::uint16_t, std::uint16_t> WaitForPorts(Process& gateway);
 
 // A peer (tests/gateway/http2/*.py) that prints "port=N" as its first line
 // on stderr and writes its counters into a file as a JSON object: "{STATS}"
