@@ -60,10 +60,14 @@ algorithms::Decision LeaseHand::Limited(std::int64_t now) const {
 }
 
 std::int64_t LeaseHand::Rate(std::int64_t now) const {
-  const std::int64_t into = std::clamp<std::int64_t>(now - period_start_, 0, ttl_ms_);
+  const std::int64_t elapsed = std::max<std::int64_t>(0, now - period_start_);
+  // Periods roll only when a unit is used (NoteUse): after a pause the
+  // current one may already be the one before, or older.
+  if (elapsed >= 2 * ttl_ms_) return 0;
+  if (elapsed >= ttl_ms_) return used_now_ * (2 * ttl_ms_ - elapsed) / ttl_ms_;
   // The previous period weighted by the part of it still within one
   // lease_ttl of now, as two_bucket estimates a sliding window.
-  return used_now_ + used_before_ * (ttl_ms_ - into) / ttl_ms_;
+  return used_now_ + used_before_ * (ttl_ms_ - elapsed) / ttl_ms_;
 }
 
 void LeaseHand::NoteUse(std::int64_t now, std::int64_t cost) {
