@@ -5,9 +5,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "gateway/io/draining_read.h"
 #include "gateway/http1/session.h"
 #include "gateway/http2/upstream_pool.h"
+#include "gateway/io/draining_read.h"
 
 namespace tollgate::gateway {
 
@@ -138,6 +138,7 @@ void Worker::FinishDrain() {
 
 void Worker::BeginDrain() {
   draining_ = true;
+  store().Drain();
   for (auto& acceptor : acceptors_) {
     ErrorCode ec;
     acceptor->close(ec);

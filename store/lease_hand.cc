@@ -19,6 +19,11 @@ void LeaseHand::Expire(std::int64_t now, Releases& releases) {
   }
 }
 
+void LeaseHand::ReleaseAll(std::int64_t now, Releases& releases) {
+  for (Held& held : held_) Release(held, now, releases);
+  held_.clear();
+}
+
 bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d,
                       Releases& releases) {
   if (in_hand_ < cost) return false;

@@ -54,6 +54,8 @@ class LeaseHand {
 
   // Gives back the leases that ended by `now`.
   void Expire(std::int64_t now, Releases& releases);
+  // Gives back every lease (the gateway stops).
+  void ReleaseAll(std::int64_t now, Releases& releases);
   // Spends `cost` units if the hand holds them: an allowing decision
   // (remaining: the units left in hand) in `d`.
   bool Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d, Releases& releases);

@@ -272,6 +272,11 @@ void LeasingStore::Arm() {
   });
 }
 
+void LeasingStore::Drain() {
+  const std::int64_t now = Now();
+  for (auto& [_, e] : entries_) e.hand.ReleaseAll(now, e);
+}
+
 void LeasingStore::Tick() {
   const std::int64_t now = Now();
   while (!due_.empty() && due_.top().first <= now) {

@@ -84,6 +84,9 @@ class LeasingStore final : public Store {
 
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return exact_->Kind(); }
+  // Gives back every lease in hand: a draining gateway's units are other
+  // gateways' again at once (a window's would stay counted to its end).
+  void Drain() override;
 
   // Gives back the leases that ended by the clock's now and forgets quiet
   // keys. Runs on a timer; tests driving a ManualClock call it.

@@ -122,6 +122,9 @@ class Store {
   virtual void Decide(const DecideRequest& request, DecisionSink& sink) = 0;
   // "local", "redis", ...: for metrics and logs.
   virtual std::string_view Kind() const = 0;
+  // The gateway begins to drain: give back what this store holds of a
+  // budget other gateways share (leases). Most stores hold nothing.
+  virtual void Drain() {}
 };
 
 }  // namespace tollgate::store

@@ -291,6 +291,29 @@ TEST_F(LeasingStoreTest, ATakeRedisCannotAnswerIsAnsweredByTheOnErrorPolicy) {
   EXPECT_EQ(stats_.For("r").requests[LeaseStats::kFailed].load(), 1u);
 }
 
+TEST_F(LeasingStoreTest, ADrainingGatewayGivesItsUnitsBackAtOnce) {
+  Gateway a(io_, redis_, clock_, stats_);
+  Gateway b(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(FixedWindow(20, 60'000), 1000, 10);
+  clock_.Set(16'000'000);
+  for (int i = 0; i < 12; ++i) {
+    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed);
+    Settle();
+  }
+  Settle();
+  ASSERT_GT(a.leasing->UnitsInHand(), 0);
+  a.leasing->Drain();
+  Settle();
+  EXPECT_EQ(a.leasing->UnitsInHand(), 0);
+  // `b` gets all the rest of the window without waiting for a's lease_ttl.
+  int b_allowed = 0;
+  for (int i = 0; i < 20; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(b_allowed, 8);
+}
+
 TEST_F(LeasingStoreTest, AChangedLimitDropsTheOldLeases) {
   Gateway g(io_, redis_, clock_, stats_);
   const LimitSpec old_spec = Leased(FixedWindow(100, 60'000), 1000, 10);
