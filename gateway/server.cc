@@ -147,6 +147,7 @@ struct Server::Impl final : StateSource {
     context.store_json = r.store_json;
     context.version = kVersion;
     context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
+    context.lease_shares = lease_stats.Shares();
     const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*current->config);
     for (std::size_t i = 0; i < current->listener_tls.size() && i < listeners.size(); ++i) {
       if (current->listener_tls[i] == nullptr) continue;

@@ -152,6 +152,16 @@ std::string StatusBoard::RenderJson(const Context& context) const {
     r["limited"] = Series(samples_, id, decisions(DecisionKind::kLimited, DecisionKind::kDelayed));
     r["allowed_last_minute"] = Total(r["allowed"].as_array());
     r["limited_last_minute"] = Total(r["limited"].as_array());
+    if (rule.limit && rule.limit->lease) {
+      // How much of the rule Redis no longer decides one by one.
+      json::object lease;
+      const auto share =
+          std::find_if(context.lease_shares.begin(), context.lease_shares.end(),
+                       [&](const store::LeaseStats::Share& s) { return s.rule == rule.name; });
+      lease["decisions"] = share == context.lease_shares.end() ? 0 : share->decisions;
+      lease["from_lease"] = share == context.lease_shares.end() ? 0 : share->from_lease;
+      r["lease"] = std::move(lease);
+    }
     rules.push_back(std::move(r));
   }
   doc["rules"] = std::move(rules);

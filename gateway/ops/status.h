@@ -15,6 +15,7 @@
 
 #include "gateway/ops/metrics.h"
 #include "rules/config.h"
+#include "store/lease_stats.h"
 
 namespace tollgate::gateway {
 
@@ -45,6 +46,9 @@ class StatusBoard {
       std::int64_t not_after_unix = 0;  // when it expires
     };
     std::vector<Certificate> certificates;
+    // Per rule with sync = "lease": its decisions since start and those
+    // made from leases in hand (store/lease_stats.h).
+    std::vector<store::LeaseStats::Share> lease_shares;
   };
   // The /status.json document (see README, "Status page").
   std::string RenderJson(const Context& context) const;

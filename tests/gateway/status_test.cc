@@ -98,6 +98,33 @@ TEST(StatusBoard, RatesPerSecondOverTheLastMinute) {
   EXPECT_EQ(RuleNamed(later, "per-ip").at("limited_last_minute").as_int64(), 0);
 }
 
+TEST(StatusBoard, LeasedRulesShowTheShareOfDecisionsMadeFromLeases) {
+  const rules::Config config = LoadConfig(std::string(R"(
+[store]
+kind = "redis"
+[store.redis]
+url = "redis://127.0.0.1:1"
+[[rules]]
+name = "leased"
+key = "global"
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+sync = "lease"
+)") + kRules);
+  gateway::Metrics metrics(1, "test");
+  gateway::StatusBoard board(metrics);
+  board.Sample(0);
+  gateway::StatusBoard::Context context;
+  context.config = &config;
+  context.lease_shares = {{"leased", 10, 7}};
+  const json::object doc = json::parse(board.RenderJson(context)).as_object();
+  const json::object leased = RuleNamed(doc, "leased");
+  EXPECT_EQ(leased.at("lease").at("decisions").as_int64(), 10);
+  EXPECT_EQ(leased.at("lease").at("from_lease").as_int64(), 7);
+  EXPECT_FALSE(RuleNamed(doc, "per-ip").contains("lease"));
+}
+
 TEST(StatusBoard, TopLimitedKeysAreBoundedAndReadable) {
   const rules::Config config = LoadConfig(kRules);
   gateway::Metrics metrics(2, "test");
@@ -149,9 +176,15 @@ window = "1m"
   gateway::Metrics metrics(1, "test");
   gateway::StatusBoard board(metrics);
   board.Sample(0);
-  metrics.thread(0).RecordLimitedKey("per-user\x1f" "a b&c");
-  metrics.thread(0).RecordLimitedKey("per-user\x1f" "a b&c");
-  metrics.thread(0).RecordLimitedKey("per-key\x1f" "secret");
+  metrics.thread(0).RecordLimitedKey(
+      "per-user\x1f"
+      "a b&c");
+  metrics.thread(0).RecordLimitedKey(
+      "per-user\x1f"
+      "a b&c");
+  metrics.thread(0).RecordLimitedKey(
+      "per-key\x1f"
+      "secret");
   board.Sample(1000);
   const json::array top = Render(board, config).at("top_limited").as_array();
   ASSERT_EQ(top.size(), 2u);
