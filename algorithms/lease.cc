@@ -197,6 +197,12 @@ int64_t WindowGiveBack(const LimitParams& p, std::byte* state, int64_t stamp, in
 
 }  // namespace
 
+std::int64_t SmallestLimit(std::span<const LimitParams> windows) {
+  std::int64_t smallest = windows.front().limit;
+  for (const LimitParams& p : windows) smallest = std::min(smallest, p.limit);
+  return smallest;
+}
+
 std::string_view LeaseRefusal(const LimitParams& window) {
   if (window.algorithm == Algorithm::kLeakyBucket && window.shaping == Shaping::kDelay) {
     return "sync = \"lease\" needs nodelay = true with leaky_bucket: a shaping queue's order "

@@ -5,6 +5,7 @@
 // functions of the state and the time; no I/O, clock or locks.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -37,6 +38,15 @@ struct BucketLeaseState {
   std::int64_t next_id;
   std::vector<Lease> leases;  // sorted by expiry_ms, then id
 };
+
+// lease_ttl's default, in ms.
+inline constexpr std::int64_t kDefaultLeaseTtlMs = 1000;
+// The smallest limit over `windows` (non-empty): lease_max's upper bound.
+std::int64_t SmallestLimit(std::span<const LimitParams> windows);
+// lease_max's default: a tenth of the smallest limit, at least 1.
+inline std::int64_t DefaultLeaseMax(std::span<const LimitParams> windows) {
+  return std::max<std::int64_t>(1, SmallestLimit(windows) / 10);
+}
 
 // The lease state of a sliding_log window: the log's runs of equal
 // timestamps, oldest first, a lease's slots recorded at the latest moment

@@ -72,8 +72,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The key lies within the line.
     FUZZ_CHECK(parsed.key.data() >= line.data() &&
                parsed.key.data() + parsed.key.size() <= line.data() + line.size());
+    FUZZ_CHECK(parsed.gateway >= -1);
     if (seen_data && parsed.t_ms < last_t) return 0;
     if (algorithms::ValidateCost(windows, parsed.cost)) return 0;
+    if (parsed.gateway >= 0) return 0;  // RunReplay refuses it without --sync lease
     seen_data = true;
     last_t = parsed.t_ms;
     const algorithms::Decision d = local.DecideNow({parsed.key, &spec, parsed.cost, parsed.t_ms});

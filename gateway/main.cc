@@ -17,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "algorithms/lease.h"
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
 #include "gateway/server.h"
@@ -214,12 +215,11 @@ std::optional<LeaseReplay> FleetOf(const LeaseFlags& flags,
                                    const std::optional<store::LimitSpec::Lease>& configured) {
   if (!flags.lease) return std::nullopt;
   LeaseReplay fleet;
-  std::int64_t smallest = windows.front().limit;
-  for (const algorithms::LimitParams& p : windows) smallest = std::min(smallest, p.limit);
   fleet.gateways = flags.gateways.value_or(fleet.gateways);
-  fleet.ttl_ms = flags.ttl_ms.value_or(configured ? configured->ttl_ms : fleet.ttl_ms);
+  fleet.ttl_ms =
+      flags.ttl_ms.value_or(configured ? configured->ttl_ms : algorithms::kDefaultLeaseTtlMs);
   fleet.max_units = flags.max_units.value_or(configured ? configured->max_units
-                                                        : std::max<std::int64_t>(1, smallest / 10));
+                                                        : algorithms::DefaultLeaseMax(windows));
   return fleet;
 }
 

@@ -94,8 +94,8 @@ void ReadDescriptorMatch(TableReader& r, RuleMatch& out, ErrorList& errors) {
   // Even an empty or malformed domain/descriptor (reported above) makes
   // this an RLS rule: its other errors are those of one.
   if (!r.Has("domain") && !r.Has("descriptor")) return;
-  for (const char* key : {"path_prefix", "methods", "role", "ip", "host", "header", "anonymous",
-                          "not"}) {
+  for (const char* key :
+       {"path_prefix", "methods", "role", "ip", "host", "header", "anonymous", "not"}) {
     if (const toml::value* v = r.Find(key)) {
       errors.Add(*v, fmt::format("\"{}\" has no meaning next to \"domain\"/\"descriptor\": such "
                                  "a rule decides Envoy RLS descriptors, not HTTP requests",
@@ -419,10 +419,10 @@ std::uint64_t KeysNeeded(const std::vector<RuleConfig>& rules) {
 // an RLS rule even when they were malformed (and reported).
 void CheckDescriptorKey(const RuleConfig& rule, const toml::value* match, const toml::value& key,
                         TableReader& r, ErrorList& errors) {
-  const bool rls = rule.match.ForDescriptors() ||
-                   (match != nullptr && match->is_table() &&
-                    (match->as_table().count("domain") != 0 ||
-                     match->as_table().count("descriptor") != 0));
+  const bool rls =
+      rule.match.ForDescriptors() ||
+      (match != nullptr && match->is_table() &&
+       (match->as_table().count("domain") != 0 || match->as_table().count("descriptor") != 0));
   for (const KeyPart& part : rule.key) {
     if (rls && part.kind != KeyPartKind::kDescriptor && part.kind != KeyPartKind::kGlobal) {
       errors.Add(key, fmt::format("key part \"{}\" has no meaning in a rule with "
@@ -430,15 +430,16 @@ void CheckDescriptorKey(const RuleConfig& rule, const toml::value* match, const 
                                   KeyPartName(part)));
     }
     if (!rls && part.kind == KeyPartKind::kDescriptor) {
-      errors.Add(key, "key part \"descriptor\" needs match.domain or match.descriptor: only Envoy "
-                      "RLS calls have descriptors");
+      errors.Add(key,
+                 "key part \"descriptor\" needs match.domain or match.descriptor: only Envoy "
+                 "RLS calls have descriptors");
     }
   }
   if (!rls) return;
   for (const char* name : {"max_inflight", "per"}) {
     if (const toml::value* v = r.Find(name)) {
-      errors.Add(*v, fmt::format("\"{}\" has no meaning in a rule with \"domain\"/\"descriptor\"",
-                                 name));
+      errors.Add(
+          *v, fmt::format("\"{}\" has no meaning in a rule with \"domain\"/\"descriptor\"", name));
     }
   }
 }
@@ -454,17 +455,16 @@ void ReadLease(const std::vector<algorithms::LimitParams>& windows,
                std::optional<std::int64_t> ttl_ms, std::optional<std::int64_t> max_units,
                TableReader& r, store::LimitSpec& spec) {
   const toml::value& at = *r.Find("sync");
-  std::int64_t smallest = std::numeric_limits<std::int64_t>::max();
   for (const algorithms::LimitParams& p : windows) {
     if (std::string_view why = algorithms::LeaseRefusal(p); !why.empty()) {
       r.errors().Add(at, std::string(why));
       return;
     }
-    smallest = std::min(smallest, p.limit);
   }
+  const std::int64_t smallest = algorithms::SmallestLimit(windows);
   store::LimitSpec::Lease lease;
-  lease.ttl_ms = ttl_ms.value_or(1000);
-  lease.max_units = max_units.value_or(std::max<std::int64_t>(1, smallest / 10));
+  lease.ttl_ms = ttl_ms.value_or(algorithms::kDefaultLeaseTtlMs);
+  lease.max_units = max_units.value_or(algorithms::DefaultLeaseMax(windows));
   if (lease.max_units > smallest) {
     r.errors().Add(*r.Find("lease_max"),
                    fmt::format("\"lease_max\" must be at most the limit ({}): a lease is a "

@@ -47,7 +47,8 @@ TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t def
     std::string_view cost_text = rest.substr(second + 1);
     if (const std::size_t third = cost_text.find(','); third != std::string_view::npos) {
       const std::string_view gateway_text = cost_text.substr(third + 1);
-      if (!ParseInt(gateway_text, gateway) || gateway < 0) {
+      // An empty column (as CSV exporters write them) is no gateway.
+      if (!Trim(gateway_text).empty() && (!ParseInt(gateway_text, gateway) || gateway < 0)) {
         return Error(
             fmt::format("gateway \"{}\" is not a non-negative integer", Trim(gateway_text)));
       }

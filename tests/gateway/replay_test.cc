@@ -84,6 +84,10 @@ TEST(Replay, BadInputNamesTheLine) {
   EXPECT_EQ(ReplayError("0,a,,1\n"),
             "trace.csv:1: a gateway column needs --sync lease --gateways N\n");
   EXPECT_EQ(ReplayError("0,a,1,x\n"), "trace.csv:1: gateway \"x\" is not a non-negative integer\n");
+  // An empty gateway column is none: "0,a,4," is the cost's error.
+  EXPECT_EQ(ReplayError("0,a,4,\n"),
+            "trace.csv:1: cost 4 exceeds the capacity 3 of this fixed_window limit, so it could "
+            "never pass\n");
   // Beyond 2^50 ms the algorithms' arithmetic would overflow (found by
   // fuzz/replay.cc with a time of 2^63 - 1).
   EXPECT_EQ(ReplayError("0,a\n9223372036854775807,a\n"),
