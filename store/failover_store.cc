@@ -153,9 +153,11 @@ const LimitSpec& FailoverStore::Share(const LimitSpec& limit) {
   const std::int64_t gateways = fleet_ != nullptr ? fleet_->Get() : 1;
   const auto id = std::make_pair(limit.fingerprint, gateways);
   auto it = shares_.find(id);
-  if (it != shares_.end()) return it->second;
+  if (it != shares_.end() && it->second.of == limit.windows) return it->second.share;
   if (shares_.size() >= kMaxShares) shares_.clear();
-  return shares_.emplace(id, ShareOf(limit, gateways)).first->second;
+  MadeShare& made = shares_[id];
+  made = {limit.windows, ShareOf(limit, gateways)};
+  return made.share;
 }
 
 // One coordinator call in flight through the primary: its arguments, to make

@@ -89,10 +89,16 @@ class FailoverStore final : public Store {
   FailureObserver* const observer_;
   const Clock* const fallback_clock_;
   const FleetSize* const fleet_;
-  // kShare: the shares made, by fingerprint and fleet size; emptied past
-  // kMaxShares (a reload or a changing fleet leaves old ones behind).
+  // kShare: the shares made, by fingerprint and fleet size, with the
+  // windows they divide (two limits of one fingerprint each get their own);
+  // emptied past kMaxShares (a reload or a changing fleet leaves old ones
+  // behind).
+  struct MadeShare {
+    std::vector<algorithms::LimitParams> of;
+    LimitSpec share;
+  };
   static constexpr std::size_t kMaxShares = 4096;
-  std::map<std::pair<std::uint32_t, std::int64_t>, LimitSpec> shares_;
+  std::map<std::pair<std::uint32_t, std::int64_t>, MadeShare> shares_;
   std::vector<std::unique_ptr<Call>> calls_;  // every record made
   std::vector<Call*> free_;                   // those not in flight
   std::unique_ptr<Store> primary_;            // declared last: destroyed first
