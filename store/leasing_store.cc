@@ -18,6 +18,7 @@ struct LeasingStore::Spec {
   // A bucket lease holds refill back in Redis until it returns: given back
   // even when spent (see docs/leases.md).
   bool bucket = false;
+  std::size_t entries = 0;  // keys leased under it: forgotten with the last
 };
 
 struct LeasingStore::Waiter {
@@ -98,6 +99,7 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   Entry& e = at->second;
   e.store = this;
   e.spec = spec.get();
+  ++spec->entries;
   e.key = std::string_view(at->first).substr(sizeof(limit.fingerprint));
   return &e;
 }
@@ -289,7 +291,10 @@ void LeasingStore::Tick() {
     if (!e.waiters.empty() || e.taking) continue;
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
+      Spec* spec = e.spec;
       entries_.erase(it);
+      // A reload's old limits go with their last key.
+      if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
     } else if (look_again > 0) {
       due_.emplace(look_again, id);
     }
