@@ -134,7 +134,8 @@ struct Server::Impl final : StateSource {
         external.certificate_expiry.emplace_back(c.file, c.not_after_unix);
       }
     }
-    return metrics->Render(external) + lease_stats.Render();
+    external.leases = lease_stats.Snapshot();
+    return metrics->Render(external);
   }
 
   std::string RenderStatus() const {
@@ -147,7 +148,7 @@ struct Server::Impl final : StateSource {
     context.store_json = r.store_json;
     context.version = kVersion;
     context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
-    context.lease_shares = lease_stats.Shares();
+    context.leases = lease_stats.Snapshot();
     const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*current->config);
     for (std::size_t i = 0; i < current->listener_tls.size() && i < listeners.size(); ++i) {
       if (current->listener_tls[i] == nullptr) continue;

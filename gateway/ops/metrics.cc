@@ -14,7 +14,8 @@ constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect"
                                                                        "reset"};
 constexpr std::string_view kStoreNames[2] = {"local", "redis"};
 constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "unavailable", "error"};
-constexpr std::string_view kPolicyNames[store::kFailurePolicies] = {"allow", "deny", "local", "share"};
+constexpr std::string_view kPolicyNames[store::kFailurePolicies] = {"allow", "deny", "local",
+                                                                    "share"};
 constexpr std::string_view kHandshakeNames[kHandshakeResults] = {"ok", "failed", "resumed"};
 
 template <typename T>
@@ -140,11 +141,10 @@ void ThreadMetrics::RecordFallback(rules::StoreFailurePolicy policy) {
 }
 
 void StoreFailureCounter::OnStoreFailure(store::StoreStatus status, store::FailurePolicy policy) {
-  metrics_.RecordStoreError(store_, status == store::StoreStatus::kTimeout
-                                        ? StoreErrorKind::kTimeout
-                                    : status == store::StoreStatus::kUnavailable
-                                        ? StoreErrorKind::kUnavailable
-                                        : StoreErrorKind::kError);
+  metrics_.RecordStoreError(
+      store_, status == store::StoreStatus::kTimeout       ? StoreErrorKind::kTimeout
+              : status == store::StoreStatus::kUnavailable ? StoreErrorKind::kUnavailable
+                                                           : StoreErrorKind::kError);
   metrics_.RecordFallback(policy);
 }
 
@@ -428,8 +428,34 @@ std::string Metrics::Render(const ExternalGauges& external) const {
                label("listener", listeners_[l]) + "," + label("result", kHandshakeNames[r]), n);
     }
   }
-  w.Family("tls_certificate_expiry_seconds", "gauge",
-           "When each listener certificate expires (Unix time, its notAfter), by certificate file.");
+  if (!external.leases.empty()) {
+    using store::LeaseStats;
+    w.Family("lease_requests_total", "counter",
+             "Lease takes sent to Redis (sync = \"lease\"), by rule and result.");
+    for (const LeaseStats::Counts& c : external.leases) {
+      for (int i = 0; i < LeaseStats::kResults; ++i) {
+        w.Sample("lease_requests_total",
+                 label("rule", c.rule) + "," + label("result", LeaseStats::kResultNames[i]),
+                 c.requests[i]);
+      }
+    }
+    w.Family("lease_units_total", "counter",
+             "Units of leases granted by Redis, used for admitted requests, and returned unused.");
+    for (const LeaseStats::Counts& c : external.leases) {
+      for (int i = 0; i < LeaseStats::kUnitKinds; ++i) {
+        w.Sample("lease_units_total",
+                 label("rule", c.rule) + "," + label("kind", LeaseStats::kUnitNames[i]),
+                 c.units[i]);
+      }
+    }
+    w.Family("lease_units_in_hand", "gauge", "Units of leases this gateway holds now, unused.");
+    for (const LeaseStats::Counts& c : external.leases) {
+      w.Sample("lease_units_in_hand", label("rule", c.rule), c.in_hand);
+    }
+  }
+  w.Family(
+      "tls_certificate_expiry_seconds", "gauge",
+      "When each listener certificate expires (Unix time, its notAfter), by certificate file.");
   for (const auto& [file, not_after] : external.certificate_expiry) {
     w.Sample("tls_certificate_expiry_seconds", label("certificate", file), not_after);
   }
@@ -456,8 +482,7 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   }
 
   w.Family("http2_streams", "gauge", "HTTP/2 client streams being served right now.");
-  w.Sample("http2_streams", "",
-           Sum([](const ThreadMetrics& t) {
+  w.Sample("http2_streams", "", Sum([](const ThreadMetrics& t) {
              return t.http2_streams_.load(std::memory_order_relaxed);
            }));
   w.Family("grpc_responses_total", "counter",
@@ -465,8 +490,8 @@ std::string Metrics::Render(const ExternalGauges& external) const {
            "upstream's); only statuses seen are listed.");
   for (std::size_t r = 0; r < routes_.size(); ++r) {
     for (int g = 0; g < kGrpcStatuses; ++g) {
-      const std::uint64_t n =
-          Sum([&](const ThreadMetrics& t) { return Load(t.grpc_responses_[r * kGrpcStatuses + g]); });
+      const std::uint64_t n = Sum(
+          [&](const ThreadMetrics& t) { return Load(t.grpc_responses_[r * kGrpcStatuses + g]); });
       if (n == 0) continue;
       w.Sample("grpc_responses_total",
                label("route", routes_[r]) + "," + label("grpc_status", std::to_string(g)), n);

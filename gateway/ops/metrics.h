@@ -19,6 +19,7 @@
 #include "gateway/io/handshake_result.h"
 #include "rules/rule.h"
 #include "store/failover_store.h"
+#include "store/lease_stats.h"
 
 namespace tollgate::gateway {
 
@@ -124,13 +125,13 @@ class ThreadMetrics {
   std::array<Histogram, 2> store_duration_;
   std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};
   std::array<std::atomic<std::uint64_t>, store::kFailurePolicies> fallbacks_{};
-  std::unique_ptr<std::atomic<std::int64_t>[]> connections_;  // [listener]
+  std::unique_ptr<std::atomic<std::int64_t>[]> connections_;      // [listener]
   std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;  // [listener][result]
   std::atomic<std::int64_t> delayed_{0};
   std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]
   std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]
   std::atomic<std::int64_t> http2_streams_{0};
-  std::unique_ptr<std::atomic<std::uint64_t>[]> grpc_responses_;  // [route][grpc status]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> grpc_responses_;   // [route][grpc status]
   std::array<std::atomic<std::uint64_t>, 2> decision_requests_{};  // [protocol]
   std::mutex tally_mutex_;
   KeyTally tally_;
@@ -178,6 +179,8 @@ struct ExternalGauges {
   std::vector<std::pair<int, std::uint64_t>> local_store_rule_evictions;
   bool redis = false;
   std::int64_t redis_circuits_open = 0;
+  // The leased rules' counts (sync = "lease"; store/lease_stats.h).
+  std::vector<store::LeaseStats::Counts> leases;
   // The listeners' certificates: file and the Unix time they expire.
   std::vector<std::pair<std::string, std::int64_t>> certificate_expiry;
   std::uint64_t redis_batched_decisions = 0;

@@ -155,11 +155,11 @@ std::string StatusBoard::RenderJson(const Context& context) const {
     if (rule.limit && rule.limit->lease) {
       // How much of the rule Redis no longer decides one by one.
       json::object lease;
-      const auto share =
-          std::find_if(context.lease_shares.begin(), context.lease_shares.end(),
-                       [&](const store::LeaseStats::Share& s) { return s.rule == rule.name; });
-      lease["decisions"] = share == context.lease_shares.end() ? 0 : share->decisions;
-      lease["from_lease"] = share == context.lease_shares.end() ? 0 : share->from_lease;
+      const auto counts =
+          std::find_if(context.leases.begin(), context.leases.end(),
+                       [&](const store::LeaseStats::Counts& c) { return c.rule == rule.name; });
+      lease["decisions"] = counts == context.leases.end() ? 0 : counts->decisions;
+      lease["from_lease"] = counts == context.leases.end() ? 0 : counts->from_lease;
       r["lease"] = std::move(lease);
     }
     rules.push_back(std::move(r));

@@ -48,7 +48,7 @@ class StatusBoard {
     std::vector<Certificate> certificates;
     // Per rule with sync = "lease": its decisions since start and those
     // made from leases in hand (store/lease_stats.h).
-    std::vector<store::LeaseStats::Share> lease_shares;
+    std::vector<store::LeaseStats::Counts> leases;
   };
   // The /status.json document (see README, "Status page").
   std::string RenderJson(const Context& context) const;

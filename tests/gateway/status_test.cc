@@ -117,7 +117,11 @@ sync = "lease"
   board.Sample(0);
   gateway::StatusBoard::Context context;
   context.config = &config;
-  context.lease_shares = {{"leased", 10, 7}};
+  store::LeaseStats::Counts leased_counts;
+  leased_counts.rule = "leased";
+  leased_counts.decisions = 10;
+  leased_counts.from_lease = 7;
+  context.leases = {leased_counts};
   const json::object doc = json::parse(board.RenderJson(context)).as_object();
   const json::object leased = RuleNamed(doc, "leased");
   EXPECT_EQ(leased.at("lease").at("decisions").as_int64(), 10);
