@@ -15,14 +15,7 @@ rounds=${1:-3}
 
 redis_port=$(free_port); start_redis "$redis_port"
 echo_port=$(free_port); start_echo "$echo_port"
-redis_store() {
-  cat <<TOML
-[store]
-kind = "redis"
-[store.redis]
-url = "redis://127.0.0.1:$redis_port"
-TOML
-}
+redis_store() { redis_store_section "$redis_port"; }
 # A token bucket of 10 million a second on key $1 ("global" unless given)
 # with sync $2 (none: the local store's rule).
 rule() {  # key [sync]

@@ -167,6 +167,11 @@ limit = 1000000
 window = "1s"
 headers = "none"'
 
+# The [store] section of a tollgate on the redis-server on port $1.
+redis_store_section() {  # port
+  printf '[store]\nkind = "redis"\n[store.redis]\nurl = "redis://127.0.0.1:%s"\n' "$1"
+}
+
 # A throwaway redis-server on $1 (no persistence).
 start_redis() {
   redis-server --port "$1" --bind 127.0.0.1 --save '' --appendonly no >/dev/null &

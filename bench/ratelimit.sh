@@ -72,14 +72,7 @@ port[tollgate_pass]=$(free_port); start_tollgate "${port[tollgate_pass]}" "$echo
 port[tollgate_limit]=$(free_port); start_tollgate "${port[tollgate_limit]}" "$echo_port" "$(token_bucket_rule 100 10)"
 port[tollgate_plain]=$(free_port); start_tollgate "${port[tollgate_plain]}" "$echo_port"
 redis_port=$(free_port); start_redis "$redis_port"
-redis_store() {
-  cat <<TOML
-[store]
-kind = "redis"
-[store.redis]
-url = "redis://127.0.0.1:$redis_port"
-TOML
-}
+redis_store() { redis_store_section "$redis_port"; }
 port[tollgate_redis]=$(free_port); start_tollgate "${port[tollgate_redis]}" "$echo_port" "$(redis_store)
 $(token_bucket_rule 1000000 1000000)"
 declare -A wrk_script

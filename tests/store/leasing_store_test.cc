@@ -65,6 +65,15 @@ class LeasingStoreTest : public ::testing::Test {
   void Settle() {
     for (int i = 0; i < 3; ++i) io_.run_for(std::chrono::milliseconds(1));
   }
+  // Twelve requests of `key` in a row, all allowed: the gateway's leases
+  // grow on the burst, and it holds units when it goes quiet.
+  void Burst(LeasingStore& store, std::string_view key, const LimitSpec& spec) {
+    for (int i = 0; i < 12; ++i) {
+      ASSERT_TRUE(Decide(store, key, spec).decision.allowed);
+      Settle();
+    }
+    Settle();
+  }
 
   testing::RedisServer redis_;
   boost::asio::io_context io_;
@@ -163,11 +172,7 @@ TEST_F(LeasingStoreTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
   const LimitSpec spec = Leased(FixedWindow(20, 60'000), 1000, 10);
   clock_.Set(6'000'000);
   // `a` grows its lease on a burst, then goes quiet holding units.
-  for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed);
-    Settle();
-  }
-  Settle();
+  Burst(*a.leasing, "k", spec);
   const std::int64_t held = a.leasing->UnitsInHand();
   EXPECT_GT(held, 0);
   int b_allowed = 0;
@@ -296,11 +301,7 @@ TEST_F(LeasingStoreTest, ADrainingGatewayGivesItsUnitsBackAtOnce) {
   Gateway b(io_, redis_, clock_, stats_);
   const LimitSpec spec = Leased(FixedWindow(20, 60'000), 1000, 10);
   clock_.Set(16'000'000);
-  for (int i = 0; i < 12; ++i) {
-    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed);
-    Settle();
-  }
-  Settle();
+  Burst(*a.leasing, "k", spec);
   ASSERT_GT(a.leasing->UnitsInHand(), 0);
   a.leasing->Drain();
   Settle();
