@@ -57,7 +57,10 @@ class Fleet final : private store::LeaseHand::Releases {
     // is spent, as the gateway's waiting request would.
     while (!hand.Blocked(now)) {
       Take(g, key, hand, now, cost - hand.in_hand());
-      if (hand.Spend(cost, now, d, *this)) return true;
+      if (hand.Spend(cost, now, d, *this)) {
+        if (hand.WantsRenewal(now)) Take(g, key, hand, now, 1);
+        return true;
+      }
     }
     return false;
   }
