@@ -254,7 +254,8 @@ TEST_F(DecisionService, RlsMalformedMessagesAndOtherMethods) {
 }
 
 // Redis down: on_error = "deny" ends the call UNAVAILABLE (so Envoy's
-// failure_mode_deny decides), "allow" answers OK.
+// failure_mode_deny decides), "allow" answers OK, "local" decides with the
+// gateway's own store.
 TEST_F(DecisionService, RlsStoreDown) {
   const std::string redis = "url = \"redis://127.0.0.1:" + std::to_string(UnusedPort()) + "/0\"";
   Start(std::string(kRlsRules) + RedisStoreSection(redis, "deny", "50ms"));
@@ -266,6 +267,13 @@ TEST_F(DecisionService, RlsStoreDown) {
                                RlsCall({kLogin})});
   EXPECT_TRUE(Contains(out, "3 code=OK overall=OK\n3 status 0 code=OK"));
   EXPECT_TRUE(Lacks(out, "OVER_LIMIT"));
+  // "local": this gateway's own store decides meanwhile, limit and all.
+  gateway_.reset();
+  Start(std::string(kRlsRules) + RedisStoreSection(redis, "local", "50ms"));
+  const std::string local = Rls({RlsCall({kLogin}), RlsCall({kLogin}), RlsCall({kLogin}),
+                                 RlsCall({kLogin})});
+  EXPECT_TRUE(Contains(local, "2 code=OK overall=OK\n"));
+  EXPECT_TRUE(Contains(local, "3 code=OK overall=OVER_LIMIT\n3 status 0 code=OVER_LIMIT "));
 }
 
 // [decision] tls: the same port serves gRPC over TLS (ALPN h2) and the
