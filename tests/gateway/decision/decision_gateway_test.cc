@@ -91,12 +91,14 @@ window = "1h"
 class DecisionService : public ::testing::Test {
  protected:
   // A gateway (one thread, the echo upstream behind route "/") with a
-  // [decision] listener on a free port, then `extra`.
-  void Start(const std::string& extra, const std::string& decision_keys = "") {
+  // [decision] listener on a free port (`decision_keys` in its section),
+  // then `extra`; a ManualClock unless `clock` says otherwise.
+  void Start(const std::string& extra, const std::string& decision_keys = "",
+             TestClock clock = TestClock::kManual) {
     if (!echo_) echo_ = StartEcho();
     gateway_ = std::make_unique<TestGateway>(
         BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + decision_keys + extra),
-        echo_->port());
+        echo_->port(), clock);
     ASSERT_NE(gateway_->server().decision_port(), 0);
   }
 
@@ -377,6 +379,30 @@ TEST_F(DecisionService, CheckDenyStatus) {
   EXPECT_TRUE(Contains(limited, "Retry-After: 20\r\n"));
   EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
   EXPECT_TRUE(Contains(Check({}), "HTTP/1.1 400 Bad Request\r\n"));
+}
+
+// A delay rule holds the check's answer as it would hold the request:
+// checks beyond the limit are answered 200 once their turn comes, not
+// refused. Real timers (a steady clock); the assertions are about
+// outcomes, not time.
+TEST_F(DecisionService, CheckHoldsADelayedRequest) {
+  Start(R"(
+[[rules]]
+name = "queue"
+key = "global"
+algorithm = "fixed_window"
+limit = 1
+window = "200ms"
+action = "delay"
+max_delay = "5s"
+)",
+        "", TestClock::kSteady);
+  const std::string url = "http://127.0.0.1:" + std::to_string(decision_port()) + "/check";
+  const std::string out = Shell("curl -s -o /dev/null -w '%{http_code}\\n' -H 'X-Original-URI: /' " +
+                                url + " " + url + " " + url);
+  EXPECT_EQ(out, "200\n200\n200\n");
+  EXPECT_TRUE(Contains(
+      Metrics(), "tollgate_ratelimit_decisions_total{rule=\"queue\",decision=\"delayed\"} 2\n"));
 }
 
 // --- nginx auth_request ---
