@@ -152,6 +152,9 @@ TEST_F(RedisStoreTest, PausedRedisTimesOutOpensTheCircuitAndRecovers) {
   RedisOptions options = OptionsFor(redis, 20);
   options.breaker_failures = 3;
   RedisStore store(io_, options, health_);
+  // A new connection loads every script before its first decision, which
+  // can outlast 20 ms on a slow build (ThreadSanitizer): wait for it.
+  ASSERT_LT(UntilOk(store, spec), std::chrono::milliseconds(5000));
   ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
   redis.Command({"CLIENT", "PAUSE", "600", "ALL"});
   int timeouts = 0;
