@@ -9,9 +9,11 @@
 #include <boost/asio/steady_timer.hpp>
 #include <charconv>
 #include <csignal>
+#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -23,6 +25,7 @@
 #include "gateway/server.h"
 #include "gateway/tools/ctl.h"
 #include "gateway/tools/echo_upstream.h"
+#include "gateway/tools/import_envoy.h"
 #include "gateway/tools/replay.h"
 #include "rules/config.h"
 #include "rules/duration.h"
@@ -42,6 +45,9 @@ constexpr std::string_view kUsage = R"(usage:
   tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
                                     a fleet of N gateways deciding from leases, next to
                                     one exact store (t_ms,key[,cost[,gateway]])
+  tollgate import envoy-ratelimit FILE
+                                    print the [[rules]] for an envoyproxy/ratelimit
+                                    configuration (YAML)
   tollgate echo-upstream [--listen HOST:PORT] [--threads N]
                                     run the bundled demo/benchmark upstream
   tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
@@ -254,6 +260,29 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
   return 1;
 }
 
+// `tollgate import envoy-ratelimit FILE`: the TOML on stdout, or the first
+// thing it cannot translate as FILE:LINE on stderr and exit 1.
+int Import(const std::vector<std::string>& args) {
+  if (args.size() != 2 || args[0] != "envoy-ratelimit") {
+    return Usage("import takes envoy-ratelimit FILE");
+  }
+  const std::string& file = args[1];
+  std::ifstream in(file, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in) {
+    std::cerr << "tollgate: cannot read " << file << "\n";
+    return 1;
+  }
+  ImportResult result = ImportEnvoyRatelimit(text.str(), file);
+  if (result.error) {
+    std::cerr << file << ":" << result.error->line << ": " << result.error->message << "\n";
+    return 1;
+  }
+  std::cout << result.toml;
+  return 0;
+}
+
 int Replay(const std::vector<std::string>& args) {
   std::optional<algorithms::Algorithm> algorithm;
   std::optional<std::string> config_file;
@@ -437,6 +466,7 @@ int Main(int argc, char** argv) {
     return 0;
   }
   if (command == "replay") return Replay(rest);
+  if (command == "import") return Import(rest);
   if (command == "echo-upstream") return EchoUpstreamMain(rest);
   if (command == "ctl") {
     if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {

@@ -15,6 +15,7 @@ packages=(
   libgoogle-perftools-dev
   libnghttp2-dev nghttp2-client nghttp2-server python3-h2 python3-grpcio
   python3-protobuf protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
+  libyaml-cpp-dev
 )
 # `scripts/deps.sh fuzz` (make fuzz) also installs clang 14 and its runtime
 # libraries (libclang_rt.fuzzer, ASan, UBSan): not needed to build or test.
