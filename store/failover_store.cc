@@ -108,6 +108,7 @@ void FailoverStore::Decide(const DecideRequest& request, DecisionSink& sink) {
 void FailoverStore::Finish(Call* call, const StoreResult& result) {
   DecisionSink& target = *call->target;
   if (result.status == StoreStatus::kOk) {
+    PrimaryAnswered();
     free_.push_back(call);
     target.OnDecision(result);
     return;
@@ -150,7 +151,11 @@ StoreResult FailoverStore::PolicyAnswer(const DecideRequest& request, StoreStatu
 }
 
 const LimitSpec& FailoverStore::Share(const LimitSpec& limit) {
-  const std::int64_t gateways = fleet_ != nullptr ? fleet_->Get() : 1;
+  // The fleet's size as the outage began: a count that changes during it
+  // (heartbeats getting through while decisions do not, a gateway dying)
+  // would start every share afresh, admitting more than the limit.
+  if (outage_gateways_ == 0) outage_gateways_ = fleet_ != nullptr ? fleet_->Get() : 1;
+  const std::int64_t gateways = outage_gateways_;
   const auto id = std::make_pair(limit.fingerprint, gateways);
   auto it = shares_.find(id);
   if (it != shares_.end() && it->second.of == limit.windows) return it->second.share;

@@ -70,6 +70,10 @@ class FailoverStore final : public Store {
   // `status` (counted likewise), without asking the primary: for a caller
   // that asked Redis itself (store/leasing_store.h). Inline.
   void DecideFailed(const DecideRequest& request, StoreStatus status, DecisionSink& sink);
+  // The primary answered a call (this store's, or one its caller made
+  // itself): an outage, if any, is over. kShare divides by the fleet's size
+  // as it was when an outage began, until then.
+  void PrimaryAnswered() { outage_gateways_ = 0; }
 
   Store& primary() { return *primary_; }
   FailurePolicy policy() const { return policy_; }
@@ -98,6 +102,7 @@ class FailoverStore final : public Store {
     LimitSpec share;
   };
   static constexpr std::size_t kMaxShares = 4096;
+  std::int64_t outage_gateways_ = 0;  // kShare: the fleet's size in this outage; 0: none
   std::map<std::pair<std::uint32_t, std::int64_t>, MadeShare> shares_;
   std::vector<std::unique_ptr<Call>> calls_;  // every record made
   std::vector<Call*> free_;                   // those not in flight

@@ -220,6 +220,7 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     stats.requests[LeaseStats::kRefused].fetch_add(1, std::memory_order_relaxed);
     Due(e, e.hand.Block(e.take_sent, result.values[2]));
   } else {
+    if (policy_ != nullptr) policy_->PrimaryAnswered();
     stats.requests[LeaseStats::kGranted].fetch_add(1, std::memory_order_relaxed);
     stats.units[LeaseStats::kUnitsGranted].fetch_add(units, std::memory_order_relaxed);
     stats.in_hand.fetch_add(units, std::memory_order_relaxed);

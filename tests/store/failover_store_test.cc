@@ -137,12 +137,20 @@ TEST(FailoverStore, SharePolicyDecidesTheFleetsShareOfEveryLimit) {
     allowed += r.decision.allowed ? 1 : 0;
   }
   EXPECT_EQ(allowed, 3);  // 10 / 3 gateways
-  // A fleet of another size has shares of its own, decided afresh.
+  // The count changing during the outage changes nothing: the share stays
+  // the one the outage began with, spent.
   c.fleet.Set(2);
   allowed = 0;
   for (int i = 0; i < 10; ++i) allowed += c.Decide().decision.allowed ? 1 : 0;
+  EXPECT_EQ(allowed, 0);
+  // Once the primary has answered, the next outage divides by the new count.
+  c.primary->status = StoreStatus::kOk;
+  EXPECT_EQ(c.Decide().source, ResultSource::kPrimary);
+  c.primary->status = StoreStatus::kUnavailable;
+  allowed = 0;
+  for (int i = 0; i < 10; ++i) allowed += c.Decide().decision.allowed ? 1 : 0;
   EXPECT_EQ(allowed, 5);
-  ASSERT_EQ(c.counted.failures.size(), 20u);
+  ASSERT_EQ(c.counted.failures.size(), 30u);
   EXPECT_EQ(c.counted.failures[0].policy, FailurePolicy::kShare);
 }
 
