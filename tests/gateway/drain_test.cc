@@ -27,13 +27,15 @@ std::string LineWith(Process& process, const std::string& needle) {
 enum class ReloadBy { kSighup, kWatching };
 
 // A broken file is refused with its position and the old rule stays; a good
-// one takes effect (a changed limit starts afresh).
+// one takes effect (a changed limit starts afresh). The window is a day: the
+// scenario lasts a few seconds (the watcher looks once a second), and a
+// window boundary within it would make the old rule's 429 a 200.
 void ReloadScenario(ReloadBy by) {
   auto echo = StartEcho();
   TempDir dir;
   std::string config = BasicConfig(
       "[[rules]]\nname = \"r\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\nlimit = 1\n"
-      "window = \"1m\"\n");
+      "window = \"1d\"\n");
   if (by == ReloadBy::kWatching) {
     config.replace(config.find("[[listeners]]"), 13, "watch_config = true\n[[listeners]]");
   }
