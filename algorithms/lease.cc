@@ -197,6 +197,10 @@ int64_t WindowGiveBack(const LimitParams& p, std::byte* state, int64_t stamp, in
 
 }  // namespace
 
+bool HasBucketLease(std::span<const LimitParams> windows) {
+  return std::any_of(windows.begin(), windows.end(), IsBucket);
+}
+
 std::int64_t SmallestLimit(std::span<const LimitParams> windows) {
   std::int64_t smallest = windows.front().limit;
   for (const LimitParams& p : windows) smallest = std::min(smallest, p.limit);

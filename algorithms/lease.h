@@ -39,6 +39,11 @@ struct BucketLeaseState {
   std::vector<Lease> leases;  // sorted by expiry_ms, then id
 };
 
+// Whether any of `windows` leases as a bucket (token_bucket, leaky_bucket):
+// such a lease holds refill back in the shared state until it returns, so
+// a gateway gives it back even when spent (store/lease_hand.h).
+bool HasBucketLease(std::span<const LimitParams> windows);
+
 // lease_ttl's default, in ms.
 inline constexpr std::int64_t kDefaultLeaseTtlMs = 1000;
 // The smallest limit over `windows` (non-empty): lease_max's upper bound.

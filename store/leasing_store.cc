@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "algorithms/lease.h"
+
 namespace tollgate::store {
 namespace asio = boost::asio;
 
@@ -86,12 +88,7 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
     spec = std::make_unique<Spec>();
     spec->limit = limit;
     spec->stats = &stats_.For(limit.lease->rule);
-    for (const algorithms::LimitParams& p : limit.windows) {
-      if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
-          p.algorithm == algorithms::Algorithm::kLeakyBucket) {
-        spec->bucket = true;
-      }
-    }
+    spec->bucket = algorithms::HasBucketLease(limit.windows);
   }
   // Lease parameters may change without the fingerprint (a reload).
   spec->limit.lease = limit.lease;

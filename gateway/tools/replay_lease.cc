@@ -33,14 +33,8 @@ class Fleet final : private store::LeaseHand::Releases {
       : windows_(options.windows),
         ttl_ms_(options.lease->ttl_ms),
         max_units_(options.lease->max_units),
-        hands_(static_cast<std::size_t>(gateways)) {
-    for (const algorithms::LimitParams& p : windows_) {
-      if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
-          p.algorithm == algorithms::Algorithm::kLeakyBucket) {
-        bucket_ = true;
-      }
-    }
-  }
+        bucket_(algorithms::HasBucketLease(windows_)),
+        hands_(static_cast<std::size_t>(gateways)) {}
 
   // Gateway `g`'s decision of `cost` units of `key` at `now`.
   bool Decide(std::int64_t g, const std::string& key, std::int64_t cost, std::int64_t now) {
@@ -114,7 +108,7 @@ class Fleet final : private store::LeaseHand::Releases {
   std::vector<algorithms::LimitParams> windows_;
   std::int64_t ttl_ms_;
   std::int64_t max_units_;
-  bool bucket_ = false;
+  bool bucket_;
   std::unordered_map<std::string, algorithms::LeaseState> states_;
   std::vector<std::unordered_map<std::string, store::LeaseHand>> hands_;  // by gateway
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;
