@@ -60,6 +60,43 @@ std::string_view StatusWord(store::StoreStatus status) {
 
 }  // namespace
 
+TraceReader::TraceReader(std::istream& in, const ReplayOptions& options)
+    : in_(in), options_(options) {}
+
+TraceReader::Next TraceReader::Read(TraceLine& row, std::string& error) {
+  while (std::getline(in_, text_)) {
+    ++line_;
+    row = ParseTraceLine(text_, seen_data_, options_.default_cost);
+    if (row.kind == TraceLine::Kind::kSkip) continue;
+    if (row.kind == TraceLine::Kind::kError) {
+      error = row.error;
+      return Next::kError;
+    }
+    if (seen_data_ && row.t_ms < last_t_) {
+      error = fmt::format("time goes backwards: {} after {}", row.t_ms, last_t_);
+      return Next::kError;
+    }
+    if (auto problem = algorithms::ValidateCost(options_.windows, row.cost)) {
+      error = *problem;
+      return Next::kError;
+    }
+    const std::int64_t gateways = options_.lease ? options_.lease->gateways : 0;
+    if (row.gateway >= 0 && gateways == 0) {
+      error = "a gateway column needs --sync lease --gateways N";
+      return Next::kError;
+    }
+    if (row.gateway >= gateways) {
+      error = fmt::format("gateway {} is not in a fleet of {} (0 to {})", row.gateway, gateways,
+                          gateways - 1);
+      return Next::kError;
+    }
+    seen_data_ = true;
+    last_t_ = row.t_ms;
+    return Next::kRow;
+  }
+  return Next::kEnd;
+}
+
 int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
               std::ostream& err) {
   if (auto problem = algorithms::ValidateWindows(options.windows)) {
@@ -130,28 +167,16 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
   };
 
   out << "t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms\n";
-  std::string text;
-  std::size_t line_number = 0;
-  bool seen_data = false;
-  std::int64_t last_t = 0;
-  while (std::getline(in, text)) {
-    ++line_number;
-    const TraceLine parsed = ParseTraceLine(text, seen_data, options.default_cost);
-    if (parsed.kind == TraceLine::Kind::kSkip) continue;
-    if (parsed.kind == TraceLine::Kind::kError) return fail(line_number, parsed.error);
+  TraceReader reader(in, options);
+  TraceLine parsed;
+  std::string problem;
+  for (;;) {
+    const TraceReader::Next next = reader.Read(parsed, problem);
+    if (next == TraceReader::Next::kEnd) break;
+    if (next == TraceReader::Next::kError) return fail(reader.line(), problem);
+    const std::size_t line_number = reader.line();
     const std::int64_t t = parsed.t_ms;
     const std::int64_t cost = parsed.cost;
-    if (seen_data && t < last_t) {
-      return fail(line_number, fmt::format("time goes backwards: {} after {}", t, last_t));
-    }
-    if (auto problem = algorithms::ValidateCost(options.windows, cost)) {
-      return fail(line_number, *problem);
-    }
-    if (parsed.gateway >= 0) {
-      return fail(line_number, "a gateway column needs --sync lease --gateways N");
-    }
-    seen_data = true;
-    last_t = t;
     Row& row = rows.emplace_back();
     row.line = line_number;
     row.t = t;

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "gateway/tools/trace_line.h"
 #include "store/redis_options.h"
 
 namespace tollgate::gateway {
@@ -32,6 +33,28 @@ struct ReplayOptions {
   std::optional<store::RedisAddress> redis;
   // Set: a fleet deciding from leases, next to one exact local store.
   std::optional<LeaseReplay> lease;
+};
+
+// The rows of a trace, in order: each line parsed (ParseTraceLine), what it
+// skips skipped, and what needs the run checked: time order, the cost
+// against the limit, and the gateway column against the fleet. Not
+// thread-safe; `in` and `options` must outlive it.
+class TraceReader {
+ public:
+  TraceReader(std::istream& in, const ReplayOptions& options);
+  enum class Next { kRow, kEnd, kError };
+  // kRow: `row` is the next row (its key points into the reader: valid
+  // until the next call); kError: `error` says why, at line().
+  Next Read(TraceLine& row, std::string& error);
+  std::size_t line() const { return line_; }
+
+ private:
+  std::istream& in_;
+  const ReplayOptions& options_;
+  std::string text_;
+  std::size_t line_ = 0;
+  bool seen_data_ = false;
+  std::int64_t last_t_ = 0;
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.

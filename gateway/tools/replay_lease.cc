@@ -142,32 +142,18 @@ int RunLeaseReplay(const ReplayOptions& options, std::istream& in, std::ostream&
   Totals fleet_totals, exact_totals;
 
   out << "t_ms,key,cost,gateway,decision,exact_decision\n";
-  std::string text;
-  std::size_t line = 0;
+  TraceReader reader(in, options);
+  TraceLine parsed;
+  std::string problem;
   std::size_t rows = 0;
-  bool seen_data = false;
-  std::int64_t last_t = 0;
-  auto fail = [&](std::string_view message) {
-    out.flush();
-    fmt::print(err, "{}:{}: {}\n", options.input_name, line, message);
-    return 1;
-  };
-  while (std::getline(in, text)) {
-    ++line;
-    const TraceLine parsed = ParseTraceLine(text, seen_data, options.default_cost);
-    if (parsed.kind == TraceLine::Kind::kSkip) continue;
-    if (parsed.kind == TraceLine::Kind::kError) return fail(parsed.error);
-    if (seen_data && parsed.t_ms < last_t) {
-      return fail(fmt::format("time goes backwards: {} after {}", parsed.t_ms, last_t));
+  for (;;) {
+    const TraceReader::Next next = reader.Read(parsed, problem);
+    if (next == TraceReader::Next::kEnd) break;
+    if (next == TraceReader::Next::kError) {
+      out.flush();
+      fmt::print(err, "{}:{}: {}\n", options.input_name, reader.line(), problem);
+      return 1;
     }
-    if (auto problem = algorithms::ValidateCost(options.windows, parsed.cost))
-      return fail(*problem);
-    if (parsed.gateway >= lease.gateways) {
-      return fail(fmt::format("gateway {} is not in a fleet of {} (0 to {})", parsed.gateway,
-                              lease.gateways, lease.gateways - 1));
-    }
-    seen_data = true;
-    last_t = parsed.t_ms;
     // Round-robin unless the row names its gateway.
     const std::int64_t g =
         parsed.gateway >= 0
