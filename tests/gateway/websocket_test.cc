@@ -530,20 +530,20 @@ std::string MaskedFrame(char first, const std::string& payload) {
   return out;
 }
 
-constexpr const char* kFiveMessagesAMinute = R"(
+constexpr const char* kFiveMessagesADay = R"(
 [[rules]]
 name = "messages"
 key = "ip"
 algorithm = "fixed_window"
 limit = 5
-window = "1m"
+window = "1d"
 per = "message"
 )";
 
 TEST_F(WebSocketTest, ARejectRuleClosesWith1008AfterExactlyItsLimit) {
   TempDir dir;
   const std::string log = dir.path() + "/access.log";
-  std::string config = BasicConfig(kFiveMessagesAMinute);
+  std::string config = BasicConfig(kFiveMessagesADay);
   config.replace(config.find("access = \"off\""), 14, "access = \"" + log + "\"");
   gateway_ = std::make_unique<TestGateway>(config, echo_.port(), TestClock::kSteady);
   std::string out;
@@ -576,7 +576,7 @@ TEST_F(WebSocketTest, ARejectRuleClosesWith1008AfterExactlyItsLimit) {
 TEST_F(WebSocketTest, ARejectRuleThroughATlsListener) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "ws.test");
-  std::string config = BasicConfig(kFiveMessagesAMinute);
+  std::string config = BasicConfig(kFiveMessagesADay);
   config.replace(
       config.find("address = \"127.0.0.1:0\""), 23,
       "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key + "\" }");
@@ -595,7 +595,7 @@ match = { path_prefix = "/fragments" }
 key = "ip"
 algorithm = "fixed_window"
 limit = 3
-window = "1m"
+window = "1d"
 per = "message"
 [[rules]]
 name = "pings"
@@ -603,7 +603,7 @@ match = { path_prefix = "/pings" }
 key = "ip"
 algorithm = "sliding_log"
 limit = 3
-window = "1m"
+window = "1d"
 per = "message"
 )");
   // Each message in three fragments; three pings answered before each.
@@ -645,11 +645,11 @@ max_delay = "5s"
 TEST_F(WebSocketTest, ADelayRuleClosesWith1008WhenTheWaitWouldPassMaxDelay) {
   Start(R"(
 [[rules]]
-name = "one-a-minute"
+name = "one-a-day"
 key = "ip"
 algorithm = "fixed_window"
 limit = 1
-window = "1m"
+window = "1d"
 per = "message"
 action = "delay"
 max_delay = "200ms"
@@ -669,7 +669,7 @@ match = { path_prefix = "/limited" }
 key = "ip"
 algorithm = "fixed_window"
 limit = 100
-window = "1m"
+window = "1d"
 per = "message"
 )");
   std::string out;
@@ -686,7 +686,7 @@ per = "message"
 
 TEST(WebSocket, AnUnmaskedClientFrameClosesWith1002BothWays) {
   RawUpstream upstream;
-  TestGateway gateway(BasicConfig(kFiveMessagesAMinute), upstream.port(), TestClock::kSteady);
+  TestGateway gateway(BasicConfig(kFiveMessagesADay), upstream.port(), TestClock::kSteady);
   Client client(gateway.port());
   client.Send(Handshake("/"));
   ASSERT_EQ(client.Read().result_int(), 101);
@@ -729,7 +729,7 @@ name = "one"
 key = "ip"
 algorithm = "fixed_window"
 limit = 1
-window = "1m"
+window = "1d"
 per = "message"
 )"),
                       upstream.port(), TestClock::kSteady);
@@ -748,7 +748,7 @@ per = "message"
 
 TEST(WebSocket, ATunnelWithoutMessageRulesLooksAtNoFrame) {
   RawUpstream upstream;
-  std::string config = BasicConfig(kFiveMessagesAMinute);
+  std::string config = BasicConfig(kFiveMessagesADay);
   config.replace(config.find("per = \"message\""), 15,
                  "per = \"message\"\nmatch = { path_prefix = \"/elsewhere\" }");
   TestGateway gateway(config, upstream.port(), TestClock::kSteady);
@@ -774,7 +774,7 @@ name = "messages"
 key = "ip"
 algorithm = "fixed_window"
 limit = 100
-window = "1m"
+window = "1d"
 per = "message"
 )"),
                       echo.port(), TestClock::kSteady);
