@@ -7,9 +7,7 @@
 #include <algorithm>
 #include <cctype>
 
-#include "gateway/ops/store_reply.h"
 #include "rules/duration.h"
-#include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -86,24 +84,19 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
   return block;
 }
 
-// The stored form of a block in Redis: its end, a space, its JSON (see
-// store/lua/admin/blocks_put.lua).
-std::string Stored(const rules::Block& block) {
+// The JSON a block is stored with in the shared hash.
+json::object StoredDoc(const rules::Block& block) {
   json::object doc = AdminBlocks::Describe(block, block.expires_unix_ms);
   doc.erase("ttl_ms");
   doc.erase("id");
-  return std::to_string(block.expires_unix_ms) + " " + json::serialize(doc);
+  return doc;
 }
 
 }  // namespace
 
 AdminBlocks::AdminBlocks(BlockTable& table, const store::Clock& clock, store::RedisStore* redis)
-    : table_(table), clock_(clock), redis_(redis) {
-  if (redis_ != nullptr) {
-    const std::string& prefix = redis_->options().prefix;
-    hash_key_ = store::RedisTaggedKey(prefix, "admin", "", "blocks");
-    version_key_ = store::RedisTaggedKey(prefix, "admin", "", "blocks_version");
-  }
+    : table_(table), clock_(clock) {
+  if (redis != nullptr) shared_.emplace(*redis, "blocks");
 }
 
 std::optional<rules::Block> AdminBlocks::Parse(std::string_view body, std::int64_t now_unix_ms,
@@ -165,28 +158,25 @@ void AdminBlocks::Apply(std::vector<rules::Block> blocks) {
 }
 
 Task<bool> AdminBlocks::Put(rules::Block block) {
-  if (redis_ == nullptr) {
-    std::vector<rules::Block> next = Current();
-    next.push_back(std::move(block));
-    Apply(std::move(next));
-    co_return true;
+  if (shared_) {
+    std::vector<std::string> id_and_stored{block.Id(),
+                                           AdminHash::Stored(block.expires_unix_ms, StoredDoc(block))};
+    const AdminHash::Write write = co_await shared_->Put(std::move(id_and_stored));
+    if (write == AdminHash::Write::kFailed) co_return false;
+    if (write == AdminHash::Write::kMoved) {
+      co_await Refresh();
+      co_return true;
+    }
   }
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  const std::string id = block.Id();
-  const std::string value = Stored(block);
-  redis_->RunAdmin(store::RedisAux::kBlocksPut, {hash_key_, version_key_}, {id, value}, &reply,
-                   nullptr);
-  // (GCC 12 miscompiles co_await in conditions: keep it a statement.)
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk) co_return false;
   // Applied here at once; the other gateways see the version move.
-  co_await Refresh();
+  std::vector<rules::Block> next = Current();
+  next.push_back(std::move(block));
+  Apply(std::move(next));
   co_return true;
 }
 
 Task<std::optional<bool>> AdminBlocks::Remove(std::string id) {
-  if (redis_ == nullptr) {
+  if (!shared_) {
     std::vector<rules::Block> next = Current();
     const auto before = next.size();
     std::erase_if(next, [&](const rules::Block& b) { return b.Id() == id; });
@@ -194,58 +184,37 @@ Task<std::optional<bool>> AdminBlocks::Remove(std::string id) {
     Apply(std::move(next));
     co_return removed;
   }
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  redis_->RunAdmin(store::RedisAux::kBlocksDelete, {hash_key_, version_key_}, {id}, &reply,
-                   nullptr);
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk) co_return std::nullopt;
-  co_await Refresh();
-  co_return reply.count() == 1;
+  const std::optional<bool> removed = co_await shared_->Remove(std::move(id));
+  if (removed) co_await Refresh();
+  co_return removed;
 }
 
 Task<bool> AdminBlocks::Refresh() {
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  const std::string version = std::to_string(version_);
-  // Blocks over are dropped from the hash by the first gateway that sees
-  // one: the hash stays as small as the blocks in force.
-  const std::int64_t now_ms = clock_.UnixMs();
-  const bool over = std::any_of(blocks_.begin(), blocks_.end(), [&](const rules::Block& b) {
-    return b.expires_unix_ms <= now_ms;
-  });
-  const std::string purge = over ? std::to_string(now_ms) : std::string();
-  redis_->RunAdmin(store::RedisAux::kBlocksRead, {hash_key_, version_key_}, {version, purge},
-                   nullptr, &reply);
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk || reply.values().size() != 1) co_return false;
-  if (reply.values()[0] == version_) co_return true;
   const std::int64_t now = clock_.UnixMs();
+  const bool over = std::any_of(blocks_.begin(), blocks_.end(),
+                                [&](const rules::Block& b) { return b.expires_unix_ms <= now; });
+  std::vector<AdminHash::Entry> entries;
+  const AdminHash::Read read = co_await shared_->ReadIfChanged(over ? now : 0, entries);
+  if (read != AdminHash::Read::kChanged) co_return read == AdminHash::Read::kUnchanged;
   std::vector<rules::Block> blocks;
-  for (const std::string& stored : reply.texts()) {
-    const std::size_t space = stored.find(' ');
-    boost::system::error_code ec;
-    const json::value doc = json::parse(
-        space == std::string::npos ? std::string_view() : std::string_view(stored).substr(space + 1),
-        ec);
+  for (const AdminHash::Entry& entry : entries) {
     std::string field, message;
     std::optional<rules::Block> block =
-        ec || !doc.is_object()
-            ? std::nullopt
-            : FromJson(doc.as_object(), Source::kStored, now, field, message);
+        entry.doc.is_object()
+            ? FromJson(entry.doc.as_object(), Source::kStored, now, field, message)
+            : std::nullopt;
     if (!block) {
-      spdlog::warn("admin: a stored block is not readable, left out: {}", stored);
+      spdlog::warn("admin: a stored block is not readable, left out: {}", entry.stored);
       continue;
     }
     if (block->expires_unix_ms > now) blocks.push_back(std::move(*block));
   }
-  version_ = reply.values()[0];
   Apply(std::move(blocks));
   co_return true;
 }
 
 void AdminBlocks::Start(asio::io_context& io) {
-  if (redis_ == nullptr) return;
+  if (!shared_) return;
   timer_.emplace(io.get_executor());
   asio::co_spawn(io, RefreshLoop(), asio::detached);
 }

@@ -16,12 +16,9 @@
 #include <vector>
 
 #include "gateway/core/block_table.h"
+#include "gateway/ops/admin_hash.h"
 #include "gateway/io/net.h"
 #include "store/clock.h"
-
-namespace tollgate::store {
-class RedisStore;
-}  // namespace tollgate::store
 
 namespace tollgate::gateway {
 
@@ -66,9 +63,7 @@ class AdminBlocks {
 
   BlockTable& table_;
   const store::Clock& clock_;
-  store::RedisStore* redis_;
-  std::string hash_key_, version_key_;  // Redis
-  std::int64_t version_ = -1;           // Redis: the version applied
+  std::optional<AdminHash> shared_;  // Redis
   std::vector<rules::Block> blocks_;    // as applied
   std::optional<Timer> timer_;
   bool stopped_ = false;

@@ -10,10 +10,8 @@
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
 #include "gateway/ops/admin_keys.h"
-#include "gateway/ops/store_reply.h"
 #include "gateway/worker.h"
 #include "rules/duration.h"
-#include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -192,20 +190,18 @@ json::object KeyObject(const Override& o) {
   return key;
 }
 
-// The stored form of an override in Redis: its end, a space, its JSON (see
-// store/lua/admin/blocks_put.lua).
-std::string Stored(const Override& o) {
+// The JSON an override is stored with in the shared hash.
+json::object StoredDoc(const Override& o) {
   json::array limits;
   for (const AdminOverrides::Limit& l : o.limits) {
     json::object limit{{"limit", l.limit}, {"window", l.window}};
     if (l.burst) limit["burst"] = *l.burst;
     limits.emplace_back(std::move(limit));
   }
-  const json::object doc{{"rule", o.rule},
-                         {"key", KeyObject(o)},
-                         {"limits", std::move(limits)},
-                         {"expires_unix_ms", o.expires_unix_ms}};
-  return std::to_string(o.expires_unix_ms) + " " + json::serialize(doc);
+  return {{"rule", o.rule},
+          {"key", KeyObject(o)},
+          {"limits", std::move(limits)},
+          {"expires_unix_ms", o.expires_unix_ms}};
 }
 
 }  // namespace
@@ -226,12 +222,8 @@ std::string AdminOverrides::IdOf(std::string_view rule,
 
 AdminOverrides::AdminOverrides(OverrideTable& table, const StateSource& states,
                                const store::Clock& clock, store::RedisStore* redis)
-    : table_(table), states_(states), clock_(clock), redis_(redis) {
-  if (redis_ != nullptr) {
-    const std::string& prefix = redis_->options().prefix;
-    hash_key_ = store::RedisTaggedKey(prefix, "admin", "", "overrides");
-    version_key_ = store::RedisTaggedKey(prefix, "admin", "", "overrides_version");
-  }
+    : table_(table), states_(states), clock_(clock) {
+  if (redis != nullptr) shared_.emplace(*redis, "overrides");
 }
 
 std::optional<std::vector<Override>> AdminOverrides::Parse(std::string_view body,
@@ -343,89 +335,60 @@ void AdminOverrides::Apply() {
 }
 
 Task<bool> AdminOverrides::Put(std::vector<Override> overrides) {
-  if (redis_ == nullptr) {
-    for (Override& o : overrides) {
-      std::string id = o.Id();
-      kept_.insert_or_assign(std::move(id), std::move(o));
+  if (shared_) {
+    std::vector<std::string> id_and_stored;
+    for (const Override& o : overrides) {
+      id_and_stored.push_back(o.Id());
+      id_and_stored.push_back(AdminHash::Stored(o.expires_unix_ms, StoredDoc(o)));
     }
-    Apply();
-    co_return true;
-  }
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  std::vector<std::string> args;
-  for (const Override& o : overrides) {
-    args.push_back(o.Id());
-    args.push_back(Stored(o));
-  }
-  redis_->RunAdmin(store::RedisAux::kBlocksPut, {hash_key_, version_key_}, args, &reply, nullptr);
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk) co_return false;
-  if (version_ >= 0 && reply.count() == version_ + 1) {
-    // Nobody else changed the hash since it was read: applied here without
-    // reading it again; the other gateways see the version move.
-    version_ = reply.count();
-    for (Override& o : overrides) {
-      std::string id = o.Id();
-      kept_.insert_or_assign(std::move(id), std::move(o));
+    const AdminHash::Write write = co_await shared_->Put(std::move(id_and_stored));
+    if (write == AdminHash::Write::kFailed) co_return false;
+    if (write == AdminHash::Write::kMoved) {
+      co_await Refresh();
+      co_return true;
     }
-    Apply();
-    co_return true;
   }
-  co_await Refresh();
+  // Applied here at once; the other gateways see the version move.
+  for (Override& o : overrides) {
+    std::string id = o.Id();
+    kept_.insert_or_assign(std::move(id), std::move(o));
+  }
+  Apply();
   co_return true;
 }
 
 Task<std::optional<bool>> AdminOverrides::Remove(std::string id) {
-  if (redis_ == nullptr) {
+  if (!shared_) {
     const bool removed = kept_.erase(id) == 1;
     Apply();
     co_return removed;
   }
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  redis_->RunAdmin(store::RedisAux::kBlocksDelete, {hash_key_, version_key_}, {id}, &reply,
-                   nullptr);
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk) co_return std::nullopt;
-  co_await Refresh();
-  co_return reply.count() == 1;
+  const std::optional<bool> removed = co_await shared_->Remove(std::move(id));
+  if (removed) co_await Refresh();
+  co_return removed;
 }
 
 Task<bool> AdminOverrides::Refresh() {
-  const Executor executor = co_await asio::this_coro::executor;
-  StoreReply reply(executor);
-  const std::string version = std::to_string(version_);
-  // Overrides over are dropped from the hash by the first gateway that sees
-  // one: the hash stays as small as the overrides in force.
   const std::int64_t now = clock_.UnixMs();
   const bool over = std::any_of(kept_.begin(), kept_.end(), [&](const auto& item) {
     return item.second.expires_unix_ms <= now;
   });
-  const std::string purge = over ? std::to_string(now) : std::string();
-  redis_->RunAdmin(store::RedisAux::kBlocksRead, {hash_key_, version_key_}, {version, purge},
-                   nullptr, &reply);
-  const store::StoreStatus status = co_await reply.Wait();
-  if (status != store::StoreStatus::kOk || reply.values().size() != 1) co_return false;
-  if (reply.values()[0] == version_) co_return true;
+  std::vector<AdminHash::Entry> entries;
+  const AdminHash::Read read = co_await shared_->ReadIfChanged(over ? now : 0, entries);
+  if (read != AdminHash::Read::kChanged) co_return read == AdminHash::Read::kUnchanged;
   std::map<std::string, Override> kept;
-  for (const std::string& stored : reply.texts()) {
-    const std::size_t space = stored.find(' ');
-    boost::system::error_code ec;
-    const json::value doc = json::parse(
-        space == std::string::npos ? std::string_view() : std::string_view(stored).substr(space + 1),
-        ec);
+  for (const AdminHash::Entry& entry : entries) {
     Problem problem;
     std::optional<Override> o =
-        ec ? std::nullopt : FromJson(doc, Source::kStored, now, "", problem);
+        entry.doc.is_null() ? std::nullopt
+                            : FromJson(entry.doc, Source::kStored, now, "", problem);
     if (!o) {
-      spdlog::warn("admin: a stored override is not readable, left out: {}", stored);
+      spdlog::warn("admin: a stored override is not readable, left out: {}", entry.stored);
       continue;
     }
     std::string id = o->Id();
     kept.insert_or_assign(std::move(id), std::move(*o));
   }
-  version_ = reply.values()[0];
   kept_ = std::move(kept);
   Apply();
   co_return true;
@@ -443,7 +406,7 @@ void AdminOverrides::Stop() {
 
 Task<void> AdminOverrides::RefreshLoop() {
   while (!stopped_) {
-    if (redis_ != nullptr) co_await Refresh();
+    if (shared_) co_await Refresh();
     // A reload: the overrides are compiled against the new rules. Those
     // over are dropped from the table.
     const std::int64_t now = clock_.UnixMs();

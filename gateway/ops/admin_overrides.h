@@ -26,12 +26,9 @@
 
 #include "gateway/core/overrides.h"
 #include "gateway/io/net.h"
+#include "gateway/ops/admin_hash.h"
 #include "rules/config.h"
 #include "store/clock.h"
-
-namespace tollgate::store {
-class RedisStore;
-}  // namespace tollgate::store
 
 namespace tollgate::gateway {
 
@@ -119,9 +116,7 @@ class AdminOverrides {
   OverrideTable& table_;
   const StateSource& states_;
   const store::Clock& clock_;
-  store::RedisStore* redis_;
-  std::string hash_key_, version_key_;    // Redis
-  std::int64_t version_ = -1;             // Redis: the version applied
+  std::optional<AdminHash> shared_;  // Redis
   std::map<std::string, Override> kept_;  // by id, as last applied
   std::set<std::string> dormant_;         // ids that apply to nothing
   std::uint64_t generation_ = 0;          // of the configuration applied
