@@ -6,8 +6,11 @@
 // often than once per request; with on_error = "share", while Redis is down
 // each gateway admits its share of the limit (the membership heartbeat
 // counted the fleet), so the fleet stays within the limit plus the leases
-// it held when Redis failed.
+// it held when Redis failed. A gateway killed with SIGKILL costs the fleet
+// the units it held only until its lease ends; a reload that changes the
+// limit leaves the old limit's leases unspent.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <atomic>
 #include <chrono>
@@ -50,10 +53,7 @@ class LeaseFleet : public ::testing::Test {
   // Starts the fleet with `rules`; `timeout`: the Redis store's.
   void Start(const std::string& rules, const std::string& on_error = "deny",
              const std::string& timeout = "2s") {
-    std::string config =
-        BasicConfig(RedisStoreSection("url = \"" + redis_.url() + "\"", on_error, timeout) + rules);
-    config.replace(config.find("threads = 1"), 11, "threads = 2");
-    const std::string file = dir_.Write("tollgate.toml", WithEchoPort(config, echo_->port()));
+    const std::string file = Configure(rules, on_error, timeout);
     for (int g = 0; g < kGateways; ++g) {
       gateways_.push_back(
           std::make_unique<Process>(std::vector<std::string>{TOLLGATE_BINARY, "--config", file}));
@@ -61,6 +61,16 @@ class LeaseFleet : public ::testing::Test {
       ports_.push_back(port);
       admin_ports_.push_back(admin);
     }
+  }
+
+  // Writes the fleet's configuration file with `rules` (again: a reload's
+  // new text); its path.
+  std::string Configure(const std::string& rules, const std::string& on_error = "deny",
+                        const std::string& timeout = "2s") {
+    std::string config =
+        BasicConfig(RedisStoreSection("url = \"" + redis_.url() + "\"", on_error, timeout) + rules);
+    config.replace(config.find("threads = 1"), 11, "threads = 2");
+    return dir_.Write("tollgate.toml", WithEchoPort(config, echo_->port()));
   }
 
   // What gateway `g`'s admin listener answers to GET `target`.
@@ -73,6 +83,11 @@ class LeaseFleet : public ::testing::Test {
   // number allowed.
   int Send(int g, const std::string& path, int n) {
     Client client(ports_[g]);
+    return Send(client, path, n);
+  }
+  // The same on `client`'s connection (one worker thread of its gateway,
+  // the same one each time).
+  static int Send(Client& client, const std::string& path, int n) {
     int allowed = 0;
     for (int i = 0; i < n; ++i) {
       const Response r = client.Get(path);
@@ -223,6 +238,123 @@ sync = "lease"
   for (int g = 0; g < kGateways; ++g) {
     EXPECT_GT(Sample(Admin(g, "/metrics"), "tollgate_store_fallback_total{policy=\"share\"}"), 0);
   }
+}
+
+// The units gateway `g` holds for `rule` (tollgate_lease_units_in_hand),
+// once no take is on its way: the same count twice, 100 ms apart (a
+// background renewal started by the last request lands within that).
+std::int64_t SettledInHand(LeaseFleet& fleet, int g, const std::string& rule) {
+  const std::string name = "tollgate_lease_units_in_hand{rule=\"" + rule + "\"}";
+  std::int64_t last = Sample(fleet.Admin(g, "/metrics"), name);
+  for (int i = 0; i < 50; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const std::int64_t now = Sample(fleet.Admin(g, "/metrics"), name);
+    if (now == last) return now;
+    last = now;
+  }
+  ADD_FAILURE() << "gateway " << g << "'s units in hand never settled";
+  return last;
+}
+
+// A gateway killed with SIGKILL gives nothing back: the units it held stay
+// withdrawn from the shared bucket until its lease's hold ends (lease_ttl +
+// the Redis store's timeout), then count as spent at that moment, and the
+// bucket refills from there (docs/leases.md, "What a gateway loses"). Right
+// after the kill the other gateways admit at least the bucket less what the
+// killed one used and held; once the hold has ended and the bucket has had
+// the time to refill, the whole burst again, which they could not if the
+// dead lease were still counted.
+TEST_F(LeaseFleet, AKilledGatewaysUnitsAreLostOnlyUntilItsLeaseEnds) {
+  // 20 tokens, 10 a second: a token every 100 ms, far slower than the
+  // requests below come.
+  Start(R"(
+[[rules]]
+name = "bucket"
+key = "global"
+algorithm = "token_bucket"
+limit = 10
+window = "1s"
+burst = 20
+sync = "lease"
+lease_ttl = "1s"
+lease_max = 10
+)",
+        "deny", "500ms");
+  constexpr int kBurst = 20;
+  constexpr auto kHold = std::chrono::milliseconds(1000 + 500);  // lease_ttl + timeout
+  constexpr auto kRefill = std::chrono::milliseconds(2000);      // empty to full
+  constexpr auto kMargin = std::chrono::milliseconds(500);
+  // The victim's requests come fast enough for it to take leases of
+  // several units ahead (its rate over lease_ttl).
+  const std::int64_t start_ms = NowMs();
+  const int used = Send(0, "/bucket", 6);
+  const std::int64_t held = SettledInHand(*this, 0, "bucket");
+  ASSERT_GT(used, 0);
+  ASSERT_GT(held, 0) << "the victim holds nothing: the test would show nothing";
+  gateways_[0]->Signal(SIGKILL);
+  EXPECT_EQ(gateways_[0]->Wait(), 128 + SIGKILL);
+
+  // Before the hold ends: everything but the dead lease (and what the
+  // victim used), and never more than the bucket allows over the interval.
+  int before = 0;
+  for (int g = 1; g < kGateways; ++g) before += Send(g, "/bucket", 40);
+  const std::int64_t elapsed_ms = NowMs() - start_ms + 1;
+  EXPECT_GE(before, kBurst - used - held) << "used " << used << ", held " << held;
+  EXPECT_LE(used + before, kBurst + (10 * elapsed_ms + 999) / 1000) << "elapsed " << elapsed_ms;
+
+  // Every lease taken so far (the victim's included) has ended within
+  // kHold, and an emptied bucket refills in kRefill: waiting for the real
+  // lease_ttl, nothing else is timed.
+  std::this_thread::sleep_for(kHold + kRefill + kMargin);
+  const std::int64_t after_start_ms = NowMs();
+  int after = 0;
+  for (int g = 1; g < kGateways; ++g) after += Send(g, "/bucket", 40);
+  const std::int64_t after_ms = NowMs() - after_start_ms + 1;
+  EXPECT_GE(after, kBurst) << "held by the dead gateway: " << held;
+  EXPECT_LE(after, kBurst + (10 * after_ms + 999) / 1000) << "elapsed " << after_ms;
+}
+
+// A reload that changes a rule's limit changes its fingerprint: the leases
+// of the old limit, still valid (lease_ttl is an hour here, so that they
+// would not lapse on their own during the test), are never spent again, and
+// the fleet admits exactly the new limit, counted afresh.
+TEST_F(LeaseFleet, AReloadThatChangesTheLimitDropsTheOldLimitsLeases) {
+  const auto rule = [](int limit) {
+    return "[[rules]]\nname = \"window\"\nkey = \"global\"\nalgorithm = \"fixed_window\"\n"
+           "limit = " +
+           std::to_string(limit) + "\nwindow = \"1d\"\nsync = \"lease\"\nlease_ttl = \"1h\"\n";
+  };
+  Start(rule(300));
+  constexpr std::int64_t kDayMs = 86'400'000;
+  const std::int64_t start_ms = NowMs();
+  // One connection per gateway, kept: the same worker thread (and its
+  // leases) before and after the reload.
+  std::vector<std::unique_ptr<Client>> clients;
+  std::int64_t held = 0;
+  for (int g = 0; g < kGateways; ++g) {
+    clients.push_back(std::make_unique<Client>(ports_[g]));
+    EXPECT_EQ(Send(*clients.back(), "/window", 10), 10);
+    held += SettledInHand(*this, g, "window");
+  }
+  ASSERT_GT(held, 0) << "no gateway holds units of the old limit: the test would show nothing";
+
+  Configure(rule(30));
+  for (int g = 0; g < kGateways; ++g) {
+    gateways_[g]->Signal(SIGHUP);
+    std::string line;
+    for (int i = 0; i < 50 && line.find("is in force") == std::string::npos; ++i) {
+      line = gateways_[g]->StderrLine();
+      ASSERT_NE(line, "") << "gateway " << g << " ended before its reload";
+    }
+    ASSERT_NE(line.find("is in force"), std::string::npos) << line;
+  }
+  // One gateway after the other, each until it is limited: the first takes
+  // the whole new budget, the others find it spent. Old units spent on top
+  // would show as more than 30.
+  int after = 0;
+  for (int g = 0; g < kGateways; ++g) after += Send(*clients[g], "/window", 40);
+  if (start_ms / kDayMs != NowMs() / kDayMs) GTEST_SKIP() << "a day boundary passed during the test";
+  EXPECT_EQ(after, 30) << "the old limit's units in hand: " << held;
 }
 
 void ExpectAnHourOf300(LeaseFleet& fleet, RedisServer& redis, const std::string& algorithm) {
