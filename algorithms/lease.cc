@@ -123,16 +123,39 @@ int64_t LogTake(LogLeaseState& runs, int64_t now_ms, int64_t units, int64_t hold
   return at;
 }
 
-// Removes up to `unused` slots recorded at `stamp`, if still there.
-int64_t LogGiveBack(LogLeaseState& runs, int64_t stamp, int64_t unused) {
-  for (auto it = runs.rbegin(); it != runs.rend() && it->ts >= stamp; ++it) {
-    if (it->ts != stamp) continue;
-    const int64_t back = std::min(unused, it->count);
-    it->count -= back;
-    if (it->count == 0) runs.erase(std::next(it).base());
-    return back;
+// Adds `count` slots at `ts` to the sorted runs.
+void LogInsert(LogLeaseState& runs, int64_t ts, int64_t count) {
+  auto at = std::lower_bound(runs.begin(), runs.end(), ts,
+                             [](const SlidingLog::Run& r, int64_t t) { return r.ts < t; });
+  if (at != runs.end() && at->ts == ts) {
+    at->count += count;
+  } else {
+    runs.insert(at, {ts, count});
   }
-  return 0;
+}
+
+// Removes up to `unused` slots recorded at `stamp`, if still there, and
+// moves the `used` ones to their admission times `used_at` (capped at the
+// stamp; those that left the window (now - W, now] are dropped) when all
+// of them are known and still there; otherwise they stay at the stamp.
+int64_t LogGiveBack(const LimitParams& p, LogLeaseState& runs, int64_t now_ms, int64_t stamp,
+                    int64_t used, int64_t unused, std::span<const SlidingLog::Run> used_at) {
+  auto it = runs.rbegin();
+  while (it != runs.rend() && it->ts > stamp) ++it;
+  if (it == runs.rend() || it->ts != stamp) return 0;
+  const int64_t back = std::min(unused, it->count);
+  int64_t known = 0;
+  for (const SlidingLog::Run& r : used_at) known += r.count;
+  const bool rewrite = used > 0 && known == used && it->count >= used + unused;
+  it->count -= rewrite ? used + unused : back;
+  if (it->count == 0) runs.erase(std::next(it).base());
+  if (rewrite) {
+    for (const SlidingLog::Run& r : used_at) {
+      const int64_t ts = std::min(r.ts, stamp);
+      if (ts > now_ms - p.window_ms) LogInsert(runs, ts, r.count);
+    }
+  }
+  return back;
 }
 
 // ---- fixed_window, sub_window, two_bucket (LEASE.window) ------------------
@@ -199,6 +222,11 @@ int64_t WindowGiveBack(const LimitParams& p, std::byte* state, int64_t stamp, in
 
 bool HasBucketLease(std::span<const LimitParams> windows) {
   return std::any_of(windows.begin(), windows.end(), IsBucket);
+}
+
+bool HasLogLease(std::span<const LimitParams> windows) {
+  return std::any_of(windows.begin(), windows.end(),
+                     [](const LimitParams& p) { return p.algorithm == Algorithm::kSlidingLog; });
 }
 
 std::int64_t SmallestLimit(std::span<const LimitParams> windows) {
@@ -273,7 +301,7 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
 }
 
 int64_t LeaseState::Return(int64_t now_ms, std::span<const int64_t> stamps, int64_t used,
-                           int64_t unused) {
+                           int64_t unused, std::span<const SlidingLog::Run> used_at) {
   int64_t back = unused;
   for (std::size_t i = 0; i < windows_.size(); ++i) {
     const LimitParams& p = windows_[i];
@@ -283,7 +311,7 @@ int64_t LeaseState::Return(int64_t now_ms, std::span<const int64_t> stamps, int6
       given = BucketGiveBack(p, buckets_[i], stamps[i], used, unused);
     } else if (p.algorithm == Algorithm::kSlidingLog) {
       LogPurge(p, logs_[i], now_ms);
-      given = LogGiveBack(logs_[i], stamps[i], unused);
+      given = LogGiveBack(p, logs_[i], now_ms, stamps[i], used, unused, used_at);
     } else {
       given = WindowGiveBack(p, decision_.windows()[i], stamps[i], unused);
     }

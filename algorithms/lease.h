@@ -54,9 +54,15 @@ inline std::int64_t DefaultLeaseMax(std::span<const LimitParams> windows) {
 }
 
 // The lease state of a sliding_log window: the log's runs of equal
-// timestamps, oldest first, a lease's slots recorded at the latest moment
-// they may be used (the take's time + hold).
+// timestamps, oldest first, an outstanding lease's slots recorded at the
+// latest moment they may be used (the take's time + hold), a returned
+// one's used slots at their admission times.
 using LogLeaseState = std::vector<SlidingLog::Run>;
+
+// Whether any of `windows` is a sliding_log: its leases are returned with
+// the times their used units were admitted, even when spent to the last
+// unit, so that the log holds them at those times (docs/leases.md).
+bool HasLogLease(std::span<const LimitParams> windows);
 
 // What a take answers: `units` >= 1 valid for `valid_ms` (measured from the
 // request's sending) with one stamp per window, or 0 units and
@@ -81,8 +87,12 @@ class LeaseState {
                   std::int64_t hold_ms);
   // Gives back `unused` units of a lease of `used + unused` with `stamps`
   // (one per window); returns the units given back (fewest over windows).
+  // `used_at`: when the `used` units were admitted (runs of equal times on
+  // this state's clock, at most `now_ms`, their counts summing to `used`),
+  // or empty when not known; a sliding_log window moves the lease's used
+  // slots from its stamp to those times (none later than the stamp).
   std::int64_t Return(std::int64_t now_ms, std::span<const std::int64_t> stamps, std::int64_t used,
-                      std::int64_t unused);
+                      std::int64_t unused, std::span<const SlidingLog::Run> used_at);
 
  private:
   std::vector<LimitParams> windows_;

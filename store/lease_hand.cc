@@ -4,12 +4,12 @@
 
 namespace tollgate::store {
 
-LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket)
-    : ttl_ms_(ttl_ms), bucket_(bucket), period_start_(now_ms) {}
+LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket, bool log)
+    : ttl_ms_(ttl_ms), bucket_(bucket), log_(log), period_start_(now_ms) {}
 
 void LeaseHand::Release(Held& held, std::int64_t now, Releases& releases) {
   in_hand_ -= held.left;
-  releases.OnRelease(held, held.left > 0 || (bucket_ && Rate(now) >= kBusy), now);
+  releases.OnRelease(held, held.left > 0 || ReturnsSpent(now), now);
 }
 
 void LeaseHand::Expire(std::int64_t now, Releases& releases) {
@@ -33,14 +33,21 @@ bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision&
     h.left -= take;
     h.used += take;
     need -= take;
+    if (log_ && take > 0) {
+      if (!h.used_at.empty() && h.used_at.back().ts == now) {
+        h.used_at.back().count += take;
+      } else {
+        h.used_at.push_back({now, take});
+      }
+    }
     if (need == 0) break;
   }
   in_hand_ -= cost;
   NoteUse(now, cost);
   // A busy key's bucket lease spent to the last unit goes back now: the
   // shared state refills the bucket only past the units it still counts as
-  // leased.
-  if (bucket_ && Rate(now) >= kBusy) {
+  // leased. A sliding_log's, for its used slots to move to their times.
+  if (ReturnsSpent(now)) {
     while (!held_.empty() && held_.front().left == 0) {
       Release(held_.front(), now, releases);
       held_.pop_front();
@@ -62,6 +69,10 @@ algorithms::Decision LeaseHand::Limited(std::int64_t now) const {
   d.retry_after_ms = std::max<std::int64_t>(0, blocked_until_ - now);
   d.reset_ms = d.window_reset_ms = d.retry_after_ms;
   return d;
+}
+
+bool LeaseHand::ReturnsSpent(std::int64_t now) const {
+  return (bucket_ || log_) && Rate(now) >= kBusy;
 }
 
 std::int64_t LeaseHand::Rate(std::int64_t now) const {
@@ -107,7 +118,7 @@ bool LeaseHand::WantsRenewal(std::int64_t now) const {
 
 std::int64_t LeaseHand::Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
                             std::vector<std::int64_t> stamps) {
-  Held h{units, 0, sent_ms + valid_ms, std::move(stamps)};
+  Held h{units, 0, sent_ms + valid_ms, std::move(stamps), {}};
   auto at = held_.end();
   while (at != held_.begin() && (at - 1)->end_ms > h.end_ms) --at;
   const std::int64_t end = h.end_ms;

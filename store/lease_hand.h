@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "algorithms/state.h"
 
 namespace tollgate::store {
 
@@ -30,13 +31,19 @@ class LeaseHand {
     std::int64_t used = 0;
     std::int64_t end_ms = 0;  // local: when its take was sent + valid_ms
     std::vector<std::int64_t> stamps;
+    // A sliding_log lease's: when its used units were admitted (the times
+    // Spend was given), runs of equal times, oldest first; at most `used`
+    // runs. Empty for the other algorithms.
+    std::vector<algorithms::SlidingLog::Run> used_at;
   };
   // Told of a lease leaving the hand at `now` with its `left` units
   // unused; `send`: whether to give it back to the shared state: always
   // with unused units; a lease spent to the last unit only for a busy key's
-  // bucket (the shared state refills past it only once it is back; a
-  // window keeps what was used, and a quiet key's bucket lease may expire,
-  // counted as spent).
+  // bucket (the shared state refills past it only once it is back) or
+  // sliding_log (the log moves its used slots from the stamp to their
+  // admission times). A window keeps what was used; a quiet key's bucket
+  // lease may expire, counted as spent, and its log lease keep its slots
+  // at the stamp: a key seen now and then costs one call per lease.
   class Releases {
    public:
     virtual void OnRelease(const Held& held, bool send, std::int64_t now) = 0;
@@ -46,8 +53,10 @@ class LeaseHand {
   };
 
   // `ttl_ms`: lease_ttl; `bucket`: a token or leaky bucket's lease, which
-  // holds refill back in the shared state until it returns.
-  LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket);
+  // holds refill back in the shared state until it returns; `log`: a
+  // sliding_log's (algorithms::HasLogLease), whose admission times are kept
+  // per lease (Held::used_at).
+  LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket, bool log);
 
   // A new lease_ttl (a reload that kept the limit).
   void set_ttl(std::int64_t ttl_ms) { ttl_ms_ = ttl_ms; }
@@ -90,11 +99,14 @@ class LeaseHand {
  private:
   // Units used over about the last lease_ttl.
   std::int64_t Rate(std::int64_t now) const;
+  // Whether a lease spent to the last unit goes back (see Releases).
+  bool ReturnsSpent(std::int64_t now) const;
   void NoteUse(std::int64_t now, std::int64_t cost);
   void Release(Held& held, std::int64_t now, Releases& releases);
 
   std::int64_t ttl_ms_;
   bool bucket_;
+  bool log_;
   std::deque<Held> held_;  // by end_ms
   std::int64_t in_hand_ = 0;
   std::int64_t blocked_until_ = 0;

@@ -30,7 +30,9 @@ struct LeasingStore::Waiter {
 };
 
 struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
-  Entry(std::int64_t now, const Spec& spec) : hand(now, spec.limit.lease->ttl_ms, spec.bucket) {}
+  Entry(std::int64_t now, const Spec& spec)
+      : hand(now, spec.limit.lease->ttl_ms, spec.bucket,
+             algorithms::HasLogLease(spec.limit.windows)) {}
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
   std::string_view key;  // the rule key: the tail of entries_'s key
@@ -168,7 +170,8 @@ void LeasingStore::GiveBack(Entry& e, const LeaseHand::Held& held, bool send, st
   e.spec->stats->in_hand.fetch_sub(held.left, std::memory_order_relaxed);
   if (!send) return;
   e.spec->stats->units[LeaseStats::kUnitsReturned].fetch_add(held.left, std::memory_order_relaxed);
-  redis_.ReturnLease(e.key, e.spec->limit, now, held.stamps, held.used, held.left, nullptr);
+  redis_.ReturnLease(e.key, e.spec->limit, now, held.stamps, held.used, held.left, held.used_at,
+                     nullptr);
 }
 
 void LeasingStore::MaybeRenew(Entry& e, std::int64_t now) {

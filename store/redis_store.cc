@@ -1,5 +1,7 @@
 #include "store/redis_store.h"
 
+#include <algorithm>
+
 #include <spdlog/spdlog.h>
 
 #include "store/redis/batch.h"
@@ -136,9 +138,16 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
 
 void RedisStore::ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                              const std::vector<std::int64_t>& stamps, std::int64_t used,
-                             std::int64_t unused, CountSink* sink) {
+                             std::int64_t unused,
+                             std::span<const algorithms::SlidingLog::Run> used_at,
+                             CountSink* sink) {
   std::vector<std::int64_t> extra = {used, unused};
   extra.insert(extra.end(), stamps.begin(), stamps.end());
+  // Ages, not times: the script's clock may be Redis's (time = "redis").
+  for (const algorithms::SlidingLog::Run& r : used_at) {
+    extra.push_back(std::max<std::int64_t>(0, now_ms - r.ts));
+    extra.push_back(r.count);
+  }
   SendKeyScript(RedisAux::kLeaseReturn, key, limit, now_ms, sink, nullptr, lease_prefix_, extra);
 }
 

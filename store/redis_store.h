@@ -27,6 +27,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithms/state.h"
 #include "store/redis_options.h"
 #include "store/redis_scripts.h"
 #include "store/store.h"
@@ -135,10 +136,13 @@ class RedisStore final : public Store {
   void TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                  std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms, ValuesSink& sink);
   // Gives back the `unused` units of a lease of `used + unused` with
-  // `stamps`; `sink` (may be null) gets the units given back.
+  // `stamps`; `sink` (may be null) gets the units given back. `used_at`:
+  // when the used units were admitted, on `now_ms`'s clock (LeaseHand::
+  // Held::used_at; empty if unknown): sent as ages before `now_ms`, which
+  // the script subtracts from its own time, whatever the time setting.
   void ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                    const std::vector<std::int64_t>& stamps, std::int64_t used, std::int64_t unused,
-                   CountSink* sink);
+                   std::span<const algorithms::SlidingLog::Run> used_at, CountSink* sink);
   // Runs an admin script that is not about a rule key (the blocks of
   // store/lua/admin/blocks_*.lua): as Run, answered into `count` (an
   // integer reply) or `values` (an array), one of them non-null.

@@ -34,6 +34,7 @@ class Fleet final : private store::LeaseHand::Releases {
         ttl_ms_(options.lease->ttl_ms),
         max_units_(options.lease->max_units),
         bucket_(algorithms::HasBucketLease(windows_)),
+        log_(algorithms::HasLogLease(windows_)),
         hands_(static_cast<std::size_t>(gateways)) {}
 
   // Gateway `g`'s decision of `cost` units of `key` at `now`.
@@ -67,7 +68,7 @@ class Fleet final : private store::LeaseHand::Releases {
   store::LeaseHand& Hand(std::int64_t g, const std::string& key, std::int64_t now) {
     auto& hands = hands_[static_cast<std::size_t>(g)];
     auto it = hands.find(key);
-    if (it == hands.end()) it = hands.try_emplace(key, now, ttl_ms_, bucket_).first;
+    if (it == hands.end()) it = hands.try_emplace(key, now, ttl_ms_, bucket_, log_).first;
     return it->second;
   }
 
@@ -102,13 +103,14 @@ class Fleet final : private store::LeaseHand::Releases {
   }
 
   void OnRelease(const store::LeaseHand::Held& held, bool send, std::int64_t now) override {
-    if (send) current_->Return(now, held.stamps, held.used, held.left);
+    if (send) current_->Return(now, held.stamps, held.used, held.left, held.used_at);
   }
 
   std::vector<algorithms::LimitParams> windows_;
   std::int64_t ttl_ms_;
   std::int64_t max_units_;
   bool bucket_;
+  bool log_;
   std::unordered_map<std::string, algorithms::LeaseState> states_;
   std::vector<std::unordered_map<std::string, store::LeaseHand>> hands_;  // by gateway
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;

@@ -5,8 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
+#include <algorithm>
 #include <map>
 #include <random>
+#include <span>
 
 #include "algorithms/lease.h"
 #include "algorithms/validate.h"
@@ -61,7 +63,28 @@ struct Outstanding {
   std::string key;
   std::int64_t units;
   std::vector<std::int64_t> stamps;
+  std::int64_t taken_ms;
 };
+
+// When `used` units of a lease taken at `taken_ms` were admitted, by `now`:
+// random times between the two, in runs of equal times, oldest first.
+std::vector<algorithms::SlidingLog::Run> UsedAt(std::mt19937& rng, std::int64_t used,
+                                                std::int64_t taken_ms, std::int64_t now) {
+  std::vector<std::int64_t> times;
+  for (std::int64_t u = 0; u < used; ++u) {
+    times.push_back(taken_ms + static_cast<std::int64_t>(rng() % (now - taken_ms + 1)));
+  }
+  std::sort(times.begin(), times.end());
+  std::vector<algorithms::SlidingLog::Run> runs;
+  for (std::int64_t at : times) {
+    if (!runs.empty() && runs.back().ts == at) {
+      ++runs.back().count;
+    } else {
+      runs.push_back({at, 1});
+    }
+  }
+  return runs;
+}
 
 class LeaseConformance : public ::testing::Test {
  protected:
@@ -74,9 +97,9 @@ class LeaseConformance : public ::testing::Test {
   }
   CountResult Return(RedisStore& store, const std::string& key, const LimitSpec& spec,
                      std::int64_t now, const std::vector<std::int64_t>& stamps, std::int64_t used,
-                     std::int64_t unused) {
+                     std::int64_t unused, std::span<const algorithms::SlidingLog::Run> used_at) {
     Answer a;
-    store.ReturnLease(key, spec, now, stamps, used, unused, &a);
+    store.ReturnLease(key, spec, now, stamps, used, unused, used_at, &a);
     while (!a.done) io_.run_one();
     return a.result;
   }
@@ -96,7 +119,7 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   options.min_ttl_ms = 10'000'000;
   RedisStore store(io_, options, health_);
   int sequences = 0;
-  std::int64_t granted = 0, refused = 0, returned = 0;
+  std::int64_t granted = 0, refused = 0, returned = 0, moved = 0;
   for (const auto& windows : Limits()) {
     ASSERT_EQ(algorithms::ValidateWindows(windows), std::nullopt);
     const LimitSpec spec = LimitSpec::Make(windows);
@@ -135,9 +158,15 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
           Outstanding o = held[at];
           held.erase(held.begin() + static_cast<std::ptrdiff_t>(at));
           const std::int64_t used = static_cast<std::int64_t>(rng() % (o.units + 1));
+          // Mostly with the admission times, as a gateway returns; now and
+          // then without (the used slots stay at the stamp).
+          std::vector<algorithms::SlidingLog::Run> used_at;
+          if (rng() % 5 != 0) used_at = UsedAt(rng, used, o.taken_ms, t);
+          if (!used_at.empty() && algorithms::HasLogLease(windows)) ++moved;
           auto lit = local.find(o.key);
-          const std::int64_t want = lit->second.Return(t, o.stamps, used, o.units - used);
-          const CountResult got = Return(store, o.key, spec, t, o.stamps, used, o.units - used);
+          const std::int64_t want = lit->second.Return(t, o.stamps, used, o.units - used, used_at);
+          const CountResult got =
+              Return(store, o.key, spec, t, o.stamps, used, o.units - used, used_at);
           ASSERT_EQ(got.status, StoreStatus::kOk) << where;
           ASSERT_EQ(got.value, want) << where << " return";
           returned += want;
@@ -153,7 +182,7 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
         expect.insert(expect.end(), want.stamps.begin(), want.stamps.end());
         ASSERT_EQ(got.values, expect) << where << " take of " << want_units << " at " << t;
         if (want.units > 0) {
-          held.push_back({key, want.units, want.stamps});
+          held.push_back({key, want.units, want.stamps, t});
           granted += want.units;
         } else {
           ++refused;
@@ -167,6 +196,8 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   EXPECT_GT(granted, 1000);
   EXPECT_GT(refused, 100);
   EXPECT_GT(returned, 100);
+  // sliding_log returns that move used slots to their admission times.
+  EXPECT_GT(moved, 50);
 }
 
 }  // namespace

@@ -338,5 +338,32 @@ TEST_F(LeasingStoreTest, AChangedLimitDropsTheOldLeases) {
   EXPECT_EQ(g.leasing->UnitsInHand(), 0);  // the old leases went back
 }
 
+// A busy key's sliding_log leases go back with the times their units were
+// admitted, and the log holds them there, not at the lease's stamp (take +
+// lease_ttl + grace): a window after the burst, the key has its whole
+// limit again.
+TEST_F(LeasingStoreTest, ASlidingLogHoldsUsedUnitsAtTheirAdmissionTimes) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec spec =
+      Leased(LimitSpec::Make({Window(algorithms::Algorithm::kSlidingLog, 10, 10'000)}), 1000, 10);
+  clock_.Set(18'000'000);
+  for (int round = 0; round < 2; ++round) {
+    SCOPED_TRACE(round);
+    for (int i = 0; i < 10; ++i) {
+      EXPECT_TRUE(Decide(*g.leasing, "k", spec).decision.allowed) << i;
+      Settle();
+      clock_.Advance(1);
+    }
+    EXPECT_FALSE(Decide(*g.leasing, "k", spec).decision.allowed);
+    Settle();
+    EXPECT_EQ(g.leasing->UnitsInHand(), 0);
+    // The last admission, 10 ms ago, leaves the window a window after it;
+    // the stamps would stay a lease_ttl longer.
+    clock_.Advance(10'000 - 10);
+    g.leasing->Tick();
+    Settle();
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::store

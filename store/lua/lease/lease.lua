@@ -158,7 +158,8 @@ LEASE.window = {
 -- sliding_log: the decision state (runs "ts count", oldest first, and the
 -- units in the second key); a lease's slots are recorded at the latest
 -- moment they may be used (t + hold_ms), so that no window holds more than
--- L real admissions; a return removes the unused ones from that record.
+-- L real admissions; a return removes the unused ones from that record and
+-- moves the used ones to the times they were admitted.
 LEASE.log = {
   load = function(p, w, t) return ALG.sliding_log.load(p, w, t) end,
   avail = function(p, s, t)
@@ -176,35 +177,94 @@ LEASE.log = {
     s.reset = stamp + p.window - t
     return stamp, use_ms
   end,
-  give_back = function(p, s, t, stamp, used, unused)
-    for i = s.len - 1, s.first_live, -1 do
-      local run = ALG.sliding_log.run(s, i)
-      if run[1] < stamp then break end
-      if run[1] == stamp then
-        local back = math.min(unused, run[2])
-        s.given_back = {i, run[1], run[2] - back, back}
-        return back, back > 0
+  -- Run i of the list as ALG.sliding_log.run, read 32 at a time backwards
+  -- (returns look at the newest runs).
+  run_back = function(s, i)
+    if not s.runs[i] then
+      local from = math.max(s.first_live, i - 31)
+      local chunk = redis.call('LRANGE', s.key, from, i)
+      for k = 1, #chunk do s.runs[from + k - 1] = {unpack_ints(chunk[k])} end
+    end
+    return s.runs[i]
+  end,
+  -- Removes up to `unused` slots recorded at `stamp`, if still there, and
+  -- moves the `used` ones to the times they were admitted (`runs`, pairs
+  -- {age, count}: at t - age, capped at the stamp; those that left the
+  -- window are dropped) when all of them are known and still there;
+  -- otherwise they stay at the stamp. Returns the units given back and
+  -- whether the state changed.
+  give_back = function(p, s, t, stamp, used, unused, runs)
+    local i = s.len - 1
+    while i >= s.first_live and LEASE.log.run_back(s, i)[1] > stamp do i = i - 1 end
+    if i < s.first_live or s.runs[i][1] ~= stamp then return 0, false end
+    local count = s.runs[i][2]
+    local back = math.min(unused, count)
+    local known = 0
+    for _, r in ipairs(runs) do known = known + r[2] end
+    local removed = back
+    local moved = {}
+    if used > 0 and known == used and count >= used + unused then
+      removed = used + unused
+      for _, r in ipairs(runs) do
+        local ts = math.min(t - r[1], stamp)
+        if ts > t - p.window then moved[#moved + 1] = {ts, r[2]} end
       end
     end
-    return 0, false
+    s.given_back = {at = i, removed = removed, moved = moved}
+    return back, removed > 0
   end,
   save = function(p, w, s, t, min_ttl)
     if not s.given_back then
       ALG.sliding_log.save(p, w, s, s.reset, min_ttl)
       return
     end
-    local i, ts, left, back = s.given_back[1], s.given_back[2], s.given_back[3], s.given_back[4]
-    if left > 0 then
-      redis.call('LSET', w.key, i, int(ts) .. ' ' .. int(left))
-    else
-      redis.call('LSET', w.key, i, 'x')
-      redis.call('LREM', w.key, 1, 'x')
+    local at, removed, moved = s.given_back.at, s.given_back.removed, s.given_back.moved
+    -- The list is rewritten from the oldest run the change reaches: the
+    -- stamped run, or the earliest moved one's place.
+    local oldest = s.runs[at][1]
+    for _, r in ipairs(moved) do oldest = math.min(oldest, r[1]) end
+    local from = at
+    while from > s.first_live and LEASE.log.run_back(s, from - 1)[1] >= oldest do
+      from = from - 1
     end
-    if s.first_live > 0 then redis.call('LTRIM', w.key, s.first_live, -1) end
-    local units = s.units - s.expired - back
+    local tail = {}
+    for j = from, s.len - 1 do
+      local run = LEASE.log.run_back(s, j)
+      local n = run[2]
+      if j == at then n = n - removed end
+      if n > 0 then tail[#tail + 1] = {run[1], n} end
+    end
+    local added = 0
+    for _, r in ipairs(moved) do
+      tail[#tail + 1] = r
+      added = added + r[2]
+    end
+    table.sort(tail, function(x, y) return x[1] < y[1] end)
+    local merged = {}
+    for _, r in ipairs(tail) do
+      local last = merged[#merged]
+      if last and last[1] == r[1] then
+        last[2] = last[2] + r[2]
+      else
+        merged[#merged + 1] = {r[1], r[2]}
+      end
+    end
+    local units = s.units - s.expired - removed + added
     if units <= 0 then
       redis.call('DEL', w.key, w.aux)
       return
+    end
+    if from > s.first_live then
+      redis.call('LTRIM', w.key, s.first_live, from - 1)
+    else
+      redis.call('DEL', w.key)
+    end
+    for j = 1, #merged, 256 do
+      local values = {}
+      for k = j, math.min(j + 255, #merged) do
+        values[#values + 1] = int(merged[k][1]) .. ' ' .. int(merged[k][2])
+      end
+      redis.call('RPUSH', w.key, unpack(values))
     end
     local newest = unpack_ints(redis.call('LINDEX', w.key, -1))
     local px = ttl(newest + p.window - t, min_ttl)
