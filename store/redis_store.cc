@@ -1,8 +1,8 @@
 #include "store/redis_store.h"
 
-#include <algorithm>
-
 #include <spdlog/spdlog.h>
+
+#include <algorithm>
 
 #include "store/redis/batch.h"
 #include "store/redis/connection.h"

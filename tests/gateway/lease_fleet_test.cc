@@ -353,7 +353,9 @@ TEST_F(LeaseFleet, AReloadThatChangesTheLimitDropsTheOldLimitsLeases) {
   // would show as more than 30.
   int after = 0;
   for (int g = 0; g < kGateways; ++g) after += Send(*clients[g], "/window", 40);
-  if (start_ms / kDayMs != NowMs() / kDayMs) GTEST_SKIP() << "a day boundary passed during the test";
+  if (start_ms / kDayMs != NowMs() / kDayMs) {
+    GTEST_SKIP() << "a day boundary passed during the test";
+  }
   EXPECT_EQ(after, 30) << "the old limit's units in hand: " << held;
 }
 
