@@ -1,8 +1,9 @@
 // LeasingStore (store/leasing_store.h) on a real redis-server, on a manual
 // clock (Redis with time = "client"): requests answered from leases without
 // waiting, sizes that follow a key's use, spent budgets not asked for again,
-// unused units going back, several gateways never above the limit, and a
-// changed limit's leases dropped.
+// unused units going back, several gateways never above the limit, a
+// changed limit's leases dropped, and a sliding_log's used slots at their
+// admission times once their lease is back.
 #include "store/leasing_store.h"
 
 #include <gtest/gtest.h>
