@@ -1,5 +1,8 @@
 #include "gateway/decision/check.h"
 
+#include "gateway/core/identify.h"
+#include "gateway/worker.h"
+
 namespace tollgate::gateway {
 
 bool IsCheckTarget(std::string_view target) {
@@ -42,11 +45,55 @@ void ApplyDenyStatus(unsigned deny_status, Answer& answer) {
   answer.status = deny_status;
 }
 
-void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out) {
-  out += "HTTP/1.1 200 OK\r\nServer: tollgate\r\nContent-Length: 0\r\n";
+Admit StartCheck(const GatewayState& state, Admission& admission, http::request_header<Fields>& req,
+                 const rules::IpAddress& peer_address, const rules::ClientCertificate* client_cert,
+                 std::string& canonical, Exchange& ex, Answer& answer) {
+  if (!IsCheckTarget(req.target())) {
+    answer = Refuse(Refusal::kNoRoute);
+    return Admit::kRefused;
+  }
+  if (const std::string_view problem = DescribeOriginal(req); !problem.empty()) {
+    answer = RefuseWith(Refusal::kBadRequest, problem);
+    return Admit::kRefused;
+  }
+  std::string_view host = req[http::field::host];
+  if (const std::string_view problem = Canonicalize(req, host, canonical); !problem.empty()) {
+    answer = RefuseWith(Refusal::kBadRequest, problem);
+    return Admit::kRefused;
+  }
+  if (!ex.method.empty()) {
+    // The access log shows the request decided on.
+    ex.method = req.method_string();
+    ex.target = req.target();
+  }
+  const rules::RouteConfig* route = state.routes->Match(host, req.target());
+  if (route == nullptr) {
+    answer = Refuse(Refusal::kNoRoute);
+    return FinishCheck(state, Admit::kRefused, answer);
+  }
+  ex.route = route->name;
+  if (!state.route_ids.empty()) {
+    ex.route_metric = state.route_ids[route - state.config->routes.data()];
+  }
+  Identification who(*state.identity, req, host, route->name, peer_address, client_cert);
+  return FinishCheck(state, admission.StartRequest(state, who.facts(), who.identity(), ex, answer),
+                     answer);
+}
+
+Admit FinishCheck(const GatewayState& state, Admit admit, Answer& answer) {
+  if (admit == Admit::kRefused) ApplyDenyStatus(state.config->decision->deny_status, answer);
+  return admit;
+}
+
+void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string& out) {
   if (outcome.shown != nullptr && outcome.shown->headers == rules::RateLimitHeaders::kAll) {
     AppendRateLimitHeaders(*outcome.shown, outcome.shown_decision, out);
   }
+}
+
+void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out) {
+  out += "HTTP/1.1 200 OK\r\nServer: tollgate\r\nContent-Length: 0\r\n";
+  AppendCheckAllowedFields(outcome, out);
   if (persistence == Persistence::kClose) out += "Connection: close\r\n";
   out += "\r\n";
 }

@@ -6,17 +6,24 @@
 // routed, identified and admitted exactly as a proxied one (the pipeline of
 // gateway/core); in place of "forward" comes "answer": 200 with the
 // RateLimit fields when allowed, the refusal otherwise. What is here is
-// protocol-independent; the HTTP/1.1 adapter (gateway/http1/check.cc)
-// drives it. Heavy (Beast): include only from gateway implementation files.
-// Pure; thread-safe.
+// protocol-independent, the check's phases in one place; the HTTP/1.1
+// adapter (gateway/http1/check.cc) and the HTTP/2 adapter
+// (gateway/http2/adapter.cc, for a decision listener's non-gRPC streams)
+// drive them and write the answer in their protocol. Heavy (Beast): include
+// only from gateway implementation files. Thread-safe (StartCheck and
+// FinishCheck use the caller's Admission, which lives on its thread).
 #pragma once
 
 #include <string>
 #include <string_view>
 
+#include "gateway/core/admission.h"
+#include "gateway/core/exchange.h"
 #include "gateway/core/limits.h"
 #include "gateway/core/respond.h"
 #include "gateway/io/io_types.h"
+#include "rules/client_certificate.h"
+#include "rules/ip.h"
 
 namespace tollgate::gateway {
 
@@ -41,8 +48,33 @@ std::string_view DescribeOriginal(http::request_header<Fields>& req);
 // keeps its own).
 void ApplyDenyStatus(unsigned deny_status, Answer& answer);
 
-// Appends the whole "allowed" answer: 200, no body, the rate-limit fields
-// of the rule `outcome` shows (when its headers say so).
+// The check's phases up to the store's decisions, for either protocol:
+// the target must be /check (else 404, deny_status not applied: the proxy
+// is misconfigured, no request was refused), the request becomes the one
+// it describes (DescribeOriginal, then Canonicalize; 400 when either
+// fails), is routed (no route: 404) and identified (peer_address and
+// client_cert: the connection's) and its admission starts (`admission`,
+// as Admission::StartRequest). `ex` gets the described method and target
+// (when the access log recorded the check's) and the route. kRefused:
+// `answer` holds the refusal, deny_status applied. kPending: the adapter
+// co_awaits admission.FinishRequest with its own ClientWatch (which holds
+// a delay rule's wait as for a proxied request) and passes the result
+// through FinishCheck. kAdmitted: answer AppendCheckAllowed[Fields].
+// `canonical` is scratch space that must outlive the exchange.
+Admit StartCheck(const GatewayState& state, Admission& admission, http::request_header<Fields>& req,
+                 const rules::IpAddress& peer_address, const rules::ClientCertificate* client_cert,
+                 std::string& canonical, Exchange& ex, Answer& answer);
+// After a pending admission: `admit`, with deny_status applied to a
+// refusal in `answer`.
+Admit FinishCheck(const GatewayState& state, Admit admit, Answer& answer);
+
+// The header lines ("Name: value\r\n") of the "allowed" answer besides
+// its status: the rate-limit fields of the rule `outcome` shows (when its
+// headers say so).
+void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string& out);
+
+// Appends the whole "allowed" answer as HTTP/1.1: 200, no body,
+// AppendCheckAllowedFields.
 void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out);
 
 }  // namespace tollgate::gateway

@@ -21,12 +21,6 @@ namespace {
 // bytes; [limits] max_body_bytes bounds it further.
 constexpr std::size_t kMaxRlsMessage = 64 * 1024;
 
-bool IsGrpcContentType(std::string_view type) {
-  constexpr std::string_view kGrpc = "application/grpc";
-  return type.substr(0, kGrpc.size()) == kGrpc &&
-         (type.size() == kGrpc.size() || type[kGrpc.size()] == '+' || type[kGrpc.size()] == ';');
-}
-
 // One call; on the heap for the stream's handler.
 class RlsCall final : private ClientWatch {
  public:
@@ -216,26 +210,7 @@ Task<void> RlsCall::Run() {
     ex_.target = req.target();
     ex_.user_agent = req[http::field::user_agent];
   }
-  const bool grpc = IsGrpcContentType(req[http::field::content_type]);
-  if (!grpc) {
-    // Only gRPC is served over HTTP/2 here; /check is HTTP/1.1's.
-    stream_.AbandonRequestBody();
-    Answer answer = RefuseWith(Refusal::kNoRoute,
-                               "the decision listener serves gRPC (Envoy RLS) over HTTP/2 and "
-                               "/check over HTTP/1.1");
-    std::string body;
-    AppendAnswerBody(answer, body);
-    http::response_header<Fields> head;
-    head.result(answer.Status());
-    head.set(http::field::server, "tollgate");
-    head.set(http::field::content_type, "application/json");
-    head.set(http::field::content_length, std::to_string(body.size()));
-    if (!stream_.SubmitResponse(head, Http2Body::kFollows)) {
-      NoteAnswer(answer, body.size(), ex_);
-      co_await stream_.WriteBody(asio::buffer(body), BodyEnd::kLast,
-                                 std::chrono::milliseconds(state().config->timeouts.client_body_ms));
-    }
-  } else if (req.method() != http::verb::post || req.target() != kShouldRateLimitPath) {
+  if (req.method() != http::verb::post || req.target() != kShouldRateLimitPath) {
     stream_.AbandonRequestBody();
     Fail(GrpcStatus::kUnimplemented, "the decision listener serves " +
                                          std::string(kShouldRateLimitPath) + " only");

@@ -1,6 +1,8 @@
-// The HTTP/2 adapter of the decision listener: each stream is one call of
-// Envoy's ShouldRateLimit (gRPC, rls.h's messages), whose descriptors go
-// one by one through the pipeline's identify and admit phases
+// The gRPC part of the decision listener's HTTP/2: each gRPC stream (the
+// HTTP/2 adapter, gateway/http2/adapter.cc, sends the others to the check
+// endpoint) is one call of Envoy's ShouldRateLimit (gRPC, rls.h's
+// messages), whose descriptors go one by one through the pipeline's
+// identify and admit phases
 // (gateway/core) with "answer" in place of "forward": each descriptor is
 // decided by the rules whose `domain`/`descriptor` match it, at the cost of
 // its hits_addend. The answer is a gRPC response (OK or OVER_LIMIT per
@@ -21,8 +23,8 @@ namespace tollgate::gateway {
 class Http2Stream;
 class Worker;
 
-// Serves `stream` of a decision listener's connection until its response
-// has ended. `peer_ip` and `peer` must outlive it.
+// Serves `stream` (a gRPC call: its content-type is application/grpc) of a
+// decision listener's connection until its response has ended. `peer_ip` and `peer` must outlive it.
 Task<void> ServeDecisionStream(Worker& worker, Http2Stream& stream, std::string_view peer_ip,
                                const rules::IpAddress& peer);
 

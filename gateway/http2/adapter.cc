@@ -14,6 +14,7 @@
 #include "gateway/core/log.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/upstream_call.h"
+#include "gateway/decision/check.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
@@ -90,8 +91,13 @@ int GrpcStatusIn(const Fields& fields) {
 // handler large).
 class StreamExchange final : private ClientWatch {
  public:
-  StreamExchange(Http2Adapter& adapter, Http2Stream& stream)
-      : adapter_(adapter),
+  // What the stream is: a request to forward, or (on the decision
+  // listener) a request to the check endpoint.
+  enum class Kind { kForward, kCheck };
+
+  StreamExchange(Http2Adapter& adapter, Http2Stream& stream, Kind kind)
+      : kind_(kind),
+        adapter_(adapter),
         stream_(stream),
         worker_(adapter.worker_),
         generation_(worker_.Current()),
@@ -110,6 +116,11 @@ class StreamExchange final : private ClientWatch {
   enum class Pumped { kRunning, kDone, kClientGone, kClientTimeout, kTooLarge, kUpstreamFailed };
 
   const GatewayState& state() const { return *generation_->state; }
+  // The check endpoint (gateway/decision/check.h's phases) in place of
+  // route, identify, admit and forward: answered 200 with the RateLimit
+  // fields, or refused as a proxied request would be (Reply), exactly as
+  // over HTTP/1.1.
+  Task<void> Check();
   Admit Identify(const rules::RouteConfig& route, std::string_view host);
   // Phase forward: what every upstream protocol shares (the forwarded
   // fields, the upstream's own limits), then the exchange in its protocol.
@@ -146,6 +157,7 @@ class StreamExchange final : private ClientWatch {
   std::chrono::milliseconds Budget(std::int64_t op_ms) const;
   char* Buffer();
 
+  const Kind kind_;
   Http2Adapter& adapter_;
   Http2Stream& stream_;
   Worker& worker_;
@@ -212,12 +224,17 @@ bool Http2Adapter::DrainIfIdle() {
 
 Task<void> Http2Adapter::Serve(Http2Stream& stream) {
   served_ = true;
+  StreamExchange::Kind kind = StreamExchange::Kind::kForward;
   if (IsDecisionListener(*worker_.Current()->state->config, listener_)) {
-    // The decision listener answers Envoy's RLS calls instead of forwarding.
-    co_await ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
-    co_return;
+    // The decision listener answers instead of forwarding: gRPC calls are
+    // Envoy's RLS, anything else asks the check endpoint.
+    if (IsGrpc(stream.request()[http::field::content_type])) {
+      co_await ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
+      co_return;
+    }
+    kind = StreamExchange::Kind::kCheck;
   }
-  auto exchange = std::make_unique<StreamExchange>(*this, stream);
+  auto exchange = std::make_unique<StreamExchange>(*this, stream, kind);
   co_await exchange->Run();
 }
 
@@ -284,7 +301,9 @@ Task<void> StreamExchange::Run() {
     std::from_chars(length->value().data(), length->value().data() + length->value().size(),
                     declared);
   }
-  if (req.method() == http::verb::connect) {
+  if (kind_ == Kind::kCheck) {
+    co_await Check();
+  } else if (req.method() == http::verb::connect) {
     answer_ = RefuseWith(Refusal::kNotImplemented, "CONNECT is not supported");
     co_await Reply();
   } else if (declared > static_cast<std::uint64_t>(config_.limits.max_body_bytes)) {
@@ -319,6 +338,36 @@ Task<void> StreamExchange::Run() {
   if (stream_.cancelled() && ex_.status == 0) ex_.error = "client_reset";
   LogExchange(state(), worker_.metrics(), adapter_.peer_ip_, ex_);
   ex_.Release();
+}
+
+Task<void> StreamExchange::Check() {
+  // A check request's body means nothing: not read (the peer is told to
+  // stop sending it).
+  if (stream_.has_body()) stream_.AbandonRequestBody();
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    metrics->RecordDecisionRequest(DecisionProtocol::kHttp);
+  }
+  Admit admit = StartCheck(state(), admission_, stream_.request(), adapter_.peer_address_,
+                           adapter_.client_cert_, canonical_, ex_, answer_);
+  if (admit == Admit::kPending) {
+    const Admit finished = co_await admission_.FinishRequest(state(), *this, ex_, answer_);
+    admit = FinishCheck(state(), finished, answer_);
+  }
+  if (admit == Admit::kRefused) {
+    co_await Reply();
+    co_return;
+  }
+  if (admit != Admit::kAdmitted) co_return;
+  http::response_header<Fields> head;
+  head.result(http::status::ok);
+  head.set(http::field::server, "tollgate");
+  head.set(http::field::content_length, "0");
+  extra_headers_.clear();
+  AppendCheckAllowedFields(ex_.limits, extra_headers_);
+  AddHeaderLines(extra_headers_, head);
+  if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
+  response_started_ = true;
+  ex_.status = 200;
 }
 
 Admit StreamExchange::Identify(const rules::RouteConfig& route, std::string_view host) {

@@ -7,7 +7,10 @@
 // route's HTTP/1.1 upstream, through gateway/core/upstream_call.h), respond
 // (gateway/core/respond.h's answers as HTTP/2 responses, or as gRPC
 // trailers-only responses for gRPC calls) and log (gateway/core/log.h,
-// "HTTP/2.0"). The framing, flow control and flood bounds are
+// "HTTP/2.0"). On the decision listener ([decision]) nothing is forwarded:
+// a gRPC stream is an Envoy RLS call (gateway/decision/rls_call.h), any
+// other asks the check endpoint (gateway/decision/check.h's phases, as over
+// HTTP/1.1). The framing, flow control and flood bounds are
 // Http2Connection's (connection.h). Lives on one worker thread.
 #pragma once
 

@@ -10,9 +10,12 @@
 // The gateway's clock is a ManualClock: windows and resets are exact.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cctype>
 #include <csignal>
 #include <cstdint>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -45,6 +48,41 @@ std::string RlsCall(const std::vector<std::string>& descriptors, const std::stri
     call += descriptors[i].front() == '{' ? descriptors[i] : "{\"entries\":" + descriptors[i] + "}";
   }
   return call + "]" + more + "}";
+}
+
+// What `curl -si` printed, in a form that HTTP/1.1 and HTTP/2 share:
+// "status N", the header fields with lowercase names (HTTP/2 sends them so)
+// sorted, but those that only one protocol has (Connection, Keep-Alive),
+// then an empty line and the body.
+std::string Normalized(const std::string& curl_out) {
+  std::istringstream in(curl_out);
+  std::string line;
+  std::getline(in, line);
+  const std::size_t space = line.find(' ');
+  std::string out = "status " + line.substr(space + 1, 3) + "\n";
+  std::vector<std::string> fields;
+  while (std::getline(in, line) && line != "\r" && !line.empty()) {
+    if (line.back() == '\r') line.pop_back();
+    const std::size_t colon = line.find(':');
+    std::string name = line.substr(0, colon);
+    std::transform(name.begin(), name.end(), name.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (name == "connection" || name == "keep-alive") continue;
+    fields.push_back(name + line.substr(colon));
+  }
+  std::sort(fields.begin(), fields.end());
+  for (const std::string& f : fields) out += f + "\n";
+  std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return out + "\n" + body;
+}
+
+// The value of the sample `name` (with its labels) in a Prometheus text;
+// -1 when there is none.
+std::int64_t SampleOf(const std::string& metrics, const std::string& name) {
+  const std::size_t at = metrics.find("\n" + name + " ");
+  if (at == std::string::npos) return -1;
+  const std::size_t value = at + 1 + name.size() + 1;
+  return std::stoll(metrics.substr(value, metrics.find('\n', value) - value));
 }
 
 std::string Quote(const std::string& s) {
@@ -403,6 +441,117 @@ max_delay = "5s"
   EXPECT_EQ(out, "200\n200\n200\n");
   EXPECT_TRUE(Contains(
       Metrics(), "tollgate_ratelimit_decisions_total{rule=\"queue\",decision=\"delayed\"} 2\n"));
+}
+
+// --- the check endpoint over HTTP/2 ---
+
+// The same checks over HTTP/1.1 and over HTTP/2 with prior knowledge (h2c,
+// curl --http2-prior-knowledge), each protocol with its own client address
+// (its own key): the same statuses, fields and bodies, whether allowed,
+// limited (deny_status applied), without a rule, malformed, or not /check.
+// Counted as protocol "http" both ways.
+TEST_F(DecisionService, CheckOverHttp2AnswersAsOverHttp1) {
+  Start(kPerIp, "deny_status = 403\n");
+  const auto checks = [&](const std::string& client, const std::string& options) {
+    const std::vector<std::string> a = {"X-Original-URI: /api/items?page=2",
+                                        "X-Original-Method: POST", "X-Forwarded-For: " + client};
+    std::vector<std::string> out;
+    for (int i = 0; i < 3; ++i) out.push_back(Check(a, options));
+    out.push_back(Check({"X-Original-URI: /about", "X-Forwarded-For: " + client}, options));
+    out.push_back(Check({}, options));
+    out.push_back(Check({"X-Original-URI: /api"}, options, "/other"));
+    return out;
+  };
+  const std::vector<std::string> http1 = checks("192.0.2.1", "--http1.1");
+  const std::vector<std::string> http2 = checks("192.0.2.2", "--http2-prior-knowledge");
+  ASSERT_EQ(http1.size(), http2.size());
+  for (std::size_t i = 0; i < http1.size(); ++i) {
+    EXPECT_TRUE(Contains(http1[i], "HTTP/1.1 ")) << i;
+    EXPECT_TRUE(Contains(http2[i], "HTTP/2 ")) << i;
+    EXPECT_EQ(Normalized(http1[i]), Normalized(http2[i])) << i;
+  }
+  // What both said.
+  EXPECT_TRUE(Contains(Normalized(http2[0]), "status 200\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[0]), "ratelimit: \"per-ip\";r=1;t=20\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[1]), "ratelimit: \"per-ip\";r=0;t=20\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[2]),
+                       "status 403\n"
+                       "content-length: 64\n"
+                       "content-type: application/json\n"
+                       "ratelimit-policy: \"per-ip\";q=2;w=60\n"
+                       "ratelimit: \"per-ip\";r=0;t=20\n"
+                       "retry-after: 20\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[2]),
+                       "\n\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
+                       "\"retry_after_ms\":20000}\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[3]), "status 200\n"));
+  EXPECT_TRUE(Lacks(Normalized(http2[3]), "ratelimit"));
+  EXPECT_TRUE(Contains(Normalized(http2[4]), "status 400\n"));
+  EXPECT_TRUE(Contains(Normalized(http2[4]), "X-Original-URI"));
+  EXPECT_TRUE(Contains(Normalized(http2[5]), "status 404\n"));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"http\"} 12\n"));
+  EXPECT_TRUE(Contains(metrics, "tollgate_decision_requests_total{protocol=\"rls\"} 0\n"));
+  EXPECT_TRUE(Contains(
+      metrics, "tollgate_ratelimit_decisions_total{rule=\"per-ip\",decision=\"limited\"} 2\n"));
+}
+
+// Over TLS, a client that negotiates h2 by ALPN (curl --http2) gets the
+// check endpoint too (gRPC over TLS: TlsServesBothProtocols).
+TEST_F(DecisionService, CheckOverTlsHttp2) {
+  const TempDir dir;
+  const auto [cert, key] = MakeCertificate(dir, "localhost");
+  Start(kPerIp, "tls = { cert = \"" + cert + "\", key = \"" + key + "\" }\n");
+  const std::string url = "https://localhost:" + std::to_string(decision_port()) + "/check";
+  const std::string check = "curl -si --http2 --cacert " + cert +
+                            " -H 'X-Original-URI: /api' -H 'X-Real-IP: 192.0.2.1' " + url;
+  const std::string first = Shell(check);
+  EXPECT_TRUE(Contains(first, "HTTP/2 200 \r\n"));
+  EXPECT_TRUE(Contains(first, "ratelimit: \"per-ip\";r=1;t=20\r\n"));
+  Shell(check);
+  const std::string limited = Shell(check);
+  EXPECT_TRUE(Contains(limited, "HTTP/2 429 \r\n"));
+  EXPECT_TRUE(Contains(limited, "retry-after: 20\r\n"));
+  EXPECT_TRUE(Contains(limited, "{\"error\":\"rate_limited\",\"rule\":\"per-ip\""));
+  EXPECT_TRUE(Contains(Metrics(), "tollgate_decision_requests_total{protocol=\"http\"} 3\n"));
+}
+
+// A delay rule holds the check's answer over HTTP/2 as over HTTP/1.1: the
+// checks beyond the limit are answered 200 once their turn comes. Three
+// curl processes at once, each on its own connection (Debian's curl 7.88
+// fails a second request on a reused prior-knowledge connection, exit 16,
+// with nginx as well); one nghttp connection with two streams at once.
+// Real timers; the assertions are about outcomes, not time.
+TEST_F(DecisionService, CheckOverHttp2HoldsADelayedRequest) {
+  Start(R"(
+[[rules]]
+name = "queue"
+key = "global"
+algorithm = "fixed_window"
+limit = 1
+window = "200ms"
+action = "delay"
+max_delay = "5s"
+)",
+        "", TestClock::kSteady);
+  const std::string url = "http://127.0.0.1:" + std::to_string(decision_port()) + "/check";
+  const std::string curl = "curl -s --http2-prior-knowledge -o /dev/null "
+                           "-w '%{http_version} %{http_code}\\n' -H 'X-Original-URI: /' " + url;
+  const std::string out = Shell("(" + curl + " & " + curl + " & " + curl + " & wait) | sort");
+  EXPECT_EQ(out, "2 200\n2 200\n2 200\n");
+  // Two streams of one connection at once: both answered 200.
+  EXPECT_EQ(Shell("nghttp -nv -H 'x-original-uri: /' " + url + "?a " + url +
+                  "?b | grep -c ':status: 200'"),
+            "2\n");
+  // Of the five checks, at least the two the curls sent beyond the limit
+  // were held (more when the nghttp streams came within a window); none
+  // was refused.
+  const std::string metrics = Metrics();
+  const std::string rule = "tollgate_ratelimit_decisions_total{rule=\"queue\",decision=";
+  const std::int64_t delayed = SampleOf(metrics, rule + "\"delayed\"}");
+  EXPECT_GE(delayed, 2) << metrics;
+  EXPECT_EQ(SampleOf(metrics, rule + "\"allowed\"}") + delayed, 5);
+  EXPECT_EQ(SampleOf(metrics, rule + "\"limited\"}"), 0);
 }
 
 // --- nginx auth_request ---
