@@ -7,18 +7,25 @@
 // - curl asking the check endpoint;
 // - a real nginx (Debian's nginx-light) with auth_request in front of the
 //   echo upstream, asking the check endpoint for every request.
-// The gateway's clock is a ManualClock: windows and resets are exact.
+// The gateway's clock is a ManualClock: windows and resets are exact. The
+// share case runs three gateways in this process on a real redis-server
+// (tests/support/redis_server.h), which it kills; the reload case reloads
+// between two calls of one rls_client.py channel.
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cctype>
+#include <chrono>
 #include <csignal>
 #include <cstdint>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "redis_server.h"
+#include "rules/config.h"
 #include "tests/gateway/test_support.h"
 
 namespace tollgate::testing {
@@ -145,11 +152,15 @@ class DecisionService : public ::testing::Test {
   // rls_client.py with `calls`, each a JSON object; over TLS trusting
   // `tls_cert` when given.
   std::string Rls(const std::vector<std::string>& calls, const std::string& tls_cert = "") {
+    return Shell(RlsCommand(decision_port(), calls, tls_cert));
+  }
+  static std::string RlsCommand(std::uint16_t port, const std::vector<std::string>& calls,
+                                const std::string& tls_cert = "") {
     std::string command = kPython + " " + kScripts + "/rls_client.py --stubs " + kStubs +
                           (tls_cert.empty() ? "" : " --tls " + tls_cert) + " " +
-                          std::to_string(decision_port());
+                          std::to_string(port);
     for (const std::string& call : calls) command += " " + Quote(call);
-    return Shell(command);
+    return command;
   }
 
   // curl -si against the check endpoint with the header lines `headers`;
@@ -314,6 +325,151 @@ TEST_F(DecisionService, RlsStoreDown) {
                                  RlsCall({kLogin})});
   EXPECT_TRUE(Contains(local, "2 code=OK overall=OK\n"));
   EXPECT_TRUE(Contains(local, "3 code=OK overall=OVER_LIMIT\n3 status 0 code=OVER_LIMIT "));
+}
+
+// Redis down under on_error = "share": three gateways on one real Redis
+// count each other (the membership heartbeat), share one limit while
+// Redis answers, and with Redis killed each decides a third of the limit
+// on its own, so the fleet's RLS answers stay within the limit (60 an
+// hour: 20 OK per gateway, then OVER_LIMIT), where "local" would allow
+// 60 on each.
+TEST_F(DecisionService, RlsUnderShareWithRedisKilled) {
+  RedisServer redis;
+  const std::string rules = R"(
+[[rules]]
+name = "login"
+match = { domain = "edge", descriptor = { remote_address = "*", path = "/login" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 60
+window = "1h"
+)";
+  echo_ = StartEcho();
+  std::vector<std::unique_ptr<TestGateway>> fleet;
+  for (int g = 0; g < 3; ++g) {
+    fleet.push_back(std::make_unique<TestGateway>(
+        BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + rules +
+                    RedisStoreSection("url = \"" + redis.url() + "\"", "share", "100ms")),
+        echo_->port()));
+  }
+  const auto admin = [&](int g, const std::string& target) {
+    Client client(fleet[g]->admin_port());
+    return client.Get(target).body();
+  };
+  // Every gateway counts the fleet (a heartbeat a second, on real time).
+  for (int g = 0; g < 3; ++g) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (admin(g, "/readyz").find("\"gateways\":3") == std::string::npos &&
+           std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+    ASSERT_TRUE(Contains(admin(g, "/readyz"), "\"gateways\":3"));
+  }
+  // While Redis answers the fleet shares one count.
+  for (int g = 0; g < 3; ++g) {
+    EXPECT_TRUE(Contains(Shell(RlsCommand(fleet[g]->server().decision_port(), {RlsCall({kLogin})})),
+                         "remaining=" + std::to_string(59 - g) + " "))
+        << g;
+  }
+  redis.Kill();
+  int ok = 0;
+  for (int g = 0; g < 3; ++g) {
+    const std::vector<std::string> calls(25, RlsCall({kLogin}));
+    const std::string out = Shell(RlsCommand(fleet[g]->server().decision_port(), calls));
+    int gateway_ok = 0;
+    for (std::size_t at = out.find("overall=OK\n"); at != std::string::npos;
+         at = out.find("overall=OK\n", at + 1)) {
+      ++gateway_ok;
+    }
+    // A third of 60 each, then OVER_LIMIT; nothing else (no UNAVAILABLE).
+    // current_limit (and RateLimit-Policy) keep the rule's limit;
+    // limit_remaining counts down this gateway's share, as the RateLimit
+    // fields of a proxied request do.
+    EXPECT_EQ(gateway_ok, 20) << out;
+    EXPECT_TRUE(Contains(out, "0 status 0 code=OK limit=login 60/HOUR remaining=19 "));
+    EXPECT_TRUE(Contains(out, "20 code=OK overall=OVER_LIMIT\n20 status 0 code=OVER_LIMIT "));
+    EXPECT_TRUE(Contains(out, "24 code=OK overall=OVER_LIMIT\n"));
+    EXPECT_TRUE(Lacks(out, "UNAVAILABLE"));
+    ok += gateway_ok;
+    Client metrics(fleet[g]->admin_port());
+    EXPECT_GT(SampleOf(metrics.Get("/metrics").body(),
+                       "tollgate_store_fallback_total{policy=\"share\"}"),
+              0);
+  }
+  EXPECT_EQ(ok, 60);
+}
+
+// A reload applies to the RLS calls after it, on the connection that is
+// already open (one rls_client.py channel; it waits for the test between
+// calls): a changed limit is in force for the next call (the changed rule
+// starts afresh, as for HTTP rules); a configuration that does not load or
+// that the gateway refuses leaves the running rules as they were; a rule
+// taken out no longer limits.
+TEST_F(DecisionService, RlsAcrossReloads) {
+  Start(kRlsRules);
+  const TempDir dir;
+  const auto text = [&](const std::string& rules, const std::string& more = "") {
+    return WithEchoPort(BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + rules + more),
+                        echo_->port());
+  };
+  std::string with_five = kRlsRules;
+  with_five.replace(with_five.find("limit = 3\n"), 10, "limit = 5\n");
+  std::string bad = kRlsRules;  // an RLS rule may not key on the peer
+  bad.replace(bad.find("key = \"descriptor\""), 18, "key = \"ip\"");
+  std::string with_one = kRlsRules;
+  with_one.replace(with_one.find("limit = 3\n"), 10, "limit = 1\n");
+  std::vector<std::string> errors;
+  const auto reload = [&](const std::string& toml) {
+    rules::LoadResult loaded = rules::LoadConfigText(toml, "reload.toml");
+    if (!loaded.config) {
+      for (const rules::ConfigError& e : loaded.errors) errors.push_back(e.ToString());
+      return false;
+    }
+    std::string error;
+    const bool done = gateway_->server().Reload(
+        std::make_shared<const rules::Config>(std::move(*loaded.config)), error);
+    if (!done) errors.push_back(error);
+    return done;
+  };
+  const std::string login = RlsCall({kLogin});
+  const auto wait = [&](int n) {
+    return "{\"wait_for\":\"" + dir.path() + "/go" + std::to_string(n) + "\"}";
+  };
+  const std::vector<std::string> calls = {login,   login, wait(2), login,   wait(4),
+                                          login,   wait(6), login, wait(8), login};
+  std::vector<bool> reloaded;
+  const std::string out =
+      ShellWhile(RlsCommand(decision_port(), calls), [&](const std::string& line) {
+        if (line.find(" waiting") == std::string::npos) return;
+        const int i = std::stoi(line);
+        if (i == 2) reloaded.push_back(reload(text(with_five)));
+        if (i == 4) reloaded.push_back(reload(text(bad)));
+        if (i == 6) {
+          reloaded.push_back(reload(text(with_one, "[store]\nmax_keys = 5\n")));
+        }
+        if (i == 8) {
+          std::string rest = kRlsRules;
+          rest.erase(0, rest.find("[[rules]]\nname = \"tenant\""));
+          reloaded.push_back(reload(text(rest)));
+        }
+        dir.Write("go" + std::to_string(i), "");
+      });
+  EXPECT_EQ(reloaded, (std::vector<bool>{true, false, false, true}));
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_TRUE(Contains(errors[0], "ip")) << errors[0];
+  EXPECT_TRUE(Contains(errors[1], "[store] changed")) << errors[1];
+  EXPECT_TRUE(Contains(out, "1 status 0 code=OK limit=login 3/MINUTE remaining=1 "));
+  // The good reload: 5 a minute, counted afresh.
+  EXPECT_TRUE(Contains(out, "3 status 0 code=OK limit=login 5/MINUTE remaining=4 "));
+  // Neither the file that does not load nor the refused one changed it.
+  EXPECT_TRUE(Contains(out, "5 status 0 code=OK limit=login 5/MINUTE remaining=3 "));
+  EXPECT_TRUE(Contains(out, "7 status 0 code=OK limit=login 5/MINUTE remaining=2 "));
+  // The rule taken out: the descriptor matches nothing.
+  EXPECT_TRUE(Contains(out, "9 code=OK overall=OK\n9 status 0 code=OK\n"));
+  const std::string metrics = Metrics();
+  EXPECT_TRUE(Contains(metrics, "tollgate_config_reloads_total{result=\"success\"} 2\n"));
+  // The refused one (the file that does not load never reaches the server).
+  EXPECT_TRUE(Contains(metrics, "tollgate_config_reloads_total{result=\"failure\"} 1\n"));
 }
 
 // [decision] tls: the same port serves gRPC over TLS (ALPN h2) and the

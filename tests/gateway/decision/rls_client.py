@@ -16,6 +16,10 @@ certificate CERT, whose name must be `localhost`). Each CALL is a JSON object:
    "raw": "hex",             # these bytes as the message instead
    "method": "/pkg.Svc/M"}   # another method (raw bytes, no stubs)
 
+or {"wait_for": "PATH"}: no call; prints `I waiting` and goes on once the
+file PATH exists (within 30 s), so that a test can change the gateway (a
+reload) between two calls of one channel, that is one HTTP/2 connection.
+
 For call I (from 0) it prints, in one write:
   I code=OK overall=OK|OVER_LIMIT
   I status J code=OK|OVER_LIMIT [limit=NAME RPU/UNIT remaining=R reset_ms=MS]
@@ -26,7 +30,9 @@ or `I code=NAME details=D` for a call that ended with another gRPC status.
 
 import argparse
 import json
+import os
 import sys
+import time
 
 import grpc
 
@@ -99,6 +105,13 @@ def main():
         stub = rls_pb2_grpc.RateLimitServiceStub(channel)
         for i, text in enumerate(args.calls):
             call = json.loads(text)
+            if "wait_for" in call:
+                sys.stdout.write("%d waiting\n" % i)
+                sys.stdout.flush()
+                deadline = time.monotonic() + 30
+                while not os.path.exists(call["wait_for"]) and time.monotonic() < deadline:
+                    time.sleep(0.01)
+                continue
             try:
                 if "raw" in call or "method" in call or call.get("unknown"):
                     # Bytes as they are, past the stub's serializer.
