@@ -1,15 +1,20 @@
 // `tollgate import envoy-ratelimit`: envoyproxy/ratelimit configurations
 // (nested descriptors, every unit, unlimited, shadow_mode, entries without a
 // value) become [[rules]] that load next to a [decision] section, and what
-// has no translation is an error on its line.
+// has no translation is an error on its line. ImportEnvoyCli runs the real
+// binary (TOLLGATE_BINARY) on files the test writes: the README's example,
+// its output through `tollgate --check-config`, and the error path.
 #include "gateway/tools/import_envoy.h"
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "algorithms/limit.h"
 #include "rules/config.h"
+#include "tests/gateway/test_support.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -212,6 +217,141 @@ descriptors:
   EXPECT_TRUE(too_large.starts_with("6: limit 4294967295 ")) << too_large;
   EXPECT_EQ(Error("descriptors: []\n"), "1: \"domain\" is required");
   EXPECT_EQ(Error(""), "1: the configuration must be a mapping with \"domain\"");
+}
+
+// The real binary: `tollgate import envoy-ratelimit config.yaml` on the
+// README's example prints the README's TOML (exit 0, nothing on stderr),
+// and that output appended to a configuration with [decision] passes
+// `tollgate --check-config`.
+constexpr const char* kReadmeYaml = R"yaml(domain: edge
+descriptors:
+  - key: remote_address
+    rate_limit:
+      unit: minute
+      requests_per_unit: 100
+    descriptors:
+      - key: path
+        value: /login
+        rate_limit:
+          unit: minute
+          requests_per_unit: 5
+  - key: user
+    value: ops
+    rate_limit:
+      unlimited: true
+  - key: user
+    value: bob
+    shadow_mode: true
+    rate_limit:
+      unit: hour
+      requests_per_unit: 1000
+)yaml";
+constexpr const char* kReadmeToml = R"toml(# From config.yaml (envoyproxy/ratelimit) by tollgate import envoy-ratelimit.
+
+[[rules]]
+name = "edge/remote_address"
+match = { domain = "edge", descriptor = { remote_address = "*" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 100
+window = "1m"
+
+[[rules]]
+name = "edge/remote_address/path=%2Flogin"
+match = { domain = "edge", descriptor = { remote_address = "*", path = "/login" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 5
+window = "1m"
+
+[[rules]]
+name = "edge/user=ops"
+match = { domain = "edge", descriptor = { user = "ops" } }
+exempt = true
+
+[[rules]]
+name = "edge/user=bob"
+match = { domain = "edge", descriptor = { user = "bob" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 1000
+window = "1h"
+action = "dry_run"
+)toml";
+
+std::string ReadFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+struct CommandRun {
+  int code = -1;
+  std::string out;  // standard output
+  std::string err;  // standard error
+};
+
+// `command` run in `dir` through the shell, its two outputs apart.
+CommandRun RunIn(const testing::TempDir& dir, const std::string& command) {
+  CommandRun run;
+  std::string ignored;
+  // (RunCommand adds its own redirections after the command: a subshell
+  // keeps these.)
+  run.code = testing::RunCommand(
+      "(cd " + dir.path() + " && " + command + " >out.txt 2>err.txt)", "", ignored);
+  run.out = ReadFile(dir.path() + "/out.txt");
+  run.err = ReadFile(dir.path() + "/err.txt");
+  return run;
+}
+
+const std::string kBinary = TOLLGATE_BINARY;
+
+TEST(ImportEnvoyCli, TheReadmeExampleBecomesAConfigurationThatChecks) {
+  const testing::TempDir dir;
+  dir.Write("config.yaml", kReadmeYaml);
+  const CommandRun import = RunIn(dir, kBinary + " import envoy-ratelimit config.yaml");
+  EXPECT_EQ(import.code, 0) << import.err;
+  EXPECT_EQ(import.err, "");
+  EXPECT_EQ(import.out, kReadmeToml);
+  dir.Write("tollgate.toml", std::string(kBase) + "\n" + import.out);
+  const CommandRun check = RunIn(dir, kBinary + " --check-config tollgate.toml");
+  EXPECT_EQ(check.code, 0) << check.out << check.err;
+  EXPECT_EQ(check.out, "tollgate.toml: ok\n");
+  // The same output with a limit broken by hand is refused (exit 1, the
+  // file and line), so the check above is not vacuous.
+  std::string broken = import.out;
+  broken.replace(broken.find("limit = 5\n"), 10, "limit = 0\n");
+  dir.Write("broken.toml", std::string(kBase) + "\n" + broken);
+  const CommandRun refused = RunIn(dir, kBinary + " --check-config broken.toml");
+  EXPECT_EQ(refused.code, 1);
+  EXPECT_TRUE(refused.err.find("broken.toml:") != std::string::npos) << refused.err;
+  EXPECT_TRUE(refused.err.find("limit") != std::string::npos) << refused.err;
+}
+
+// What cannot be translated: exit 1, nothing on stdout, FILE:LINE: message
+// on stderr (the README's week unit at line 21; malformed YAML at its
+// line); a file that cannot be read, and a wrong command line.
+TEST(ImportEnvoyCli, ErrorsExitOneWithFileAndLine) {
+  const testing::TempDir dir;
+  std::string week = kReadmeYaml;
+  week.replace(week.find("unit: hour"), 10, "unit: week");
+  dir.Write("config.yaml", week);
+  const CommandRun unit = RunIn(dir, kBinary + " import envoy-ratelimit config.yaml");
+  EXPECT_EQ(unit.code, 1);
+  EXPECT_EQ(unit.out, "");
+  EXPECT_EQ(unit.err, "config.yaml:21: unknown unit \"week\": second, minute, hour or day\n");
+  dir.Write("bad.yaml", "domain: d\ndescriptors:\n  - key: a\n    rate_limit: {unit: [\n");
+  const CommandRun malformed = RunIn(dir, kBinary + " import envoy-ratelimit " + dir.path() + "/bad.yaml");
+  EXPECT_EQ(malformed.code, 1);
+  EXPECT_EQ(malformed.out, "");
+  EXPECT_EQ(malformed.err, dir.path() + "/bad.yaml:5: end of sequence flow not found\n");
+  const CommandRun missing = RunIn(dir, kBinary + " import envoy-ratelimit missing.yaml");
+  EXPECT_EQ(missing.code, 1);
+  EXPECT_EQ(missing.err, "tollgate: cannot read missing.yaml\n");
+  const CommandRun usage = RunIn(dir, kBinary + " import other config.yaml");
+  EXPECT_NE(usage.code, 0);
+  EXPECT_EQ(usage.out, "");
 }
 
 }  // namespace
