@@ -9,33 +9,55 @@ bool IsCheckTarget(std::string_view target) {
   return target.substr(0, target.find('?')) == kCheckPath;
 }
 
+namespace {
+
+// A field that describes the original request: nginx's name (the
+// README's auth_request setup sets it), else Traefik forwardAuth's.
+struct Describing {
+  std::string_view name;
+  Fields::const_iterator field;
+};
+Describing Find(const http::request_header<Fields>& req, std::string_view original,
+                std::string_view forwarded) {
+  if (const auto it = req.find(original); it != req.end()) return {original, it};
+  return {forwarded, req.find(forwarded)};
+}
+
+}  // namespace
+
 std::string_view DescribeOriginal(http::request_header<Fields>& req) {
-  const auto uri = req.find("X-Original-URI");
-  if (uri == req.end() || uri->value().empty()) {
-    return "the check needs X-Original-URI: the original request's path and query";
+  const Describing uri = Find(req, "X-Original-URI", "X-Forwarded-Uri");
+  if (uri.field == req.end() || uri.field->value().empty()) {
+    return "the check needs X-Original-URI (or X-Forwarded-Uri): the original request's path "
+           "and query";
   }
-  if (uri->value().front() != '/') return "X-Original-URI must be a path (origin-form)";
-  const auto method = req.find("X-Original-Method");
-  if (method != req.end()) {
-    const std::string_view name = method->value();
+  if (uri.field->value().front() != '/') {
+    return uri.name == "X-Original-URI" ? "X-Original-URI must be a path (origin-form)"
+                                        : "X-Forwarded-Uri must be a path (origin-form)";
+  }
+  const Describing method = Find(req, "X-Original-Method", "X-Forwarded-Method");
+  if (method.field != req.end()) {
+    const std::string_view name = method.field->value();
     if (name.empty() || name.find_first_of(" \t") != std::string_view::npos) {
-      return "X-Original-Method is not a method";
+      return method.name == "X-Original-Method" ? "X-Original-Method is not a method"
+                                                : "X-Forwarded-Method is not a method";
     }
     req.method_string(name);
   } else {
     req.method(http::verb::get);
   }
-  req.target(uri->value());
-  if (const auto host = req.find("X-Original-Host"); host != req.end()) {
-    req.set(http::field::host, host->value());
-  }
+  req.target(uri.field->value());
+  const Describing host = Find(req, "X-Original-Host", "X-Forwarded-Host");
+  if (host.field != req.end()) req.set(http::field::host, host.field->value());
   if (req.find("X-Forwarded-For") == req.end()) {
     if (const auto real_ip = req.find("X-Real-IP"); real_ip != req.end()) {
       req.set("X-Forwarded-For", real_ip->value());
     }
   }
-  for (const char* name : {"X-Original-URI", "X-Original-Method", "X-Original-Host"}) {
-    req.erase(name);
+  // The fields that described the request go; the same names from the
+  // other proxy's set, when both came, were the client's and stay.
+  for (const Describing& used : {uri, method, host}) {
+    if (used.field != req.end()) req.erase(used.name);
   }
   return {};
 }

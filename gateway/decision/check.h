@@ -1,8 +1,9 @@
 // The check endpoint of the decision service ([decision], /check): a proxy
 // (nginx auth_request, Traefik forwardAuth, Envoy ext_authz) asks whether
 // the request it holds may pass, describing it with X-Original-Method,
-// X-Original-URI, X-Original-Host (else Host) and its own fields, the
-// client's address in X-Forwarded-For or X-Real-IP. The request is then
+// X-Original-URI, X-Original-Host (else Host) or Traefik's
+// X-Forwarded-Method, -Uri, -Host, and its own fields, the client's
+// address in X-Forwarded-For or X-Real-IP. The request is then
 // routed, identified and admitted exactly as a proxied one (the pipeline of
 // gateway/core); in place of "forward" comes "answer": 200 with the
 // RateLimit fields when allowed, the refusal otherwise. What is here is
@@ -36,11 +37,15 @@ bool IsCheckTarget(std::string_view target);
 // Turns the check request `req` into the original request it describes:
 // method from X-Original-Method (else GET), target from X-Original-URI
 // (path and query, origin-form; required), Host from X-Original-Host when
-// present. X-Real-IP, when the proxy sent it without X-Forwarded-For,
-// becomes X-Forwarded-For, so that identify takes the client's address from
-// it when (and only when) the peer is a trusted proxy. The X-Original-*
-// fields are removed. A problem (answered 400) when X-Original-URI is
-// missing or not origin-form, or a field is malformed.
+// present. Each X-Original-* field that is absent falls back to the name
+// Traefik's forwardAuth sends (X-Forwarded-Method, X-Forwarded-Uri,
+// X-Forwarded-Host; X-Forwarded-Proto is not used); an X-Original-* field
+// wins when both came. X-Real-IP, when the proxy sent it without
+// X-Forwarded-For, becomes X-Forwarded-For, so that identify takes the
+// client's address from it when (and only when) the peer is a trusted
+// proxy. The fields that described the request are removed. A problem
+// (answered 400) when neither URI field came or it is not origin-form, or
+// a field is malformed.
 std::string_view DescribeOriginal(http::request_header<Fields>& req);
 
 // The check's answer to a refusal: [decision] deny_status, when set, in

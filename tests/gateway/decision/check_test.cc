@@ -72,11 +72,13 @@ TEST(DescribeOriginal, DefaultsAndXRealIp) {
 TEST(DescribeOriginal, Problems) {
   auto missing = CheckRequest();
   EXPECT_EQ(DescribeOriginal(missing),
-            "the check needs X-Original-URI: the original request's path and query");
+            "the check needs X-Original-URI (or X-Forwarded-Uri): the original request's path "
+            "and query");
   auto empty = CheckRequest();
   empty.set("X-Original-URI", "");
   EXPECT_EQ(DescribeOriginal(empty),
-            "the check needs X-Original-URI: the original request's path and query");
+            "the check needs X-Original-URI (or X-Forwarded-Uri): the original request's path "
+            "and query");
   auto absolute = CheckRequest();
   absolute.set("X-Original-URI", "http://shop.example/login");
   EXPECT_EQ(DescribeOriginal(absolute), "X-Original-URI must be a path (origin-form)");
@@ -84,6 +86,58 @@ TEST(DescribeOriginal, Problems) {
   method.set("X-Original-URI", "/");
   method.set("X-Original-Method", "GET /");
   EXPECT_EQ(DescribeOriginal(method), "X-Original-Method is not a method");
+}
+
+// What Traefik's forwardAuth sends (pkg/middlewares/auth/forward.go): a GET
+// to the configured address with its own Host, the client's fields, and
+// X-Forwarded-Method, -Proto, -Host, -Uri and -For describing the request.
+TEST(DescribeOriginal, TraefikForwardAuth) {
+  auto req = CheckRequest();
+  req.set(http::field::user_agent, "curl/7.88.1");
+  req.set(http::field::authorization, "Bearer t");
+  req.set("X-Forwarded-For", "192.0.2.7");
+  req.set("X-Forwarded-Method", "DELETE");
+  req.set("X-Forwarded-Proto", "https");
+  req.set("X-Forwarded-Host", "shop.example");
+  req.set("X-Forwarded-Uri", "/api/items/3?force=1");
+  EXPECT_EQ(DescribeOriginal(req), "");
+  EXPECT_EQ(Describe(req),
+            "DELETE /api/items/3?force=1\n"
+            "User-Agent: curl/7.88.1\n"
+            "Authorization: Bearer t\n"
+            "X-Forwarded-For: 192.0.2.7\n"
+            "X-Forwarded-Proto: https\n"
+            "Host: shop.example\n");
+}
+
+// Both sets came (a client of nginx sent X-Forwarded-*, which nginx passes
+// on): nginx's X-Original-* describe the request, the client's fields stay
+// as fields of the original request.
+TEST(DescribeOriginal, XOriginalWinsOverXForwarded) {
+  auto req = CheckRequest();
+  req.set("X-Original-Method", "GET");
+  req.set("X-Original-URI", "/api");
+  req.set("X-Original-Host", "shop.example");
+  req.set("X-Forwarded-Method", "POST");
+  req.set("X-Forwarded-Uri", "/free");
+  req.set("X-Forwarded-Host", "other.example");
+  EXPECT_EQ(DescribeOriginal(req), "");
+  EXPECT_EQ(Describe(req),
+            "GET /api\n"
+            "X-Forwarded-Method: POST\n"
+            "X-Forwarded-Uri: /free\n"
+            "X-Forwarded-Host: other.example\n"
+            "Host: shop.example\n");
+}
+
+TEST(DescribeOriginal, TraefikProblemsNameTraefiksFields) {
+  auto absolute = CheckRequest();
+  absolute.set("X-Forwarded-Uri", "https://shop.example/");
+  EXPECT_EQ(DescribeOriginal(absolute), "X-Forwarded-Uri must be a path (origin-form)");
+  auto method = CheckRequest();
+  method.set("X-Forwarded-Uri", "/");
+  method.set("X-Forwarded-Method", "");
+  EXPECT_EQ(DescribeOriginal(method), "X-Forwarded-Method is not a method");
 }
 
 TEST(DenyStatus, ReplacesEveryRefusalButABadCheck) {

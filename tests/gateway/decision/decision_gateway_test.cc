@@ -560,6 +560,56 @@ TEST_F(DecisionService, CheckWithCurl) {
       metrics, "tollgate_ratelimit_decisions_total{rule=\"rls-only\",decision=\"allowed\"} 0\n"));
 }
 
+// What Traefik's forwardAuth sends (Traefik is not a Debian package, so
+// curl sends its request: a GET to the configured address with tollgate's
+// own Host, the client's fields, and X-Forwarded-Method, -Proto, -Host,
+// -Uri and -For, as pkg/middlewares/auth/forward.go writes them): the
+// check describes the original from X-Forwarded-*, host and method
+// included, and Traefik (the trusted peer) gives the client's address.
+// Traefik returns a refusal to its client as it is, so no deny_status.
+TEST_F(DecisionService, CheckWithTraefikForwardAuthFields) {
+  Start(std::string(kPerIp) + R"(
+[[rules]]
+name = "shop-deletes"
+match = { host = "shop.example", methods = ["DELETE"], path_prefix = "/api" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1d"
+)");
+  const auto traefik = [&](const std::string& method, const std::string& host,
+                           const std::string& client) {
+    return Check({"User-Agent: Mozilla/5.0", "Accept: */*", "X-Forwarded-For: " + client,
+                  "X-Forwarded-Method: " + method, "X-Forwarded-Proto: https",
+                  "X-Forwarded-Host: " + host, "X-Forwarded-Uri: /api/items/3?force=1"});
+  };
+  const std::string first = traefik("DELETE", "shop.example", "192.0.2.1");
+  EXPECT_TRUE(Contains(first, "HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(Contains(first, "RateLimit-Policy: \"shop-deletes\";q=1;w=86400\r\n"));
+  const std::string limited = traefik("DELETE", "shop.example", "192.0.2.1");
+  EXPECT_TRUE(Contains(limited, "HTTP/1.1 429 Too Many Requests\r\n"));
+  EXPECT_TRUE(Contains(limited, "Retry-After: "));
+  EXPECT_TRUE(Contains(limited, "{\"error\":\"rate_limited\",\"rule\":\"shop-deletes\""));
+  // Another client of Traefik: its own key.
+  EXPECT_TRUE(Contains(traefik("DELETE", "shop.example", "192.0.2.2"), "HTTP/1.1 200 OK\r\n"));
+  // Another host or method (new clients: per-ip, 2 a minute, also counts
+  // them): shop-deletes does not match, per-ip does (/api).
+  const std::string other_host = traefik("DELETE", "other.example", "192.0.2.3");
+  EXPECT_TRUE(Contains(other_host, "HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(Contains(other_host, "RateLimit: \"per-ip\";r=1;t=20\r\n"));
+  EXPECT_TRUE(Lacks(other_host, "shop-deletes"));
+  const std::string get = traefik("GET", "shop.example", "192.0.2.4");
+  EXPECT_TRUE(Contains(get, "HTTP/1.1 200 OK\r\n"));
+  EXPECT_TRUE(Lacks(get, "shop-deletes"));
+  // The same fields over HTTP/2 (h2c): the second client's second DELETE.
+  const std::string http2 =
+      Check({"X-Forwarded-For: 192.0.2.2", "X-Forwarded-Method: DELETE",
+             "X-Forwarded-Host: shop.example", "X-Forwarded-Uri: /api/x"},
+            "--http2-prior-knowledge");
+  EXPECT_TRUE(Contains(http2, "HTTP/2 429 \r\n"));
+  EXPECT_TRUE(Contains(http2, "\"rule\":\"shop-deletes\""));
+}
+
 // deny_status replaces the refusal's status (nginx's auth_request takes
 // only 401 and 403 as refusals), with the same fields; a bad check keeps
 // its 400.
