@@ -835,6 +835,9 @@ http {
       proxy_set_header X-Original-URI $request_uri;
       proxy_set_header X-Original-Host $host;
       proxy_set_header X-Real-IP $remote_addr;
+      # nginx passes the client's own fields on: drop its X-Forwarded-For,
+      # or the client would choose the address its key is made of.
+      proxy_set_header X-Forwarded-For "";
     }
     location @limited {
       add_header Retry-After $tollgate_retry_after always;
@@ -858,12 +861,20 @@ http {
 // (the upstream's answers, with the RateLimit fields nginx copied from the
 // check), then 429 with Retry-After and the fields; nginx passes each
 // client's address in X-Real-IP and is the trusted proxy, so every client
-// has its own key. A path no rule matches always reaches the upstream.
+// has its own key, which an X-Forwarded-For of the client's own does not
+// change (the configuration drops it). A path no rule matches always reaches the upstream.
 TEST_F(DecisionService, NginxAuthRequest) {
   Start(kPerIp, "deny_status = 403\n");
   const Nginx nginx(decision_port(), echo_->port());
+  // 127.0.0.3 sends an X-Forwarded-For of its own, another each time (nginx
+  // passes a client's fields on to the check): it must not choose its key.
+  int spoofed = 0;
   const auto get = [&](const std::string& source, const std::string& path) {
-    return Shell("curl -si --interface " + source + " http://127.0.0.1:" +
+    const std::string own = source == "127.0.0.3"
+                                ? " -H 'X-Forwarded-For: 198.51.100." +
+                                      std::to_string(++spoofed) + "'"
+                                : "";
+    return Shell("curl -si --interface " + source + own + " http://127.0.0.1:" +
                  std::to_string(nginx.port()) + path);
   };
   for (const std::string source : {"127.0.0.2", "127.0.0.3"}) {
