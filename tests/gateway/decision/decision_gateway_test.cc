@@ -625,12 +625,8 @@ TEST_F(DecisionService, CheckDenyStatus) {
   EXPECT_TRUE(Contains(Check({}), "HTTP/1.1 400 Bad Request\r\n"));
 }
 
-// A delay rule holds the check's answer as it would hold the request:
-// checks beyond the limit are answered 200 once their turn comes, not
-// refused. Real timers (a steady clock); the assertions are about
-// outcomes, not time.
-TEST_F(DecisionService, CheckHoldsADelayedRequest) {
-  Start(R"(
+// One check at a time per 200 ms, the others held (up to 5 s).
+constexpr const char* kQueue = R"(
 [[rules]]
 name = "queue"
 key = "global"
@@ -639,8 +635,14 @@ limit = 1
 window = "200ms"
 action = "delay"
 max_delay = "5s"
-)",
-        "", TestClock::kSteady);
+)";
+
+// A delay rule holds the check's answer as it would hold the request:
+// checks beyond the limit are answered 200 once their turn comes, not
+// refused. Real timers (a steady clock); the assertions are about
+// outcomes, not time.
+TEST_F(DecisionService, CheckHoldsADelayedRequest) {
+  Start(kQueue, "", TestClock::kSteady);
   const std::string url = "http://127.0.0.1:" + std::to_string(decision_port()) + "/check";
   const std::string out = Shell("curl -s -o /dev/null -w '%{http_code}\\n' -H 'X-Original-URI: /' " +
                                 url + " " + url + " " + url);
@@ -729,17 +731,7 @@ TEST_F(DecisionService, CheckOverTlsHttp2) {
 // with nginx as well); one nghttp connection with two streams at once.
 // Real timers; the assertions are about outcomes, not time.
 TEST_F(DecisionService, CheckOverHttp2HoldsADelayedRequest) {
-  Start(R"(
-[[rules]]
-name = "queue"
-key = "global"
-algorithm = "fixed_window"
-limit = 1
-window = "200ms"
-action = "delay"
-max_delay = "5s"
-)",
-        "", TestClock::kSteady);
+  Start(kQueue, "", TestClock::kSteady);
   const std::string url = "http://127.0.0.1:" + std::to_string(decision_port()) + "/check";
   const std::string curl = "curl -s --http2-prior-knowledge -o /dev/null "
                            "-w '%{http_version} %{http_code}\\n' -H 'X-Original-URI: /' " + url;
