@@ -43,18 +43,12 @@ proto_dir=$BENCH_ROOT/gateway/decision/proto
 rls_proto=envoy/service/ratelimit/v3/rls.proto
 request_text='domain: "bench" descriptors { entries { key: "remote_address" value: "10.0.0.1" } entries { key: "path" value: "/api/items" } }'
 
-# One gRPC message: not compressed, a 4-byte big-endian length, the
-# serialized RateLimitRequest.
+# The serialized RateLimitRequest, framed as one gRPC message.
 protoc --encode=envoy.service.ratelimit.v3.RateLimitRequest -I "$proto_dir" "$rls_proto" \
   <<<"$request_text" > "$WORK/request.pb"
-request=$WORK/request.grpc
 size=$(stat -c %s "$WORK/request.pb")
-{
-  printf '\0'
-  printf "\\$(printf %03o $(((size >> 24) & 255)))\\$(printf %03o $(((size >> 16) & 255)))"
-  printf "\\$(printf %03o $(((size >> 8) & 255)))\\$(printf %03o $((size & 255)))"
-  cat "$WORK/request.pb"
-} > "$request"
+request=$WORK/request.grpc
+grpc_frame < "$WORK/request.pb" > "$request"
 
 # The RLS rule: the bench descriptor, keyed on its entries, never reached.
 RLS_RULE='[[rules]]
@@ -171,7 +165,8 @@ port[check]=$(free_port)
 start_decision "${port[check]}" "deny_status = 403" "[identity]
 trusted_proxies = [\"127.0.0.1/32\"]
 $PASS_ALL_RULE" check
-# The README's nginx configuration for /check (decision_gateway_test's).
+# The README's nginx configuration for /check (decision_gateway_test's),
+# with lib.sh's proxy_pass to the upstream.
 NGINX_AUTH_SERVER="location = /.tollgate-check {
       internal;
       proxy_pass http://tollgate_decision/check;
@@ -183,16 +178,34 @@ NGINX_AUTH_SERVER="location = /.tollgate-check {
       proxy_set_header X-Original-URI \$request_uri;
       proxy_set_header X-Original-Host \$host;
       proxy_set_header X-Real-IP \$remote_addr;
+      proxy_set_header X-Forwarded-For \"\";
     }
     location @limited {
+      add_header Retry-After \$tollgate_retry_after always;
+      add_header RateLimit-Policy \$tollgate_policy always;
+      add_header RateLimit \$tollgate_ratelimit always;
       default_type application/json;
       return 429 '{\"error\":\"rate_limited\"}\n';
     }"
-port[nginx_auth]=$(free_port)
-NGINX_SERVER=$NGINX_AUTH_SERVER start_nginx "${port[nginx_auth]}" "$echo_port" \
-  "auth_request /.tollgate-check; error_page 403 = @limited;" \
-  "upstream tollgate_decision { server 127.0.0.1:${port[check]}; keepalive 16; }"
-pid[nginx_auth]=$(nginx_worker_pid "${port[nginx_auth]}")
+NGINX_AUTH_LOCATION="auth_request /.tollgate-check;
+      auth_request_set \$tollgate_policy \$upstream_http_ratelimit_policy;
+      auth_request_set \$tollgate_ratelimit \$upstream_http_ratelimit;
+      auth_request_set \$tollgate_retry_after \$upstream_http_retry_after;
+      add_header RateLimit-Policy \$tollgate_policy always;
+      add_header RateLimit \$tollgate_ratelimit always;
+      error_page 403 = @limited;"
+# Keep-alive connections to tollgate: 64, as many as wrk's connections
+# (lib.sh's upstream has 64 too), and the README's 16, with which nginx
+# closes the connections beyond 16 after each check while more are in
+# flight, and connects again.
+for keepalive in 64 16; do
+  t=nginx_auth; if [ "$keepalive" = 16 ]; then t=nginx_auth16; fi
+  port[$t]=$(free_port)
+  NGINX_SERVER=$NGINX_AUTH_SERVER start_nginx "${port[$t]}" "$echo_port" \
+    "$NGINX_AUTH_LOCATION" \
+    "upstream tollgate_decision { server 127.0.0.1:${port[check]}; keepalive $keepalive; }"
+  pid[$t]=$(nginx_worker_pid "${port[$t]}")
+done
 port[nginx_limit_req]=$(free_port)
 start_nginx "${port[nginx_limit_req]}" "$echo_port" "limit_req zone=ip burst=1000000 nodelay;" \
   "$(nginx_limit_zone 1000000)"
@@ -201,7 +214,7 @@ port[tollgate_proxy]=$(free_port)
 start_tollgate "${port[tollgate_proxy]}" "$echo_port" "$PASS_ALL_RULE"
 pid[tollgate_proxy]=${PIDS[-1]}
 
-for t in nginx_auth nginx_limit_req tollgate_proxy; do
+for t in nginx_auth nginx_auth16 nginx_limit_req tollgate_proxy; do
   code=$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:${port[$t]}/api/hello")
   if [ "$code" != 200 ]; then echo "$t: GET /api/hello answered $code, not 200" >&2; exit 1; fi
 done
@@ -220,18 +233,33 @@ cpu_ticks() {
 # The process that serves target $1 (nginx: its worker) and the
 # decision service it asks (none: 0).
 serving_pid() { echo "${pid[$1]}"; }
-asked_pid() { if [ "$1" = nginx_auth ]; then echo "${pid[check]}"; else echo 0; fi; }
+asked_pid() { case $1 in nginx_auth*) echo "${pid[check]}" ;; *) echo 0 ;; esac; }
 
-http_targets="nginx_limit_req nginx_auth tollgate_proxy"
-declare -A label=([nginx_limit_req]="nginx limit_req" [nginx_auth]="nginx auth_request → tollgate /check"
-                  [tollgate_proxy]="tollgate proxy (same rule)")
+# tollgate's /check asked by wrk itself (the headers nginx sets), for the
+# service's own cost per check.
+cat > "$WORK/check.lua" <<'LUA'
+wrk.headers["X-Original-Method"] = "GET"
+wrk.headers["X-Original-URI"] = "/api/hello"
+wrk.headers["X-Real-IP"] = "127.0.0.1"
+LUA
+url[check_direct]="http://127.0.0.1:${port[check]}/check"
+pid[check_direct]=${pid[check]}
+http_targets="nginx_limit_req nginx_auth nginx_auth16 tollgate_proxy check_direct"
+declare -A label=([nginx_limit_req]="nginx limit_req" [nginx_auth]="nginx auth_request → tollgate /check, keepalive 64"
+                  [nginx_auth16]="nginx auth_request → tollgate /check, keepalive 16"
+                  [tollgate_proxy]="tollgate proxy (same rule)"
+                  [check_direct]="wrk → tollgate /check (no nginx, no upstream)")
 for t in $http_targets; do : > "$WORK/$t"; done
 for round in $(seq "$rounds"); do
   order=$http_targets
   if [ $((round % 2)) -eq 0 ]; then order=$(echo "$http_targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
   for t in $order; do
     before=$(cpu_ticks "$(serving_pid "$t")"); asked_before=$(cpu_ticks "$(asked_pid "$t")")
-    result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
+    if [ "$t" = check_direct ]; then
+      result=$(run_wrk "${url[$t]}" "$WORK/check.lua")
+    else
+      result=$(run_wrk "http://127.0.0.1:${port[$t]}/api/hello")
+    fi
     after=$(cpu_ticks "$(serving_pid "$t")"); asked_after=$(cpu_ticks "$(asked_pid "$t")")
     cpu=$(awk -v a=$((after - before)) -v b=$((asked_after - asked_before)) -v hz="$(getconf CLK_TCK)" \
       -v n="${result##* }" 'BEGIN { f = 1e6 / hz / n; printf "%.2f %.2f %.2f", (a + b) * f, a * f, b * f }')
@@ -247,12 +275,12 @@ report=$WORK/report.md
 {
   echo "## Decision service (issue 30): Envoy RLS calls/s, nginx auth_request vs limit_req (bench/decision.sh)"
   echo
-  echo "\`bench/decision.sh $rounds$([ "$instructions" = 1 ] && echo " --instructions")\` on $(nproc) cores, $(date -u +%Y-%m-%d), load average before the script's end $(cut -d' ' -f1-3 /proc/loadavg)."
+  echo "\`bench/decision.sh $rounds$([ "$instructions" = 1 ] && echo " --instructions")\` on $(nproc) cores, $(date -u +%Y-%m-%d), load average at its end $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine moves calls/s and req/s much more than the CPU figures)."
   echo
   echo "### ShouldRateLimit over gRPC (HTTP/2 cleartext)"
   echo
   echo "tollgate with \`[server] threads = 1\` and a \`[decision]\` listener; h2load -c16 -m32 -t1 for ${seconds} s after 1 s of warm-up, $rounds alternating rounds, medians; p50/p99 from h2load's per-request log. Each call POSTs one RateLimitRequest (${size} bytes, \`protoc --encode\` of \`$request_text\`) framed as a gRPC message (content-type application/grpc, te: trailers). The rule (\`match = { domain = \"bench\", descriptor = { remote_address = \"*\", path = \"*\" } }\`, \`key = \"descriptor\"\`, token bucket 1000000/s, burst 1000000, RateLimit fields on) allows every call: checked before the rounds with nghttp (grpc-status 0) and \`protoc --decode\` (\`overall_code: OK\`). One hot key: h2load sends the same body every time."
-  echo "*CPU µs/call*: tollgate's utime + stime over h2load's counted window (/proc/PID/stat) divided by the calls completed in it: its own cost, which the noise of h2load and redis-server on the same $(nproc) cores does not change much. calls/s ≈ what one thread does when it gets a core to itself only if CPU µs/call × calls/s ≈ 1 s; here h2load takes the other core (and redis-server shares them on the Redis store)."
+  echo "*CPU µs/call*: tollgate's utime + stime over h2load's counted window (/proc/PID/stat) divided by the calls completed in it: its own cost, which h2load and redis-server on the same $(nproc) cores change little. *1 s ÷ CPU/call*: the calls per second that one thread kept busy on a core of its own would answer at that cost."
   echo
   echo "| store | calls/s | p50 ms | p99 ms | non-2xx | tollgate CPU µs/call (user + sys) | 1 s ÷ CPU/call |"
   echo "|---|---:|---:|---:|---:|---:|---:|"
@@ -280,8 +308,9 @@ report=$WORK/report.md
   echo
   echo "wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s} GET /api/hello, $rounds alternating rounds, medians; all in front of the same echo upstream (\`tollgate echo-upstream\`, 1 thread), nginx $(nginx -v 2>&1 | sed 's/.*\///') with 1 worker and upstream keep-alive, access logs off."
   echo "- *nginx limit_req*: \`limit_req_zone \$binary_remote_addr rate=1000000r/s\` + \`limit_req burst=1000000 nodelay\` (bench/ratelimit.sh's pass scenario);"
-  echo "- *nginx auth_request*: the README's configuration (\`auth_request /.tollgate-check\`, an internal location that \`proxy_pass\`es to tollgate's /check with keep-alive 16, X-Original-URI/-Method/-Host and X-Real-IP), tollgate with \`threads = 1\`, \`[decision] deny_status = 403\`, \`[identity] trusted_proxies = [\"127.0.0.1/32\"]\` and the same per-IP limit (token bucket 1000000/s, headers off); $checks checks answered in the run;"
-  echo "- *tollgate proxy*: tollgate with that rule proxying itself (no nginx), for reference."
+  echo "- *nginx auth_request*: the README's configuration (\`auth_request /.tollgate-check\` with its \`auth_request_set\`/\`add_header\` lines, an internal location that \`proxy_pass\`es to tollgate's /check over HTTP/1.1 keep-alive connections, with X-Original-URI/-Method/-Host and X-Real-IP, X-Forwarded-For emptied; the upstream's \`keepalive\` 64 = wrk's connections, or the README's 16, with which nginx closes the connections beyond 16 after each check while more are in flight and connects anew), tollgate with \`threads = 1\`, \`[decision] deny_status = 403\`, \`[identity] trusted_proxies = [\"127.0.0.1/32\"]\` and the same per-IP limit (token bucket 1000000/s, headers off); $checks checks answered in the run;"
+  echo "- *tollgate proxy*: tollgate with that rule proxying itself (no nginx), for reference;"
+  echo "- *wrk → tollgate /check*: wrk asking the same tollgate's /check with the headers nginx sends (X-Original-Method, X-Original-URI, X-Real-IP): the service alone."
   echo
   echo "*CPU µs/request*: utime + stime (/proc/PID/stat) of the serving processes over each wrk run, per request completed: the proxy (nginx's worker, or tollgate) and, for auth_request, the tollgate it asks. wrk, the echo upstream and the proxies share the $(nproc) cores."
   echo
@@ -291,7 +320,9 @@ report=$WORK/report.md
     echo "| ${label[$t]} | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 4) | $(col "$t" 6) ($(col "$t" 7) + $(col "$t" 8)) | $(ratio "$(col "$t" 1)" "$(col nginx_limit_req 1)")× | $(ratio "$(col "$t" 3)" "$(col nginx_limit_req 3)")× |"
   done
   echo
-  echo "Round by round against nginx limit_req (back to back in each round): auth_request req/s $(round_ratios nginx_limit_req nginx_auth 1 higher); p99 $(round_ratios nginx_limit_req nginx_auth 3 lower)."
+  echo "Asking tollgate instead of limit_req: $(awk -v a="$(col nginx_auth 6)" -v b="$(col nginx_limit_req 6)" 'BEGIN { printf "%+.2f", a - b }') µs of CPU per request with keepalive 64 (nginx's worker $(awk -v a="$(col nginx_auth 7)" -v b="$(col nginx_limit_req 7)" 'BEGIN { printf "%+.2f", a - b }') µs for the subrequest, tollgate $(col nginx_auth 8) µs for the check)."
+  echo
+  echo "Round by round against nginx limit_req (back to back in each round): auth_request (keepalive 64) req/s $(round_ratios nginx_limit_req nginx_auth 1 higher); p99 $(round_ratios nginx_limit_req nginx_auth 3 lower). keepalive 16 ÷ 64: req/s $(round_ratios nginx_auth nginx_auth16 1 higher)."
   echo
 } > "$report"
 cat "$report"

@@ -38,14 +38,9 @@ rounds_and_instructions grpc.sh "$@"
 seconds=${H2LOAD_SECONDS:-5}
 payload=${GRPC_PAYLOAD:-64}
 
-# One gRPC message: not compressed, a 4-byte big-endian length, the payload.
+# One gRPC message of $payload bytes.
 request=$WORK/request.grpc
-{
-  printf '\0'
-  printf "\\$(printf %03o $(((payload >> 24) & 255)))\\$(printf %03o $(((payload >> 16) & 255)))"
-  printf "\\$(printf %03o $(((payload >> 8) & 255)))\\$(printf %03o $((payload & 255)))"
-  head -c "$payload" /dev/zero | tr '\0' 'x'
-} > "$request"
+head -c "$payload" /dev/zero | tr '\0' 'x' | grpc_frame > "$request"
 mkdir -p "$WORK/www"
 printf '\0\0\0\0\5hello' > "$WORK/www/reply"
 

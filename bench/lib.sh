@@ -179,6 +179,21 @@ start_redis() {
   wait_port "$1"
 }
 
+# Standard input framed as one gRPC length-prefixed message on standard
+# output: not compressed, a 4-byte big-endian length, the bytes (the body of
+# a unary call, for h2load -d and nghttp -d).
+grpc_frame() {
+  local message size
+  message=$(mktemp "$WORK/grpc-message.XXXXXX")
+  cat > "$message"
+  size=$(stat -c %s "$message")
+  printf '\0'
+  printf "\\$(printf %03o $(((size >> 24) & 255)))\\$(printf %03o $(((size >> 16) & 255)))"
+  printf "\\$(printf %03o $(((size >> 8) & 255)))\\$(printf %03o $((size & 255)))"
+  cat "$message"
+  rm -f "$message"
+}
+
 # h2load -c16 -m32 -t1 against $1 (more h2load arguments after it) for
 # H2LOAD_SECONDS (5) after a 1 s warm-up; prints "req_per_s p50_ms p99_ms
 # non2xx", and with H2LOAD_PID set, "cpu_us user_us sys_us" after them: the

@@ -7,6 +7,7 @@ bench/store.sh
 bench/proxy.sh
 bench/http2.sh
 bench/grpc.sh
+bench/decision.sh
 bench/websocket.sh 5 --message-rule
 bench/ratelimit.sh
 bench/instructions.sh
