@@ -800,7 +800,7 @@ http {
   # --- the README's example, with the test's ports ---
   upstream tollgate_decision {
     server 127.0.0.1:)" + std::to_string(decision_port) + R"(;
-    keepalive 16;
+    keepalive 64;
   }
   server {
     listen 127.0.0.1:)" + std::to_string(port_) + R"(;
