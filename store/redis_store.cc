@@ -132,8 +132,36 @@ void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const Limi
 void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                            std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms,
                            ValuesSink& sink) {
-  SendKeyScript(RedisAux::kLeaseTake, key, limit, now_ms, nullptr, &sink, lease_prefix_,
-                {want, use_ms, hold_ms});
+  // Queued as decisions are: the takes of one limit in one turn share a
+  // lease_take.lua call (with Redis Cluster, a call per key, as its keys
+  // must share a slot).
+  const std::int64_t now = NowMs();
+  const RedisOptions& o = shared_->options;
+  std::optional<std::int64_t> time;
+  if (o.time == RedisTime::kClient) time = now_ms;
+  std::string& call = call_;
+  call.clear();
+  RespWriter w(call);
+  WriteDecideParams(limit, time, o.min_ttl_ms, w);
+  w.Arg(use_ms);
+  w.Arg(hold_ms);
+  QueuedCall q;
+  q.shape = {DecideParamCount(limit) + 2, &ScriptSha(RedisScriptIndex(RedisAux::kLeaseTake)),
+             call.size(), limit.windows.size()};
+  key_.clear();
+  RespWriter keys(key_);
+  const std::string first_key = WriteDecideKeys(limit, lease_prefix_, key, keys);
+  q.key = key_;
+  if (!slots_.empty()) call.append(key_);
+  q.call = call;
+  q.slot = slots_.empty() ? 0 : RedisSlot(first_key);
+  q.deadline = now + o.timeout_ms;
+  Connection* connection = PickConnection(now, q.slot);
+  if (connection == nullptr) {
+    sink.OnValues({StoreStatus::kUnavailable, {}, {}});
+    return;
+  }
+  connection->Queue(q, {nullptr, want, 0, &sink});
 }
 
 void RedisStore::ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,

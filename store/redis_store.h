@@ -11,7 +11,8 @@
 // driven by that thread's io_context, pipelines commands (all commands
 // issued in one turn of the event loop leave in one write; the decisions of
 // one limit in that turn share one script call, up to options.batch: of any
-// keys for a single token_bucket window, else of one key)
+// keys for a single token_bucket window, else of one key; so do the lease
+// takes of one limit, of any keys; with Redis Cluster, of one key)
 // and completes every Decide() within `timeout_ms`, inline when it cannot
 // send (disconnected, circuit open, too many commands pending). Not thread-safe:
 // use it only from its io_context's thread. RedisHealth is shared and
@@ -133,6 +134,10 @@ class RedisStore final : public Store {
   // {units, valid_ms, retry_after_ms, one stamp per window} within the
   // store's timeout. `now_ms` is used with time = "client" only. A lease's
   // keys are <prefix>lease:{key}:...: one Cluster slot, like a decision's.
+  // Queued as decisions are: the takes of one limit sent in one turn, of
+  // distinct keys or not, share one script call (up to options.batch; with
+  // Redis Cluster, only those of one key), taken one after the other
+  // exactly as separate calls would.
   void TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                  std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms, ValuesSink& sink);
   // Gives back the `unused` units of a lease of `used + unused` with

@@ -16,14 +16,22 @@ std::string RedisStore::Pending::CallCommand(Pending& p) {
     for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
     return command;
   }
-  // EVALSHA sha numkeys keys... tail, then per key: count, costs.
+  // EVALSHA sha numkeys keys... tail, then token_bucket_fused.lua: per key,
+  // count, costs; lease_take.lua: every take's want (one take per keys,
+  // in their order already).
   const std::size_t keys = p.keys.size();
-  w.Count(3 + keys + shape.args + keys + p.waiters.size());
+  const bool lease = shape.lease_windows > 0;
+  const std::size_t key_args = lease ? 2 * shape.lease_windows * keys : keys;
+  w.Count(3 + key_args + shape.args + (lease ? 0 : keys) + p.waiters.size());
   w.Arg("EVALSHA");
   w.Arg(*shape.fused_sha);
-  w.Arg(static_cast<std::int64_t>(keys));
+  w.Arg(static_cast<std::int64_t>(key_args));
   for (const std::string& key : p.keys) command.append(key);
   command.append(p.command, 0, shape.tail_bytes);
+  if (lease) {
+    for (const DecisionWaiter& waiter : p.waiters) w.Arg(waiter.cost);
+    return command;
+  }
   // Grouped by key, stably: an insertion sort, as the waiters are few and
   // mostly in order already (keys are numbered as they first come).
   for (std::size_t i = 1; i < p.waiters.size(); ++i) {

@@ -22,11 +22,14 @@ namespace redis {
 enum class PendingKind : std::uint8_t { kDecide, kCount, kHandshake, kScriptLoad, kAsking };
 
 // A decision waiting in a script call: its cost and, in a
-// token_bucket_fused.lua call, the index of its key in the call's keys.
+// token_bucket_fused.lua call, the index of its key in the call's keys. Or
+// a lease take in a lease_take.lua call (`values` set, `sink` null): its
+// `want` as the cost, its keys at index `key`.
 struct DecisionWaiter {
   DecisionSink* sink;
   std::int64_t cost;
   std::uint32_t key = 0;
+  ValuesSink* values = nullptr;
 };
 
 // How the text of a queued script call (QueuedCall::call) becomes its
@@ -38,6 +41,11 @@ struct CallShape {
   std::size_t args = 0;
   const std::string* fused_sha = nullptr;  // token_bucket_fused.lua's; null: decide.lua
   std::size_t tail_bytes = 0;
+  // lease_take.lua (then fused_sha is its SHA-1): the limit's windows. Its
+  // text is laid out as token_bucket_fused.lua's, with every take's keys
+  // (RedisStore::TakeLease) and `want` instead of a cost, and one take per
+  // keys: the takes are never merged, only sent in one call.
+  std::size_t lease_windows = 0;
 };
 
 // A decision for Connection::Queue: decisions with the same `call` share a
@@ -87,7 +95,11 @@ struct RedisStore::Pending {
                                    std::memory_order_relaxed);
     }
     for (const redis::DecisionWaiter& w : waiters) {
-      w.sink->OnDecision({status, ResultSource::kPrimary, {}});
+      if (w.values != nullptr) {
+        w.values->OnValues({status, {}, {}});
+      } else {
+        w.sink->OnDecision({status, ResultSource::kPrimary, {}});
+      }
     }
     if (kind == redis::PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
     if (kind == redis::PendingKind::kCount && values != nullptr) values->OnValues({status, {}});
@@ -102,6 +114,13 @@ struct RedisStore::Pending {
     }
     p.keys.emplace_back(key);
     p.key_hashes.push_back(hash);
+    return static_cast<std::uint32_t>(p.keys.size() - 1);
+  }
+
+  // Adds a lease take's keys (one RESP argument each, concatenated) to
+  // `p`, a lease_take.lua call: their index.
+  static std::uint32_t AddLeaseKeys(Pending& p, std::string_view keys) {
+    p.keys.emplace_back(keys);
     return static_cast<std::uint32_t>(p.keys.size() - 1);
   }
 

@@ -88,7 +88,11 @@ void RedisStore::Connection::Queue(const QueuedCall& q, DecisionWaiter waiter) {
     // run: the decisions they make join these calls.
     ArmWrite();
   }
-  if (q.shape.fused_sha != nullptr) waiter.key = Pending::KeyIndex(*p, q.key);
+  if (q.shape.lease_windows > 0) {
+    waiter.key = Pending::AddLeaseKeys(*p, q.key);
+  } else if (q.shape.fused_sha != nullptr) {
+    waiter.key = Pending::KeyIndex(*p, q.key);
+  }
   p->waiters.push_back(waiter);
 }
 
@@ -231,16 +235,14 @@ void RedisStore::Connection::HandleReply(redisReply* reply) {
     HandleCount(p, *reply);
     return;
   }
+  if (p.shape.lease_windows > 0) {
+    HandleLeaseTakes(p, *reply);
+    return;
+  }
   std::array<algorithms::Decision, RedisOptions::kMaxBatch> decisions;
   const std::size_t n = p.waiters.size();
   if (!ReadDecisions(*reply, n, decisions.data())) {
-    shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
-    if (reply->type == REDIS_REPLY_ERROR && !error_logged_) {
-      error_logged_ = true;
-      spdlog::error("redis: the decision script failed: {}", ErrorText(*reply));
-    }
-    Failure(NowMs());
-    Fail(p, StoreStatus::kError);
+    ScriptFailed(p, *reply, "the decision script");
     return;
   }
   Success();
@@ -268,17 +270,51 @@ void RedisStore::Connection::HandleCount(Pending& p, const redisReply& reply) {
     }
   }
   if (p.values != nullptr || reply.type != REDIS_REPLY_INTEGER) {
-    shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
-    if (reply.type == REDIS_REPLY_ERROR && !error_logged_) {
-      error_logged_ = true;
-      spdlog::error("redis: an upstream-protection or admin script failed: {}", ErrorText(reply));
-    }
-    Failure(NowMs());
-    Fail(p, StoreStatus::kError);
+    ScriptFailed(p, reply, "an upstream-protection or admin script");
     return;
   }
   Success();
   if (!p.done && p.count != nullptr) p.count->OnCount({StoreStatus::kOk, reply.integer});
+}
+
+void RedisStore::Connection::ScriptFailed(Pending& p, const redisReply& reply,
+                                          std::string_view what) {
+  shared_.health.errors.fetch_add(1, std::memory_order_relaxed);
+  if (reply.type == REDIS_REPLY_ERROR && !error_logged_) {
+    error_logged_ = true;
+    spdlog::error("redis: {} failed: {}", what, ErrorText(reply));
+  }
+  Failure(NowMs());
+  Fail(p, StoreStatus::kError);
+}
+
+void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& reply) {
+  // One array of integers per take, in the order of the waiters.
+  const std::size_t n = p.waiters.size();
+  bool valid = reply.type == REDIS_REPLY_ARRAY && reply.elements == n;
+  for (std::size_t i = 0; valid && i < n; ++i) {
+    const redisReply& take = *reply.element[i];
+    valid = take.type == REDIS_REPLY_ARRAY;
+    for (std::size_t j = 0; valid && j < take.elements; ++j) {
+      valid = take.element[j]->type == REDIS_REPLY_INTEGER;
+    }
+  }
+  if (!valid) {
+    ScriptFailed(p, reply, "the lease take script");
+    return;
+  }
+  Success();
+  if (p.done) return;
+  p.done = true;
+  ValuesResult result;
+  for (std::size_t i = 0; i < n; ++i) {
+    const redisReply& take = *reply.element[i];
+    result.values.clear();
+    for (std::size_t j = 0; j < take.elements; ++j) {
+      result.values.push_back(take.element[j]->integer);
+    }
+    p.waiters[i].values->OnValues(result);
+  }
 }
 
 RedisStore::Pending RedisStore::Connection::Pop() {

@@ -134,7 +134,8 @@ class RedisStore::Connection {
   // call with the same QueuedCall::call (the same limit and time, and for
   // decide.lua the same key) while it has room for more (options.batch),
   // or a new one. So concurrent decisions of one limit cost Redis one call,
-  // decided one after the other exactly as separate calls would be.
+  // decided one after the other exactly as separate calls would be. Lease
+  // takes (CallShape::lease_windows) of one limit share calls the same way.
   void Queue(const redis::QueuedCall& q, redis::DecisionWaiter waiter);
 
   // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
@@ -162,6 +163,11 @@ class RedisStore::Connection {
   bool Send(std::string_view command);
   void HandleReply(redisReply* reply);
   void HandleCount(Pending& p, const redisReply& reply);
+  // The reply of a lease_take.lua call (CallShape::lease_windows).
+  void HandleLeaseTakes(Pending& p, const redisReply& reply);
+  // A script's reply that is an error or not what it returns: counted,
+  // logged (the first time), and `p` failed with kError.
+  void ScriptFailed(Pending& p, const redisReply& reply, std::string_view what);
   Pending Pop();
   void FailAll(StoreStatus status);
   // Writes the queued decisions' script calls (Queue).

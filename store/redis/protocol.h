@@ -78,13 +78,18 @@ inline bool FusedTokenBucket(const LimitSpec& limit) {
          limit.windows[0].algorithm == algorithms::Algorithm::kTokenBucket;
 }
 
+// The number of arguments WriteDecideParams() writes for `limit`.
+inline std::size_t DecideParamCount(const LimitSpec& limit) {
+  return 3 + 6 * limit.windows.size();
+}
+
 // The number of RESP arguments WriteEvalshaHead() writes for `limit`
 // (decide.lua).
 inline std::size_t HeadArgCount(const LimitSpec& limit) {
   const std::size_t windows = limit.windows.size();
   // EVALSHA sha numkeys, two keys per window, now, min_ttl, window count,
   // six parameters per window.
-  return 3 + 2 * windows + 3 + 6 * windows;
+  return 3 + 2 * windows + DecideParamCount(limit);
 }
 
 // The first two arguments of every decision script: now_ms ("": server
@@ -116,16 +121,14 @@ void WriteFusedTail(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
 // Arg(std::string_view) and Arg(std::int64_t)), up to the costs, which come
 // last: one argument per decision. nullopt now_ms: server time. Returns the
 // first key (its Cluster slot is the decisions').
-// The arguments after EVALSHA's sha (numkeys onward; the admin API's
-// key_peek.lua and key_reset.lua take the same): see WriteEvalshaHead.
+// The keys of `key` under `limit` as decide.lua takes them (two per
+// window: its state and its second key) into `out`. Returns the first key
+// (its Cluster slot is the decisions').
 template <typename Writer>
-std::string WriteDecideArgs(const LimitSpec& limit, std::string_view prefix, std::string_view key,
-                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
+std::string WriteDecideKeys(const LimitSpec& limit, std::string_view prefix, std::string_view key,
                             Writer& out) {
-  const std::size_t windows = limit.windows.size();
-  out.Arg(static_cast<std::int64_t>(2 * windows));
   std::string first_key;
-  for (std::size_t i = 0; i < windows; ++i) {
+  for (std::size_t i = 0; i < limit.windows.size(); ++i) {
     std::string state_key = RedisKey(prefix, key, limit.fingerprint, i);
     out.Arg(state_key);
     // The second key of a window (sliding_log's counter).
@@ -135,8 +138,17 @@ std::string WriteDecideArgs(const LimitSpec& limit, std::string_view prefix, std
     state_key.resize(size);
     if (i == 0) first_key = std::move(state_key);
   }
+  return first_key;
+}
+
+// decide.lua's arguments after its keys and before the costs: now_ms
+// (nullopt: server time), min_ttl_ms, the window count, six parameters per
+// window.
+template <typename Writer>
+void WriteDecideParams(const LimitSpec& limit, std::optional<std::int64_t> now_ms,
+                       std::int64_t min_ttl_ms, Writer& out) {
   WriteTimeArgs(now_ms, min_ttl_ms, out);
-  out.Arg(static_cast<std::int64_t>(windows));
+  out.Arg(static_cast<std::int64_t>(limit.windows.size()));
   for (const algorithms::LimitParams& p : limit.windows) {
     out.Arg(algorithms::AlgorithmName(p.algorithm));
     out.Arg(p.limit);
@@ -145,6 +157,17 @@ std::string WriteDecideArgs(const LimitSpec& limit, std::string_view prefix, std
     out.Arg(p.sub_windows);
     out.Arg(std::int64_t{p.shaping == algorithms::Shaping::kNoDelay ? 1 : 0});
   }
+}
+
+// The arguments after EVALSHA's sha (numkeys onward; the admin API's
+// key_peek.lua and key_reset.lua take the same): see WriteEvalshaHead.
+template <typename Writer>
+std::string WriteDecideArgs(const LimitSpec& limit, std::string_view prefix, std::string_view key,
+                            std::optional<std::int64_t> now_ms, std::int64_t min_ttl_ms,
+                            Writer& out) {
+  out.Arg(static_cast<std::int64_t>(2 * limit.windows.size()));
+  std::string first_key = WriteDecideKeys(limit, prefix, key, out);
+  WriteDecideParams(limit, now_ms, min_ttl_ms, out);
   return first_key;
 }
 

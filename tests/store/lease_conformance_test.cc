@@ -1,7 +1,8 @@
 // The lease scripts (store/lua/lease) against their C++ text
 // (algorithms/lease.h) on generated sequences of takes and returns, for
 // every algorithm that leases and for several windows at once: the same
-// replies, call for call, on a real redis-server (time = "client").
+// replies, call for call, on a real redis-server (time = "client"); and
+// takes sent together, which share a script call, as if sent one by one.
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
@@ -104,20 +105,24 @@ class LeaseConformance : public ::testing::Test {
     return a.result;
   }
 
+  RedisOptions MakeOptions(const testing::RedisServer& redis) {
+    std::string error;
+    RedisOptions options;
+    options.address = *ParseRedisUrl(redis.url(), error);
+    options.timeout_ms = 1000;
+    options.time = RedisTime::kClient;
+    // Keys outlive the virtual time a sequence spans only by min_ttl.
+    options.min_ttl_ms = 10'000'000;
+    return options;
+  }
+
   boost::asio::io_context io_;
   RedisHealth health_;
 };
 
 TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   testing::RedisServer redis;
-  std::string error;
-  RedisOptions options;
-  options.address = *ParseRedisUrl(redis.url(), error);
-  options.timeout_ms = 1000;
-  options.time = RedisTime::kClient;
-  // Keys outlive the virtual time a sequence spans only by min_ttl.
-  options.min_ttl_ms = 10'000'000;
-  RedisStore store(io_, options, health_);
+  RedisStore store(io_, MakeOptions(redis), health_);
   int sequences = 0;
   std::int64_t granted = 0, refused = 0, returned = 0, moved = 0;
   for (const auto& windows : Limits()) {
@@ -198,6 +203,60 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   EXPECT_GT(returned, 100);
   // sliding_log returns that move used slots to their admission times.
   EXPECT_GT(moved, 50);
+}
+
+// Takes sent in one turn share a lease_take.lua call (RedisStore batches
+// them as decisions): keys taken from one after the other, a key twice in
+// one call included, exactly as the same takes sent one by one.
+TEST_F(LeaseConformance, TakesSentTogetherMatchTakesOneByOne) {
+  testing::RedisServer redis;
+  RedisStore store(io_, MakeOptions(redis), health_);
+  int limits = 0;
+  std::int64_t granted = 0, refused = 0, batched = 0;
+  for (const auto& windows : Limits()) {
+    const LimitSpec spec = LimitSpec::Make(windows);
+    std::mt19937 rng(static_cast<unsigned>(limits) * 104729 + 17);
+    const std::int64_t w = windows.front().window_ms;
+    std::int64_t t = 1'000'000;
+    const std::string prefix = "b" + std::to_string(limits) + "k";
+    std::map<std::string, algorithms::LeaseState> local;
+    const std::int64_t use = w / 2 + 1;
+    const std::int64_t hold = use + 20;
+    for (int round = 0; round < 12; ++round) {
+      t += static_cast<std::int64_t>(rng() % (w / 2 + 1));
+      const std::size_t n = 1 + rng() % 8;
+      std::vector<std::string> keys;
+      std::vector<std::int64_t> wants;
+      std::vector<Values> got(n);
+      const std::uint64_t calls_before = health_.coalesced.load();
+      for (std::size_t i = 0; i < n; ++i) {
+        keys.push_back(prefix + std::to_string(rng() % 6));
+        wants.push_back(1 + static_cast<std::int64_t>(rng() % 4));
+        store.TakeLease(keys[i], spec, t, wants[i], use, hold, got[i]);
+      }
+      for (std::size_t i = 0; i < n; ++i) {
+        while (!got[i].done) io_.run_one();
+      }
+      // All but the first joined the first's call.
+      EXPECT_EQ(health_.coalesced.load() - calls_before, n - 1);
+      batched += static_cast<std::int64_t>(n - 1);
+      for (std::size_t i = 0; i < n; ++i) {
+        auto it = local.try_emplace(keys[i], windows, t).first;
+        const algorithms::LeaseGrant want = it->second.Take(t, wants[i], use, hold);
+        std::vector<std::int64_t> expect = {want.units, want.valid_ms, want.retry_after_ms};
+        expect.insert(expect.end(), want.stamps.begin(), want.stamps.end());
+        const std::string where = "limit " + std::to_string(limits) + " round " +
+                                  std::to_string(round) + " take " + std::to_string(i);
+        ASSERT_EQ(got[i].result.status, StoreStatus::kOk) << where;
+        ASSERT_EQ(got[i].result.values, expect) << where;
+        (want.units > 0 ? granted : refused) += 1;
+      }
+    }
+    ++limits;
+  }
+  EXPECT_GT(granted, 100);
+  EXPECT_GT(refused, 50);
+  EXPECT_GT(batched, 500);
 }
 
 }  // namespace

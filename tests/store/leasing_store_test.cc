@@ -2,14 +2,17 @@
 // clock (Redis with time = "client"): requests answered from leases without
 // waiting, sizes that follow a key's use, spent budgets not asked for again,
 // unused units going back, several gateways never above the limit, a
-// changed limit's leases dropped, and a sliding_log's used slots at their
-// admission times once their lease is back.
+// changed limit's leases dropped, a sliding_log's used slots at their
+// admission times once their lease is back, and cold keys' takes sent
+// together in one script call.
 #include "store/leasing_store.h"
 
 #include <gtest/gtest.h>
 
 #include <boost/asio/io_context.hpp>
 #include <chrono>
+#include <string>
+#include <vector>
 
 #include "redis_server.h"
 #include "store/failover_store.h"
@@ -107,6 +110,34 @@ TEST_F(LeasingStoreTest, AColdKeyCostsOneCallPerDecision) {
     g.leasing->Tick();
   }
   EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsGranted].load(), 5u);
+}
+
+// Cold keys whose requests arrive in one turn cost one script call
+// between them, as exact decisions of a token bucket do; a bucket's and a
+// window's, granted and refused.
+TEST_F(LeasingStoreTest, ColdKeysArrivingTogetherShareOneCall) {
+  Gateway first(io_, redis_, clock_, stats_);
+  Gateway second(io_, redis_, clock_, stats_);
+  for (const LimitSpec& limit : {TokenBucket(1, 86'400'000, 1), FixedWindow(1, 86'400'000)}) {
+    const LimitSpec spec = Leased(limit, 1000, 10);
+    for (Gateway* g : {&first, &second}) {
+      const std::uint64_t before = EvalshaCalls(redis_);
+      std::vector<std::string> keys;
+      for (int i = 0; i < 20; ++i) keys.push_back("cold" + std::to_string(i));
+      std::vector<Result> results(keys.size());
+      for (std::size_t i = 0; i < keys.size(); ++i) {
+        g->leasing->Decide({keys[i], &spec, 1, clock_.NowMs()}, results[i]);
+      }
+      for (Result& r : results) {
+        while (!r.done) io_.run_one();
+        ASSERT_EQ(r.result.status, StoreStatus::kOk);
+        // Each key's one unit goes to the first gateway that asks.
+        EXPECT_EQ(r.result.decision.allowed, g == &first);
+      }
+      Settle();
+      EXPECT_EQ(EvalshaCalls(redis_) - before, 1u);
+    }
+  }
 }
 
 TEST_F(LeasingStoreTest, AHotKeyIsAnsweredFromTheHandAndRenewedInTheBackground) {

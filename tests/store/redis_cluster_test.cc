@@ -4,7 +4,7 @@
 // fails and none is lost (MOVED, ASK and TRYAGAIN are followed, also
 // while the two masters send the slot's commands to each other); masters
 // that never agree fail a command at its deadline; calls that share
-// decisions keep to one slot.
+// decisions or lease takes keep to one slot.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -104,6 +104,27 @@ TEST_F(RedisClusterStore, ConcurrentTokenBucketDecisionsOfManyKeysKeepToTheirSlo
     EXPECT_EQ(results[i].result.decision.allowed, i < 60) << i;
   }
   EXPECT_EQ(health_.coalesced.load(), 80u);  // each key's 4 later decisions
+}
+
+TEST_F(RedisClusterStore, LeaseTakesOfManyKeysSentTogetherKeepToTheirSlots) {
+  // Lease takes of one turn share calls without Redis Cluster; here a
+  // call takes only for one key (one slot).
+  const RedisOptions options = ClusterOptions(cluster_);
+  RedisStore store(io_, options, health_);
+  const LimitSpec spec = FixedWindow(5, 3'600'000);
+  // 20 keys, 2 takes of 2 units each, interleaved, in one turn: 2 + 2 of 5.
+  std::vector<Values> results(40);
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    store.TakeLease("key" + std::to_string(i % 20), spec, 0, 2, 1000, 1000, results[i]);
+  }
+  for (std::size_t i = 0; i < results.size(); ++i) {
+    while (!results[i].done) io_.run_one();
+    ASSERT_EQ(results[i].result.status, StoreStatus::kOk) << i;
+    ASSERT_GE(results[i].result.values.size(), 3u) << i;
+    EXPECT_EQ(results[i].result.values[0], 2) << i;
+  }
+  EXPECT_EQ(health_.coalesced.load(), 20u);  // each key's second take
+  EXPECT_EQ(health_.errors.load(), 0u);
 }
 
 TEST_F(RedisClusterStore, AMigratingSlotLosesNoDecision) {

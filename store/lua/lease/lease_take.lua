@@ -1,29 +1,44 @@
--- tollgate: takes a lease of up to `want` units from every window of a
--- key at once (docs/leases.md). After prelude.lua, every algorithm and
--- lease.lua. ARGV after decide.lua's windows: want, use_ms (T), hold_ms (H).
--- Returns {g, valid_ms, retry_after_ms, stamp per window}: g >= 1 with
--- retry_after_ms 0, or g = 0 with retry_after_ms >= 1 and nothing changed.
+-- tollgate: takes leases, each of up to `want` units from every window of a
+-- key at once (docs/leases.md), for one or more keys of one limit. After
+-- prelude.lua, every algorithm and lease.lua.
+-- KEYS: decide.lua's (two per window) of each key in turn.
+-- ARGV after decide.lua's windows: use_ms (T), hold_ms (H), then one `want`
+-- per key, in KEYS order. The keys are taken from one after the other,
+-- each loaded, taken from and saved as a call of its own would be (the
+-- gateway batches the takes of distinct keys of one limit into one call).
+-- Returns one array per key, in KEYS order: {g, valid_ms, retry_after_ms,
+-- stamp per window}: g >= 1 with retry_after_ms 0, or {0, 0,
+-- retry_after_ms >= 1} with nothing changed.
 local a = 4 + 6 * count
-local want, use_ms, hold_ms = tonumber(ARGV[a]), tonumber(ARGV[a + 1]), tonumber(ARGV[a + 2])
-local windows = {}
-local g = want
-local retry = 0
-for i = 1, count do
-  local p = params[i]
-  local w = {p = p, kind = lease_kind(p), key = KEYS[2 * i - 1], aux = KEYS[2 * i]}
-  w.state = w.kind.load(p, w, t)
-  local avail, wait = w.kind.avail(p, w.state, t)
-  if avail < g then g = avail end
-  if avail == 0 then retry = math.max(retry, wait) end
-  windows[i] = w
+local use_ms, hold_ms = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
+local replies = {}
+for k = 0, #ARGV - a - 2 do
+  local want = tonumber(ARGV[a + 2 + k])
+  local base = 2 * count * k
+  local windows = {}
+  local g = want
+  local retry = 0
+  for i = 1, count do
+    local p = params[i]
+    local w = {p = p, kind = lease_kind(p), key = KEYS[base + 2 * i - 1], aux = KEYS[base + 2 * i]}
+    w.state = w.kind.load(p, w, t)
+    local avail, wait = w.kind.avail(p, w.state, t)
+    if avail < g then g = avail end
+    if avail == 0 then retry = math.max(retry, wait) end
+    windows[i] = w
+  end
+  if g < 1 then
+    replies[k + 1] = {0, 0, math.max(retry, 1)}
+  else
+    local reply = {g, use_ms, 0}
+    for i = 1, count do
+      local w = windows[i]
+      local stamp, valid = w.kind.take(w.p, w.state, t, g, use_ms, hold_ms)
+      reply[2] = math.min(reply[2], valid)
+      reply[3 + i] = stamp
+      w.kind.save(w.p, w, w.state, t, min_ttl)
+    end
+    replies[k + 1] = reply
+  end
 end
-if g < 1 then return {0, 0, math.max(retry, 1)} end
-local reply = {g, use_ms, 0}
-for i = 1, count do
-  local w = windows[i]
-  local stamp, valid = w.kind.take(w.p, w.state, t, g, use_ms, hold_ms)
-  reply[2] = math.min(reply[2], valid)
-  reply[3 + i] = stamp
-  w.kind.save(w.p, w, w.state, t, min_ttl)
-end
-return reply
+return replies
