@@ -50,12 +50,18 @@ class Http2ErrorCategory final : public boost::system::error_category {
   }
 };
 
+// `fields` into `list` without copying them (the list is submitted before
+// they change): a name Beast knows comes from its lower-case table.
 void AddFields(const Fields& fields, HeaderList& list, bool no_content_length) {
   for (const auto& field : fields) {
-    const std::string_view name = field.name_string();
-    if (ConnectionSpecific(name)) continue;
-    if (no_content_length && IEquals(name, "content-length")) continue;
-    list.Add(name, field.value());
+    const http::field known = field.name();
+    if (known == http::field::unknown) {
+      list.AddView(field.name_string(), field.value());
+      continue;
+    }
+    if (ConnectionSpecific(known)) continue;
+    if (no_content_length && known == http::field::content_length) continue;
+    list.AddView(http2_detail::LowerName(known), field.value());
   }
 }
 
@@ -427,8 +433,9 @@ ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
   char status_text[4];
   std::to_chars(status_text, status_text + 3, status);
   status_text[3] = '\0';
-  HeaderList list;
-  list.Add(":status", std::string_view(status_text, 3));
+  HeaderList& list = connection_.headers_;
+  list.Clear();
+  list.AddView(":status", std::string_view(status_text, 3));
   AddFields(head, list, interim || status == 204);
   const nghttp2_nv* nva = list.Get();
   nghttp2_session* session = connection_.session_;

@@ -77,6 +77,7 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/http2/header_list.h"
 #include "gateway/io/net.h"
 
 struct nghttp2_session;
@@ -427,6 +428,8 @@ class Http2Connection {
   std::chrono::steady_clock::time_point idle_since_;
   std::chrono::steady_clock::time_point now_;  // of the current Feed
 
+  // SubmitResponse's fields, reused (nghttp2 copies them on submission).
+  http2_detail::HeaderList headers_;
   std::string pending_;  // frames taken from nghttp2, not yet written
   std::string writing_;  // the write in flight
   std::unique_ptr<std::uint8_t[]> read_buffer_;

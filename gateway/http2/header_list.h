@@ -5,6 +5,8 @@
 #include <nghttp2/nghttp2.h>
 
 #include <algorithm>
+#include <array>
+#include <boost/beast/http/field.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -20,17 +22,48 @@ inline bool IEquals(std::string_view a, std::string_view b) {
                                             [](char x, char y) { return Lower(x) == Lower(y); });
 }
 
+inline bool HasUpper(std::string_view s) {
+  return std::any_of(s.begin(), s.end(), [](char c) { return c >= 'A' && c <= 'Z'; });
+}
+
 // Fields that HTTP/2 forbids (RFC 9113 §8.2.2).
 inline bool ConnectionSpecific(std::string_view name) {
   return IEquals(name, "connection") || IEquals(name, "keep-alive") ||
          IEquals(name, "proxy-connection") || IEquals(name, "transfer-encoding") ||
          IEquals(name, "upgrade") || IEquals(name, "te");
 }
+// The same for a field Beast knows (each of the six is one).
+inline bool ConnectionSpecific(boost::beast::http::field f) {
+  using boost::beast::http::field;
+  return f == field::connection || f == field::keep_alive || f == field::proxy_connection ||
+         f == field::transfer_encoding || f == field::upgrade || f == field::te;
+}
+
+// The lower-case name of a field Beast knows ("" for field::unknown), in
+// storage that lives for the program: built on the first call (one
+// allocation per name, ~380), a lookup after.
+inline std::string_view LowerName(boost::beast::http::field f) {
+  constexpr std::size_t kCount = static_cast<std::size_t>(boost::beast::http::field::xref) + 1;
+  static const std::array<std::string, kCount> names = [] {
+    std::array<std::string, kCount> lower;
+    for (std::size_t i = 1; i < kCount; ++i) {
+      const std::string_view name = boost::beast::http::to_string(static_cast<boost::beast::http::field>(i));
+      lower[i].resize(name.size());
+      std::transform(name.begin(), name.end(), lower[i].begin(), Lower);
+    }
+    return lower;
+  }();
+  const auto i = static_cast<std::size_t>(f);
+  return i < kCount ? std::string_view(names[i]) : std::string_view();
+}
 
 // Name/value pairs for nghttp2, which copies them when the frame is
-// submitted. Names are kept in lower case, as HTTP/2 requires. All the bytes
-// live in one buffer, so that a header list costs three allocations however
-// many fields it has; Get() gives pointers into it, valid until the next Add.
+// submitted. Names are handed over in lower case, as HTTP/2 requires. Add
+// copies name and value into one buffer of the list's (the list may outlive
+// what it was built from); AddView copies nothing it need not, for a list
+// submitted before its sources change. Clear() keeps the storage, so that a
+// list reused for every response allocates nothing once it has grown.
+// Get() gives pointers valid until the next Add/AddView/Clear.
 class HeaderList {
  public:
   HeaderList() {
@@ -38,22 +71,47 @@ class HeaderList {
     fields_.reserve(kTypicalFields);
   }
 
+  // Copies both.
   void Add(std::string_view name, std::string_view value) {
     const std::size_t at = bytes_.size();
     bytes_.append(name);
-    std::transform(bytes_.begin() + static_cast<std::ptrdiff_t>(at), bytes_.end(),
-                   bytes_.begin() + static_cast<std::ptrdiff_t>(at), Lower);
+    if (HasUpper(name)) {
+      std::transform(bytes_.begin() + static_cast<std::ptrdiff_t>(at), bytes_.end(),
+                     bytes_.begin() + static_cast<std::ptrdiff_t>(at), Lower);
+    }
     bytes_.append(value);
-    fields_.push_back(Field{at, name.size(), value.size()});
+    fields_.push_back(Field{nullptr, nullptr, at, at + name.size(), name.size(), value.size()});
+  }
+
+  // Copies neither when `name` is in lower case (the name lower-cased when
+  // not): both must stay valid until the list has been submitted.
+  void AddView(std::string_view name, std::string_view value) {
+    if (!HasUpper(name)) {
+      fields_.push_back(Field{name.data(), value.data(), 0, 0, name.size(), value.size()});
+      return;
+    }
+    const std::size_t at = bytes_.size();
+    bytes_.resize(at + name.size());
+    std::transform(name.begin(), name.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(at),
+                   Lower);
+    fields_.push_back(Field{nullptr, value.data(), at, 0, name.size(), value.size()});
+  }
+
+  void Clear() {
+    bytes_.clear();
+    fields_.clear();
   }
 
   const nghttp2_nv* Get() {
     nv_.clear();
     nv_.reserve(fields_.size());
     auto* base = reinterpret_cast<std::uint8_t*>(bytes_.data());
+    const auto at = [base](const char* p, std::size_t offset) {
+      return p != nullptr ? reinterpret_cast<std::uint8_t*>(const_cast<char*>(p)) : base + offset;
+    };
     for (const Field& f : fields_) {
-      nv_.push_back(nghttp2_nv{base + f.at, base + f.at + f.name_size, f.name_size, f.value_size,
-                               NGHTTP2_NV_FLAG_NONE});
+      nv_.push_back(nghttp2_nv{at(f.name, f.name_at), at(f.value, f.value_at), f.name_size,
+                               f.value_size, NGHTTP2_NV_FLAG_NONE});
     }
     return nv_.data();
   }
@@ -66,7 +124,10 @@ class HeaderList {
   static constexpr std::size_t kTypicalFields = 16;
 
   struct Field {
-    std::size_t at;  // of the name in bytes_; the value follows it
+    const char* name;   // null: at name_at in bytes_
+    const char* value;  // null: at value_at in bytes_
+    std::size_t name_at;
+    std::size_t value_at;
     std::size_t name_size;
     std::size_t value_size;
   };
