@@ -107,7 +107,9 @@ class StreamExchange final : private ClientWatch {
     stream_.OnCancel([this] { OnCancel(); });
   }
 
-  Task<void> Run();
+  // The exchange, owning itself: `self` is this, freed when the coroutine
+  // ends (no frame of a caller's to hold it).
+  Task<void> Run(std::unique_ptr<StreamExchange> self);
 
  private:
   // How sending the request body ended.
@@ -222,6 +224,7 @@ bool Http2Adapter::DrainIfIdle() {
   return true;
 }
 
+// Not a coroutine: it hands over the one that serves the stream.
 Task<void> Http2Adapter::Serve(Http2Stream& stream) {
   served_ = true;
   StreamExchange::Kind kind = StreamExchange::Kind::kForward;
@@ -229,13 +232,13 @@ Task<void> Http2Adapter::Serve(Http2Stream& stream) {
     // The decision listener answers instead of forwarding: gRPC calls are
     // Envoy's RLS, anything else asks the check endpoint.
     if (IsGrpc(stream.request()[http::field::content_type])) {
-      co_await ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
-      co_return;
+      return ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
     }
     kind = StreamExchange::Kind::kCheck;
   }
   auto exchange = std::make_unique<StreamExchange>(*this, stream, kind);
-  co_await exchange->Run();
+  StreamExchange& ref = *exchange;
+  return ref.Run(std::move(exchange));
 }
 
 std::chrono::milliseconds StreamExchange::Budget(std::int64_t op_ms) const {
@@ -271,7 +274,7 @@ void StreamExchange::RecordGrpc(int grpc_status) {
   }
 }
 
-Task<void> StreamExchange::Run() {
+Task<void> StreamExchange::Run([[maybe_unused]] std::unique_ptr<StreamExchange> self) {
   const store::Clock& clock = *state().clock;
   const store::Instant start = clock.Now();
   ex_.start_ms = start.ms;

@@ -774,33 +774,12 @@ void Http2Connection::DispatchReady() {
     ++busy_;
     ++stats_.streams;
     ++tasks_;
-    asio::co_spawn(executor_, RunHandler(s), asio::detached);
+    // OnHandlerDone from the completion, thrown or not: no wrapping
+    // coroutine (one frame fewer per stream).
+    asio::co_spawn(executor_, handler_(*s),
+                   [this, s](const std::exception_ptr&) { OnHandlerDone(*s); });
   }
   ready_.clear();
-}
-
-namespace {
-
-// Ends a handler's run even when it throws.
-class HandlerScope {
- public:
-  HandlerScope(Http2Connection& c, Http2Stream& s, void (Http2Connection::*done)(Http2Stream&))
-      : c_(c), s_(s), done_(done) {}
-  ~HandlerScope() { (c_.*done_)(s_); }
-  HandlerScope(const HandlerScope&) = delete;
-  HandlerScope& operator=(const HandlerScope&) = delete;
-
- private:
-  Http2Connection& c_;
-  Http2Stream& s_;
-  void (Http2Connection::*done_)(Http2Stream&);
-};
-
-}  // namespace
-
-Task<void> Http2Connection::RunHandler(Http2Stream* stream) {
-  const HandlerScope scope(*this, *stream, &Http2Connection::OnHandlerDone);
-  co_await handler_(*stream);
 }
 
 void Http2Connection::OnHandlerDone(Http2Stream& s) {

@@ -385,7 +385,6 @@ class Http2Connection {
   Task<void> WriteLoop();
   Task<void> Watchdog();
   Task<void> Linger();
-  Task<void> RunHandler(Http2Stream* stream);
   void OnHandlerDone(Http2Stream& stream);
   // Bytes from the peer into nghttp2; then handlers for complete requests.
   void Feed(const std::uint8_t* data, std::size_t size);
