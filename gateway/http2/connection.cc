@@ -118,8 +118,9 @@ Task<void> Wakeup::Wait(std::chrono::steady_clock::time_point deadline) {
     notified_ = false;
     co_return;
   }
-  timer_.expires_at(deadline);
-  co_await timer_.async_wait(kUseTuple);
+  if (!timer_) timer_.emplace(executor_);
+  timer_->expires_at(deadline);
+  co_await timer_->async_wait(kUseTuple);
   notified_ = false;
 }
 

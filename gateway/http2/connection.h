@@ -71,6 +71,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -177,21 +178,23 @@ struct Http2Read {
 namespace http2_detail {
 
 // Wakes one waiting coroutine; a wake-up that comes while none waits is kept
-// for the next wait.
+// for the next wait. Its timer is made by the first wait that needs one: a
+// stream's body wake-ups mostly never wait (a request without a body), and
+// a Notify without a timer costs nothing.
 class Wakeup {
  public:
-  explicit Wakeup(const Executor& executor)
-      : timer_(executor, std::chrono::steady_clock::time_point::max()) {}
+  explicit Wakeup(const Executor& executor) : executor_(executor) {}
   void Notify() {
     notified_ = true;
-    timer_.cancel();
+    if (timer_) timer_->cancel();
   }
   // Returns when notified (perhaps before the call) or at `deadline`; the
   // caller checks what it waits for.
   Task<void> Wait(std::chrono::steady_clock::time_point deadline);
 
  private:
-  Timer timer_;
+  Executor executor_;
+  std::optional<Timer> timer_;
   bool notified_ = false;
 };
 
