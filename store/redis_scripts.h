@@ -28,6 +28,7 @@
   X(kBlocksRead, blocks_read)         \
   X(kLeaseTake, lease_take)           \
   X(kLeaseReturn, lease_return)       \
+  X(kLeaseTakeFused, lease_take_fused) \
   X(kMembers, members)
 
 namespace tollgate::store {

@@ -146,8 +146,14 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
   w.Arg(use_ms);
   w.Arg(hold_ms);
   QueuedCall q;
-  q.shape = {DecideParamCount(limit) + 2, &ScriptSha(RedisScriptIndex(RedisAux::kLeaseTake)),
-             call.size(), limit.windows.size()};
+  // A single bucket window: lease_take_fused.lua, the same call in
+  // straight-line code.
+  const algorithms::Algorithm a = limit.windows[0].algorithm;
+  const bool bucket = limit.windows.size() == 1 && (a == algorithms::Algorithm::kTokenBucket ||
+                                                     a == algorithms::Algorithm::kLeakyBucket);
+  const RedisAux script = bucket ? RedisAux::kLeaseTakeFused : RedisAux::kLeaseTake;
+  q.shape = {DecideParamCount(limit) + 2, &ScriptSha(RedisScriptIndex(script)), call.size(),
+             limit.windows.size()};
   key_.clear();
   RespWriter keys(key_);
   const std::string first_key = WriteDecideKeys(limit, lease_prefix_, key, keys);

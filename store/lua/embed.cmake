@@ -6,7 +6,7 @@
 # upstream-protection scripts of store/lua/protect, each on its own, the
 # admin API's of store/lua/admin (key_*: after prelude + every algorithm)
 # and the leases' of store/lua/lease (after prelude + every algorithm +
-# lease/lease.lua).
+# lease/lease.lua; lease/*_fused.lua after clock.lua only).
 # The algorithms and the upstream-protection scripts, and their order, come
 # from the tables the C++ side uses: TOLLGATE_ALGORITHMS in ALGORITHMS
 # (algorithms/algorithm_list.h) and TOLLGATE_REDIS_AUX_SCRIPTS in SCRIPTS
@@ -47,7 +47,12 @@ string(APPEND entries "    {\"multi\", R\"lua(${prelude}${all}${decide})lua\"},\
 foreach(p IN LISTS protect_scripts)
   # The admin API's key scripts (lua/admin/key_*) read keys as the decision
   # scripts do: after the prelude and every algorithm.
-  if(EXISTS ${DIR}/lease/${p}.lua)
+  if(p MATCHES "_fused$" AND EXISTS ${DIR}/lease/${p}.lua)
+    # A lease script in straight-line code (lua/lease/*_fused.lua): after
+    # clock.lua only.
+    file(READ ${DIR}/lease/${p}.lua body)
+    string(PREPEND body "${clock}")
+  elseif(EXISTS ${DIR}/lease/${p}.lua)
     # Leases (lua/lease): after the prelude, every algorithm and lease.lua.
     file(READ ${DIR}/lease/lease.lua lease)
     file(READ ${DIR}/lease/${p}.lua body)

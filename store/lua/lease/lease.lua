@@ -7,7 +7,8 @@ local LEASE = {}
 
 -- token_bucket, and leaky_bucket with nodelay (a token bucket of capacity
 -- B + 1). State: "V last next_id" then "id g expiry" per outstanding lease,
--- sorted by expiry; V counts the leased units too.
+-- sorted by expiry; V counts the leased units too. lease_take_fused.lua
+-- repeats load, avail, take and save in straight-line code: change both.
 LEASE.bucket = {
   capacity = function(p)
     if p.algorithm == 'leaky_bucket' then return p.burst + 1 end
