@@ -96,7 +96,10 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
   Acceptor& acceptor = *acceptors_[listener];
   for (;;) {
     co_await WaitForRoom(acceptor);
-    auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
+    // The peer's address comes with the accept (no getpeername() later).
+    TcpSocket socket(io_);
+    tcp::endpoint peer;
+    auto [ec] = co_await acceptor.async_accept(socket, peer, kUseTuple);
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       // Out of descriptors and the like: back off instead of spinning.
@@ -107,8 +110,6 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     ErrorCode opt_ec;
     socket.set_option(tcp::no_delay(true), opt_ec);
     EnableDrainingReads(socket.native_handle());
-    const tcp::endpoint peer = socket.remote_endpoint(opt_ec);
-    if (opt_ec) continue;
     // New connections get the current configuration's certificates.
     ServerTls* tls = Current()->state->listener_tls[listener].get();
     AnyStream stream =

@@ -171,6 +171,13 @@ Task<void> Session::RunHttp2(asio::const_buffer already_read) {
 Task<void> Session::Shutdown() {
   Lowest(stream_).expires_after(std::chrono::seconds(1));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
+    // Send close_notify without waiting for the client's: TLS does not ask
+    // for the wait (RFC 8446 6.1; nginx does not wait either), and Asio's
+    // shutdown would otherwise read until the client's alert or EOF, one
+    // more read and loop turn per connection. SSL_SENT_SHUTDOWN, set by
+    // the send, is what keeps the session resumable.
+    SSL* ssl = tls->native_handle();
+    SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
     co_await tls->async_shutdown(kUseTuple);
   }
   ErrorCode ec;
