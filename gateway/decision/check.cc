@@ -11,22 +11,30 @@ bool IsCheckTarget(std::string_view target) {
 
 namespace {
 
-// A field that describes the original request: nginx's name (the
-// README's auth_request setup sets it), else Traefik forwardAuth's.
+// The fields that describe the original request: nginx's names (the
+// README's auth_request setup sets them), or Traefik forwardAuth's when no
+// X-Original-URI came. One set or the other, never mixed field by field:
+// a proxy that sets only X-Original-URI passes the client's own
+// X-Forwarded-Method/-Host on, which must not choose what is counted.
+struct Names {
+  std::string_view uri, method, host;
+};
+constexpr Names kNginx{"X-Original-URI", "X-Original-Method", "X-Original-Host"};
+constexpr Names kTraefik{"X-Forwarded-Uri", "X-Forwarded-Method", "X-Forwarded-Host"};
+
 struct Describing {
   std::string_view name;
   Fields::const_iterator field;
 };
-Describing Find(const http::request_header<Fields>& req, std::string_view original,
-                std::string_view forwarded) {
-  if (const auto it = req.find(original); it != req.end()) return {original, it};
-  return {forwarded, req.find(forwarded)};
+Describing Find(const http::request_header<Fields>& req, std::string_view name) {
+  return {name, req.find(name)};
 }
 
 }  // namespace
 
 std::string_view DescribeOriginal(http::request_header<Fields>& req) {
-  const Describing uri = Find(req, "X-Original-URI", "X-Forwarded-Uri");
+  const Names& names = req.find(kNginx.uri) != req.end() ? kNginx : kTraefik;
+  const Describing uri = Find(req, names.uri);
   if (uri.field == req.end() || uri.field->value().empty()) {
     return "the check needs X-Original-URI (or X-Forwarded-Uri): the original request's path "
            "and query";
@@ -35,7 +43,7 @@ std::string_view DescribeOriginal(http::request_header<Fields>& req) {
     return uri.name == "X-Original-URI" ? "X-Original-URI must be a path (origin-form)"
                                         : "X-Forwarded-Uri must be a path (origin-form)";
   }
-  const Describing method = Find(req, "X-Original-Method", "X-Forwarded-Method");
+  const Describing method = Find(req, names.method);
   if (method.field != req.end()) {
     const std::string_view name = method.field->value();
     if (name.empty() || name.find_first_of(" \t") != std::string_view::npos) {
@@ -47,7 +55,7 @@ std::string_view DescribeOriginal(http::request_header<Fields>& req) {
     req.method(http::verb::get);
   }
   req.target(uri.field->value());
-  const Describing host = Find(req, "X-Original-Host", "X-Forwarded-Host");
+  const Describing host = Find(req, names.host);
   if (host.field != req.end()) req.set(http::field::host, host.field->value());
   if (req.find("X-Forwarded-For") == req.end()) {
     if (const auto real_ip = req.find("X-Real-IP"); real_ip != req.end()) {

@@ -36,6 +36,11 @@ class RlsCall final : private ClientWatch {
       if (hold_timer_ != nullptr) hold_timer_->cancel();
     });
   }
+  // The stream outlives the call until the connection hears that the
+  // handler ended, which may be a turn later: no cancel may reach it.
+  ~RlsCall() { stream_.OnCancel(nullptr); }
+  RlsCall(const RlsCall&) = delete;
+  RlsCall& operator=(const RlsCall&) = delete;
 
   Task<void> Run();
 

@@ -106,6 +106,11 @@ class StreamExchange final : private ClientWatch {
         gauge_(worker_.metrics(), &ThreadMetrics::AddHttp2Streams) {
     stream_.OnCancel([this] { OnCancel(); });
   }
+  // The stream outlives the exchange until the connection hears that the
+  // handler ended, which may be a turn later: no cancel may reach it.
+  ~StreamExchange() { stream_.OnCancel(nullptr); }
+  StreamExchange(const StreamExchange&) = delete;
+  StreamExchange& operator=(const StreamExchange&) = delete;
 
   // The exchange, owning itself: `self` is this, freed when the coroutine
   // ends (no frame of a caller's to hold it).

@@ -777,8 +777,12 @@ void Http2Connection::DispatchReady() {
     ++tasks_;
     // OnHandlerDone from the completion, thrown or not: no wrapping
     // coroutine (one frame fewer per stream).
-    asio::co_spawn(executor_, handler_(*s),
-                   [this, s](const std::exception_ptr&) { OnHandlerDone(*s); });
+    try {
+      asio::co_spawn(executor_, handler_(*s),
+                     [this, s](const std::exception_ptr&) { OnHandlerDone(*s); });
+    } catch (const std::exception&) {  // no handler started (out of memory)
+      OnHandlerDone(*s);
+    }
   }
   ready_.clear();
 }

@@ -130,6 +130,22 @@ TEST(DescribeOriginal, XOriginalWinsOverXForwarded) {
             "Host: shop.example\n");
 }
 
+// A proxy that sets only X-Original-URI passes its client's own fields on:
+// the client's X-Forwarded-Method and -Host must not describe the request
+// (the sets are never mixed), so the defaults apply.
+TEST(DescribeOriginal, AClientsXForwardedFieldsDoNotFillInNginxsSet) {
+  auto req = CheckRequest();
+  req.set("X-Original-URI", "/api");
+  req.set("X-Forwarded-Method", "POST");
+  req.set("X-Forwarded-Host", "other.example");
+  EXPECT_EQ(DescribeOriginal(req), "");
+  EXPECT_EQ(Describe(req),
+            "GET /api\n"
+            "Host: tollgate-decision:8081\n"
+            "X-Forwarded-Method: POST\n"
+            "X-Forwarded-Host: other.example\n");
+}
+
 TEST(DescribeOriginal, TraefikProblemsNameTraefiksFields) {
   auto absolute = CheckRequest();
   absolute.set("X-Forwarded-Uri", "https://shop.example/");
