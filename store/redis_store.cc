@@ -59,7 +59,7 @@ void RedisStore::Send(std::string command, std::uint16_t slot, CountSink* count,
   Connection* connection = PickConnection(now, slot);
   if (connection == nullptr) {
     if (count != nullptr) count->OnCount({StoreStatus::kUnavailable, 0});
-    if (values != nullptr) values->OnValues({StoreStatus::kUnavailable, {}});
+    if (values != nullptr) values->OnValues({StoreStatus::kUnavailable, {}, {}});
     return;
   }
   Pending p{PendingKind::kCount, count, now + shared_->options.timeout_ms, std::move(command)};

@@ -64,7 +64,12 @@ Identification::Identification(const rules::IdentityResolver& resolver,
                                const rules::ClientCertificate* client_cert)
     : resolver_(resolver), req_(req), lookup_(req) {
   const std::string_view target = req.target();
-  facts_ = {req.method_string(), target.substr(0, target.find('?')), host, route, peer, &lookup_};
+  facts_.method = req.method_string();
+  facts_.path = target.substr(0, target.find('?'));
+  facts_.host = host;
+  facts_.route = route;
+  facts_.peer = peer;
+  facts_.headers = &lookup_;
   facts_.client_cert = client_cert;
   identity_ = resolver.Resolve(facts_);
 }

@@ -102,7 +102,7 @@ struct RedisStore::Pending {
       }
     }
     if (kind == redis::PendingKind::kCount && count != nullptr) count->OnCount({status, 0});
-    if (kind == redis::PendingKind::kCount && values != nullptr) values->OnValues({status, {}});
+    if (kind == redis::PendingKind::kCount && values != nullptr) values->OnValues({status, {}, {}});
   }
 
   // The index of `key` among the keys of `p`, a token_bucket_fused.lua

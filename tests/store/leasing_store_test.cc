@@ -323,7 +323,9 @@ TEST_F(LeasingStoreTest, ATakeRedisCannotAnswerIsAnsweredByTheOnErrorPolicy) {
     EXPECT_NE(r.status, StoreStatus::kOk) << i;
     EXPECT_EQ(r.source, ResultSource::kPolicyDenied) << i;
     EXPECT_FALSE(r.decision.allowed) << i;
-    if (i > 0) EXPECT_TRUE(at_once) << i;
+    if (i > 0) {
+      EXPECT_TRUE(at_once) << i;
+    }
   }
   EXPECT_EQ(stats_.For("r").requests[LeaseStats::kFailed].load(), 1u);
 }
