@@ -116,7 +116,10 @@ TEST_F(RedisStoreTest, ATokenBucketNeverMisreadsStateOfAnotherFormat) {
 TEST_F(RedisStoreTest, ReloadsScriptsAfterFlush) {
   RedisServer redis;
   const LimitSpec spec = FixedWindow(10, 60'000);
-  RedisStore store(io_, OptionsFor(redis), health_);
+  // The decision after the flush waits for the scripts to load again (all
+  // of them, more with each feature): a second, not the usual 50 ms, so a
+  // busy machine cannot time it out.
+  RedisStore store(io_, OptionsFor(redis, 1000), health_);
   ASSERT_EQ(Decide(store, "k", spec).status, StoreStatus::kOk);
   EXPECT_EQ(redis.Command({"SCRIPT", "FLUSH"}), "OK");
   const StoreResult r = Decide(store, "k", spec);
