@@ -66,13 +66,7 @@ class LeaseFleet : public ::testing::Test {
     // to on_error for the failed take's backoff (a loaded machine connects
     // late; the first requests of a test would then be refused).
     for (int g = 0; g < kGateways; ++g) {
-      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-      while (Admin(g, "/readyz").find("\"connections_up\":2") == std::string::npos &&
-             std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      }
-      ASSERT_NE(Admin(g, "/readyz").find("\"connections_up\":2"), std::string::npos)
-          << Admin(g, "/readyz");
+      ASSERT_TRUE(ReadyzShows(g, "\"connections_up\":2")) << Admin(g, "/readyz");
     }
   }
 
@@ -90,6 +84,16 @@ class LeaseFleet : public ::testing::Test {
   std::string Admin(int g, const std::string& target) {
     Client client(admin_ports_[g]);
     return client.Get(target).body();
+  }
+
+  // Whether gateway `g`'s /readyz shows `text` within 10 s (polled).
+  bool ReadyzShows(int g, const std::string& text) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (Admin(g, "/readyz").find(text) == std::string::npos) {
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
   }
 
   // Sends `n` requests for `path` to gateway `g` one after the other; the
@@ -215,12 +219,7 @@ sync = "lease"
         "share", "200ms");
   // Every gateway counts the fleet (a heartbeat a second).
   for (int g = 0; g < kGateways; ++g) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-    while (Admin(g, "/readyz").find("\"gateways\":3") == std::string::npos &&
-           std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-    EXPECT_NE(Admin(g, "/readyz").find("\"gateways\":3"), std::string::npos) << Admin(g, "/readyz");
+    EXPECT_TRUE(ReadyzShows(g, "\"gateways\":3")) << Admin(g, "/readyz");
     EXPECT_EQ(Sample(Admin(g, "/metrics"), "tollgate_cluster_gateways"), 3);
   }
   // Leases taken while Redis answers.
