@@ -190,7 +190,8 @@ json::object KeyObject(const Override& o) {
   return key;
 }
 
-// The JSON an override is stored with in the shared hash.
+// The JSON an override is stored with in the shared hash (and the start
+// of what the API shows of it).
 json::object StoredDoc(const Override& o) {
   json::array limits;
   for (const AdminOverrides::Limit& l : o.limits) {
@@ -258,18 +259,10 @@ std::optional<std::vector<Override>> AdminOverrides::Parse(std::string_view body
 }
 
 json::object AdminOverrides::Describe(const Override& o, std::int64_t now_unix_ms) const {
-  json::array limits;
-  for (const Limit& l : o.limits) {
-    json::object limit{{"limit", l.limit}, {"window", l.window}};
-    if (l.burst) limit["burst"] = *l.burst;
-    limits.emplace_back(std::move(limit));
-  }
-  return {{"rule", o.rule},
-          {"key", KeyObject(o)},
-          {"limits", std::move(limits)},
-          {"expires_unix_ms", o.expires_unix_ms},
-          {"ttl_ms", std::max<std::int64_t>(0, o.expires_unix_ms - now_unix_ms)},
-          {"applies", !dormant_.contains(o.Id())}};
+  json::object out = StoredDoc(o);
+  out["ttl_ms"] = std::max<std::int64_t>(0, o.expires_unix_ms - now_unix_ms);
+  out["applies"] = !dormant_.contains(o.Id());
+  return out;
 }
 
 json::object AdminOverrides::DescribeApplied(const AppliedOverride& o, std::int64_t now_unix_ms) {
