@@ -100,8 +100,16 @@ void LeaseHand::NoteUse(std::int64_t now, std::int64_t cost) {
   last_use_ = now;
 }
 
+std::int64_t LeaseHand::Horizon(std::int64_t now) const {
+  if (held_.empty() || !held_.back().cut_short) return ttl_ms_;
+  return std::clamp<std::int64_t>(held_.back().end_ms - now, 1, ttl_ms_);
+}
+
 std::int64_t LeaseHand::Want(std::int64_t now, std::int64_t need, std::int64_t max_units) const {
-  const std::int64_t want = std::min(std::max<std::int64_t>(Rate(now), 1), max_units);
+  // Units its window's end would strand in this hand are units the other
+  // gateways cannot have in that window.
+  const std::int64_t use = Rate(now) * Horizon(now) / ttl_ms_;
+  const std::int64_t want = std::min(std::max<std::int64_t>(use, 1), max_units);
   return std::max(want, need);
 }
 
@@ -111,14 +119,20 @@ bool LeaseHand::WantsRenewal(std::int64_t now) const {
   // A key used once per lease_ttl or less takes a lease when a request
   // needs one, as a decision would cost.
   if (rate < kBusy) return false;
-  const bool few = in_hand_ * 4 <= rate;
-  const bool ending = held_.empty() || held_.back().end_ms - now <= ttl_ms_ / 4;
+  // Few: less than a quarter of the use expected while a lease taken now
+  // would last.
+  const bool few = in_hand_ * 4 * ttl_ms_ <= rate * Horizon(now);
+  // Near a window's end every lease ends with the window: renewing early
+  // gains nothing, and a renewal that asked again on every answer would
+  // take the window's whole budget into this hand.
+  const bool ending = held_.empty() ||
+                      (!held_.back().cut_short && held_.back().end_ms - now <= ttl_ms_ / 4);
   return few || ending;
 }
 
 std::int64_t LeaseHand::Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
                             std::vector<std::int64_t> stamps) {
-  Held h{units, 0, sent_ms + valid_ms, std::move(stamps), {}};
+  Held h{units, 0, sent_ms + valid_ms, valid_ms < ttl_ms_, std::move(stamps), {}};
   auto at = held_.end();
   while (at != held_.begin() && (at - 1)->end_ms > h.end_ms) --at;
   const std::int64_t end = h.end_ms;

@@ -30,6 +30,10 @@ class LeaseHand {
     std::int64_t left = 0;
     std::int64_t used = 0;
     std::int64_t end_ms = 0;  // local: when its take was sent + valid_ms
+    // Valid for less than lease_ttl: its window (fixed_window's, a
+    // sub-window, two_bucket's bucket) ends first, and so would that of
+    // any lease taken before end_ms.
+    bool cut_short = false;
     std::vector<std::int64_t> stamps;
     // A sliding_log lease's: when its used units were admitted (the times
     // Spend was given), runs of equal times, oldest first; at most `used`
@@ -73,12 +77,13 @@ class LeaseHand {
   bool Blocked(std::int64_t now) const { return blocked_until_ > now; }
   algorithms::Decision Limited(std::int64_t now) const;
 
-  // How many units to ask for: the use over the last lease_ttl (at least
-  // 1, at most `max_units`), and at least `need`.
+  // How many units to ask for: the use over the last lease_ttl, scaled to
+  // Horizon (at least 1, at most `max_units`), and at least `need`.
   std::int64_t Want(std::int64_t now, std::int64_t need, std::int64_t max_units) const;
   // Whether a busy key should ask for its next lease now, in the
   // background: few units left for its rate, or the newest lease ending
-  // within a quarter of lease_ttl.
+  // within a quarter of lease_ttl (unless its window cuts it short: a
+  // lease taken now would end with it).
   bool WantsRenewal(std::int64_t now) const;
 
   // A take sent at `sent_ms` was answered with `units` >= 1 valid for
@@ -99,6 +104,9 @@ class LeaseHand {
  private:
   // Units used over about the last lease_ttl.
   std::int64_t Rate(std::int64_t now) const;
+  // How long a lease taken now would last (ms): lease_ttl, or less when
+  // the newest one in hand is cut short by its window's end.
+  std::int64_t Horizon(std::int64_t now) const;
   // Whether a lease spent to the last unit goes back (see Releases).
   bool ReturnsSpent(std::int64_t now) const;
   void NoteUse(std::int64_t now, std::int64_t cost);

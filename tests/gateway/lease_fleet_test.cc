@@ -337,15 +337,6 @@ TEST_F(LeaseFleet, AReloadThatChangesTheLimitDropsTheOldLimitsLeases) {
            std::to_string(limit) + "\nwindow = \"1d\"\nsync = \"lease\"\nlease_ttl = \"1h\"\n";
   };
   constexpr std::int64_t kDayMs = 86'400'000;
-  // A known defect, found on 2026-11-26 at 23:58 UTC and not yet explained:
-  // with less than lease_ttl left in the fixed window, the second and third
-  // gateways admitted none of their first 10 requests (the first gateway
-  // all 10) although 290 of the 300 were left; with a window ending days
-  // later the same test passes. Skipped there until it is fixed, so that
-  // the reload check below keeps running the other 23 hours of the day.
-  if (kDayMs - NowMs() % kDayMs < 3'600'000 + 60'000) {
-    GTEST_SKIP() << "known defect: leases in the last lease_ttl of a fixed window";
-  }
   Start(rule(300));
   const std::int64_t start_ms = NowMs();
   // One connection per gateway, kept: the same worker thread (and its

@@ -225,6 +225,30 @@ TEST_F(LeasingStoreTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
   EXPECT_EQ(12 + b_allowed, 20);
 }
 
+// A lease cannot outlast its window: near a window's end every lease of a
+// fixed window ends at that end, however early it is renewed. Renewing
+// then gains nothing, and the gateway must not take lease after lease in
+// the background until it holds the window's whole budget.
+TEST_F(LeasingStoreTest, LeasesCutShortByTheWindowsEndAreNotRenewedInALoop) {
+  Gateway a(io_, redis_, clock_, stats_);
+  Gateway b(io_, redis_, clock_, stats_);
+  constexpr std::int64_t kDayMs = 86'400'000;
+  const LimitSpec spec = Leased(FixedWindow(300, kDayMs), 3'600'000, 30);
+  clock_.Set(20 * kDayMs - 120'000);  // two minutes before the day ends
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed) << i;
+    Settle();
+  }
+  // `a` holds at most a lease_max beyond what its rate asks for.
+  EXPECT_LE(a.leasing->UnitsInHand(), 30);
+  int b_allowed = 0;
+  for (int i = 0; i < 10; ++i) {
+    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+    Settle();
+  }
+  EXPECT_EQ(b_allowed, 10);
+}
+
 TEST_F(LeasingStoreTest, GatewaysNeverAdmitMoreThanTheLimit) {
   std::vector<std::unique_ptr<Gateway>> gateways;
   for (int i = 0; i < 3; ++i)
