@@ -4,6 +4,7 @@
 
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <unordered_map>
 
 #include "gateway/core/admission.h"
 #include "gateway/ops/admin_blocks.h"
@@ -195,18 +196,36 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
   const std::int64_t now = clock_.UnixMs();
   if (req.method() == http::verb::put) {
     std::string field, message;
-    std::optional<rules::Block> block = AdminBlocks::Parse(req.body(), now, field, message);
-    if (!block) {
+    bool many = false;
+    std::optional<std::vector<rules::Block>> blocks =
+        AdminBlocks::Parse(req.body(), now, many, field, message);
+    if (!blocks) {
       co_return Error(http::status::bad_request, "bad_request", field + ": " + message,
                       {{"field", field}});
     }
-    json::object shown = AdminBlocks::Describe(*block, now);
-    const std::string id = block->Id();
-    const json::value before = Listed(id, now);
-    const bool stored = co_await blocks_.Put(std::move(*block));
+    // What each id had before (for the audit), found in one pass.
+    const std::vector<rules::Block> current = blocks_.Current();
+    std::unordered_map<std::string, const rules::Block*> in_force;
+    for (const rules::Block& b : current) in_force[b.Id()] = &b;
+    json::array shown;
+    std::vector<std::pair<std::string, json::value>> before;
+    for (const rules::Block& block : *blocks) {
+      shown.emplace_back(AdminBlocks::Describe(block, now));
+      std::string id = block.Id();
+      const auto it = in_force.find(id);
+      json::value was =
+          it == in_force.end() ? json::value(nullptr) : json::value(AdminBlocks::Describe(*it->second, now));
+      before.emplace_back(std::move(id), std::move(was));
+    }
+    const bool stored = co_await blocks_.Put(std::move(*blocks));
     if (!stored) co_return StoreUnavailable();
-    RecordChange(AdminChange::kBlock, caller, "id=" + id, before, shown);
-    co_return Json(http::status::ok, json::object{{"block", std::move(shown)}});
+    // One audit line per block, as separate calls would give.
+    for (std::size_t i = 0; i < shown.size(); ++i) {
+      RecordChange(AdminChange::kBlock, caller, "id=" + before[i].first, before[i].second,
+                   shown[i]);
+    }
+    if (many) co_return Json(http::status::ok, json::object{{"blocks", std::move(shown)}});
+    co_return Json(http::status::ok, json::object{{"block", std::move(shown[0])}});
   }
   if (req.method() == http::verb::delete_) {
     const std::string_view target = req.target();

@@ -1,5 +1,6 @@
 #include "gateway/ops/admin_blocks.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/json/parse.hpp>
@@ -99,16 +100,45 @@ AdminBlocks::AdminBlocks(BlockTable& table, const store::Clock& clock, store::Re
   if (redis != nullptr) shared_.emplace(*redis, "blocks");
 }
 
-std::optional<rules::Block> AdminBlocks::Parse(std::string_view body, std::int64_t now_unix_ms,
-                                               std::string& field, std::string& message) {
+std::optional<std::vector<rules::Block>> AdminBlocks::Parse(std::string_view body,
+                                                            std::int64_t now_unix_ms, bool& many,
+                                                            std::string& field,
+                                                            std::string& message) {
   boost::system::error_code ec;
   const json::value doc = json::parse(body, ec);
-  if (ec || !doc.is_object()) {
+  many = !ec && doc.is_array();
+  if (ec || !(doc.is_object() || many)) {
     field = "body";
-    message = "must be a JSON object";
+    message = "must be a JSON object (a block) or an array of blocks";
     return std::nullopt;
   }
-  return FromJson(doc.as_object(), Source::kApi, now_unix_ms, field, message);
+  if (!many) {
+    std::optional<rules::Block> block =
+        FromJson(doc.as_object(), Source::kApi, now_unix_ms, field, message);
+    if (!block) return std::nullopt;
+    return std::vector<rules::Block>{std::move(*block)};
+  }
+  const json::array& list = doc.as_array();
+  if (list.empty() || list.size() > kMaxPerPut) {
+    field = "body";
+    message = fmt::format("an array of blocks holds 1 to {} of them", kMaxPerPut);
+    return std::nullopt;
+  }
+  std::vector<rules::Block> blocks;
+  blocks.reserve(list.size());
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    std::optional<rules::Block> block =
+        list[i].is_object()
+            ? FromJson(list[i].as_object(), Source::kApi, now_unix_ms, field, message)
+            : std::nullopt;
+    if (!block) {
+      if (!list[i].is_object()) message = "must be a JSON object (a block)";
+      field = fmt::format("[{}]{}{}", i, list[i].is_object() ? "." : "", field);
+      return std::nullopt;
+    }
+    blocks.push_back(std::move(*block));
+  }
+  return blocks;
 }
 
 json::object AdminBlocks::Describe(const rules::Block& block, std::int64_t now_unix_ms) {
@@ -157,10 +187,14 @@ void AdminBlocks::Apply(std::vector<rules::Block> blocks) {
   table_.Set(std::move(list));
 }
 
-Task<bool> AdminBlocks::Put(rules::Block block) {
+Task<bool> AdminBlocks::Put(std::vector<rules::Block> blocks) {
   if (shared_) {
-    std::vector<std::string> id_and_stored{block.Id(),
-                                           AdminHash::Stored(block.expires_unix_ms, StoredDoc(block))};
+    std::vector<std::string> id_and_stored;
+    id_and_stored.reserve(2 * blocks.size());
+    for (const rules::Block& block : blocks) {
+      id_and_stored.push_back(block.Id());
+      id_and_stored.push_back(AdminHash::Stored(block.expires_unix_ms, StoredDoc(block)));
+    }
     const AdminHash::Write write = co_await shared_->Put(std::move(id_and_stored));
     if (write == AdminHash::Write::kFailed) co_return false;
     if (write == AdminHash::Write::kMoved) {
@@ -170,7 +204,7 @@ Task<bool> AdminBlocks::Put(rules::Block block) {
   }
   // Applied here at once; the other gateways see the version move.
   std::vector<rules::Block> next = Current();
-  next.push_back(std::move(block));
+  for (rules::Block& block : blocks) next.push_back(std::move(block));
   Apply(std::move(next));
   co_return true;
 }

@@ -29,19 +29,24 @@ class AdminBlocks {
   // `table`, `clock` and `redis` (null with the local store) must outlive it.
   AdminBlocks(BlockTable& table, const store::Clock& clock, store::RedisStore* redis);
 
-  // A block from a PUT body: exactly one of "ip" (an address or CIDR),
-  // "user" and "header" ({"Name": "value"}), "ttl" (a duration), and
-  // "status" (400-599, default 403). nullopt with `field` and `message`
-  // saying what is wrong.
-  static std::optional<rules::Block> Parse(std::string_view body, std::int64_t now_unix_ms,
-                                           std::string& field, std::string& message);
+  // The blocks of a PUT body: one block, a JSON object with exactly one of
+  // "ip" (an address or CIDR), "user" and "header" ({"Name": "value"}),
+  // "ttl" (a duration), and "status" (400-599, default 403); or an array
+  // of 1 to kMaxPerPut of them (`many` tells which). nullopt with `field`
+  // ("ttl", or "[3].ttl" in an array) and `message` saying what is wrong:
+  // then none of them is set.
+  static constexpr std::size_t kMaxPerPut = 10'000;
+  static std::optional<std::vector<rules::Block>> Parse(std::string_view body,
+                                                        std::int64_t now_unix_ms, bool& many,
+                                                        std::string& field, std::string& message);
   // A block as the API shows it: id, what it matches, status, expires_unix_ms
   // and ttl_ms (what is left of it at now_unix_ms).
   static boost::json::object Describe(const rules::Block& block, std::int64_t now_unix_ms);
 
-  // Adds `block` (or replaces the one with its id). False when the store
-  // did not answer: nothing changed.
-  Task<bool> Put(rules::Block block);
+  // Adds `blocks` (each replacing the one with its id; a later one of the
+  // same id wins), all in one change. False when the store did not answer:
+  // nothing changed.
+  Task<bool> Put(std::vector<rules::Block> blocks);
   // Removes the block with this id: whether there was one; nullopt when the
   // store did not answer.
   Task<std::optional<bool>> Remove(std::string id);

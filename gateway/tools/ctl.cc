@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <fstream>
 #include <optional>
 #include <ostream>
 #include <string_view>
@@ -51,12 +53,73 @@ std::string Text(const json::value& v) {
   return json::serialize(v);
 }
 
-// What one command sends, once its options are read.
+// Bodies sent one after the other: `block --ips-from`'s blocks, as arrays
+// within the admin API's body limit; `lines`, each block's line in the file.
+struct Batch {
+  std::string body;
+  std::vector<std::size_t> lines;
+};
+
+// What one command sends, once its options are read: `body` once, or each
+// of `batches` in turn.
 struct Request {
   std::string method = "GET";
   std::string target;
   std::string body;
+  std::string file;  // block --ips-from
+  std::vector<Batch> batches;
 };
+
+// The admin API reads bodies of at most 64 KiB and arrays of at most
+// 10 000 blocks (AdminBlocks::kMaxPerPut); a batch stays below both.
+constexpr std::size_t kBatchBytes = 60'000;
+constexpr std::size_t kBatchBlocks = 10'000;
+
+// block --ips-from FILE: one address or network a line; blank lines and
+// what follows '#' are skipped. False (with `problem` set) when the file
+// cannot be read or holds none.
+bool IpBatches(const std::string& file, const json::object& common, std::vector<Batch>& batches,
+               std::string& problem) {
+  std::ifstream in(file);
+  if (!in) {
+    problem = "--ips-from: cannot read " + file + ": " + std::strerror(errno);
+    return false;
+  }
+  std::string line;
+  std::size_t number = 0;
+  json::array blocks;
+  Batch batch;
+  std::size_t bytes = 2;
+  const auto flush = [&] {
+    if (blocks.empty()) return;
+    batch.body = json::serialize(blocks);
+    batches.push_back(std::move(batch));
+    batch = {};
+    blocks.clear();
+    bytes = 2;
+  };
+  while (std::getline(in, line)) {
+    ++number;
+    const std::size_t hash = line.find('#');
+    if (hash != std::string::npos) line.resize(hash);
+    const std::size_t from = line.find_first_not_of(" \t\r");
+    if (from == std::string::npos) continue;
+    const std::size_t to = line.find_last_not_of(" \t\r");
+    json::object block = common;
+    block["ip"] = line.substr(from, to - from + 1);
+    const std::size_t size = json::serialize(block).size() + 1;
+    if (bytes + size > kBatchBytes || blocks.size() == kBatchBlocks) flush();
+    bytes += size;
+    blocks.emplace_back(std::move(block));
+    batch.lines.push_back(number);
+  }
+  flush();
+  if (batches.empty()) {
+    problem = "--ips-from: " + file + " names no address";
+    return false;
+  }
+  return true;
+}
 
 // The options of a command: `--name value` pairs.
 class Options {
@@ -206,6 +269,7 @@ std::optional<Request> Build(const std::string& command, Options& options, std::
     if (command == "reset") r.method = "DELETE";
   } else if (command == "block") {
     json::object body;
+    const std::optional<std::string> file = options.Take("ips-from");
     if (auto v = options.Take("ip")) body["ip"] = *v;
     if (auto v = options.Take("user")) body["user"] = *v;
     if (auto option = options.Take("header")) {
@@ -225,7 +289,16 @@ std::optional<Request> Build(const std::string& command, Options& options, std::
     }
     r.method = "PUT";
     r.target = "/api/v1/blocks";
-    r.body = json::serialize(body);
+    if (file) {
+      if (body.contains("ip") || body.contains("user") || body.contains("header")) {
+        problem = "--ips-from takes the place of --ip, --user and --header";
+        return std::nullopt;
+      }
+      r.file = *file;
+      if (!IpBatches(*file, body, r.batches, problem)) return std::nullopt;
+    } else {
+      r.body = json::serialize(body);
+    }
   } else if (command == "unblock") {
     const std::optional<std::string> id = options.Take("id");
     if (!id) {
@@ -402,6 +475,70 @@ void Print(const std::string& command, const json::object& doc, std::ostream& ou
   }
 }
 
+// The JSON object of a successful answer; nullopt, with the server's error
+// printed to `err`, otherwise. A refused batch of `file` names the line of
+// the block the error is about.
+std::optional<json::object> Answered(const AdminReply& reply, const Batch* batch,
+                                     const std::string& file, std::ostream& err) {
+  if (reply.status == 0) {
+    err << "tollgate ctl: " << reply.error << "\n";
+    return std::nullopt;
+  }
+  boost::system::error_code ec;
+  json::value doc = json::parse(reply.body, ec);
+  if (ec || !doc.is_object()) {
+    err << "tollgate ctl: " << reply.status << " with a body that is not JSON\n";
+    return std::nullopt;
+  }
+  json::object& object = doc.as_object();
+  if (reply.status < 300) return std::move(object);
+  std::string message = object.contains("message") ? Text(object.at("message")) : "";
+  // "[3].ip: ..." of a batch: "FILE:LINE: ip: ...".
+  if (batch != nullptr && message.starts_with("[")) {
+    const std::size_t index = std::strtoul(message.c_str() + 1, nullptr, 10);
+    const std::size_t close = message.find(']');
+    if (index < batch->lines.size() && close != std::string::npos) {
+      std::size_t rest = close + 1;
+      if (rest < message.size() && message[rest] == '.') ++rest;
+      message = file + ":" + std::to_string(batch->lines[index]) + ": " + message.substr(rest);
+    }
+  }
+  err << "tollgate ctl: " << reply.status << " "
+      << (object.contains("error") ? Text(object.at("error")) : "error") << ": " << message
+      << "\n";
+  if (object.contains("rules")) err << "rules: " << json::serialize(object.at("rules")) << "\n";
+  return std::nullopt;
+}
+
+// Sends `request`'s batches in turn and stops at the first one refused (the
+// ones before it stay set: each batch is one change).
+int SendBatches(const Request& request, AdminCall call, bool as_json, std::ostream& out,
+                std::ostream& err) {
+  std::size_t total = 0;
+  for (const Batch& batch : request.batches) total += batch.lines.size();
+  json::array all;
+  for (const Batch& batch : request.batches) {
+    call.body = batch.body;
+    std::optional<json::object> doc = Answered(CallAdmin(call), &batch, request.file, err);
+    if (!doc) {
+      if (!all.empty()) {
+        err << "tollgate ctl: " << all.size() << " of the " << total
+            << " blocks before that one were set\n";
+      }
+      return 1;
+    }
+    for (json::value& b : doc->at("blocks").as_array()) all.emplace_back(std::move(b));
+  }
+  if (as_json) {
+    out << json::serialize(json::object{{"blocks", std::move(all)}});
+    return 0;
+  }
+  const json::object& first = all.front().as_object();
+  out << "blocked " << all.size() << " addresses and networks from " << request.file << " for "
+      << Seconds(first.at("ttl_ms")) << " s (status " << Text(first.at("status")) << ")\n";
+  return 0;
+}
+
 }  // namespace
 
 int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream& err) {
@@ -449,29 +586,16 @@ int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream
   call.target = request->target;
   call.body = request->body;
   if (const char* token = std::getenv(token_env.c_str())) call.token = token;
+  if (!request->batches.empty()) {
+    return SendBatches(*request, std::move(call), as_json, out, err);
+  }
   const AdminReply reply = CallAdmin(call);
-  if (reply.status == 0) {
-    err << "tollgate ctl: " << reply.error << "\n";
-    return 1;
-  }
-  boost::system::error_code ec;
-  const json::value doc = json::parse(reply.body, ec);
-  if (ec || !doc.is_object()) {
-    err << "tollgate ctl: " << reply.status << " with a body that is not JSON\n";
-    return 1;
-  }
-  const json::object& object = doc.as_object();
-  if (reply.status >= 300) {
-    err << "tollgate ctl: " << reply.status << " "
-        << (object.contains("error") ? Text(object.at("error")) : "error") << ": "
-        << (object.contains("message") ? Text(object.at("message")) : "") << "\n";
-    if (object.contains("rules")) err << "rules: " << json::serialize(object.at("rules")) << "\n";
-    return 1;
-  }
+  const std::optional<json::object> doc = Answered(reply, nullptr, "", err);
+  if (!doc) return 1;
   if (as_json) {
     out << reply.body;
   } else {
-    Print(command, object, out);
+    Print(command, *doc, out);
   }
   return 0;
 }

@@ -18,7 +18,8 @@ inline constexpr char kCtlUsage[] = R"(usage: tollgate ctl [--admin URL] [--toke
   rules                                     the rules in force
   keys  --rule NAME KEY...                  a key's state, window by window
   reset --rule NAME KEY...                  reset a key
-  block (--ip CIDR | --user U | --header NAME=VALUE) --ttl DURATION [--status N]
+  block (--ip CIDR | --user U | --header NAME=VALUE | --ips-from FILE) --ttl DURATION [--status N]
+                                            FILE: one address or network a line (# comments)
   unblock --id ID                           remove a block (its id as `blocks` lists it)
   blocks                                    the blocks in force
   override set --rule NAME KEY... --limit N --window DURATION [--burst N]... --ttl DURATION

@@ -142,7 +142,11 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
            {R"({"user":"x","ttl":"1m","status":200})", "status"},
            {R"({"user":"x","ttl":"1m","colour":"red"})", "colour"},
            {R"({"header":{"A":"1","B":"2"},"ttl":"1m"})", "header"},
-           {R"(["user"])", "body"},
+           {R"(["user"])", "[0]"},
+           {R"([])", "body"},
+           {R"("user")", "body"},
+           // One bad block in an array: none of them is set.
+           {R"([{"user":"x","ttl":"1m"},{"ip":"bad","ttl":"1m"}])", "[1].ip"},
        }) {
     const Response res = Admin(admin, "PUT", "/api/v1/blocks", c.body);
     EXPECT_EQ(res.result_int(), 400) << c.body;
@@ -155,6 +159,33 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
   EXPECT_EQ(json::parse(Admin(admin, "GET", "/api/v1/blocks").body()).at("blocks").as_array().size(),
             0u);
   EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-User-Id: x\r\n").result_int(), 200);
+}
+
+// An array of blocks is one change: each block is set (a later one of the
+// same id replacing an earlier), and the answer lists them as given.
+TEST_F(Blocks, AnArrayOfBlocksIsSetInOneCall) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config(), echo->port());
+  const Response res = Admin(gateway.admin_port(), "PUT", "/api/v1/blocks",
+                             R"([{"ip":"203.0.113.0/24","ttl":"1h"},)"
+                             R"({"user":"mallory","ttl":"10m","status":451},)"
+                             R"({"header":{"X-Api-Key":"leaked"},"ttl":"1d"},)"
+                             R"({"user":"mallory","ttl":"10m","status":429}])");
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  const json::value doc = json::parse(res.body());
+  const json::array& answered = doc.at("blocks").as_array();
+  ASSERT_EQ(answered.size(), 4u);
+  EXPECT_EQ(answered[1].at("id").as_string(), "user:mallory");
+  EXPECT_EQ(answered[3].at("status").as_int64(), 429);
+  const json::array listed =
+      json::parse(Admin(gateway.admin_port(), "GET", "/api/v1/blocks").body())
+          .at("blocks")
+          .as_array();
+  EXPECT_EQ(listed.size(), 3u);
+  EXPECT_EQ(From(gateway.port(), "203.0.113.7").result_int(), 403);
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-User-Id: mallory\r\n").result_int(), 429);
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-Api-Key: leaked\r\n").result_int(), 403);
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1").result_int(), 200);
 }
 
 // Polls `check` for up to 3 s: a change on one gateway reaches another by
@@ -177,6 +208,14 @@ TEST_F(Blocks, SharedThroughRedisByEveryGateway) {
   ASSERT_EQ(Admin(a.admin_port(), "PUT", "/api/v1/blocks", R"({"ip":"203.0.113.0/24","ttl":"1m"})")
                 .result_int(),
             200);
+  // An array's blocks too, in one script call.
+  ASSERT_EQ(Admin(a.admin_port(), "PUT", "/api/v1/blocks",
+                  R"([{"user":"u1","ttl":"1m"},{"user":"u2","ttl":"1m"}])")
+                .result_int(),
+            200);
+  EXPECT_TRUE(Eventually([&] {
+    return From(b.port(), "198.51.100.1", "X-User-Id: u2\r\n").result_int() == 403;
+  }));
   // At once on the gateway that took the call, and soon on the other.
   EXPECT_EQ(From(a.port(), "203.0.113.9").result_int(), 403);
   EXPECT_TRUE(Eventually([&] { return From(b.port(), "203.0.113.9").result_int() == 403; }));
@@ -184,7 +223,7 @@ TEST_F(Blocks, SharedThroughRedisByEveryGateway) {
                 .at("blocks")
                 .as_array()
                 .size(),
-            1u);
+            3u);
   // A block ends at its ttl on every gateway's clock.
   b.clock().Advance(60'000);
   EXPECT_EQ(From(b.port(), "203.0.113.9").result_int(), 200);

@@ -87,6 +87,39 @@ TEST_F(Ctl, BlocksAndUnblocks) {
   EXPECT_EQ(out, "tollgate ctl: 404 unknown_block: no block with id \"user:mallory\"\n");
 }
 
+// A blocklist file: one address or network a line, comments and blank
+// lines skipped, sent in batches within the admin API's body limit; a bad
+// line is named by its number, and the batches before it stay set.
+TEST_F(Ctl, BlocksAFileOfAddressesInBatches) {
+  std::string list = "# a feed\n\n203.0.113.0/24  # a network\n";
+  for (int i = 0; i < 2500; ++i) {
+    list += "10.0." + std::to_string(i / 250) + "." + std::to_string(i % 250) + "\n";
+  }
+  const std::string file = dir_.Write("feed.txt", list);
+  std::string out;
+  ASSERT_EQ(Run("block --ips-from " + file + " --ttl 1h --status 451", out), 0) << out;
+  EXPECT_EQ(out, "blocked 2501 addresses and networks from " + file + " for 3600 s (status 451)\n");
+  ASSERT_EQ(Run("--json blocks", out), 0);
+  EXPECT_EQ(boost::json::parse(out).at("blocks").as_array().size(), 2501u);
+  Client client(gateway_->port());
+  EXPECT_EQ(client.Get("/x").result_int(), 200);  // 127.0.0.1 is not in the list
+
+  // Line 2003 is bad: the first batch (more than 1000 blocks) was set.
+  std::string bad;
+  for (int i = 0; i < 2500; ++i) bad += (i == 2002 ? "10.1.300.1" : "10.1.0." + std::to_string(i % 250)) + std::string("\n");
+  const std::string bad_file = dir_.Write("bad.txt", bad);
+  EXPECT_EQ(Run("block --ips-from " + bad_file + " --ttl 1h", out), 1);
+  EXPECT_NE(out.find("tollgate ctl: 400 bad_request: " + bad_file + ":2003: ip: must be"),
+            std::string::npos)
+      << out;
+  EXPECT_NE(out.find(" of the 2500 blocks before that one were set"), std::string::npos) << out;
+
+  EXPECT_EQ(Run("block --ips-from " + file + " --user x --ttl 1h", out), 2);
+  EXPECT_NE(out.find("--ips-from takes the place of --ip, --user and --header"), std::string::npos);
+  EXPECT_EQ(Run("block --ips-from " + dir_.path() + "/none.txt --ttl 1h", out), 2);
+  EXPECT_NE(out.find("--ips-from: cannot read "), std::string::npos) << out;
+}
+
 TEST_F(Ctl, OverridesSetListAndRemove) {
   std::string out;
   ASSERT_EQ(
