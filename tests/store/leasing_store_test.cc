@@ -230,23 +230,30 @@ TEST_F(LeasingStoreTest, UnusedUnitsGoBackWhenTheLeaseEnds) {
 // then gains nothing, and the gateway must not take lease after lease in
 // the background until it holds the window's whole budget.
 TEST_F(LeasingStoreTest, LeasesCutShortByTheWindowsEndAreNotRenewedInALoop) {
-  Gateway a(io_, redis_, clock_, stats_);
-  Gateway b(io_, redis_, clock_, stats_);
   constexpr std::int64_t kDayMs = 86'400'000;
-  const LimitSpec spec = Leased(FixedWindow(300, kDayMs), 3'600'000, 30);
-  clock_.Set(20 * kDayMs - 120'000);  // two minutes before the day ends
-  for (int i = 0; i < 10; ++i) {
-    ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed) << i;
-    Settle();
+  std::int64_t day = 20;
+  for (const algorithms::Algorithm algorithm :
+       {algorithms::Algorithm::kFixedWindow, algorithms::Algorithm::kTwoBucket,
+        algorithms::Algorithm::kSubWindow}) {
+    SCOPED_TRACE(std::string(algorithms::AlgorithmName(algorithm)));
+    Gateway a(io_, redis_, clock_, stats_);
+    Gateway b(io_, redis_, clock_, stats_);
+    const LimitSpec spec =
+        Leased(LimitSpec::Make({Window(algorithm, 300, kDayMs)}), 3'600'000, 30);
+    clock_.Set(++day * kDayMs - 120'000);  // two minutes before a day ends
+    for (int i = 0; i < 10; ++i) {
+      ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed) << i;
+      Settle();
+    }
+    // `a` holds at most a lease_max beyond what its rate asks for.
+    EXPECT_LE(a.leasing->UnitsInHand(), 30);
+    int b_allowed = 0;
+    for (int i = 0; i < 10; ++i) {
+      b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
+      Settle();
+    }
+    EXPECT_EQ(b_allowed, 10);
   }
-  // `a` holds at most a lease_max beyond what its rate asks for.
-  EXPECT_LE(a.leasing->UnitsInHand(), 30);
-  int b_allowed = 0;
-  for (int i = 0; i < 10; ++i) {
-    b_allowed += Decide(*b.leasing, "k", spec).decision.allowed ? 1 : 0;
-    Settle();
-  }
-  EXPECT_EQ(b_allowed, 10);
 }
 
 TEST_F(LeasingStoreTest, GatewaysNeverAdmitMoreThanTheLimit) {
