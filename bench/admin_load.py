@@ -17,8 +17,9 @@ import os
 import sys
 import time
 
-# Overrides per PUT: an array of them, within the API's 64 KiB bodies.
-OVERRIDES_PER_CALL = 400
+# Blocks or overrides per PUT: an array of them, within the API's 64 KiB
+# bodies.
+PER_CALL = 400
 
 
 def main():
@@ -35,6 +36,7 @@ def main():
         return json.loads(data)
 
     start = time.monotonic()
+    batch = []
     for i in range(blocks):
         kind = i % 4
         n = i // 4
@@ -47,14 +49,16 @@ def main():
         else:
             block = {"header": {"X-Api-Key": f"key-{n}"}}
         block["ttl"] = "1h"
-        call("PUT", "/api/v1/blocks", block)
-    batch = []
+        batch.append(block)
+        if len(batch) == PER_CALL or i + 1 == blocks:
+            call("PUT", "/api/v1/blocks", batch)
+            batch = []
     for i in range(overrides):
         batch.append({"rule": rule,
                       "key": {"ip": f"198.{18 + (i >> 16 & 1)}.{i >> 8 & 255}.{i & 255}"},
                       "limits": [{"limit": 1000, "window": "1s", "burst": 1000}],
                       "ttl": "1h"})
-        if len(batch) == OVERRIDES_PER_CALL or i + 1 == overrides:
+        if len(batch) == PER_CALL or i + 1 == overrides:
             call("PUT", "/api/v1/overrides", batch)
             batch = []
     listed_blocks = len(call("GET", "/api/v1/blocks")["blocks"])
