@@ -122,12 +122,16 @@ void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
   // fields: the limited one with the longest wait, else the one closest to
   // its limit among the rules that show their fields.
   const DescriptorVerdict* limited = nullptr;
+  const DescriptorVerdict* refused = nullptr;  // over, by no rule: a block
   const DescriptorVerdict* closest = nullptr;
   for (const DescriptorVerdict& v : verdicts) {
     auto* status = response.add_statuses();
     status->set_code(v.over_limit ? rls::RateLimitResponse::OVER_LIMIT
                                   : rls::RateLimitResponse::OK);
-    if (v.rule == nullptr || v.rule->limit == nullptr) continue;
+    if (v.rule == nullptr || v.rule->limit == nullptr) {
+      if (v.over_limit && refused == nullptr) refused = &v;
+      continue;
+    }
     const algorithms::Decision& d = v.decision;
     const std::size_t w = std::min<std::size_t>(d.window, v.rule->limit->windows.size() - 1);
     const algorithms::LimitParams& window = v.rule->limit->windows[w];
@@ -153,10 +157,13 @@ void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
   response.set_overall_code(over ? rls::RateLimitResponse::OVER_LIMIT
                                  : rls::RateLimitResponse::OK);
   std::string lines;
-  if (limited != nullptr) {
-    AppendRateLimitHeaders(*limited->rule, limited->decision, lines);
-    const Answer answer = Limited(*limited->rule, limited->decision);
-    lines += fmt::format("Retry-After: {}\r\n", RetryAfterSeconds(answer));
+  // A block speaks before a rule: no wait for the rule makes it pass.
+  if (refused != nullptr || limited != nullptr) {
+    const Answer answer =
+        refused != nullptr ? refused->refusal : Limited(*limited->rule, limited->decision);
+    if (refused == nullptr) AppendRateLimitHeaders(*limited->rule, limited->decision, lines);
+    const std::int64_t retry_after_s = RetryAfterSeconds(answer);
+    if (retry_after_s > 0) lines += fmt::format("Retry-After: {}\r\n", retry_after_s);
     std::string body;
     AppendAnswerBody(answer, body);
     response.set_raw_body(std::move(body));

@@ -14,6 +14,7 @@
 
 #include "algorithms/limit.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
+#include "gateway/core/respond.h"
 #include "rules/rule.h"
 
 namespace tollgate::gateway {
@@ -47,14 +48,17 @@ struct DescriptorVerdict {
   // closest to its limit) and its decision; null: no rule applied.
   const rules::RuleConfig* rule = nullptr;
   algorithms::Decision decision;
+  // Over the limit: the answer a proxied request would have had (a rule's
+  // 429, or an admin block's).
+  Answer refusal;
 };
 
 // The answer: overall_code (OVER_LIMIT when any descriptor is), one
 // DescriptorStatus per verdict (code, current_limit, limit_remaining,
 // duration_until_reset), the RateLimit fields of the rule that speaks for
 // the whole call (and Retry-After when over the limit) in
-// response_headers_to_add, and a limited call's JSON body (the proxy's
-// 429 body) in raw_body.
+// response_headers_to_add, and a refused call's JSON body (the proxy's 429
+// body, or an admin block's) in raw_body.
 void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
                             rls::RateLimitResponse& response);
 

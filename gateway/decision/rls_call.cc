@@ -167,6 +167,7 @@ Task<bool> RlsCall::Decide() {
       verdict.over_limit = true;
       verdict.rule = answer_.rule;
       verdict.decision = answer_.decision;
+      verdict.refusal = answer_;
       if (answer_.refusal == Refusal::kRateLimited && ex_.retry_after_ms < 0) {
         ex_.retry_after_ms = answer_.decision.retry_after_ms;
       }

@@ -304,6 +304,31 @@ TEST_F(DecisionService, RlsMalformedMessagesAndOtherMethods) {
   EXPECT_TRUE(Contains(out, "7 status 0 code=OK limit=login 3/MINUTE remaining=2 "));
 }
 
+// A client blocked through the admin API is OVER_LIMIT by no rule, with
+// the block's Retry-After and body for Envoy to pass on.
+TEST_F(DecisionService, RlsBlockedClient) {
+  TempDir dir;
+  const std::string token = "0123456789abcdef0123456789abcdef-admin";
+  const std::string token_file = dir.Write("token", token);
+  if (!echo_) echo_ = StartEcho();
+  std::string config =
+      BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + std::string(kRlsRules));
+  config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_file + "\"\n");
+  gateway_ = std::make_unique<TestGateway>(config, echo_->port(), TestClock::kManual);
+  const std::string block = R"({"ip":"127.0.0.1","ttl":"10m"})";
+  Client admin(gateway_->admin_port());
+  admin.Send("PUT /api/v1/blocks HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + token +
+             "\r\nContent-Length: " + std::to_string(block.size()) + "\r\n\r\n" + block);
+  ASSERT_EQ(admin.Read().result_int(), 200);
+  const std::string out = Rls({RlsCall({kLogin})});
+  EXPECT_TRUE(Contains(out,
+                       "0 code=OK overall=OVER_LIMIT\n"
+                       "0 status 0 code=OVER_LIMIT\n"
+                       "0 header Retry-After: 600\n"
+                       "0 body {\"error\":\"blocked\",\"message\":\"requests of this client are "
+                       "blocked\",\"status\":403}\n"));
+}
+
 // Redis down: on_error = "deny" ends the call UNAVAILABLE (so Envoy's
 // failure_mode_deny decides), "allow" answers OK, "local" decides with the
 // gateway's own store.

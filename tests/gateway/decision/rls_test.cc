@@ -257,6 +257,25 @@ TEST(BuildRateLimitResponse, OneOverLimitMakesTheWholeAnswerOverLimit) {
             "{\"error\":\"rate_limited\",\"rule\":\"login\",\"retry_after_ms\":30000}\n");
 }
 
+// A client the admin API blocks is over the limit by no rule: the answer
+// carries the block's Retry-After and body, as a proxied request's 403.
+TEST(BuildRateLimitResponse, ABlockedClientGetsTheBlocksRetryAfterAndBody) {
+  const Rules rules(kRules);
+  rls::RateLimitResponse response;
+  DescriptorVerdict blocked = Verdict(nullptr, true, 0, 0);
+  blocked.refusal = RefuseWithStatus(Refusal::kBlocked, 403, 600);
+  BuildRateLimitResponse({Verdict(&rules[0], true, 0, 30'000, 30'000), blocked}, response);
+  EXPECT_EQ(response.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  ASSERT_EQ(response.statuses_size(), 2);
+  EXPECT_EQ(response.statuses(1).code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_FALSE(response.statuses(1).has_current_limit());
+  // The block speaks for the call: waiting for the rule would not pass it.
+  EXPECT_EQ(Headers(response), "Retry-After: 600\n");
+  EXPECT_EQ(response.raw_body(),
+            "{\"error\":\"blocked\",\"message\":\"requests of this client are blocked\","
+            "\"status\":403}\n");
+}
+
 // When over the limit, a descriptor resets when it may pass again: a
 // sliding log's retry comes later than its window's reset.
 TEST(BuildRateLimitResponse, OverLimitResetsWhenTheRetryMayPass) {
