@@ -61,7 +61,7 @@ void AddFields(const Fields& fields, HeaderList& list, bool no_content_length) {
     }
     if (ConnectionSpecific(known)) continue;
     if (no_content_length && known == http::field::content_length) continue;
-    list.AddView(http2_detail::LowerName(known), field.value());
+    list.AddStaticName(http2_detail::LowerName(known), field.value());
   }
 }
 
@@ -436,7 +436,7 @@ ErrorCode Http2Stream::SubmitResponse(const http::response_header<Fields>& head,
   status_text[3] = '\0';
   HeaderList& list = connection_.headers_;
   list.Clear();
-  list.AddView(":status", std::string_view(status_text, 3));
+  list.AddStaticName(":status", std::string_view(status_text, 3));
   AddFields(head, list, interim || status == 204);
   const nghttp2_nv* nva = list.Get();
   nghttp2_session* session = connection_.session_;

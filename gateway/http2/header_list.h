@@ -58,8 +58,9 @@ inline std::string_view LowerName(boost::beast::http::field f) {
 }
 
 // Name/value pairs for nghttp2, which copies them when the frame is
-// submitted. Names are handed over in lower case, as HTTP/2 requires. Add
-// copies name and value into one buffer of the list's (the list may outlive
+// submitted (but for AddStaticName's names, which live for the program).
+// Names are handed over in lower case, as HTTP/2 requires. Add copies name
+// and value into one buffer of the list's (the list may outlive
 // what it was built from); AddView copies nothing it need not, for a list
 // submitted before its sources change. Clear() keeps the storage, so that a
 // list reused for every response allocates nothing once it has grown.
@@ -80,21 +81,32 @@ class HeaderList {
                      bytes_.begin() + static_cast<std::ptrdiff_t>(at), Lower);
     }
     bytes_.append(value);
-    fields_.push_back(Field{nullptr, nullptr, at, at + name.size(), name.size(), value.size()});
+    fields_.push_back(Field{nullptr, nullptr, at, at + name.size(), name.size(), value.size(),
+                            NGHTTP2_NV_FLAG_NONE});
   }
 
   // Copies neither when `name` is in lower case (the name lower-cased when
   // not): both must stay valid until the list has been submitted.
   void AddView(std::string_view name, std::string_view value) {
     if (!HasUpper(name)) {
-      fields_.push_back(Field{name.data(), value.data(), 0, 0, name.size(), value.size()});
+      fields_.push_back(Field{name.data(), value.data(), 0, 0, name.size(), value.size(),
+                              NGHTTP2_NV_FLAG_NONE});
       return;
     }
     const std::size_t at = bytes_.size();
     bytes_.resize(at + name.size());
     std::transform(name.begin(), name.end(), bytes_.begin() + static_cast<std::ptrdiff_t>(at),
                    Lower);
-    fields_.push_back(Field{nullptr, value.data(), at, 0, name.size(), value.size()});
+    fields_.push_back(Field{nullptr, value.data(), at, 0, name.size(), value.size(),
+                            NGHTTP2_NV_FLAG_NONE});
+  }
+
+  // A lower-case name in storage that lives for the program (LowerName's,
+  // a literal), not scanned and not copied by nghttp2 either
+  // (NGHTTP2_NV_FLAG_NO_COPY_NAME); the value as AddView's.
+  void AddStaticName(std::string_view lower_name, std::string_view value) {
+    fields_.push_back(Field{lower_name.data(), value.data(), 0, 0, lower_name.size(),
+                            value.size(), NGHTTP2_NV_FLAG_NO_COPY_NAME});
   }
 
   void Clear() {
@@ -111,7 +123,7 @@ class HeaderList {
     };
     for (const Field& f : fields_) {
       nv_.push_back(nghttp2_nv{at(f.name, f.name_at), at(f.value, f.value_at), f.name_size,
-                               f.value_size, NGHTTP2_NV_FLAG_NONE});
+                               f.value_size, f.flags});
     }
     return nv_.data();
   }
@@ -130,6 +142,7 @@ class HeaderList {
     std::size_t value_at;
     std::size_t name_size;
     std::size_t value_size;
+    std::uint8_t flags;  // NGHTTP2_NV_FLAG_*
   };
   std::string bytes_;
   std::vector<Field> fields_;
