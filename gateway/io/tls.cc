@@ -158,6 +158,10 @@ std::unique_ptr<ServerTls> ServerTls::Create(const rules::ListenerConfig& listen
     SSL_CTX_set_cipher_list(native, kCiphers);
     SSL_CTX_set_options(
         native, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
+    // The chain sent is the certificate file's, as nginx sends it: without
+    // this, a full handshake whose file holds no chain builds one from the
+    // context's store (the client CAs) each time, X509_verify_cert and all.
+    SSL_CTX_set_mode(native, SSL_MODE_NO_AUTO_CHAIN);
     if (SSL_CTX_use_certificate_chain_file(native, c.cert_file.c_str()) != 1) {
       error = "cannot use certificate " + c.cert_file + ": " + OpenSslError();
       return nullptr;

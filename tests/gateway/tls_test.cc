@@ -4,6 +4,7 @@
 #include <openssl/x509.h>
 
 #include <boost/asio/ssl.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/http.hpp>
 
 #include "test_support.h"
@@ -101,6 +102,90 @@ TEST(Tls, UpstreamOverVerifiedTls) {
   TestGateway mismatched(wrong, inner.port());
   Client c2(mismatched.port());
   EXPECT_EQ(c2.Get("/").result_int(), 502);
+}
+
+
+// A refusal sent while the request body is still unread: the gateway
+// closes (the body would be taken for the next request), and a socket
+// closed with bytes unread resets the connection, which may destroy the
+// answer before the client reads it. A naive client, as many are, writes
+// its whole body before it reads anything; it must still get the 429. The
+// body (8 MiB) is larger than what loopback's socket buffers hold, so the
+// client is still writing when the gateway answers and closes.
+constexpr std::size_t kLargeBody = 8 * 1024 * 1024;
+const char kLimitedRoute[] = R"(
+[[rules]]
+name = "one"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1d"
+)";
+
+std::string PostHead(std::size_t body_size) {
+  return "POST /upload HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/octet-stream\r\n"
+         "Content-Length: " +
+         std::to_string(body_size) + "\r\n\r\n";
+}
+
+// Writes the head and the whole body, ignoring a failed write (the gateway
+// may have closed), then reads the answer.
+template <typename Stream>
+int PostLargeThenRead(Stream& stream) {
+  const std::string head = PostHead(kLargeBody);
+  const std::string body(kLargeBody, 'x');
+  boost::system::error_code ec;
+  asio::write(stream, asio::buffer(head), ec);
+  if (!ec) asio::write(stream, asio::buffer(body), ec);
+  boost::beast::flat_buffer buffer;
+  Response res;
+  http::read(stream, buffer, res, ec);
+  if (ec) ADD_FAILURE() << "reading the answer: " << ec.message();
+  return ec ? 0 : res.result_int();
+}
+
+TEST(Tls, RefusalWithTheBodyUnreadReachesTheClient) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "localhost");
+  auto echo = StartEcho();
+  std::string config = BasicConfig(kLimitedRoute);
+  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
+                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
+                     "\" }");
+  TestGateway gateway(config, echo->port());
+  asio::io_context io;
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.load_verify_file(cert);
+  ctx.set_verify_mode(ssl::verify_peer);
+  for (int i = 0; i < 3; ++i) {
+    SCOPED_TRACE(i);
+    ssl::stream<tcp::socket> stream(io, ctx);
+    SSL_set_tlsext_host_name(stream.native_handle(), "localhost");
+    stream.next_layer().connect({asio::ip::make_address("127.0.0.1"), gateway.port()});
+    stream.handshake(ssl::stream_base::client);
+    if (i == 0) {  // takes the one request the rule allows
+      http::request<http::empty_body> req{http::verb::get, "/", 11};
+      req.set(http::field::host, "localhost");
+      http::write(stream, req);
+      boost::beast::flat_buffer buffer;
+      Response res;
+      http::read(stream, buffer, res);
+      EXPECT_EQ(res.result_int(), 200);
+      continue;
+    }
+    EXPECT_EQ(PostLargeThenRead(stream), 429);
+  }
+}
+
+TEST(Tls, RefusalWithTheBodyUnreadReachesAPlainClient) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(kLimitedRoute), echo->port());
+  EXPECT_EQ(Client(gateway.port()).Get("/").result_int(), 200);
+  for (int i = 0; i < 2; ++i) {
+    SCOPED_TRACE(i);
+    Client client(gateway.port());
+    EXPECT_EQ(PostLargeThenRead(client.socket()), 429);
+  }
 }
 
 }  // namespace
