@@ -244,12 +244,24 @@ void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
   }
 }
 
-void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme) {
+namespace {
+
+// What PrepareForwardedRequest sets, gathered in its one walk over the
+// fields (which removes what it replaces).
+struct ForwardedFields {
+  std::string chain;       // X-Forwarded-For
+  std::string_view proto;  // X-Forwarded-Proto
+  std::string_view host;   // X-Forwarded-Host: the first Host field's (it stays in place)
+  bool real_ip = false;    // X-Real-IP is there already
+  std::string forwarded;   // Forwarded, when the request had one
+};
+
+ForwardedFields CollectForwarded(Fields& fields, std::string_view client_ip, Scheme scheme) {
   RemoveHopByHopKeeping(fields, kRealIp);  // ScrubIdentityFields' for a trusted proxy
-  std::string chain;
-  std::string forwarded;
-  bool real_ip = false;
-  std::string_view host;  // the first Host field's value (it stays in place)
+  ForwardedFields out;
+  std::string& chain = out.chain;
+  std::string& forwarded = out.forwarded;
+  std::string_view& host = out.host;
   for (auto it = fields.begin(); it != fields.end();) {
     if (it->name() == http::field::host) {
       if (host.empty()) host = it->value();
@@ -277,28 +289,52 @@ void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme 
         it = fields.erase(it);
         continue;
       }
-      if (real == Spelling::kSame) real_ip = true;
+      if (real == Spelling::kSame) out.real_ip = true;
     }
     ++it;
   }
   if (!chain.empty()) chain += ", ";
   chain.append(client_ip);
-  const std::string_view proto = scheme == Scheme::kHttps ? "https" : "http";
-  fields.insert(http::field::unknown, kForwardedFor, chain);
-  fields.insert(http::field::unknown, kForwardedProto, proto);
-  if (!host.empty()) fields.insert(http::field::unknown, kForwardedHost, host);
-  if (!real_ip) fields.insert(http::field::unknown, kRealIp, client_ip);
+  out.proto = scheme == Scheme::kHttps ? "https" : "http";
   if (!forwarded.empty()) {
     forwarded += ", for=";
     AppendForwardedValue(client_ip, true, forwarded);
     forwarded += ";proto=";
-    forwarded += proto;
+    forwarded += out.proto;
     if (!host.empty()) {
       forwarded += ";host=";
       AppendForwardedValue(host, false, forwarded);
     }
-    fields.insert(http::field::forwarded, forwarded);
   }
+  return out;
+}
+
+void AppendLine(std::string_view name, std::string_view value, std::string& lines) {
+  lines.append(name.data(), name.size());
+  lines.append(": ");
+  lines.append(value.data(), value.size());
+  lines.append("\r\n");
+}
+
+}  // namespace
+
+void PrepareForwardedRequest(Fields& fields, std::string_view client_ip, Scheme scheme) {
+  const ForwardedFields f = CollectForwarded(fields, client_ip, scheme);
+  fields.insert(http::field::unknown, kForwardedFor, f.chain);
+  fields.insert(http::field::unknown, kForwardedProto, f.proto);
+  if (!f.host.empty()) fields.insert(http::field::unknown, kForwardedHost, f.host);
+  if (!f.real_ip) fields.insert(http::field::unknown, kRealIp, client_ip);
+  if (!f.forwarded.empty()) fields.insert(http::field::forwarded, f.forwarded);
+}
+
+void PrepareForwardedLines(Fields& fields, std::string_view client_ip, Scheme scheme,
+                           std::string& lines) {
+  const ForwardedFields f = CollectForwarded(fields, client_ip, scheme);
+  AppendLine(kForwardedFor, f.chain, lines);
+  AppendLine(kForwardedProto, f.proto, lines);
+  if (!f.host.empty()) AppendLine(kForwardedHost, f.host, lines);
+  if (!f.real_ip) AppendLine(kRealIp, client_ip, lines);
+  if (!f.forwarded.empty()) AppendLine("Forwarded", f.forwarded, lines);
 }
 
 namespace {
@@ -334,14 +370,15 @@ void AppendVersion(unsigned version, std::string& out) {
 
 }  // namespace
 
-void AppendWireHeader(const http::request_header<Fields>& header, std::string& out) {
+void AppendWireHeader(const http::request_header<Fields>& header, std::string& out,
+                      std::string_view extra) {
   out.append(header.method_string().data(), header.method_string().size());
   out.push_back(' ');
   out.append(header.target().data(), header.target().size());
   out.push_back(' ');
   AppendVersion(header.version(), out);
   out.append("\r\n");
-  AppendFields(header, out);
+  AppendFields(header, out, extra);
 }
 
 void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,

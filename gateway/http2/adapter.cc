@@ -179,6 +179,7 @@ class StreamExchange final : private ClientWatch {
   std::string canonical_;
   std::string wire_;
   std::string extra_headers_;
+  std::string forwarded_lines_;  // PrepareForwardedLines' for an HTTP/1.1 upstream
   std::optional<ResponseHead> res_head_;
   std::unique_ptr<char[]> buffer_;
   std::unique_ptr<char[]> pump_buffer_;
@@ -432,9 +433,15 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   auto& req = stream_.request();
   const bool expects_continue =
       stream_.has_body() && beast::iequals(req[http::field::expect], "100-continue");
-  PrepareForwardedRequest(req, adapter_.peer_ip_,
-                          state().listener_tls[adapter_.listener_] ? Scheme::kHttps
-                                                                   : Scheme::kHttp);
+  const Scheme scheme =
+      state().listener_tls[adapter_.listener_] ? Scheme::kHttps : Scheme::kHttp;
+  Http2UpstreamPool* http2_pool = generation_->http2_pools[route.upstream_index].get();
+  if (http2_pool != nullptr) {
+    PrepareForwardedRequest(req, adapter_.peer_ip_, scheme);
+  } else {
+    // An HTTP/1.1 upstream gets the header only as AppendWireHeader's text.
+    PrepareForwardedLines(req, adapter_.peer_ip_, scheme, forwarded_lines_);
+  }
   if (config_.server.via) req.set(http::field::via, "2 tollgate");
 
   const rules::UpstreamConfig& upstream = config_.upstreams[route.upstream_index];
@@ -459,8 +466,8 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   if (worker_.metrics() != nullptr) {
     ex_.upstream_metric = state().upstream_ids[route.upstream_index];
   }
-  if (Http2UpstreamPool* pool = generation_->http2_pools[route.upstream_index].get()) {
-    co_await ExchangeHttp2(*pool, upstream);
+  if (http2_pool != nullptr) {
+    co_await ExchangeHttp2(*http2_pool, upstream);
   } else {
     co_await ExchangeHttp1(route, upstream);
   }
@@ -493,7 +500,7 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     if (stream_.cancelled()) co_return;
     upstream_ = call.conn.get();
     wire_.clear();
-    AppendWireHeader(req, wire_);
+    AppendWireHeader(req, wire_, forwarded_lines_);
     UpstreamConnection& c = *call.conn;
     // The head mostly fits in the socket's send buffer: written at once, as
     // the HTTP/1.1 adapter does, without an asynchronous write's posted

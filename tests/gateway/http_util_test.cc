@@ -160,6 +160,36 @@ TEST(Forwarded, ATrustedChainGetsTollgatesElement) {
   EXPECT_EQ(no_host["Forwarded"], "for=192.0.2.60, for=10.0.0.1;proto=http");
 }
 
+// PrepareForwardedLines writes what PrepareForwardedRequest inserts: the
+// same wire header, whatever the request brought (a chain, a trusted
+// X-Real-IP, Forwarded, no Host).
+TEST(Forwarded, LinesAreTheFieldsAsTheUpstreamReadsThem) {
+  const std::vector<Lines> requests{
+      {{"Host", "api.example.com"}, {"X-Forwarded-For", "203.0.113.7"}, {"Accept", "*/*"}},
+      {{"X-Real-IP", "198.51.100.9"}, {"Host", "h"}, {"Connection", "X-Hop"}, {"X-Hop", "1"}},
+      {{"Forwarded", "for=192.0.2.60"}, {"Host", "api.example:8080"}, {"Expect", "100-continue"}},
+      {{"X-Forwarded-Host", "claimed"}, {"User-Agent", "t"}},
+  };
+  for (const Lines& lines : requests) {
+    for (const Scheme scheme : {Scheme::kHttp, Scheme::kHttps}) {
+      http::request_header<Fields> inserted;
+      inserted.method(http::verb::get);
+      inserted.target("/a?b");
+      inserted.version(11);
+      for (const auto& [name, value] : lines) inserted.insert(name, value);
+      http::request_header<Fields> appended = inserted;
+      PrepareForwardedRequest(inserted, "2001:db8::7", scheme);
+      std::string extra;
+      PrepareForwardedLines(appended, "2001:db8::7", scheme, extra);
+      std::string want;
+      std::string got;
+      AppendWireHeader(inserted, want);
+      AppendWireHeader(appended, got, extra);
+      EXPECT_EQ(got, want);
+    }
+  }
+}
+
 rules::IdentityConfig IdentityHeaders() {
   rules::IdentityConfig config;
   config.user_header = "X-User-Id";

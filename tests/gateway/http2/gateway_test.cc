@@ -152,6 +152,28 @@ TEST(Http2Gateway, CurlPriorKnowledgeAndTheAccessLog) {
   EXPECT_NE(log.find("\"GET /api/hello HTTP/1.1\" 200"), std::string::npos) << log;
 }
 
+// What an HTTP/1.1 upstream reads of an HTTP/2 request: the client's
+// fields, tollgate's X-Forwarded-* and X-Real-IP (a client's own spellings
+// of them replaced), Host from :authority, no hop-by-hop field.
+TEST(Http2Gateway, Http1UpstreamSeesTheForwardedFields) {
+  TempDir dir;
+  auto echo = StartEcho();
+  TestGateway gateway(Config(dir, ""), echo->port());
+  const std::string out = Shell(
+      "curl -sS --http2-prior-knowledge -H 'X-Forwarded-Proto: https' "
+      "-H 'X-Forwarded-For: 203.0.113.7' -H 'X-Custom: 1' " +
+      Url(gateway, "/_test/headers"));
+  const std::string port = std::to_string(gateway.port());
+  const std::vector<std::string> expected{
+      "\"X-Forwarded-For\":\"203.0.113.7, 127.0.0.1\"", "\"X-Forwarded-Proto\":\"http\"",
+      "\"X-Forwarded-Host\":\"127.0.0.1:" + port + "\"", "\"X-Real-IP\":\"127.0.0.1\"",
+      "\"Host\":\"127.0.0.1:" + port + "\"", "\"x-custom\":\"1\""};
+  for (const std::string& field : expected) {
+    EXPECT_NE(out.find(field), std::string::npos) << field << " in " << out;
+  }
+  EXPECT_EQ(out.find("https"), std::string::npos) << out;
+}
+
 TEST(Http2Gateway, CurlOverTlsNegotiatesH2WithAlpn) {
   TempDir dir;
   auto echo = StartEcho();
