@@ -11,7 +11,7 @@ Task<void> Session::Check(HeadParser& head, Exchange& ex) {
   const GatewayState& state = *generation_->state;
   // A check request's body means nothing; it is not read, so the
   // connection cannot carry another request after it.
-  if (!head.is_done()) ex.close = true;
+  if (!head.is_done()) CloseWithBodyUnread(ex);
   if (ThreadMetrics* metrics = worker_.metrics()) {
     metrics->RecordDecisionRequest(DecisionProtocol::kHttp);
   }

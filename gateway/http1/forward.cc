@@ -59,7 +59,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (websocket_ && http2 != nullptr) {
     // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
     answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
-    ex.close = ex.close || !buffered;
+    if (!buffered) CloseWithBodyUnread(ex);
     co_await Reply(ex);
     co_return;
   }
@@ -115,7 +115,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     const Admit admit = co_await admission_.AdmitUpstream(
         *generation_->state, upstream, route.name, target.substr(0, target.find('?')), ex, answer_);
     if (admit != Admit::kAdmitted) {
-      ex.close = ex.close || !buffered;  // an unread body would be taken for the next request
+      if (!buffered) CloseWithBodyUnread(ex);  // an unread body would be taken for the next request
       co_await Reply(ex);
       co_return;
     }
@@ -293,7 +293,7 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
 Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
-  ex.close = ex.close || !call.buffered;
+  if (!call.buffered) CloseWithBodyUnread(ex);
   answer_ = Refuse(UpstreamFailed(call.upstream_metric, failure, ec, worker_.metrics()));
   co_await Reply(ex);
 }

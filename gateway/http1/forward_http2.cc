@@ -39,7 +39,7 @@ Task<void> Session::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
   }
   if (!open.stream || ec) {
     // An unread request body would be taken for the next request.
-    ex.close = ex.close || (streamed && !open.stream);
+    if (streamed && !open.stream) CloseWithBodyUnread(ex);
     answer_ = Refuse(UpstreamFailed(ex.upstream_metric, open.failure, ec, worker_.metrics()));
     co_await Reply(ex);
     co_return;

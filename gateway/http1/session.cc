@@ -182,6 +182,36 @@ Task<void> Session::Shutdown() {
   }
   ErrorCode ec;
   Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (body_unread_ && !ec) co_await DropUnreadBody();
+}
+
+void Session::CloseWithBodyUnread(Exchange& ex) {
+  ex.close = true;
+  body_unread_ = true;
+}
+
+// How long a connection closed with the request body unread goes on
+// reading what the client sends (nginx: lingering_time, 30 s, with
+// lingering_timeout, 5 s, between reads).
+constexpr std::chrono::seconds kBodyLinger{5};
+
+// An answer sent with the request body unread (a refusal, a failed
+// upstream) ends the connection, and a socket closed with bytes unread
+// resets it: the reset can destroy the answer before the client has read
+// it (a client that writes its whole body before reading; an answer's
+// segment lost and never sent again; stacks that drop what they received
+// on a reset). So, as nginx's lingering close, after the answer and a FIN
+// what the client still sends is read and dropped until it closes too, for
+// at most kBodyLinger. The bytes are read beneath TLS: the session is over.
+// A connection that read its bodies never comes here.
+Task<void> Session::DropUnreadBody() {
+  TcpStream& tcp = Lowest(stream_);
+  tcp.expires_after(kBodyLinger);
+  char* buffer = RelayBuffer();
+  for (;;) {
+    auto [ec, n] = co_await tcp.async_read_some(asio::buffer(buffer, kRelayChunk), kUseTuple);
+    if (ec) break;
+  }
 }
 
 Task<bool> Session::ServeOne() {
@@ -267,7 +297,7 @@ Task<bool> Session::ServeOne() {
   const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
   if (route == nullptr) {
     // The unread body would be taken for the next request: close instead.
-    if (!head.is_done()) ex.close = true;
+    if (!head.is_done()) CloseWithBodyUnread(ex);
     answer_ = Refuse(Refusal::kNoRoute);
     co_await Reply(ex);
   } else {
@@ -290,7 +320,7 @@ Task<bool> Session::ServeOne() {
       }
       if (admit == Admit::kRefused) {
         // An unread body would be taken for the next request.
-        if (!head.is_done()) ex.close = true;
+        if (!head.is_done()) CloseWithBodyUnread(ex);
         ErrorCode wec;
         if (!StartReply(ex, wec)) {
           wec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));

@@ -131,6 +131,10 @@ class Session final : private ClientWatch {
   bool TryWriteWire(AnyStream& stream, ErrorCode& ec);
 
   Task<void> Shutdown();
+  // The exchange ends the connection with the request body (or part of
+  // it) unread: Shutdown() then drops what the client still sends.
+  void CloseWithBodyUnread(Exchange& ex);
+  Task<void> DropUnreadBody();
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
   // The exchange's deadline (timeouts.request from its start) on
   // store::LoopNow()'s scale, which stream deadlines use.
@@ -165,6 +169,7 @@ class Session final : private ClientWatch {
   bool idle_ = true;
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
+  bool body_unread_ = false;  // CloseWithBodyUnread() was called
   std::unique_ptr<Http2Adapter> http2_;  // the connection speaks HTTP/2
   int metric_listener_ = 0;
 };
