@@ -164,7 +164,8 @@ class StreamExchange final : private ClientWatch {
   void OnCancel();
   // `op_ms`, or what is left of the exchange's deadline if less.
   std::chrono::milliseconds Budget(std::int64_t op_ms) const;
-  char* Buffer();
+  // A buffer of at least `size` bytes (kept for the exchange).
+  char* Buffer(std::size_t size = kRelayChunk);
 
   const Kind kind_;
   Http2Adapter& adapter_;
@@ -182,6 +183,7 @@ class StreamExchange final : private ClientWatch {
   std::string forwarded_lines_;  // PrepareForwardedLines' for an HTTP/1.1 upstream
   std::optional<ResponseHead> res_head_;
   std::unique_ptr<char[]> buffer_;
+  std::size_t buffer_size_ = 0;
   std::unique_ptr<char[]> pump_buffer_;
   bool grpc_ = false;
   bool response_started_ = false;
@@ -254,8 +256,11 @@ std::chrono::milliseconds StreamExchange::Budget(std::int64_t op_ms) const {
   return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
 }
 
-char* StreamExchange::Buffer() {
-  if (!buffer_) buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
+char* StreamExchange::Buffer(std::size_t size) {
+  if (buffer_size_ < size) {
+    buffer_ = std::make_unique_for_overwrite<char[]>(size);
+    buffer_size_ = size;
+  }
   return buffer_.get();
 }
 
@@ -635,18 +640,25 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
   ResponseParser<http::buffer_body> body{std::move(*res_head_)};
   body.body_limit(boost::none);
   auto& piece = body.get().body();
-  char* buffer = Buffer();
+  // A body of known length below kRelayChunk (most are) gets a buffer of
+  // its size: a 16 KB one for every response cost the allocator about a
+  // thousand instructions.
+  const auto remaining = body.content_length_remaining();
+  const std::size_t chunk = remaining && *remaining < kRelayChunk
+                                ? std::max<std::size_t>(static_cast<std::size_t>(*remaining), 1)
+                                : kRelayChunk;
+  char* buffer = Buffer(chunk);
   UpstreamConnection& c = *call.conn;
   for (;;) {
     piece.data = buffer;
-    piece.size = kRelayChunk;
+    piece.size = chunk;
     // What the connection's buffer holds already (a small body mostly came
     // with the header) is parsed here: Beast's async_read_some would find
     // it too, but post its completion.
     ErrorCode ec;
     ParseBuffered(c.buffer, body, ec);
     if (ec == http::error::need_buffer) ec = {};
-    if (!ec && !body.is_done() && piece.size == kRelayChunk) {
+    if (!ec && !body.is_done() && piece.size == chunk) {
       Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
       std::tie(ec, std::ignore) = co_await Visit(
           c.stream, [&](auto& s) { return http::async_read_some(s, c.buffer, body, kUseTuple); });
@@ -658,7 +670,7 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
       }
       co_return;
     }
-    const std::size_t got = kRelayChunk - piece.size;
+    const std::size_t got = chunk - piece.size;
     const bool done = body.is_done();
     Fields trailers;
     if (done) {
