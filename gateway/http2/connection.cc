@@ -737,8 +737,10 @@ void Http2Connection::Dispatch(Http2Stream& s) {
   req.method_string(s.method_);
   const bool connect = req.method() == http::verb::connect;
   req.target(connect ? s.authority_ : s.path_);
-  req.set(http::field::host, s.host_.empty() ? s.authority_ : s.host_);
-  if (!s.cookie_.empty()) req.set(http::field::cookie, s.cookie_);
+  // OnHeader kept Host and Cookie out of the fields: inserted, not set (no
+  // lookup for an earlier one).
+  req.insert(http::field::host, s.host_.empty() ? s.authority_ : s.host_);
+  if (!s.cookie_.empty()) req.insert(http::field::cookie, s.cookie_);
   s.method_.clear();
   s.path_.clear();
   s.cookie_.clear();
