@@ -6,8 +6,6 @@
 #include <charconv>
 #include <memory>
 #include <optional>
-#include <tuple>
-#include <variant>
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
@@ -512,20 +510,13 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     wire_.clear();
     AppendWireHeader(req, wire_, forwarded_lines_);
     UpstreamConnection& c = *call.conn;
-    // The head mostly fits in the socket's send buffer: written at once, as
-    // the HTTP/1.1 adapter does, without an asynchronous write's posted
-    // completion.
-    ErrorCode ec;
-    std::size_t written = 0;
-    if (auto* plain = std::get_if<TcpStream>(&c.stream)) {
-      written = plain->TryWrite(asio::buffer(wire_), ec);
-    }
-    if (!ec && written < wire_.size()) {
-      Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
-      const asio::const_buffer rest(wire_.data() + written, wire_.size() - written);
-      std::tie(ec, std::ignore) = co_await Visit(
-          c.stream, [&](auto& s) { return asio::async_write(s, rest, kUseTuple); });
-    }
+    // Written through Asio (its completion posted), not tried at once as
+    // the HTTP/1.1 adapter does: measured with bench/http2.sh, the shorter
+    // path had more upstream requests in flight at once, so more connects
+    // past max_idle, and fewer requests per second (see bench/RESULTS.md).
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
     if (!ec && has_body) {
       const BodySent sent = co_await SendBody(c, chunked, ec);
       if (sent == BodySent::kClientFailed) {
@@ -657,18 +648,12 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
   for (;;) {
     piece.data = buffer;
     piece.size = chunk;
-    // What the connection's buffer holds already (a small body mostly came
-    // with the header) is parsed here: Beast's async_read_some would find
-    // it too, but post its completion.
-    ErrorCode ec;
-    ParseBuffered(c.buffer, body, ec);
+    // Read through Beast even when the body came with the header (parsing
+    // it here instead was measured slower: see the upstream write above).
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return http::async_read_some(s, c.buffer, body, kUseTuple); });
     if (ec == http::error::need_buffer) ec = {};
-    if (!ec && !body.is_done() && piece.size == chunk) {
-      Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
-      std::tie(ec, std::ignore) = co_await Visit(
-          c.stream, [&](auto& s) { return http::async_read_some(s, c.buffer, body, kUseTuple); });
-      if (ec == http::error::need_buffer) ec = {};
-    }
     if (ec) {
       if (!stream_.cancelled()) {
         co_await FailUpstream(ConnectFailure::kNone, ec);

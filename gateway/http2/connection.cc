@@ -474,9 +474,6 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
   out_.last = end == BodyEnd::kLast;
   response_ended_ = out_.last;
   nghttp2_session_resume_data(connection_.session_, id_);
-  // The frames are made now (the writer is woken to send them): when the
-  // flow-control windows take the data, as they mostly do, nothing waits.
-  connection_.Pull();
   connection_.Kick();
   const auto deadline = store::LoopNow() + timeout;
   ErrorCode ec;
