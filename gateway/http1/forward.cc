@@ -266,6 +266,7 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
   if (relayed.failure == RelayFailure::kRead) {
     ex.close = true;
     if (relayed.ec == http::error::body_limit) {
+      CloseWithBodyUnread(ex);  // the rest of it
       answer_ = Refuse(Refusal::kBodyTooLarge);
       co_await Reply(ex);
     } else if (relayed.ec == beast::error::timeout) {

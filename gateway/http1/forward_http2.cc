@@ -64,6 +64,7 @@ Task<bool> Session::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exc
     if (ec) {
       ex.close = true;
       if (ec == http::error::body_limit) {
+        CloseWithBodyUnread(ex);  // the rest of it
         answer_ = Refuse(Refusal::kBodyTooLarge);
       } else if (ec == beast::error::timeout) {
         answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);

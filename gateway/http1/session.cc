@@ -242,6 +242,7 @@ Task<bool> Session::ServeOne() {
   if (ec) {
     ex.close = true;
     if (IsClientGone(ec)) co_return false;
+    if (ec == http::error::body_limit) CloseWithBodyUnread(ex);  // declared too large
     const Refusal refusal = ec == http::error::header_limit ? Refusal::kHeaderTooLarge
                             : ec == http::error::body_limit ? Refusal::kBodyTooLarge
                             : ec == beast::error::timeout   ? Refusal::kRequestTimeout

@@ -198,5 +198,14 @@ TEST(Tls, RefusalWithTheBodyUnreadReachesAPlainClient) {
   }
 }
 
+TEST(Tls, OversizeBodyRefusalReachesAPlainClient) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig("[limits]\nmax_body_bytes = 1000\n"), echo->port());
+  Client client(gateway.port());
+  const LargePost post = PostLargeThenRead(client.socket());
+  EXPECT_FALSE(post.write_ec) << post.write_ec.message();
+  EXPECT_EQ(post.status, 413);
+}
+
 }  // namespace
 }  // namespace tollgate::testing
