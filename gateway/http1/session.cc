@@ -9,6 +9,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
+#include "gateway/io/linger.h"
 #include "gateway/io/read_util.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/http2/adapter.h"
@@ -168,6 +169,11 @@ Task<void> Session::RunHttp2(asio::const_buffer already_read) {
   co_await http2_->Run(already_read);
 }
 
+// How long a connection closed with the request body unread goes on
+// reading what the client sends (nginx: lingering_timeout, 5 s between
+// reads, within lingering_time, 30 s).
+constexpr std::chrono::seconds kBodyLinger{5};
+
 Task<void> Session::Shutdown() {
   Lowest(stream_).expires_after(std::chrono::seconds(1));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
@@ -182,36 +188,17 @@ Task<void> Session::Shutdown() {
   }
   ErrorCode ec;
   Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
-  if (body_unread_ && !ec) co_await DropUnreadBody();
+  // An answer sent with the request body unread (a refusal, a failed
+  // upstream) ended the connection: linger (gateway/io/linger.h). A
+  // connection that read its bodies does not.
+  if (body_unread_ && !ec) {
+    co_await Linger(Lowest(stream_), asio::buffer(RelayBuffer(), kRelayChunk), kBodyLinger);
+  }
 }
 
 void Session::CloseWithBodyUnread(Exchange& ex) {
   ex.close = true;
   body_unread_ = true;
-}
-
-// How long a connection closed with the request body unread goes on
-// reading what the client sends (nginx: lingering_time, 30 s, with
-// lingering_timeout, 5 s, between reads).
-constexpr std::chrono::seconds kBodyLinger{5};
-
-// An answer sent with the request body unread (a refusal, a failed
-// upstream) ends the connection, and a socket closed with bytes unread
-// resets it: the reset can destroy the answer before the client has read
-// it (a client that writes its whole body before reading; an answer's
-// segment lost and never sent again; stacks that drop what they received
-// on a reset). So, as nginx's lingering close, after the answer and a FIN
-// what the client still sends is read and dropped until it closes too, for
-// at most kBodyLinger. The bytes are read beneath TLS: the session is over.
-// A connection that read its bodies never comes here.
-Task<void> Session::DropUnreadBody() {
-  TcpStream& tcp = Lowest(stream_);
-  tcp.expires_after(kBodyLinger);
-  char* buffer = RelayBuffer();
-  for (;;) {
-    auto [ec, n] = co_await tcp.async_read_some(asio::buffer(buffer, kRelayChunk), kUseTuple);
-    if (ec) break;
-  }
 }
 
 Task<bool> Session::ServeOne() {

@@ -134,7 +134,6 @@ class Session final : private ClientWatch {
   // The exchange ends the connection with the request body (or part of
   // it) unread: Shutdown() then drops what the client still sends.
   void CloseWithBodyUnread(Exchange& ex);
-  Task<void> DropUnreadBody();
   std::chrono::milliseconds Budget(std::int64_t op_ms, const Exchange& ex) const;
   // The exchange's deadline (timeouts.request from its start) on
   // store::LoopNow()'s scale, which stream deadlines use.

@@ -14,6 +14,7 @@
 
 #include "gateway/core/admission.h"
 #include "gateway/core/limits.h"
+#include "gateway/io/linger.h"
 #include "gateway/io/relay.h"
 #include "gateway/ops/metrics.h"
 #include "gateway/worker.h"
@@ -477,21 +478,14 @@ Task<void> Close(Tunnel& t, const Ending& ending) {
 constexpr std::chrono::seconds kLinger{1};
 
 // After tollgate's close frame the client may still send what it wrote
-// before reading that frame, and a socket closed with bytes unread resets
-// the connection, which can destroy the close frame before the client has
-// read it. So tollgate ends its side (a FIN after the close frame: the
-// client answers by closing) and drops what still comes until the client's
-// end of stream, for at most kLinger. The bytes are read beneath TLS: the
-// session is over.
+// before reading that frame: tollgate ends its side (a FIN after the close
+// frame: the client answers by closing) and lingers (gateway/io/linger.h).
 Task<void> Linger(Tunnel& t, char* buffer) {
   TcpStream& client = Lowest(t.client);
   ErrorCode ignored;
   client.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  client.expires_after(kLinger);
-  for (;;) {
-    auto [ec, n] = co_await client.async_read_some(asio::buffer(buffer, kRelayChunk), kUseTuple);
-    if (ec || t.stopped) break;
-  }
+  co_await gateway::Linger(client, asio::buffer(buffer, kRelayChunk), kLinger,
+                           std::numeric_limits<std::size_t>::max(), &t.stopped);
 }
 
 // One direction of a tunnel with message limits: as BytePump, but bytes

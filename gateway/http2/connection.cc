@@ -10,6 +10,7 @@
 
 #include "gateway/http2/frame_io.h"
 #include "gateway/http2/header_list.h"
+#include "gateway/io/linger.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -657,7 +658,10 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
   }
   // After a fatal error the writer sends what is pending, then finishes.
   while (!dead_ && !finishing_) co_await read_wake_.Wait(Clock::time_point::max());
-  if (finishing_ && !dead_) co_await Linger();
+  if (finishing_ && !dead_) {
+    co_await Linger(Lowest(stream_), asio::buffer(read_buffer_.get(), kReadChunk), kLingerTime,
+                    kLingerBytes);
+  }
   Teardown(Http2CloseReason::kDone);
   while (!Quiet()) co_await done_wake_.Wait(Clock::time_point::max());
 }
@@ -915,18 +919,6 @@ Task<void> Http2Connection::Watchdog() {
     co_await watchdog_.async_wait(kUseTuple);
   }
   TaskDone();
-}
-
-Task<void> Http2Connection::Linger() {
-  TcpStream& tcp = Lowest(stream_);
-  tcp.expires_after(kLingerTime);
-  std::size_t total = 0;
-  while (total < kLingerBytes) {
-    auto [ec, n] =
-        co_await tcp.async_read_some(asio::buffer(read_buffer_.get(), kReadChunk), kUseTuple);
-    if (ec) break;
-    total += n;
-  }
 }
 
 void Http2Connection::Shutdown() {

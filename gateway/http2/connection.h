@@ -387,7 +387,6 @@ class Http2Connection {
   bool Start();
   Task<void> WriteLoop();
   Task<void> Watchdog();
-  Task<void> Linger();
   void OnHandlerDone(Http2Stream& stream);
   // Bytes from the peer into nghttp2; then handlers for complete requests.
   void Feed(const std::uint8_t* data, std::size_t size);
