@@ -1,5 +1,6 @@
 #include "gateway/ops/admin_keys.h"
 
+#include <algorithm>
 #include <boost/url/params_encoded_view.hpp>
 #include <boost/url/parse_query.hpp>
 #include <cctype>
@@ -152,6 +153,7 @@ KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
   rules::RequestFacts facts;
   facts.headers = &headers;
   std::vector<bool> given(rule.key.size(), false);
+  std::vector<rules::DescriptorEntry> descriptor;  // views into `params`
   for (const auto& [name, value] : params) {
     const rules::KeyPart* part = PartNamed(rule, name);
     const std::string field = std::string(field_prefix) + name;
@@ -188,6 +190,19 @@ KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
         break;
       case rules::KeyPartKind::kGlobal:
         break;
+      case rules::KeyPartKind::kDescriptor:
+        // "key=value,key=value": the entries as GET shows them.
+        for (std::string_view rest = value; !rest.empty();) {
+          const std::string_view entry = rest.substr(0, rest.find(','));
+          rest.remove_prefix(std::min(rest.size(), entry.size() + 1));
+          const std::size_t eq = entry.find('=');
+          if (eq == 0 || eq == std::string_view::npos) {
+            return Bad(field, "\"" + std::string(entry) +
+                                  "\" is not an entry: give the descriptor as key=value,key=value");
+          }
+          descriptor.push_back({entry.substr(0, eq), entry.substr(eq + 1)});
+        }
+        break;
     }
   }
   for (std::size_t i = 0; i < rule.key.size(); ++i) {
@@ -196,6 +211,7 @@ KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
                                                       "\" is made of " + PartList(rule));
     }
   }
+  facts.descriptor = descriptor;
   rules::BuildKey(rule, facts, identity, out.key);
   return out;
 }

@@ -173,7 +173,7 @@ std::optional<std::pair<std::string, std::string>> SplitHeader(const std::string
 std::optional<std::vector<std::pair<std::string, std::string>>> KeyParts(Options& options,
                                                                          std::string& problem) {
   std::vector<std::pair<std::string, std::string>> parts;
-  for (const std::string_view part : {"ip", "user", "role", "route"}) {
+  for (const std::string_view part : {"ip", "user", "role", "route", "descriptor"}) {
     if (auto v = options.Take(part)) parts.emplace_back(part, std::move(*v));
   }
   while (auto option = options.Take("header")) {

@@ -26,7 +26,8 @@ inline constexpr char kCtlUsage[] = R"(usage: tollgate ctl [--admin URL] [--toke
                                             give a key other limits for a while
   override list [--rule NAME]               the overrides in force
   override remove --rule NAME KEY...        remove a key's override
-KEY: the rule's key parts: --ip A, --user U, --role R, --route R, --header NAME=VALUE
+KEY: the rule's key parts: --ip A, --user U, --role R, --route R, --header NAME=VALUE,
+--descriptor K=V,K=V (an RLS descriptor's entries)
 --limit/--window: one pair per window; the k-th --window and --burst (a bucket's,
 optional) go with the k-th --limit.
 --admin: the admin listener (default http://127.0.0.1:9090); --token-env: the

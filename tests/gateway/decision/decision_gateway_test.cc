@@ -147,6 +147,24 @@ class DecisionService : public ::testing::Test {
     ASSERT_NE(gateway_->server().decision_port(), 0);
   }
 
+  // Start(), with the admin API's token (kAdminToken) configured.
+  void StartWithAdminToken(const std::string& extra) {
+    if (!echo_) echo_ = StartEcho();
+    std::string config = BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + extra);
+    config.replace(config.find("[admin]\n"), 8,
+                   "[admin]\ntoken_file = \"" + dir_.Write("token", kAdminToken) + "\"\n");
+    gateway_ = std::make_unique<TestGateway>(config, echo_->port(), TestClock::kManual);
+  }
+  // One admin API call with the token.
+  Response Admin(const std::string& method, const std::string& target,
+                 const std::string& body = "") {
+    Client admin(gateway_->admin_port());
+    admin.Send(method + " " + target + " HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " +
+               kAdminToken + "\r\nContent-Length: " + std::to_string(body.size()) +
+               "\r\n\r\n" + body);
+    return admin.Read();
+  }
+
   std::uint16_t decision_port() { return gateway_->server().decision_port(); }
 
   // rls_client.py with `calls`, each a JSON object; over TLS trusting
@@ -177,6 +195,8 @@ class DecisionService : public ::testing::Test {
     return admin.Get("/metrics").body();
   }
 
+  static constexpr const char* kAdminToken = "0123456789abcdef0123456789abcdef-admin";
+  TempDir dir_;
   std::unique_ptr<gateway::EchoUpstream> echo_;
   std::unique_ptr<TestGateway> gateway_;
 };
@@ -307,19 +327,8 @@ TEST_F(DecisionService, RlsMalformedMessagesAndOtherMethods) {
 // A client blocked through the admin API is OVER_LIMIT by no rule, with
 // the block's Retry-After and body for Envoy to pass on.
 TEST_F(DecisionService, RlsBlockedClient) {
-  TempDir dir;
-  const std::string token = "0123456789abcdef0123456789abcdef-admin";
-  const std::string token_file = dir.Write("token", token);
-  if (!echo_) echo_ = StartEcho();
-  std::string config =
-      BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + std::string(kRlsRules));
-  config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_file + "\"\n");
-  gateway_ = std::make_unique<TestGateway>(config, echo_->port(), TestClock::kManual);
-  const std::string block = R"({"ip":"127.0.0.1","ttl":"10m"})";
-  Client admin(gateway_->admin_port());
-  admin.Send("PUT /api/v1/blocks HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " + token +
-             "\r\nContent-Length: " + std::to_string(block.size()) + "\r\n\r\n" + block);
-  ASSERT_EQ(admin.Read().result_int(), 200);
+  StartWithAdminToken(kRlsRules);
+  ASSERT_EQ(Admin("PUT", "/api/v1/blocks", R"({"ip":"127.0.0.1","ttl":"10m"})").result_int(), 200);
   const std::string out = Rls({RlsCall({kLogin})});
   EXPECT_TRUE(Contains(out,
                        "0 code=OK overall=OVER_LIMIT\n"
@@ -327,6 +336,26 @@ TEST_F(DecisionService, RlsBlockedClient) {
                        "0 header Retry-After: 600\n"
                        "0 body {\"error\":\"blocked\",\"message\":\"requests of this client are "
                        "blocked\",\"status\":403}\n"));
+}
+
+// The admin API names a descriptor-keyed rule's key by its entries
+// ("key=value,key=value", in any order when the rule matches on them), as
+// its GET shows them: inspected and reset are the key RLS calls count.
+TEST_F(DecisionService, AdminKeysNameADescriptorsKey) {
+  StartWithAdminToken(kRlsRules);
+  Rls({RlsCall({kLogin}), RlsCall({kLogin})});
+  const std::string key = "/api/v1/keys?rule=login&descriptor=" +
+                          std::string("path%3D%2Flogin%2Cremote_address%3D10.0.0.1");
+  const Response got = Admin("GET", key);
+  ASSERT_EQ(got.result_int(), 200) << got.body();
+  EXPECT_TRUE(Contains(got.body(), "\"key\":\"descriptor=path=/login,remote_address=10.0.0.1\""));
+  EXPECT_TRUE(Contains(got.body(), "\"remaining\":1,"));
+  ASSERT_EQ(Admin("DELETE", key).result_int(), 200);
+  EXPECT_TRUE(Contains(Rls({RlsCall({kLogin})}),
+                       "0 status 0 code=OK limit=login 3/MINUTE remaining=2 "));
+  const Response bad = Admin("GET", "/api/v1/keys?rule=login&descriptor=path");
+  EXPECT_EQ(bad.result_int(), 400);
+  EXPECT_TRUE(Contains(bad.body(), "\"field\":\"descriptor\""));
 }
 
 // Redis down: on_error = "deny" ends the call UNAVAILABLE (so Envoy's
