@@ -13,10 +13,9 @@ void LeaseHand::Release(Held& held, std::int64_t now, Releases& releases) {
 }
 
 void LeaseHand::Expire(std::int64_t now, Releases& releases) {
-  while (!held_.empty() && held_.front().end_ms <= now) {
-    Release(held_.front(), now, releases);
-    held_.pop_front();
-  }
+  auto end = held_.begin();
+  while (end != held_.end() && end->end_ms <= now) Release(*end++, now, releases);
+  held_.erase(held_.begin(), end);
 }
 
 void LeaseHand::ReleaseAll(std::int64_t now, Releases& releases) {
@@ -48,10 +47,9 @@ bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision&
   // shared state refills the bucket only past the units it still counts as
   // leased. A sliding_log's, for its used slots to move to their times.
   if (ReturnsSpent(now)) {
-    while (!held_.empty() && held_.front().left == 0) {
-      Release(held_.front(), now, releases);
-      held_.pop_front();
-    }
+    auto end = held_.begin();
+    while (end != held_.end() && end->left == 0) Release(*end++, now, releases);
+    held_.erase(held_.begin(), end);
   }
   d = {};
   d.allowed = true;
@@ -131,8 +129,8 @@ bool LeaseHand::WantsRenewal(std::int64_t now) const {
 }
 
 std::int64_t LeaseHand::Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
-                            std::vector<std::int64_t> stamps) {
-  Held h{units, 0, sent_ms + valid_ms, valid_ms < ttl_ms_, std::move(stamps), {}};
+                            std::span<const std::int64_t> stamps) {
+  Held h{units, 0, sent_ms + valid_ms, valid_ms < ttl_ms_, {stamps.begin(), stamps.end()}, {}};
   auto at = held_.end();
   while (at != held_.begin() && (at - 1)->end_ms > h.end_ms) --at;
   const std::int64_t end = h.end_ms;

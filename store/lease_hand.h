@@ -5,8 +5,9 @@
 // clock or locks; the caller passes the time. Not thread-safe.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
-#include <deque>
+#include <span>
 #include <vector>
 
 #include "algorithms/limit.h"
@@ -34,7 +35,8 @@ class LeaseHand {
     // sub-window, two_bucket's bucket) ends first, and so would that of
     // any lease taken before end_ms.
     bool cut_short = false;
-    std::vector<std::int64_t> stamps;
+    // One per window (the take's answer), inline for up to two windows.
+    boost::container::small_vector<std::int64_t, 2> stamps;
     // A sliding_log lease's: when its used units were admitted (the times
     // Spend was given), runs of equal times, oldest first; at most `used`
     // runs. Empty for the other algorithms.
@@ -89,7 +91,7 @@ class LeaseHand {
   // A take sent at `sent_ms` was answered with `units` >= 1 valid for
   // `valid_ms`; when it ends (local time).
   std::int64_t Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
-                   std::vector<std::int64_t> stamps);
+                   std::span<const std::int64_t> stamps);
   // A take sent at `sent_ms` found the budget spent: not asked for again
   // before `retry_after_ms` (clamped to 1..lease_ttl: units other gateways
   // hold come back within it); when that is.
@@ -115,7 +117,9 @@ class LeaseHand {
   std::int64_t ttl_ms_;
   bool bucket_;
   bool log_;
-  std::deque<Held> held_;  // by end_ms
+  // By end_ms; inline for one lease, a cold or steady key's usual hand (no
+  // allocation for a new key), erased from the front (a few at most).
+  boost::container::small_vector<Held, 1> held_;
   std::int64_t in_hand_ = 0;
   std::int64_t blocked_until_ = 0;
   // Units used in the period that began at period_start_ (lease_ttl long)

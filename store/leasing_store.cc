@@ -4,8 +4,8 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <chrono>
-#include <cstring>
 #include <limits>
+#include <span>
 
 #include "algorithms/lease.h"
 
@@ -20,6 +20,7 @@ struct LeasingStore::Spec {
   // A bucket lease holds refill back in Redis until it returns: given back
   // even when spent (see docs/leases.md).
   bool bucket = false;
+  bool log = false;         // algorithms::HasLogLease
   std::size_t entries = 0;  // keys leased under it: forgotten with the last
 };
 
@@ -31,13 +32,15 @@ struct LeasingStore::Waiter {
 
 struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   Entry(std::int64_t now, const Spec& spec)
-      : hand(now, spec.limit.lease->ttl_ms, spec.bucket,
-             algorithms::HasLogLease(spec.limit.windows)) {}
+      : hand(now, spec.limit.lease->ttl_ms, spec.bucket, spec.log) {}
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
   std::string_view key;  // the rule key: the tail of entries_'s key
   LeaseHand hand;
-  std::deque<Waiter> waiters;
+  // Requests waiting for a take, in order; inline for one (a cold key's).
+  using Waiters = boost::container::small_vector<Waiter, 1>;
+  Waiters waiters;
+  std::uint32_t dues = 0;  // its items in the due queues: not erased before 0
   bool taking = false;
   std::int64_t take_sent = 0;
   std::int64_t takes_fail_until = 0;  // a take failed: the policy answers until then
@@ -64,7 +67,13 @@ LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact,
       policy_(policy),
       redis_(redis),
       timer_(std::make_unique<Timer>(io)),
-      exact_(std::move(exact)) {}
+      exact_(std::move(exact)) {
+  // Every new key's lookup misses: with at most half as many keys as
+  // buckets, most misses find an empty bucket and touch no node (the table
+  // holds the keys of about the last lease_ttl: tens of thousands of cold
+  // keys, out of cache).
+  entries_.max_load_factor(0.5f);
+}
 
 LeasingStore::~LeasingStore() {
   // The Redis store completes its calls as it goes: waiting requests are
@@ -77,12 +86,14 @@ LeasingStore::~LeasingStore() {
   }
 }
 
+std::size_t LeasingStore::IdHash::operator()(const IdView& id) const {
+  return std::hash<std::string_view>()(id.key) ^
+         (std::size_t{id.fingerprint} * 0x9e3779b97f4a7c15u);
+}
+
 LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   const LimitSpec& limit = *request.limit;
-  std::string id(sizeof(limit.fingerprint) + request.key.size(), '\0');
-  std::memcpy(id.data(), &limit.fingerprint, sizeof(limit.fingerprint));
-  std::memcpy(id.data() + sizeof(limit.fingerprint), request.key.data(), request.key.size());
-  auto it = entries_.find(id);
+  auto it = entries_.find(IdView{limit.fingerprint, request.key});
   if (it != entries_.end()) return &it->second;
   if (entries_.size() >= options_.max_keys) return nullptr;
   std::unique_ptr<Spec>& spec = specs_[limit.fingerprint];
@@ -91,15 +102,17 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
     spec->limit = limit;
     spec->stats = &stats_.For(limit.lease->rule);
     spec->bucket = algorithms::HasBucketLease(limit.windows);
+    spec->log = algorithms::HasLogLease(limit.windows);
   }
   // Lease parameters may change without the fingerprint (a reload).
   spec->limit.lease = limit.lease;
-  auto [at, _] = entries_.try_emplace(std::move(id), request.now_ms, *spec);
+  auto [at, _] =
+      entries_.try_emplace(Id{limit.fingerprint, std::string(request.key)}, request.now_ms, *spec);
   Entry& e = at->second;
   e.store = this;
   e.spec = spec.get();
   ++spec->entries;
-  e.key = std::string_view(at->first).substr(sizeof(limit.fingerprint));
+  e.key = at->first.key;
   return &e;
 }
 
@@ -207,7 +220,7 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     const StoreStatus status =
         result.status != StoreStatus::kOk ? result.status : StoreStatus::kError;
     e.takes_fail_until = now + kFailedTakeBackoffMs;
-    std::deque<Waiter> waiters;
+    Entry::Waiters waiters;
     waiters.swap(e.waiters);
     for (const Waiter& w : waiters) {
       Fail({e.key, &e.spec->limit, w.cost, now, w.partition}, status, *w.sink);
@@ -226,45 +239,64 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     stats.in_hand.fetch_add(units, std::memory_order_relaxed);
     in_hand_ += units;
     Due(e, e.hand.Add(e.take_sent, units, result.values[1],
-                      std::vector<std::int64_t>(result.values.begin() + 3, result.values.end())));
+                      std::span<const std::int64_t>(result.values).subspan(3)));
   }
   Serve(e, now);
 }
 
 void LeasingStore::Serve(Entry& e, std::int64_t now) {
   e.hand.Expire(now, e);
-  while (!e.waiters.empty()) {
-    const Waiter w = e.waiters.front();
+  // Answered from the front; erased at once when done (not one by one: a
+  // vector).
+  std::size_t served = 0;
+  for (; served < e.waiters.size(); ++served) {
+    const Waiter w = e.waiters[served];
     algorithms::Decision d;
     if (Spend(e, w.cost, now, d)) {
-      e.waiters.pop_front();
       w.sink->OnDecision({StoreStatus::kOk, ResultSource::kPrimary, d});
-      continue;
-    }
-    if (e.hand.Blocked(now)) {
-      e.waiters.pop_front();
+    } else if (e.hand.Blocked(now)) {
       w.sink->OnDecision({StoreStatus::kOk, ResultSource::kPrimary, e.hand.Limited(now)});
-      continue;
+    } else {
+      break;
     }
+  }
+  e.waiters.erase(e.waiters.begin(), e.waiters.begin() + served);
+  if (!e.waiters.empty()) {
     // Short of units: one more take, which the waiters wait for.
-    StartTake(e, now, w.cost - e.hand.in_hand());
+    StartTake(e, now, e.waiters.front().cost - e.hand.in_hand());
     return;
   }
   MaybeRenew(e, now);
 }
 
-void LeasingStore::Due(const Entry& e, std::int64_t at) {
-  const std::size_t bytes = sizeof(std::uint32_t);
-  std::string id(bytes + e.key.size(), '\0');
-  std::memcpy(id.data(), &e.spec->limit.fingerprint, bytes);
-  std::memcpy(id.data() + bytes, e.key.data(), e.key.size());
-  due_.emplace(at, std::move(id));
+void LeasingStore::Due(Entry& e, std::int64_t at) {
+  ++e.dues;
+  if (due_fifo_.empty() || due_fifo_.back().at <= at) {
+    due_fifo_.push_back({at, &e});
+  } else {
+    due_heap_.push({at, &e});
+  }
   if (at < timer_->at) Arm();
 }
 
+const LeasingStore::DueItem* LeasingStore::NextDue() const {
+  if (due_heap_.empty()) return due_fifo_.empty() ? nullptr : &due_fifo_.front();
+  if (due_fifo_.empty() || due_heap_.top().at < due_fifo_.front().at) return &due_heap_.top();
+  return &due_fifo_.front();
+}
+
+void LeasingStore::PopDue() {
+  if (!due_fifo_.empty() && NextDue() == &due_fifo_.front()) {
+    due_fifo_.pop_front();
+  } else {
+    due_heap_.pop();
+  }
+}
+
 void LeasingStore::Arm() {
-  if (due_.empty() || closing_) return;
-  const std::int64_t at = due_.top().first;
+  const DueItem* next = NextDue();
+  if (next == nullptr || closing_) return;
+  const std::int64_t at = next->at;
   timer_->at = at;
   const std::int64_t wait = std::max<std::int64_t>(0, at - Now());
   timer_->timer_.expires_after(std::chrono::milliseconds(wait));
@@ -282,22 +314,21 @@ void LeasingStore::Drain() {
 
 void LeasingStore::Tick() {
   const std::int64_t now = Now();
-  while (!due_.empty() && due_.top().first <= now) {
-    const std::string id = due_.top().second;
-    due_.pop();
-    auto it = entries_.find(id);
-    if (it == entries_.end()) continue;
-    Entry& e = it->second;
+  for (const DueItem* next = NextDue(); next != nullptr && next->at <= now; next = NextDue()) {
+    Entry& e = *next->entry;
+    PopDue();
+    --e.dues;
     e.hand.Expire(now, e);
-    if (!e.waiters.empty() || e.taking) continue;
+    // Looked at again for its own items still queued.
+    if (!e.waiters.empty() || e.taking || e.dues > 0) continue;
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
       Spec* spec = e.spec;
-      entries_.erase(it);
+      entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
       // A reload's old limits go with their last key.
       if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
     } else if (look_again > 0) {
-      due_.emplace(look_again, id);
+      Due(e, look_again);
     }
   }
   timer_->timer_.cancel();

@@ -30,11 +30,13 @@
 // uses. Not thread-safe. LeaseStats is shared and thread-safe.
 #pragma once
 
+#include <boost/container/small_vector.hpp>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <queue>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -100,6 +102,42 @@ class LeasingStore final : public Store {
   struct Spec;
   struct Waiter;
   struct Entry;
+  // entries_'s key: a limit's fingerprint and a rule key; looked up as an
+  // IdView, without building one.
+  struct Id {
+    std::uint32_t fingerprint;
+    std::string key;
+  };
+  struct IdView {
+    std::uint32_t fingerprint;
+    std::string_view key;
+  };
+  // Not noexcept on purpose: libstdc++ then keeps each node's hash, and a
+  // lookup that misses compares those instead of hashing the keys of the
+  // bucket's nodes again (as it does for std::string keys).
+  struct IdHash {
+    using is_transparent = void;
+    std::size_t operator()(const IdView& id) const;
+    std::size_t operator()(const Id& id) const { return (*this)(IdView{id.fingerprint, id.key}); }
+  };
+  struct IdEq {
+    using is_transparent = void;
+    static IdView View(const Id& id) { return {id.fingerprint, id.key}; }
+    static IdView View(const IdView& id) { return id; }
+    template <typename A, typename B>
+    bool operator()(const A& a, const B& b) const noexcept {
+      return View(a).fingerprint == View(b).fingerprint && View(a).key == View(b).key;
+    }
+  };
+  // A time an entry needs looking at. Entries are not erased while any of
+  // their items is queued (Entry::dues), so the pointer stays valid.
+  struct DueItem {
+    std::int64_t at;
+    Entry* entry;
+  };
+  struct Later {
+    bool operator()(const DueItem& a, const DueItem& b) const { return a.at > b.at; }
+  };
 
   Entry* Find(const DecideRequest& request);
   // The time on the requests' scale (Options::wall_clock).
@@ -118,7 +156,7 @@ class LeasingStore final : public Store {
   // Answers waiting requests from the hand, limits them while the budget is
   // spent, or asks for more.
   void Serve(Entry& e, std::int64_t now);
-  void Due(const Entry& e, std::int64_t at);
+  void Due(Entry& e, std::int64_t at);
   void Arm();
 
   class Timer;
@@ -128,11 +166,16 @@ class LeasingStore final : public Store {
   FailoverStore* policy_;
   RedisStore& redis_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
-  std::unordered_map<std::string, Entry> entries_;                  // by fingerprint bytes + key
-  // When an entry needs looking at (a lease's end, a spent budget's),
-  // earliest first, by entries_'s key.
-  using DueItem = std::pair<std::int64_t, std::string>;
-  std::priority_queue<DueItem, std::vector<DueItem>, std::greater<>> due_;
+  std::unordered_map<Id, Entry, IdHash, IdEq> entries_;             // node-based: Entry* stay valid
+  // When an entry needs looking at (a lease's end, a spent budget's):
+  // mostly now + lease_ttl, in time order, queued first-in first-out in
+  // due_fifo_; the few earlier than its back in due_heap_. Earliest first
+  // over both.
+  std::deque<DueItem> due_fifo_;
+  std::priority_queue<DueItem, std::vector<DueItem>, Later> due_heap_;
+  // The earliest due item, or null.
+  const DueItem* NextDue() const;
+  void PopDue();
   std::int64_t in_hand_ = 0;
   bool closing_ = false;
   std::unique_ptr<Timer> timer_;

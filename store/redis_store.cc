@@ -171,7 +171,7 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
 }
 
 void RedisStore::ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
-                             const std::vector<std::int64_t>& stamps, std::int64_t used,
+                             std::span<const std::int64_t> stamps, std::int64_t used,
                              std::int64_t unused,
                              std::span<const algorithms::SlidingLog::Run> used_at,
                              CountSink* sink) {

@@ -146,7 +146,7 @@ class RedisStore final : public Store {
   // Held::used_at; empty if unknown): sent as ages before `now_ms`, which
   // the script subtracts from its own time, whatever the time setting.
   void ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
-                   const std::vector<std::int64_t>& stamps, std::int64_t used, std::int64_t unused,
+                   std::span<const std::int64_t> stamps, std::int64_t used, std::int64_t unused,
                    std::span<const algorithms::SlidingLog::Run> used_at, CountSink* sink);
   // Runs an admin script that is not about a rule key (the blocks of
   // store/lua/admin/blocks_*.lua): as Run, answered into `count` (an

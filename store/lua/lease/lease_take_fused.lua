@@ -4,8 +4,17 @@
 -- and lease.lua (Lua 5.1 allocates a closure for every function a script
 -- defines, on every call; see token_bucket_fused.lua). Same KEYS, ARGV,
 -- state and replies as lease_take.lua with one window; tested against the
--- C++ text with it (LeaseConformance). After clock.lua only.
-local t = now_ms(ARGV[1])
+-- C++ text with it (LeaseConformance). Self-contained: it defines no
+-- function (not even clock.lua's now_ms), so a call allocates no closure.
+-- A cold key (no state, or only expired leases) is read and written
+-- without the general loops: its state is formatted in one call.
+local t
+if ARGV[1] ~= '' then
+  t = tonumber(ARGV[1])
+else
+  local now = redis.call('TIME')
+  t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
+end
 local min_ttl = tonumber(ARGV[2])
 local limit, window, burst = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 -- LEASE.bucket.capacity
@@ -63,27 +72,37 @@ for k = 0, #ARGV - 12 do
     local g = math.min(want, avail)
     -- take: a new lease, sorted by expiry (equal ones by id)
     local expiry = t + hold_ms
-    local at = #leases + 1
-    while at > 1 and leases[at - 1] > expiry do at = at - 3 end
-    table.insert(leases, at, expiry)
-    table.insert(leases, at, g)
-    table.insert(leases, at, next_id)
     replies[k + 1] = {g, use_ms, 0, next_id}
-    next_id = next_id + 1
     outstanding = outstanding + g
-    -- save
-    local parts = {string.format('%d', level), string.format('%d', last),
-                   string.format('%d', next_id)}
-    local latest = t
-    for i = 1, #leases, 3 do
-      parts[#parts + 1] = string.format('%d %d %d', leases[i], leases[i + 1], leases[i + 2])
-      if leases[i + 2] > latest then latest = leases[i + 2] end
+    local saved, latest
+    if #leases == 0 then
+      -- save, the new lease alone
+      saved = string.format('%d %d %d %d %d %d', level, last, next_id + 1, next_id, g, expiry)
+      latest = expiry
+      if t > latest then latest = t end
+      next_id = next_id + 1
+    else
+      local at = #leases + 1
+      while at > 1 and leases[at - 1] > expiry do at = at - 3 end
+      table.insert(leases, at, expiry)
+      table.insert(leases, at, g)
+      table.insert(leases, at, next_id)
+      next_id = next_id + 1
+      -- save
+      local parts = {string.format('%d', level), string.format('%d', last),
+                     string.format('%d', next_id)}
+      latest = t
+      for i = 1, #leases, 3 do
+        parts[#parts + 1] = string.format('%d %d %d', leases[i], leases[i + 1], leases[i + 2])
+        if leases[i + 2] > latest then latest = leases[i + 2] end
+      end
+      saved = table.concat(parts, ' ')
     end
     local free = level - outstanding * window
     local live = latest - t + math.floor((full - free + limit - 1) / limit)
     if live < min_ttl then live = min_ttl end
     if live < 1 then live = 1 end
-    redis.call('SET', key, table.concat(parts, ' '), 'PX', string.format('%d', live))
+    redis.call('SET', key, saved, 'PX', string.format('%d', live))
   end
 end
 return replies
