@@ -108,6 +108,20 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
 LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                           const DecisionBatch& batch) {
   LimitOutcome outcome;
+  FinishLimitsInto(context, hits, batch, outcome);
+  return outcome;
+}
+
+void FinishLimitsInto(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                      const DecisionBatch& batch, LimitOutcome& outcome) {
+  outcome.verdict = Verdict::kForward;
+  outcome.shown = nullptr;
+  outcome.shown_decision = algorithms::Decision{};
+  outcome.delay_ms = 0;
+  outcome.delayed.clear();
+  outcome.log.clear();
+  outcome.inflight.clear();
+  outcome.overridden.clear();
   for (std::size_t i = 0; i < hits.size(); ++i) {
     const rules::RuleHit& hit = *hits[i];
     // Named, counted and shown as the configured rule; its limits (in the
@@ -153,7 +167,6 @@ LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::Ru
       outcome.shown_decision = d;
     }
   }
-  return outcome;
 }
 
 void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "gateway/io/plain_syscall.h"
+
 namespace tollgate::gateway::deadline_detail {
 
 void State::ExpiresAt(Clock::time_point t) {
@@ -55,8 +57,8 @@ void State::Close() {
 
 std::size_t State::TryWrite(asio::const_buffer buffer, ErrorCode& ec) {
   for (;;) {
-    const ssize_t n =
-        ::send(socket.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n = PlainSend(socket.native_handle(), buffer.data(), buffer.size(),
+                                MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno == EINTR) continue;
     if (errno != EAGAIN && errno != EWOULDBLOCK) {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "gateway/io/plain_syscall.h"
+
 namespace tollgate::gateway {
 
 void EnableDrainingReads(int fd) {
@@ -28,7 +30,7 @@ bool Receive(int fd, const boost::asio::mutable_buffer& buffer, int flags,
     msg.msg_iovlen = 1;
     msg.msg_control = control;
     msg.msg_controllen = sizeof control;
-    const ssize_t n = ::recvmsg(fd, &msg, flags);
+    const ssize_t n = PlainRecvmsg(fd, &msg, flags);
     if (n > 0) {
       ec = {};
       bytes = static_cast<std::size_t>(n);

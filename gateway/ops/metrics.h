@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -133,7 +134,21 @@ class ThreadMetrics {
   std::atomic<std::int64_t> http2_streams_{0};
   std::unique_ptr<std::atomic<std::uint64_t>[]> grpc_responses_;   // [route][grpc status]
   std::array<std::atomic<std::uint64_t>, 2> decision_requests_{};  // [protocol]
-  std::mutex tally_mutex_;
+  // Taken per limited request by this thread and once per second by the
+  // sampler, each time for a lookup or a swap: a spin lock, an exchange and
+  // a store uncontended, where std::mutex cost ~55 user-space instructions
+  // per 429 (bench/instructions.sh).
+  class TallyLock {
+   public:
+    void lock() noexcept {
+      while (locked_.exchange(true, std::memory_order_acquire)) std::this_thread::yield();
+    }
+    void unlock() noexcept { locked_.store(false, std::memory_order_release); }
+
+   private:
+    std::atomic<bool> locked_{false};
+  };
+  TallyLock tally_mutex_;
   KeyTally tally_;
 };
 
