@@ -6,7 +6,7 @@
 # upstream-protection scripts of store/lua/protect, each on its own, the
 # admin API's of store/lua/admin (key_*: after prelude + every algorithm)
 # and the leases' of store/lua/lease (after prelude + every algorithm +
-# lease/lease.lua; lease/*_fused.lua after clock.lua only, if they use it).
+# lease/lease.lua; lease/*_fused.lua after clock.lua only).
 # The algorithms and the upstream-protection scripts, and their order, come
 # from the tables the C++ side uses: TOLLGATE_ALGORITHMS in ALGORITHMS
 # (algorithms/algorithm_list.h) and TOLLGATE_REDIS_AUX_SCRIPTS in SCRIPTS
@@ -49,12 +49,9 @@ foreach(p IN LISTS protect_scripts)
   # scripts do: after the prelude and every algorithm.
   if(p MATCHES "_fused$" AND EXISTS ${DIR}/lease/${p}.lua)
     # A lease script in straight-line code (lua/lease/*_fused.lua): after
-    # clock.lua only, if it asks the time through it.
+    # clock.lua only.
     file(READ ${DIR}/lease/${p}.lua body)
-    string(FIND "${body}" "now_ms(" uses_clock)
-    if(NOT uses_clock EQUAL -1)
-      string(PREPEND body "${clock}")
-    endif()
+    string(PREPEND body "${clock}")
   elseif(EXISTS ${DIR}/lease/${p}.lua)
     # Leases (lua/lease): after the prelude, every algorithm and lease.lua.
     file(READ ${DIR}/lease/lease.lua lease)

@@ -4,17 +4,9 @@
 -- and lease.lua (Lua 5.1 allocates a closure for every function a script
 -- defines, on every call; see token_bucket_fused.lua). Same KEYS, ARGV,
 -- state and replies as lease_take.lua with one window; tested against the
--- C++ text with it (LeaseConformance). Self-contained: it defines no
--- function (not even clock.lua's now_ms), so a call allocates no closure.
--- A cold key (no state, or only expired leases) is read and written
--- without the general loops: its state is formatted in one call.
-local t
-if ARGV[1] ~= '' then
-  t = tonumber(ARGV[1])
-else
-  local now = redis.call('TIME')
-  t = tonumber(now[1]) * 1000 + math.floor(tonumber(now[2]) / 1000)
-end
+-- C++ text with it (LeaseConformance). After clock.lua only. A key with
+-- no live lease (a cold key's) saves its state with one string.format.
+local t = now_ms(ARGV[1])
 local min_ttl = tonumber(ARGV[2])
 local limit, window, burst = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 -- LEASE.bucket.capacity
