@@ -132,7 +132,7 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
                                                            store::LoopNow() - asked_)
                                                            .count());
     }
-    FinishLimitsInto(context, hits_, batch_, outcome);
+    FinishLimits(context, hits_, batch_, outcome);
     decided_ = true;
   }
   ex.ratelimit = outcome.log;
@@ -173,7 +173,7 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
                                                            store::LoopNow() - asked_)
                                                            .count());
     }
-    FinishLimitsInto(context, hits_, batch_, outcome);
+    FinishLimits(context, hits_, batch_, outcome);
     decided_ = true;
     ex.ratelimit = outcome.log;
     if (outcome.shown != nullptr && context.describe) ex.limit_key = outcome.shown->KeyKind();

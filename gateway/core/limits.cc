@@ -105,15 +105,8 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   return false;
 }
 
-LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-                          const DecisionBatch& batch) {
-  LimitOutcome outcome;
-  FinishLimitsInto(context, hits, batch, outcome);
-  return outcome;
-}
-
-void FinishLimitsInto(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-                      const DecisionBatch& batch, LimitOutcome& outcome) {
+void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                  const DecisionBatch& batch, LimitOutcome& outcome) {
   outcome.verdict = Verdict::kForward;
   outcome.shown = nullptr;
   outcome.shown_decision = algorithms::Decision{};

@@ -130,13 +130,12 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
 // answer, already counted by the store decorator) is logged "error"; one
 // the policy denied (store::ResultSource::kPolicyDenied) makes the verdict
 // kStoreUnavailable; one the fallback store made is logged "(local)".
-LimitOutcome FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-                          const DecisionBatch& batch);
-// The same into `outcome`, which is emptied first (as if assigned a fresh
-// LimitOutcome): no LimitOutcome move-assigned per request (its four
-// vectors and string, ~90 user-space instructions, bench/instructions.sh).
-void FinishLimitsInto(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-                      const DecisionBatch& batch, LimitOutcome& outcome);
+// Written into `outcome`, which is emptied first (as if assigned a fresh
+// LimitOutcome) and keeps its vectors' room: no LimitOutcome built and
+// move-assigned per request (its four vectors and string, ~90 user-space
+// instructions, bench/instructions.sh).
+void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                  const DecisionBatch& batch, LimitOutcome& outcome);
 
 // Step 3, for a request the rate rules let through: whether concurrency rule
 // `hit` (max_inflight) gave it a place; for the log and metrics.

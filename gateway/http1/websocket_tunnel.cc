@@ -387,7 +387,7 @@ class MessageLimiter final : public BatchWaker {
   // The batch of all the rules is done: what it means for the message.
   void Settle() {
     RecordStore();
-    outcome_ = FinishLimits(*context_, all_, batch_);
+    FinishLimits(*context_, all_, batch_, outcome_);
   }
 
   // Asks about `hits` and awaits every answer.

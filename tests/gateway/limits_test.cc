@@ -108,7 +108,7 @@ class Limits : public ::testing::Test {
     LimitOutcome outcome;
     if (!StartLimits(context, facts_, identity_, evaluation_, hits_, batch_, outcome)) {
       EXPECT_TRUE(batch_.done());
-      outcome = FinishLimits(context, hits_, batch_);
+      FinishLimits(context, hits_, batch_, outcome);
     }
     return outcome;
   }
@@ -275,7 +275,8 @@ TEST_F(Limits, ABatchAnsweredLaterWakesItsWaiterOnce) {
   store.Complete();
   EXPECT_TRUE(batch_.done());
   EXPECT_EQ(waker.woken, 1);
-  EXPECT_EQ(FinishLimits(context, hits_, batch_).shown_decision.remaining, 1);
+  FinishLimits(context, hits_, batch_, outcome);
+  EXPECT_EQ(outcome.shown_decision.remaining, 1);
 }
 
 TEST_F(Limits, DelayForSpreadsAFixedWindowQueueOverTheNextWindows) {
