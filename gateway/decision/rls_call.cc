@@ -32,13 +32,15 @@ class RlsCall final : private ClientWatch {
         peer_(peer),
         generation_(worker.Current()),
         admission_(worker) {
-    stream_.OnCancel([this] {
-      if (hold_timer_ != nullptr) hold_timer_->cancel();
-    });
+    stream_.OnCancel(
+        [this] {
+          if (hold_timer_ != nullptr) hold_timer_->cancel();
+        },
+        &tied_);
   }
   // The stream outlives the call until the connection hears that the
   // handler ended, which may be a turn later: no cancel may reach it.
-  ~RlsCall() { stream_.OnCancel(nullptr); }
+  ~RlsCall() { Http2Stream::Release(tied_); }
   RlsCall(const RlsCall&) = delete;
   RlsCall& operator=(const RlsCall&) = delete;
 
@@ -59,6 +61,7 @@ class RlsCall final : private ClientWatch {
 
   Worker& worker_;
   Http2Stream& stream_;
+  Http2Stream* tied_ = nullptr;  // stream_ while it lives (OnCancel)
   std::string_view peer_ip_;
   const rules::IpAddress& peer_;
   std::shared_ptr<Generation> generation_;  // a reload takes effect between calls

@@ -104,11 +104,11 @@ class StreamExchange final : private ClientWatch {
         config_(*generation_->state->config),
         admission_(worker_),
         gauge_(worker_.metrics(), &ThreadMetrics::AddHttp2Streams) {
-    stream_.OnCancel([this] { OnCancel(); });
+    stream_.OnCancel([this] { OnCancel(); }, &tied_);
   }
   // The stream outlives the exchange until the connection hears that the
   // handler ended, which may be a turn later: no cancel may reach it.
-  ~StreamExchange() { stream_.OnCancel(nullptr); }
+  ~StreamExchange() { Http2Stream::Release(tied_); }
   StreamExchange(const StreamExchange&) = delete;
   StreamExchange& operator=(const StreamExchange&) = delete;
 
@@ -173,6 +173,7 @@ class StreamExchange final : private ClientWatch {
   const Kind kind_;
   Http2Adapter& adapter_;
   Http2Stream& stream_;
+  Http2Stream* tied_ = nullptr;  // stream_ while it lives (OnCancel)
   Worker& worker_;
   std::shared_ptr<Generation> generation_;  // a reload takes effect between streams
   const rules::Config& config_;

@@ -368,7 +368,9 @@ Http2Stream::Http2Stream(Http2Connection& connection, std::int32_t id)
   request_.version(20);
 }
 
-Http2Stream::~Http2Stream() = default;
+Http2Stream::~Http2Stream() {
+  if (handle_ != nullptr) *handle_ = nullptr;
+}
 
 ErrorCode Http2Stream::StateError() const {
   if (connection_.dead_) return MakeErrorCode(Http2Errc::kConnectionClosed);
@@ -538,9 +540,17 @@ void Http2Stream::AbandonRequestBody() {
   read_wake_.Notify();
 }
 
-void Http2Stream::OnCancel(std::function<void()> fn) {
+void Http2Stream::OnCancel(std::function<void()> fn, Http2Stream** handle) {
+  if (handle != nullptr) *handle = this;
+  handle_ = handle;
   cancel_fn_ = std::move(fn);
   if (cancelled_) connection_.PostCancel(*this);
+}
+
+void Http2Stream::Release(Http2Stream* handle) {
+  if (handle == nullptr) return;
+  handle->cancel_fn_ = nullptr;
+  handle->handle_ = nullptr;
 }
 
 // ---------------------------------------------------------------------------

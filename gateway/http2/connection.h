@@ -287,9 +287,16 @@ class Http2Stream {
   // RST_STREAM's code when the stream was reset (by either side).
   std::uint32_t reset_code() const { return reset_code_; }
   // `fn` runs once (posted to the executor) when the stream is cancelled,
-  // at once if it is already; e.g. to stop an upstream call. Not after the
-  // handler has returned.
-  void OnCancel(std::function<void()> fn);
+  // at once if it is already; e.g. to stop an upstream call. `handle` (if
+  // any), the handler's pointer to this stream, is set here and nulled if
+  // the stream is freed before the handler: that happens only when the
+  // io_context is destroyed with the handler's coroutine frame still
+  // pending. A handler that outlives its return (an object of its own)
+  // gives one, and calls Release with it when it ends.
+  void OnCancel(std::function<void()> fn, Http2Stream** handle = nullptr);
+  // The handler given `handle` ends: no cancel may reach it. Nothing when
+  // the stream is gone already (`handle` null).
+  static void Release(Http2Stream* handle);
 
  private:
   friend class Http2Connection;
@@ -340,6 +347,7 @@ class Http2Stream {
   bool cancel_posted_ = false;
   std::uint32_t reset_code_ = 0;
   std::function<void()> cancel_fn_;
+  Http2Stream** handle_ = nullptr;  // OnCancel's: nulled by the destructor
   http2_detail::Wakeup read_wake_;
   http2_detail::Wakeup write_wake_;
 };
