@@ -107,14 +107,7 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
 
 void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
                   const DecisionBatch& batch, LimitOutcome& outcome) {
-  outcome.verdict = Verdict::kForward;
-  outcome.shown = nullptr;
-  outcome.shown_decision = algorithms::Decision{};
-  outcome.delay_ms = 0;
-  outcome.delayed.clear();
-  outcome.log.clear();
-  outcome.inflight.clear();
-  outcome.overridden.clear();
+  outcome.Reset();
   for (std::size_t i = 0; i < hits.size(); ++i) {
     const rules::RuleHit& hit = *hits[i];
     // Named, counted and shown as the configured rule; its limits (in the

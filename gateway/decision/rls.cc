@@ -122,14 +122,16 @@ void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
   // fields: the limited one with the longest wait, else the one closest to
   // its limit among the rules that show their fields.
   const DescriptorVerdict* limited = nullptr;
-  const DescriptorVerdict* refused = nullptr;  // over, by no rule: a block
+  const DescriptorVerdict* refused = nullptr;  // over by an admin block
   const DescriptorVerdict* closest = nullptr;
   for (const DescriptorVerdict& v : verdicts) {
     auto* status = response.add_statuses();
     status->set_code(v.over_limit ? rls::RateLimitResponse::OVER_LIMIT
                                   : rls::RateLimitResponse::OK);
     if (v.rule == nullptr || v.rule->limit == nullptr) {
-      if (v.over_limit && refused == nullptr) refused = &v;
+      if (v.over_limit && v.refusal.refusal == Refusal::kBlocked && refused == nullptr) {
+        refused = &v;
+      }
       continue;
     }
     const algorithms::Decision& d = v.decision;

@@ -169,9 +169,9 @@ Task<void> Session::RunHttp2(asio::const_buffer already_read) {
   co_await http2_->Run(already_read);
 }
 
-// How long a connection closed with the request body unread goes on
-// reading what the client sends (nginx: lingering_timeout, 5 s between
-// reads, within lingering_time, 30 s).
+// How long, in all, a connection closed with the request body unread goes
+// on reading what the client sends (nginx waits up to lingering_timeout,
+// 5 s, for each read, within lingering_time, 30 s).
 constexpr std::chrono::seconds kBodyLinger{5};
 
 Task<void> Session::Shutdown() {

@@ -213,8 +213,10 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
       shown.emplace_back(AdminBlocks::Describe(block, now));
       std::string id = block.Id();
       const auto it = in_force.find(id);
-      json::value was =
-          it == in_force.end() ? json::value(nullptr) : json::value(AdminBlocks::Describe(*it->second, now));
+      json::value was = it == in_force.end() ? json::value(nullptr)
+                                             : json::value(AdminBlocks::Describe(*it->second, now));
+      // A later block of the same id replaces this one.
+      in_force[id] = &block;
       before.emplace_back(std::move(id), std::move(was));
     }
     const bool stored = co_await blocks_.Put(std::move(*blocks));

@@ -119,9 +119,9 @@ std::optional<std::vector<rules::Block>> AdminBlocks::Parse(std::string_view bod
     return std::vector<rules::Block>{std::move(*block)};
   }
   const json::array& list = doc.as_array();
-  if (list.empty() || list.size() > kMaxPerPut) {
+  if (list.empty()) {
     field = "body";
-    message = fmt::format("an array of blocks holds 1 to {} of them", kMaxPerPut);
+    message = "an array of blocks holds at least one";
     return std::nullopt;
   }
   std::vector<rules::Block> blocks;

@@ -32,10 +32,9 @@ class AdminBlocks {
   // The blocks of a PUT body: one block, a JSON object with exactly one of
   // "ip" (an address or CIDR), "user" and "header" ({"Name": "value"}),
   // "ttl" (a duration), and "status" (400-599, default 403); or an array
-  // of 1 to kMaxPerPut of them (`many` tells which). nullopt with `field`
-  // ("ttl", or "[3].ttl" in an array) and `message` saying what is wrong:
-  // then none of them is set.
-  static constexpr std::size_t kMaxPerPut = 10'000;
+  // of one or more of them (`many` tells which; the admin API's body limit
+  // bounds it). nullopt with `field` ("ttl", or "[3].ttl" in an array) and
+  // `message` saying what is wrong: then none of them is set.
   static std::optional<std::vector<rules::Block>> Parse(std::string_view body,
                                                         std::int64_t now_unix_ms, bool& many,
                                                         std::string& field, std::string& message);

@@ -96,8 +96,8 @@ class ThreadMetrics {
   void RecordDecisionRequest(DecisionProtocol protocol);
   // A request limited for `key` (a store key, which begins with the rule's
   // name), for the status page's top limited keys. The tally is the one
-  // exception to "nothing shared": a mutex taken by this thread and by the
-  // once-per-second sampler. At most kMaxTrackedKeys keys per interval;
+  // exception to "nothing shared": a spin lock (TallyLock) taken by this
+  // thread and by the once-per-second sampler. At most kMaxTrackedKeys keys per interval;
   // further keys only count as untracked.
   void RecordLimitedKey(std::string_view key);
 

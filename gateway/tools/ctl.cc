@@ -70,10 +70,8 @@ struct Request {
   std::vector<Batch> batches;
 };
 
-// The admin API reads bodies of at most 64 KiB and arrays of at most
-// 10 000 blocks (AdminBlocks::kMaxPerPut); a batch stays below both.
+// The admin API reads bodies of at most 64 KiB: a batch stays below.
 constexpr std::size_t kBatchBytes = 60'000;
-constexpr std::size_t kBatchBlocks = 10'000;
 
 // block --ips-from FILE: one address or network a line; blank lines and
 // what follows '#' are skipped. False (with `problem` set) when the file
@@ -108,7 +106,7 @@ bool IpBatches(const std::string& file, const json::object& common, std::vector<
     json::object block = common;
     block["ip"] = line.substr(from, to - from + 1);
     const std::size_t size = json::serialize(block).size() + 1;
-    if (bytes + size > kBatchBytes || blocks.size() == kBatchBlocks) flush();
+    if (bytes + size > kBatchBytes) flush();
     bytes += size;
     blocks.emplace_back(std::move(block));
     batch.lines.push_back(number);

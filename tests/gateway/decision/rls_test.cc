@@ -276,6 +276,20 @@ TEST(BuildRateLimitResponse, ABlockedClientGetsTheBlocksRetryAfterAndBody) {
             "\"status\":403}\n");
 }
 
+// Another refusal by no rule (max_inflight) does not speak before a rule
+// that limited: its wait and fields are the answer's, as before blocks.
+TEST(BuildRateLimitResponse, OnlyABlockSpeaksBeforeALimitingRule) {
+  const Rules rules(kRules);
+  rls::RateLimitResponse response;
+  DescriptorVerdict busy = Verdict(nullptr, true, 0, 0);
+  busy.refusal = Refuse(Refusal::kTooManyInflight, 1);
+  BuildRateLimitResponse({busy, Verdict(&rules[0], true, 0, 30'000, 30'000)}, response);
+  EXPECT_EQ(response.overall_code(), rls::RateLimitResponse::OVER_LIMIT);
+  EXPECT_TRUE(Headers(response).ends_with("Retry-After: 30\n")) << Headers(response);
+  EXPECT_EQ(response.raw_body(),
+            "{\"error\":\"rate_limited\",\"rule\":\"login\",\"retry_after_ms\":30000}\n");
+}
+
 // When over the limit, a descriptor resets when it may pass again: a
 // sliding log's retry comes later than its window's reset.
 TEST(BuildRateLimitResponse, OverLimitResetsWhenTheRetryMayPass) {
