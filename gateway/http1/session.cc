@@ -173,6 +173,9 @@ Task<void> Session::RunHttp2(asio::const_buffer already_read) {
 // on reading what the client sends (nginx waits up to lingering_timeout,
 // 5 s, for each read, within lingering_time, 30 s).
 constexpr std::chrono::seconds kBodyLinger{5};
+// And how much of it, at most (nginx reads on without a bound): a client
+// that keeps sending makes it do bounded work.
+constexpr std::size_t kBodyLingerBytes = std::size_t{64} << 20;
 
 Task<void> Session::Shutdown() {
   Lowest(stream_).expires_after(std::chrono::seconds(1));
@@ -192,7 +195,7 @@ Task<void> Session::Shutdown() {
   // upstream) ended the connection: linger (gateway/io/linger.h). A
   // connection that read its bodies does not.
   if (body_unread_ && !ec) {
-    co_await Linger(Lowest(stream_), asio::buffer(RelayBuffer(), kRelayChunk), kBodyLinger);
+    co_await Linger(Lowest(stream_), kBodyLinger, kBodyLingerBytes);
   }
 }
 

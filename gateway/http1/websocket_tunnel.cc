@@ -474,18 +474,19 @@ Task<void> Close(Tunnel& t, const Ending& ending) {
   co_await Write(t, t.upstream, asio::buffer(frame), ec);
 }
 
-// How long a tunnel that tollgate closed waits for the client to close too.
+// How long a tunnel that tollgate closed waits for the client to close
+// too, and how much it reads meanwhile at most.
 constexpr std::chrono::seconds kLinger{1};
+constexpr std::size_t kLingerBytes = std::size_t{1} << 20;
 
 // After tollgate's close frame the client may still send what it wrote
 // before reading that frame: tollgate ends its side (a FIN after the close
 // frame: the client answers by closing) and lingers (gateway/io/linger.h).
-Task<void> Linger(Tunnel& t, char* buffer) {
+Task<void> Linger(Tunnel& t) {
   TcpStream& client = Lowest(t.client);
   ErrorCode ignored;
   client.socket().shutdown(tcp::socket::shutdown_send, ignored);
-  co_await gateway::Linger(client, asio::buffer(buffer, kRelayChunk), kLinger,
-                           std::numeric_limits<std::size_t>::max(), &t.stopped);
+  co_await gateway::Linger(client, kLinger, kLingerBytes, &t.stopped);
 }
 
 // One direction of a tunnel with message limits: as BytePump, but bytes
@@ -686,7 +687,7 @@ class FramedPump {
     ErrorCode ec;
     co_await Write(t_, to_, asio::buffer(t_.client_close), ec);
     if (!ec && !t_.stopped) {
-      co_await Linger(t_, buffer_);
+      co_await Linger(t_);
     }
     End();
   }

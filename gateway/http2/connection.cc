@@ -669,8 +669,7 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
   // After a fatal error the writer sends what is pending, then finishes.
   while (!dead_ && !finishing_) co_await read_wake_.Wait(Clock::time_point::max());
   if (finishing_ && !dead_) {
-    co_await Linger(Lowest(stream_), asio::buffer(read_buffer_.get(), kReadChunk), kLingerTime,
-                    kLingerBytes);
+    co_await Linger(Lowest(stream_), kLingerTime, kLingerBytes);
   }
   Teardown(Http2CloseReason::kDone);
   while (!Quiet()) co_await done_wake_.Wait(Clock::time_point::max());

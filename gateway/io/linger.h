@@ -12,19 +12,17 @@
 
 #include <chrono>
 #include <cstddef>
-#include <limits>
 
 #include "gateway/io/net.h"
 
 namespace tollgate::gateway {
 
-// Reads and drops what `tcp` receives into `scratch` until the peer's end
-// of stream or an error, for at most `for_at_most` and `max_bytes`, or until
-// `*stop` is true after a read (`stop` may be null). The bytes are read
-// beneath TLS: the session is over. The caller has sent its FIN.
-Task<void> Linger(TcpStream& tcp, asio::mutable_buffer scratch,
-                  std::chrono::milliseconds for_at_most,
-                  std::size_t max_bytes = std::numeric_limits<std::size_t>::max(),
+// Reads and drops what `tcp` receives until the peer's end of stream or an
+// error, for at most `for_at_most` and `max_bytes` (the work a peer can
+// make it do), or until `*stop` is true after a read (`stop` may be null).
+// The bytes go to one discard buffer per thread and are read beneath TLS:
+// the session is over. The caller has sent its FIN.
+Task<void> Linger(TcpStream& tcp, std::chrono::milliseconds for_at_most, std::size_t max_bytes,
                   const bool* stop = nullptr);
 
 }  // namespace tollgate::gateway
