@@ -251,7 +251,8 @@ LeaseState::LeaseState(std::span<const LimitParams> windows, int64_t now_ms)
   logs_.resize(windows_.size());
 }
 
-LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_t hold_ms) {
+LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_t hold_ms,
+                            TakeUse use) {
   const std::size_t n = windows_.size();
   std::vector<int64_t> outstanding(n, 0);
   int64_t g = want;
@@ -275,11 +276,26 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
     if (avail == 0) retry = std::max(retry, wait);
   }
   LeaseGrant grant;
-  if (g < 1) {
+  // A spent take is all or none: its units are one request's cost.
+  if (g < 1 || (use == TakeUse::kSpent && g < want)) {
     grant.retry_after_ms = std::max<int64_t>(retry, 1);
     return grant;
   }
   grant.units = g;
+  if (use == TakeUse::kSpent) {
+    // As a lease taken and returned at once with its g units used at now.
+    for (std::size_t i = 0; i < n; ++i) {
+      const LimitParams& p = windows_[i];
+      if (IsBucket(p)) {
+        buckets_[i].level -= g * p.window_ms;
+      } else if (p.algorithm == Algorithm::kSlidingLog) {
+        LogTake(logs_[i], now_ms, g, 0);
+      } else {
+        Decide(p, decision_.windows()[i], now_ms, g);
+      }
+    }
+    return grant;
+  }
   grant.valid_ms = use_ms;
   for (std::size_t i = 0; i < n; ++i) {
     const LimitParams& p = windows_[i];

@@ -64,9 +64,21 @@ using LogLeaseState = std::vector<SlidingLog::Run>;
 // unit, so that the log holds them at those times (docs/leases.md).
 bool HasLogLease(std::span<const LimitParams> windows);
 
+// How a take's units are used (docs/leases.md).
+enum class TakeUse : std::uint8_t {
+  // Held by the gateway as a lease and given back when it ends.
+  kLease,
+  // Admitted at once with the take, all or none: for a request that finds
+  // nothing in hand for a key too quiet to want a lease of more than its
+  // cost. The state changes as by a take at once returned fully used at
+  // its time, and keeps no lease: what an exact decision costs.
+  kSpent,
+};
+
 // What a take answers: `units` >= 1 valid for `valid_ms` (measured from the
 // request's sending) with one stamp per window, or 0 units and
-// `retry_after_ms` >= 1.
+// `retry_after_ms` >= 1. A kSpent take's grant has neither validity nor
+// stamps.
 struct LeaseGrant {
   std::int64_t units = 0;
   std::int64_t valid_ms = 0;
@@ -81,10 +93,11 @@ class LeaseState {
   // empty for each.
   LeaseState(std::span<const LimitParams> windows, std::int64_t now_ms);
 
-  // Takes up to `want` (>= 1) units at `now_ms`; `use_ms` is lease_ttl,
-  // `hold_ms` (>= use_ms) how long an unreturned bucket lease is kept.
+  // Takes up to `want` (>= 1) units at `now_ms` (kSpent: exactly `want`,
+  // or none); `use_ms` is lease_ttl, `hold_ms` (>= use_ms) how long an
+  // unreturned bucket lease is kept.
   LeaseGrant Take(std::int64_t now_ms, std::int64_t want, std::int64_t use_ms,
-                  std::int64_t hold_ms);
+                  std::int64_t hold_ms, TakeUse use = TakeUse::kLease);
   // Gives back `unused` units of a lease of `used + unused` with `stamps`
   // (one per window); returns the units given back (fewest over windows).
   // `used_at`: when the `used` units were admitted (runs of equal times on

@@ -82,6 +82,17 @@ class LeaseHand {
   // How many units to ask for: the use over the last lease_ttl, scaled to
   // Horizon (at least 1, at most `max_units`), and at least `need`.
   std::int64_t Want(std::int64_t now, std::int64_t need, std::int64_t max_units) const;
+  // Whether a take for `need` units that one request waits for is spent at
+  // once (algorithms::TakeUse::kSpent): nothing is in hand and the key
+  // would not ask for more than the request needs (a cold key's take),
+  // so a lease would be used up by that request anyway. It then costs the
+  // shared state what an exact decision does: no lease to keep, expire or
+  // give back.
+  bool SpendsTake(std::int64_t now, std::int64_t need, std::int64_t max_units) const {
+    return in_hand_ == 0 && Want(now, need, max_units) == need;
+  }
+  // A spent take's `cost` units were admitted at `now`.
+  void NoteSpent(std::int64_t now, std::int64_t cost) { NoteUse(now, cost); }
   // Whether a busy key should ask for its next lease now, in the
   // background: few units left for its rate, or the newest lease ending
   // within a quarter of lease_ttl (unless its window cuts it short: a

@@ -42,6 +42,7 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   Waiters waiters;
   std::uint32_t dues = 0;  // its items in the due queues: not erased before 0
   bool taking = false;
+  bool take_spent = false;  // the take in flight is the front waiter's, spent at once
   std::int64_t take_sent = 0;
   std::int64_t takes_fail_until = 0;  // a take failed: the policy answers until then
 
@@ -194,11 +195,12 @@ void LeasingStore::MaybeRenew(Entry& e, std::int64_t now) {
 void LeasingStore::StartTake(Entry& e, std::int64_t now, std::int64_t need) {
   const LimitSpec::Lease& lease = *e.spec->limit.lease;
   for (const Waiter& w : e.waiters) need = std::max(need, w.cost);
-  const std::int64_t want = e.hand.Want(now, need, lease.max_units);
+  e.take_spent = e.waiters.size() == 1 && e.hand.SpendsTake(now, need, lease.max_units);
+  const std::int64_t want = e.take_spent ? need : e.hand.Want(now, need, lease.max_units);
   e.taking = true;
   e.take_sent = now;
   redis_.TakeLease(e.key, e.spec->limit, now, want, lease.ttl_ms, lease.ttl_ms + options_.grace_ms,
-                   e);
+                   e, e.take_spent ? algorithms::TakeUse::kSpent : algorithms::TakeUse::kLease);
 }
 
 void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
@@ -212,9 +214,10 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     return;
   }
   const std::int64_t now = Now();
-  const std::size_t windows = e.spec->limit.windows.size();
+  // A spent take's grant has no stamps.
+  const std::size_t stamps = e.take_spent ? 0 : e.spec->limit.windows.size();
   if (result.status != StoreStatus::kOk || result.values.size() < 3 ||
-      (result.values[0] > 0 && result.values.size() != 3 + windows)) {
+      (result.values[0] > 0 && result.values.size() != 3 + stamps)) {
     stats.requests[LeaseStats::kFailed].fetch_add(1, std::memory_order_relaxed);
     // The on_error policy answers while Redis cannot.
     const StoreStatus status =
@@ -236,10 +239,23 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     if (policy_ != nullptr) policy_->PrimaryAnswered();
     stats.requests[LeaseStats::kGranted].fetch_add(1, std::memory_order_relaxed);
     stats.units[LeaseStats::kUnitsGranted].fetch_add(units, std::memory_order_relaxed);
-    stats.in_hand.fetch_add(units, std::memory_order_relaxed);
-    in_hand_ += units;
-    Due(e, e.hand.Add(e.take_sent, units, result.values[1],
-                      std::span<const std::int64_t>(result.values).subspan(3)));
+    if (e.take_spent) {
+      // The front waiter's units, admitted now; the entry is looked at
+      // again when the key may have been quiet for a lease_ttl.
+      stats.units[LeaseStats::kUnitsUsed].fetch_add(units, std::memory_order_relaxed);
+      const Waiter w = e.waiters.front();
+      e.waiters.erase(e.waiters.begin());
+      e.hand.NoteSpent(now, w.cost);
+      Due(e, now + e.spec->limit.lease->ttl_ms);
+      algorithms::Decision d;
+      d.allowed = true;
+      w.sink->OnDecision({StoreStatus::kOk, ResultSource::kPrimary, d});
+    } else {
+      stats.in_hand.fetch_add(units, std::memory_order_relaxed);
+      in_hand_ += units;
+      Due(e, e.hand.Add(e.take_sent, units, result.values[1],
+                        std::span<const std::int64_t>(result.values).subspan(3)));
+    }
   }
   Serve(e, now);
 }

@@ -131,7 +131,7 @@ void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const Limi
 
 void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                            std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms,
-                           ValuesSink& sink) {
+                           ValuesSink& sink, algorithms::TakeUse use) {
   // Queued as decisions are: the takes of one limit in one turn share a
   // lease_take.lua call (with Redis Cluster, a call per key, as its keys
   // must share a slot).
@@ -167,7 +167,8 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
     sink.OnValues({StoreStatus::kUnavailable, {}, {}});
     return;
   }
-  connection->Queue(q, {nullptr, want, 0, &sink});
+  // The scripts read a negative want as a spent take.
+  connection->Queue(q, {nullptr, use == algorithms::TakeUse::kSpent ? -want : want, 0, &sink});
 }
 
 void RedisStore::ReturnLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,

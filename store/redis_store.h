@@ -28,6 +28,7 @@
 #include <string_view>
 #include <vector>
 
+#include "algorithms/lease.h"
 #include "algorithms/state.h"
 #include "store/redis_options.h"
 #include "store/redis_scripts.h"
@@ -132,14 +133,16 @@ class RedisStore final : public Store {
   // `key`'s budget under `limit` from every window at once, for `use_ms`
   // (lease_ttl), kept by Redis `hold_ms` when not returned. `sink` gets
   // {units, valid_ms, retry_after_ms, one stamp per window} within the
-  // store's timeout. `now_ms` is used with time = "client" only. A lease's
+  // store's timeout; for a TakeUse::kSpent take (exactly `want` units or
+  // none, admitted at once, no lease kept) {units, 0, retry_after_ms}. `now_ms` is used with time = "client" only. A lease's
   // keys are <prefix>lease:{key}:...: one Cluster slot, like a decision's.
   // Queued as decisions are: the takes of one limit sent in one turn, of
   // distinct keys or not, share one script call (up to options.batch; with
   // Redis Cluster, only those of one key), taken one after the other
   // exactly as separate calls would.
   void TakeLease(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
-                 std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms, ValuesSink& sink);
+                 std::int64_t want, std::int64_t use_ms, std::int64_t hold_ms, ValuesSink& sink,
+                 algorithms::TakeUse use = algorithms::TakeUse::kLease);
   // Gives back the `unused` units of a lease of `used + unused` with
   // `stamps`; `sink` (may be null) gets the units given back. `used_at`:
   // when the used units were admitted, on `now_ms`'s clock (LeaseHand::

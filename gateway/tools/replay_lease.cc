@@ -48,6 +48,19 @@ class Fleet final : private store::LeaseHand::Releases {
       return true;
     }
     if (hand.Blocked(now)) return false;
+    if (hand.SpendsTake(now, cost, max_units_)) {
+      // A cold key's take, spent at once by this request (LeasingStore).
+      ++takes_;
+      const algorithms::LeaseGrant grant =
+          current_->Take(now, cost, ttl_ms_, ttl_ms_ + store::kDefaultLeaseGraceMs,
+                         algorithms::TakeUse::kSpent);
+      if (grant.units > 0) {
+        hand.NoteSpent(now, cost);
+        return true;
+      }
+      hand.Block(now, grant.retry_after_ms);
+      return false;
+    }
     // Short of units: takes until the hand holds the cost or the budget
     // is spent, as the gateway's waiting request would.
     while (!hand.Blocked(now)) {

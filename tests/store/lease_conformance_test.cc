@@ -90,9 +90,10 @@ std::vector<algorithms::SlidingLog::Run> UsedAt(std::mt19937& rng, std::int64_t 
 class LeaseConformance : public ::testing::Test {
  protected:
   ValuesResult Take(RedisStore& store, const std::string& key, const LimitSpec& spec,
-                    std::int64_t now, std::int64_t want, std::int64_t use, std::int64_t hold) {
+                    std::int64_t now, std::int64_t want, std::int64_t use, std::int64_t hold,
+                    algorithms::TakeUse take_use) {
     Values v;
-    store.TakeLease(key, spec, now, want, use, hold, v);
+    store.TakeLease(key, spec, now, want, use, hold, v, take_use);
     while (!v.done) io_.run_one();
     return v.result;
   }
@@ -124,7 +125,7 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   testing::RedisServer redis;
   RedisStore store(io_, MakeOptions(redis), health_);
   int sequences = 0;
-  std::int64_t granted = 0, refused = 0, returned = 0, moved = 0;
+  std::int64_t granted = 0, refused = 0, returned = 0, moved = 0, spent = 0;
   for (const auto& windows : Limits()) {
     ASSERT_EQ(algorithms::ValidateWindows(windows), std::nullopt);
     const LimitSpec spec = LimitSpec::Make(windows);
@@ -180,13 +181,19 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
         const std::int64_t want_units = 1 + static_cast<std::int64_t>(rng() % 6);
         const std::int64_t use = 50 + static_cast<std::int64_t>(rng() % (2 * w));
         const std::int64_t hold = use + static_cast<std::int64_t>(rng() % 100);
-        const algorithms::LeaseGrant want = it->second.Take(t, want_units, use, hold);
-        const ValuesResult got = Take(store, key, spec, t, want_units, use, hold);
+        // Now and then a cold key's take, spent at once (no lease kept).
+        const algorithms::TakeUse take_use =
+            rng() % 4 == 0 ? algorithms::TakeUse::kSpent : algorithms::TakeUse::kLease;
+        const algorithms::LeaseGrant want = it->second.Take(t, want_units, use, hold, take_use);
+        const ValuesResult got = Take(store, key, spec, t, want_units, use, hold, take_use);
         ASSERT_EQ(got.status, StoreStatus::kOk) << where;
         std::vector<std::int64_t> expect = {want.units, want.valid_ms, want.retry_after_ms};
         expect.insert(expect.end(), want.stamps.begin(), want.stamps.end());
-        ASSERT_EQ(got.values, expect) << where << " take of " << want_units << " at " << t;
-        if (want.units > 0) {
+        ASSERT_EQ(got.values, expect) << where << " take of " << want_units << " at " << t
+                                      << (take_use == algorithms::TakeUse::kSpent ? " (spent)" : "");
+        if (want.units > 0 && take_use == algorithms::TakeUse::kSpent) {
+          ++spent;
+        } else if (want.units > 0) {
           held.push_back({key, want.units, want.stamps, t});
           granted += want.units;
         } else {
@@ -201,6 +208,7 @@ TEST_F(LeaseConformance, ScriptsMatchTheirCppText) {
   EXPECT_GT(granted, 1000);
   EXPECT_GT(refused, 100);
   EXPECT_GT(returned, 100);
+  EXPECT_GT(spent, 300);
   // sliding_log returns that move used slots to their admission times.
   EXPECT_GT(moved, 50);
 }
@@ -227,12 +235,14 @@ TEST_F(LeaseConformance, TakesSentTogetherMatchTakesOneByOne) {
       const std::size_t n = 1 + rng() % 8;
       std::vector<std::string> keys;
       std::vector<std::int64_t> wants;
+      std::vector<algorithms::TakeUse> uses;
       std::vector<Values> got(n);
       const std::uint64_t calls_before = health_.coalesced.load();
       for (std::size_t i = 0; i < n; ++i) {
         keys.push_back(prefix + std::to_string(rng() % 6));
         wants.push_back(1 + static_cast<std::int64_t>(rng() % 4));
-        store.TakeLease(keys[i], spec, t, wants[i], use, hold, got[i]);
+        uses.push_back(rng() % 3 == 0 ? algorithms::TakeUse::kSpent : algorithms::TakeUse::kLease);
+        store.TakeLease(keys[i], spec, t, wants[i], use, hold, got[i], uses[i]);
       }
       for (std::size_t i = 0; i < n; ++i) {
         while (!got[i].done) io_.run_one();
@@ -242,7 +252,7 @@ TEST_F(LeaseConformance, TakesSentTogetherMatchTakesOneByOne) {
       batched += static_cast<std::int64_t>(n - 1);
       for (std::size_t i = 0; i < n; ++i) {
         auto it = local.try_emplace(keys[i], windows, t).first;
-        const algorithms::LeaseGrant want = it->second.Take(t, wants[i], use, hold);
+        const algorithms::LeaseGrant want = it->second.Take(t, wants[i], use, hold, uses[i]);
         std::vector<std::int64_t> expect = {want.units, want.valid_ms, want.retry_after_ms};
         expect.insert(expect.end(), want.stamps.begin(), want.stamps.end());
         const std::string where = "limit " + std::to_string(limits) + " round " +

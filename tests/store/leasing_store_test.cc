@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <string>
@@ -103,13 +104,22 @@ TEST_F(LeasingStoreTest, AColdKeyCostsOneCallPerDecision) {
     const StoreResult r = Decide(*g.leasing, "cold", spec, &at_once);
     ASSERT_EQ(r.status, StoreStatus::kOk);
     EXPECT_TRUE(r.decision.allowed);
-    EXPECT_FALSE(at_once);  // no units in hand: it waited for its lease
+    EXPECT_FALSE(at_once);  // no units in hand: it waited for its take
     Settle();
-    EXPECT_EQ(EvalshaCalls(redis_) - before, 1u) << i;  // a lease of one unit, spent
+    EXPECT_EQ(EvalshaCalls(redis_) - before, 1u) << i;  // one unit taken, spent at once
+    // Spent with the take: nothing in hand, no lease kept in Redis (the
+    // state is "level last next_id" alone), nothing to give back.
+    EXPECT_EQ(g.leasing->UnitsInHand(), 0);
+    const std::string key = redis_.Command({"KEYS", "*lease:{cold}*"});
+    const std::string state = redis_.Command({"GET", key});
+    EXPECT_EQ(std::count(state.begin(), state.end(), ' '), 2) << state;
     clock_.Advance(60'000);
     g.leasing->Tick();
+    EXPECT_EQ(g.leasing->KeyCount(), 0u);
   }
+  EXPECT_EQ(EvalshaCalls(redis_), 5u);  // no returns
   EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsGranted].load(), 5u);
+  EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsUsed].load(), 5u);
 }
 
 // Cold keys whose requests arrive in one turn cost one script call

@@ -74,6 +74,10 @@ LEASE.bucket = {
     s.outstanding = s.outstanding + g
     return l.id, use_ms
   end,
+  -- A spent take: as a lease taken and returned at once, fully used.
+  spend = function(p, s, t, g)
+    s.level = s.level - g * p.window
+  end,
   -- Returns the units given back and whether the state changed.
   give_back = function(p, s, t, stamp, used, unused)
     for i, l in ipairs(s.leases) do
@@ -117,6 +121,10 @@ LEASE.window = {
       return s.newest, (s.newest + 1) * sub_ms - t
     end
     return s.index, (s.index + 1) * p.window - t
+  end,
+  -- A spent take: a decision of cost g.
+  spend = function(p, s, t, g)
+    ALG[p.algorithm].consume(p, s, t, g)
   end,
   -- Lowers the stored count of the stamped bucket, if it is still stored;
   -- returns the units given back and whether the state changed.
@@ -177,6 +185,11 @@ LEASE.log = {
     ALG.sliding_log.consume(p, s, at, g)
     s.reset = stamp + p.window - t
     return stamp, use_ms
+  end,
+  -- A spent take: its slots recorded at t (on the newest record when that
+  -- is later), as a decision records them.
+  spend = function(p, s, t, g)
+    LEASE.log.take(p, s, t, g, 0, 0)
   end,
   -- Run i of the list as ALG.sliding_log.run, read 32 at a time backwards
   -- (returns look at the newest runs).

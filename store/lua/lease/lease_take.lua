@@ -3,17 +3,20 @@
 -- prelude.lua, every algorithm and lease.lua.
 -- KEYS: decide.lua's (two per window) of each key in turn.
 -- ARGV after decide.lua's windows: use_ms (T), hold_ms (H), then one `want`
--- per key, in KEYS order. The keys are taken from one after the other,
+-- per key, in KEYS order; a negative one, -n, is a spent take of n units
+-- (all or none, admitted at once: no lease is kept). The keys are taken from one after the other,
 -- each loaded, taken from and saved as a call of its own would be (the
 -- gateway batches the takes of distinct keys of one limit into one call).
 -- Returns one array per key, in KEYS order: {g, valid_ms, retry_after_ms,
 -- stamp per window}: g >= 1 with retry_after_ms 0, or {0, 0,
--- retry_after_ms >= 1} with nothing changed.
+-- retry_after_ms >= 1} with nothing changed; a spent take's {n, 0, 0}.
 local a = 4 + 6 * count
 local use_ms, hold_ms = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
 local replies = {}
 for k = 0, #ARGV - a - 2 do
   local want = tonumber(ARGV[a + 2 + k])
+  local spent = want < 0
+  if spent then want = -want end
   local base = 2 * count * k
   local windows = {}
   local g = want
@@ -27,8 +30,15 @@ for k = 0, #ARGV - a - 2 do
     if avail == 0 then retry = math.max(retry, wait) end
     windows[i] = w
   end
-  if g < 1 then
+  if g < 1 or (spent and g < want) then
     replies[k + 1] = {0, 0, math.max(retry, 1)}
+  elseif spent then
+    for i = 1, count do
+      local w = windows[i]
+      w.kind.spend(w.p, w.state, t, g)
+      w.kind.save(w.p, w, w.state, t, min_ttl)
+    end
+    replies[k + 1] = {g, 0, 0}
   else
     local reply = {g, use_ms, 0}
     for i = 1, count do

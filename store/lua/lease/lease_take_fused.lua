@@ -5,7 +5,8 @@
 -- defines, on every call; see token_bucket_fused.lua). Same KEYS, ARGV,
 -- state and replies as lease_take.lua with one window; tested against the
 -- C++ text with it (LeaseConformance). After clock.lua only. A key with
--- no live lease (a cold key's) saves its state with one string.format.
+-- no live lease (a cold key's) saves its state with one string.format. A
+-- negative `want`, -n, is a spent take of n units (LEASE.bucket.spend).
 local t = now_ms(ARGV[1])
 local min_ttl = tonumber(ARGV[2])
 local limit, window, burst = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
@@ -19,6 +20,8 @@ local use_ms, hold_ms = tonumber(ARGV[10]), tonumber(ARGV[11])
 local replies = {}
 for k = 0, #ARGV - 12 do
   local want = tonumber(ARGV[12 + k])
+  local spent = want < 0
+  if spent then want = -want end
   local key = KEYS[2 * k + 1]
   -- load: the state brought to t, expired leases counted as spent.
   local level, last, next_id = full, t, 1
@@ -52,14 +55,38 @@ for k = 0, #ARGV - 12 do
   if t > last then last = t end
   -- avail
   local avail = math.floor((level - outstanding * window) / window)
-  if avail <= 0 then
+  if avail <= 0 or (spent and avail < want) then
     local retry
-    if outstanding + 1 <= capacity then
+    if avail > 0 then
+      retry = 1
+    elseif outstanding + 1 <= capacity then
       retry = math.floor(((outstanding + 1) * window - level + limit - 1) / limit)
     else
       retry = leases[3] - t
     end
     replies[k + 1] = {0, 0, math.max(retry, 1)}
+  elseif spent then
+    -- as a lease taken and returned at once, fully used
+    level = level - want * window
+    local saved
+    if #leases == 0 then
+      saved = string.format('%d %d %d', level, last, next_id)
+    else
+      local parts = {string.format('%d %d %d', level, last, next_id)}
+      for i = 1, #leases, 3 do
+        parts[#parts + 1] = string.format('%d %d %d', leases[i], leases[i + 1], leases[i + 2])
+      end
+      saved = table.concat(parts, ' ')
+    end
+    local latest = t
+    if #leases > 0 then latest = leases[#leases] end
+    if t > latest then latest = t end
+    local free = level - outstanding * window
+    local live = latest - t + math.floor((full - free + limit - 1) / limit)
+    if live < min_ttl then live = min_ttl end
+    if live < 1 then live = 1 end
+    redis.call('SET', key, saved, 'PX', string.format('%d', live))
+    replies[k + 1] = {want, 0, 0}
   else
     local g = math.min(want, avail)
     -- take: a new lease, sorted by expiry (equal ones by id)
