@@ -289,30 +289,23 @@ void RedisStore::Connection::ScriptFailed(Pending& p, const redisReply& reply,
 }
 
 void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& reply) {
-  // One array of integers per take, in the order of the waiters.
+  // One string: a take's integers per waiter, in their order; read through
+  // once to check it before any waiter is answered.
   const std::size_t n = p.waiters.size();
-  bool valid = reply.type == REDIS_REPLY_ARRAY && reply.elements == n;
-  for (std::size_t i = 0; valid && i < n; ++i) {
-    const redisReply& take = *reply.element[i];
-    valid = take.type == REDIS_REPLY_ARRAY;
-    for (std::size_t j = 0; valid && j < take.elements; ++j) {
-      valid = take.element[j]->type == REDIS_REPLY_INTEGER;
-    }
-  }
-  if (!valid) {
+  ValuesResult result;
+  bool valid = reply.type == REDIS_REPLY_STRING;
+  std::string_view text = valid ? std::string_view(reply.str, reply.len) : std::string_view();
+  for (std::size_t i = 0; valid && i < n; ++i) valid = ReadLeaseTake(text, result.values);
+  if (!valid || !text.empty()) {
     ScriptFailed(p, reply, "the lease take script");
     return;
   }
   Success();
   if (p.done) return;
   p.done = true;
-  ValuesResult result;
+  text = std::string_view(reply.str, reply.len);
   for (std::size_t i = 0; i < n; ++i) {
-    const redisReply& take = *reply.element[i];
-    result.values.clear();
-    for (std::size_t j = 0; j < take.elements; ++j) {
-      result.values.push_back(take.element[j]->integer);
-    }
+    ReadLeaseTake(text, result.values);
     p.waiters[i].values->OnValues(result);
   }
 }

@@ -108,6 +108,23 @@ bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision*
   return true;
 }
 
+bool ReadLeaseTake(std::string_view& text, std::vector<std::int64_t>& values) {
+  const std::size_t comma = text.find(',');
+  const std::string_view take = text.substr(0, comma);
+  text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
+  values.clear();
+  const char* p = take.data();
+  const char* end = p + take.size();
+  while (p < end) {
+    std::int64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || (next != end && *next != ' ')) return false;
+    values.push_back(v);
+    p = next == end ? end : next + 1;
+  }
+  return !take.empty() && take.back() != ' ';
+}
+
 const std::string& ScriptSha(int script) {
   static const auto shas = [] {
     std::array<std::string, kRedisScriptCount> out;

@@ -7,9 +7,11 @@
 -- (all or none, admitted at once: no lease is kept). The keys are taken from one after the other,
 -- each loaded, taken from and saved as a call of its own would be (the
 -- gateway batches the takes of distinct keys of one limit into one call).
--- Returns one array per key, in KEYS order: {g, valid_ms, retry_after_ms,
--- stamp per window}: g >= 1 with retry_after_ms 0, or {0, 0,
--- retry_after_ms >= 1} with nothing changed; a spent take's {n, 0, 0}.
+-- Returns one string: per key, in KEYS order and separated by ',', the
+-- integers "g valid_ms retry_after_ms stamp..." (a stamp per window): g >= 1
+-- with retry_after_ms 0, or "0 0 retry_after_ms" (>= 1) with nothing
+-- changed; a spent take's "n 0 0". (One string, not nested arrays: Redis
+-- and hiredis make one reply object of it.)
 local a = 4 + 6 * count
 local use_ms, hold_ms = tonumber(ARGV[a]), tonumber(ARGV[a + 1])
 local replies = {}
@@ -31,24 +33,25 @@ for k = 0, #ARGV - a - 2 do
     windows[i] = w
   end
   if g < 1 or (spent and g < want) then
-    replies[k + 1] = {0, 0, math.max(retry, 1)}
+    replies[k + 1] = '0 0 ' .. int(math.max(retry, 1))
   elseif spent then
     for i = 1, count do
       local w = windows[i]
       w.kind.spend(w.p, w.state, t, g)
       w.kind.save(w.p, w, w.state, t, min_ttl)
     end
-    replies[k + 1] = {g, 0, 0}
+    replies[k + 1] = int(g) .. ' 0 0'
   else
-    local reply = {g, use_ms, 0}
+    local valid_ms = use_ms
+    local stamps = {}
     for i = 1, count do
       local w = windows[i]
       local stamp, valid = w.kind.take(w.p, w.state, t, g, use_ms, hold_ms)
-      reply[2] = math.min(reply[2], valid)
-      reply[3 + i] = stamp
+      valid_ms = math.min(valid_ms, valid)
+      stamps[i] = int(stamp)
       w.kind.save(w.p, w, w.state, t, min_ttl)
     end
-    replies[k + 1] = reply
+    replies[k + 1] = int(g) .. ' ' .. int(valid_ms) .. ' 0 ' .. table.concat(stamps, ' ')
   end
 end
-return replies
+return table.concat(replies, ',')

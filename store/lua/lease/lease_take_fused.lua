@@ -64,7 +64,7 @@ for k = 0, #ARGV - 12 do
     else
       retry = leases[3] - t
     end
-    replies[k + 1] = {0, 0, math.max(retry, 1)}
+    replies[k + 1] = string.format('0 0 %d', math.max(retry, 1))
   elseif spent then
     -- as a lease taken and returned at once, fully used
     level = level - want * window
@@ -86,12 +86,12 @@ for k = 0, #ARGV - 12 do
     if live < min_ttl then live = min_ttl end
     if live < 1 then live = 1 end
     redis.call('SET', key, saved, 'PX', string.format('%d', live))
-    replies[k + 1] = {want, 0, 0}
+    replies[k + 1] = string.format('%d 0 0', want)
   else
     local g = math.min(want, avail)
     -- take: a new lease, sorted by expiry (equal ones by id)
     local expiry = t + hold_ms
-    replies[k + 1] = {g, use_ms, 0, next_id}
+    replies[k + 1] = string.format('%d %d 0 %d', g, use_ms, next_id)
     outstanding = outstanding + g
     local saved, latest
     if #leases == 0 then
@@ -124,4 +124,4 @@ for k = 0, #ARGV - 12 do
     redis.call('SET', key, saved, 'PX', string.format('%d', live))
   end
 end
-return replies
+return table.concat(replies, ',')
