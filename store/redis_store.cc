@@ -139,27 +139,46 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
   const RedisOptions& o = shared_->options;
   std::optional<std::int64_t> time;
   if (o.time == RedisTime::kClient) time = now_ms;
-  std::string& call = call_;
-  call.clear();
-  RespWriter w(call);
-  WriteDecideParams(limit, time, o.min_ttl_ms, w);
-  w.Arg(use_ms);
-  w.Arg(hold_ms);
-  QueuedCall q;
   // A single bucket window: lease_take_fused.lua, the same call in
-  // straight-line code.
+  // straight-line code, with the window's state key alone.
   const algorithms::Algorithm a = limit.windows[0].algorithm;
   const bool bucket = limit.windows.size() == 1 && (a == algorithms::Algorithm::kTokenBucket ||
                                                      a == algorithms::Algorithm::kLeakyBucket);
   const RedisAux script = bucket ? RedisAux::kLeaseTakeFused : RedisAux::kLeaseTake;
-  q.shape = {DecideParamCount(limit) + 2, &ScriptSha(RedisScriptIndex(script)), call.size(),
-             limit.windows.size()};
+  // The arguments after the keys are the same for every take of a limit
+  // under server time: written once per limit in a row.
+  LeaseCall& call = lease_call_;
+  const bool reuse = !time && slots_.empty() && call.limit == &limit &&
+                     call.fingerprint == limit.fingerprint &&
+                     call.use_ms == use_ms && call.hold_ms == hold_ms && !call.text.empty();
+  if (!reuse) {
+    call.text.clear();
+    RespWriter w(call.text);
+    WriteDecideParams(limit, time, o.min_ttl_ms, w);
+    w.Arg(use_ms);
+    w.Arg(hold_ms);
+    call.limit = &limit;
+    call.fingerprint = limit.fingerprint;
+    call.use_ms = use_ms;
+    call.hold_ms = hold_ms;
+    call.tail_bytes = call.text.size();
+  }
+  call.text.resize(call.tail_bytes);
+  QueuedCall q;
+  q.shape = {DecideParamCount(limit) + 2, &ScriptSha(RedisScriptIndex(script)), call.tail_bytes,
+             bucket ? 1 : 2 * limit.windows.size()};
   key_.clear();
   RespWriter keys(key_);
-  const std::string first_key = WriteDecideKeys(limit, lease_prefix_, key, keys);
+  std::string first_key;
+  if (bucket) {
+    first_key = RedisKey(lease_prefix_, key, limit.fingerprint, 0);
+    keys.Arg(first_key);
+  } else {
+    first_key = WriteDecideKeys(limit, lease_prefix_, key, keys);
+  }
   q.key = key_;
-  if (!slots_.empty()) call.append(key_);
-  q.call = call;
+  if (!slots_.empty()) call.text.append(key_);
+  q.call = call.text;
   q.slot = slots_.empty() ? 0 : RedisSlot(first_key);
   q.deadline = now + o.timeout_ms;
   Connection* connection = PickConnection(now, q.slot);

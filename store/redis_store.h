@@ -211,6 +211,18 @@ class RedisStore final : public Store {
   std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
   std::string lease_prefix_;  // <prefix>lease:
   std::string call_;        // Decide's, reused: QueuedCall::call
+  // TakeLease's QueuedCall::call: the arguments after the keys, kept for
+  // the next take of the same limit and lease (the first tail_bytes; with
+  // Redis Cluster the key follows).
+  struct LeaseCall {
+    std::string text;
+    std::size_t tail_bytes = 0;
+    const LimitSpec* limit = nullptr;  // with its fingerprint: the same limit
+    std::uint32_t fingerprint = 0;
+    std::int64_t use_ms = 0;
+    std::int64_t hold_ms = 0;
+  };
+  LeaseCall lease_call_;
   std::string key_;         // Decide's, reused: QueuedCall::key
 };
 

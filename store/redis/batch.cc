@@ -20,8 +20,8 @@ std::string RedisStore::Pending::CallCommand(Pending& p) {
   // count, costs; lease_take.lua: every take's want (one take per keys,
   // in their order already).
   const std::size_t keys = p.keys.size();
-  const bool lease = shape.lease_windows > 0;
-  const std::size_t key_args = lease ? 2 * shape.lease_windows * keys : keys;
+  const bool lease = shape.lease_keys > 0;
+  const std::size_t key_args = lease ? shape.lease_keys * keys : keys;
   w.Count(3 + key_args + shape.args + (lease ? 0 : keys) + p.waiters.size());
   w.Arg("EVALSHA");
   w.Arg(*shape.fused_sha);

@@ -41,11 +41,12 @@ struct CallShape {
   std::size_t args = 0;
   const std::string* fused_sha = nullptr;  // token_bucket_fused.lua's; null: decide.lua
   std::size_t tail_bytes = 0;
-  // lease_take.lua (then fused_sha is its SHA-1): the limit's windows. Its
-  // text is laid out as token_bucket_fused.lua's, with every take's keys
-  // (RedisStore::TakeLease) and `want` instead of a cost, and one take per
-  // keys: the takes are never merged, only sent in one call.
-  std::size_t lease_windows = 0;
+  // lease_take.lua (then fused_sha is its SHA-1): the keys of one take (two
+  // per window; lease_take_fused.lua: one). Its text is laid out as
+  // token_bucket_fused.lua's, with every take's keys (RedisStore::
+  // TakeLease) and `want` instead of a cost, and one take per keys: the
+  // takes are never merged, only sent in one call.
+  std::size_t lease_keys = 0;
 };
 
 // A decision for Connection::Queue: decisions with the same `call` share a

@@ -88,7 +88,7 @@ void RedisStore::Connection::Queue(const QueuedCall& q, DecisionWaiter waiter) {
     // run: the decisions they make join these calls.
     ArmWrite();
   }
-  if (q.shape.lease_windows > 0) {
+  if (q.shape.lease_keys > 0) {
     waiter.key = Pending::AddLeaseKeys(*p, q.key);
   } else if (q.shape.fused_sha != nullptr) {
     waiter.key = Pending::KeyIndex(*p, q.key);
@@ -235,7 +235,7 @@ void RedisStore::Connection::HandleReply(redisReply* reply) {
     HandleCount(p, *reply);
     return;
   }
-  if (p.shape.lease_windows > 0) {
+  if (p.shape.lease_keys > 0) {
     HandleLeaseTakes(p, *reply);
     return;
   }
@@ -289,13 +289,18 @@ void RedisStore::Connection::ScriptFailed(Pending& p, const redisReply& reply,
 }
 
 void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& reply) {
-  // One string: a take's integers per waiter, in their order; read through
-  // once to check it before any waiter is answered.
+  // One string: a take's integers per waiter, in their order; all read
+  // before any waiter is answered.
   const std::size_t n = p.waiters.size();
-  ValuesResult result;
+  std::vector<std::int64_t>& values = lease_values_;
+  values.clear();
+  boost::container::small_vector<std::size_t, RedisOptions::kMaxBatch + 1> ends{0};
   bool valid = reply.type == REDIS_REPLY_STRING;
   std::string_view text = valid ? std::string_view(reply.str, reply.len) : std::string_view();
-  for (std::size_t i = 0; valid && i < n; ++i) valid = ReadLeaseTake(text, result.values);
+  for (std::size_t i = 0; valid && i < n; ++i) {
+    valid = ReadLeaseTake(text, values);
+    ends.push_back(values.size());
+  }
   if (!valid || !text.empty()) {
     ScriptFailed(p, reply, "the lease take script");
     return;
@@ -303,9 +308,10 @@ void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& repl
   Success();
   if (p.done) return;
   p.done = true;
-  text = std::string_view(reply.str, reply.len);
+  ValuesResult result;
   for (std::size_t i = 0; i < n; ++i) {
-    ReadLeaseTake(text, result.values);
+    result.values.assign(values.begin() + static_cast<std::ptrdiff_t>(ends[i]),
+                         values.begin() + static_cast<std::ptrdiff_t>(ends[i + 1]));
     p.waiters[i].values->OnValues(result);
   }
 }

@@ -135,7 +135,7 @@ class RedisStore::Connection {
   // decide.lua the same key) while it has room for more (options.batch),
   // or a new one. So concurrent decisions of one limit cost Redis one call,
   // decided one after the other exactly as separate calls would be. Lease
-  // takes (CallShape::lease_windows) of one limit share calls the same way.
+  // takes (CallShape::lease_keys) of one limit share calls the same way.
   void Queue(const redis::QueuedCall& q, redis::DecisionWaiter waiter);
 
   // Sends `p` again here (a cluster redirect); `asking`: after ASKING.
@@ -163,7 +163,7 @@ class RedisStore::Connection {
   bool Send(std::string_view command);
   void HandleReply(redisReply* reply);
   void HandleCount(Pending& p, const redisReply& reply);
-  // The reply of a lease_take.lua call (CallShape::lease_windows).
+  // The reply of a lease_take.lua call (CallShape::lease_keys).
   void HandleLeaseTakes(Pending& p, const redisReply& reply);
   // A script's reply that is an error or not what it returns: counted,
   // logged (the first time), and `p` failed with kError.
@@ -212,6 +212,7 @@ class RedisStore::Connection {
   bool open_ = false;
   bool shutting_down_ = false;
   bool error_logged_ = false;
+  std::vector<std::int64_t> lease_values_;  // HandleLeaseTakes's, reused
   int failures_ = 0;
   std::int64_t open_until_ = 0;
   std::int64_t backoff_ms_ = 0;

@@ -112,7 +112,6 @@ bool ReadLeaseTake(std::string_view& text, std::vector<std::int64_t>& values) {
   const std::size_t comma = text.find(',');
   const std::string_view take = text.substr(0, comma);
   text.remove_prefix(comma == std::string_view::npos ? text.size() : comma + 1);
-  values.clear();
   const char* p = take.data();
   const char* end = p + take.size();
   while (p < end) {

@@ -52,7 +52,8 @@ class RespWriter {
 bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision* out);
 // The first of the lease takes left in `text` (lease_take.lua's reply: one
 // string, the takes separated by ',', each its integers separated by ' ')
-// into `values`, removed from `text` with its ','; false if it is not one.
+// appended to `values`, removed from `text` with its ','; false if it is
+// not one.
 bool ReadLeaseTake(std::string_view& text, std::vector<std::int64_t>& values);
 
 inline std::string_view ErrorText(const redisReply& reply) {

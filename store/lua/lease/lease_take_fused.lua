@@ -2,8 +2,9 @@
 -- leaky_bucket with nodelay), in straight-line code: LEASE.bucket's load,
 -- avail, take and save of lease.lua, without the prelude, the algorithms
 -- and lease.lua (Lua 5.1 allocates a closure for every function a script
--- defines, on every call; see token_bucket_fused.lua). Same KEYS, ARGV,
--- state and replies as lease_take.lua with one window; tested against the
+-- defines, on every call; see token_bucket_fused.lua). Same ARGV, state
+-- and replies as lease_take.lua with one window, but one key per take (the
+-- window's state: no second key); tested against the
 -- C++ text with it (LeaseConformance). After clock.lua only. A key with
 -- no live lease (a cold key's) saves its state with one string.format. A
 -- negative `want`, -n, is a spent take of n units (LEASE.bucket.spend).
@@ -22,7 +23,7 @@ for k = 0, #ARGV - 12 do
   local want = tonumber(ARGV[12 + k])
   local spent = want < 0
   if spent then want = -want end
-  local key = KEYS[2 * k + 1]
+  local key = KEYS[k + 1]
   -- load: the state brought to t, expired leases counted as spent.
   local level, last, next_id = full, t, 1
   local leases = {}  -- id, units, expiry, flat, by expiry
