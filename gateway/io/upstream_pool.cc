@@ -8,6 +8,7 @@
 #include <cerrno>
 
 #include "gateway/io/draining_read.h"
+#include "gateway/io/socket_internals.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -26,15 +27,18 @@ bool TlsHoldsBytes(UpstreamConnection& c) {
 
 // True when the idle connection holds nothing: no bytes the upstream sent
 // after its last response (they would answer the next request, from another
-// client), no end of stream, no error. One non-blocking peek, plus the TLS
-// layer's buffers; a TLS connection's raw socket counts too, so a late TLS
-// record (a session ticket) also retires it, which costs a connect.
+// client), no end of stream, no error. The TLS layer's buffers, then the
+// reactor's record (nothing arrived since the last read drained the socket,
+// as nginx knows from epoll: no system call), else one non-blocking peek; a
+// TLS connection's raw socket counts too, so a late TLS record (a session
+// ticket) also retires it, which costs a connect.
 bool QuietWhileIdle(UpstreamConnection& c) {
   if (TlsHoldsBytes(c)) return false;
+  TcpSocket& socket = Lowest(c.stream).socket();
+  if (!ReadMayFindData(socket)) return true;
   char byte;
   for (;;) {
-    const ssize_t n =
-        ::recv(Lowest(c.stream).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
     if (n < 0 && errno == EINTR) continue;
     return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
   }

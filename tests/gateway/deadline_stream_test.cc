@@ -7,9 +7,12 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <fcntl.h>
 #include <sys/socket.h>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/version.hpp>
 #include <boost/asio/write.hpp>
 #include <chrono>
 #include <optional>
@@ -18,6 +21,7 @@
 #include <vector>
 
 #include "gateway/io/net.h"
+#include "gateway/io/socket_internals.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -259,6 +263,75 @@ TEST_F(DeadlineStreamTest, ACompletionHandlerReadsTheClockOnce) {
   ASSERT_TRUE(read_ec_);
   EXPECT_EQ(again, first);
   EXPECT_GT(store::LoopNow(), first);
+}
+
+// async_connect opens the socket itself (gateway/io/socket_internals.h).
+TEST_F(DeadlineStreamTest, ConnectReachesAListeningServer) {
+  DeadlineStream client(io_.get_executor());
+  client.expires_after(std::chrono::seconds(5));
+  std::optional<ErrorCode> connected;
+  client.async_connect(acceptor_.local_endpoint(), [&](ErrorCode ec) { connected = ec; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!connected && std::chrono::steady_clock::now() < give_up) {
+    io_.restart();
+    io_.run_for(milliseconds(10));
+  }
+  ASSERT_TRUE(connected);
+  ASSERT_FALSE(*connected) << connected->message();
+  TcpSocket accepted(io_);
+  acceptor_.accept(accepted);
+  asio::write(client.socket(), asio::buffer(std::string_view("hi")));
+  char got[2];
+  asio::read(accepted, asio::buffer(got));
+  EXPECT_EQ(std::string_view(got, 2), "hi");
+  // Non-blocking as Asio's own sockets are, and closed on exec.
+  EXPECT_NE(::fcntl(client.socket().native_handle(), F_GETFD) & FD_CLOEXEC, 0);
+}
+
+TEST_F(DeadlineStreamTest, ConnectToAClosedPortIsRefused) {
+  tcp::endpoint closed;
+  {
+    Acceptor gone(io_, {asio::ip::make_address("127.0.0.1"), 0});
+    closed = gone.local_endpoint();
+  }
+  DeadlineStream client(io_.get_executor());
+  client.expires_after(std::chrono::seconds(5));
+  std::optional<ErrorCode> connected;
+  client.async_connect(closed, [&](ErrorCode ec) { connected = ec; });
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!connected && std::chrono::steady_clock::now() < give_up) {
+    io_.restart();
+    io_.run_for(milliseconds(10));
+  }
+  ASSERT_TRUE(connected);
+  EXPECT_EQ(*connected, asio::error::connection_refused) << connected->message();
+}
+
+// What the upstream pool asks of an idle connection instead of a peek.
+TEST_F(DeadlineStreamTest, ReadMayFindDataUntilAReadDrainedTheSocketAndAgainAfterAnEvent) {
+  EXPECT_TRUE(ReadMayFindData(stream_->socket())) << "nothing read yet";
+  asio::write(peer_, asio::buffer("x", 1));
+  EXPECT_EQ(ReadSome(16), "x");
+#if BOOST_VERSION / 100 == 1081
+  EXPECT_FALSE(ReadMayFindData(stream_->socket())) << "the short read took everything";
+#endif
+  asio::write(peer_, asio::buffer("y", 1));
+  // Nothing pending: without the guard run_for() would return at once,
+  // never asking epoll (the gateway's contexts always have work).
+  auto work = asio::make_work_guard(io_);
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!ReadMayFindData(stream_->socket()) && std::chrono::steady_clock::now() < give_up) {
+    io_.restart();
+    io_.run_for(milliseconds(10));
+  }
+  EXPECT_TRUE(ReadMayFindData(stream_->socket())) << "the reactor saw the byte arrive";
+  EXPECT_EQ(ReadSome(16), "y");
+  peer_.shutdown(TcpSocket::shutdown_send);
+  while (!ReadMayFindData(stream_->socket()) && std::chrono::steady_clock::now() < give_up) {
+    io_.restart();
+    io_.run_for(milliseconds(10));
+  }
+  EXPECT_TRUE(ReadMayFindData(stream_->socket())) << "an end of stream counts";
 }
 
 }  // namespace

@@ -1,0 +1,131 @@
+#include "gateway/io/socket_internals.h"
+
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/error.hpp>
+#include <boost/version.hpp>
+#include <cerrno>
+
+#if BOOST_VERSION / 100 == 1081 && defined(BOOST_ASIO_HAS_EPOLL) && \
+    !defined(BOOST_ASIO_HAS_IO_URING_AS_DEFAULT)
+#define TOLLGATE_ASIO_SOCKET_INTERNALS 1
+#include <boost/asio/detail/conditionally_enabled_mutex.hpp>
+#include <boost/asio/detail/epoll_reactor.hpp>
+#include <boost/asio/detail/object_pool.hpp>
+#include <boost/asio/detail/socket_ops.hpp>
+#endif
+
+namespace tollgate::gateway {
+namespace {
+
+ErrorCode SystemError(int error) {
+  return ErrorCode(error, asio::error::get_system_category());
+}
+
+}  // namespace
+
+ErrorCode ConnectOutcome(int fd) {
+  int error = 0;
+  socklen_t size = sizeof error;
+  if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &error, &size) != 0) return SystemError(errno);
+  return error == 0 ? ErrorCode() : SystemError(error);
+}
+
+}  // namespace tollgate::gateway
+
+#ifdef TOLLGATE_ASIO_SOCKET_INTERNALS
+
+namespace tollgate::gateway::socket_internals_detail {
+
+// The reactor's record of one socket, read by the specialization below.
+struct ReadProbe {
+  asio::detail::epoll_reactor::per_descriptor_data descriptor;
+  bool may_find_data = true;
+};
+
+// The implementation (descriptor, Asio's state bits, reactor record) behind a
+// socket: basic_socket keeps it in a protected member, reached through a
+// class derived from it (never instantiated).
+struct SocketAccess : TcpSocket {
+  static auto& Implementation(TcpSocket& socket) {
+    return (socket.*&SocketAccess::impl_).get_implementation();
+  }
+};
+
+}  // namespace tollgate::gateway::socket_internals_detail
+
+namespace boost::asio::detail {
+
+// The epoll reactor's per-socket record keeps its fields private to the
+// reactor and to object_pool_access; this specialization of one of the
+// latter's member templates, for a type of ours that Asio never uses, reads
+// the one needed: whether the reactor would try a read at once, which it
+// stops doing after a read that found the socket drained and does again once
+// epoll reports an event for it (data, end of stream, error).
+template <>
+inline void object_pool_access::destroy<tollgate::gateway::socket_internals_detail::ReadProbe>(
+    tollgate::gateway::socket_internals_detail::ReadProbe* probe) {
+  epoll_reactor::descriptor_state* state = probe->descriptor;
+  conditionally_enabled_mutex::scoped_lock lock(state->mutex_);
+  probe->may_find_data = state->shutdown_ || state->try_speculative_[epoll_reactor::read_op];
+}
+
+}  // namespace boost::asio::detail
+
+namespace tollgate::gateway {
+
+ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, ErrorCode& ec) {
+  if (socket.is_open()) return ConnectStart::kUnsupported;
+  const int fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
+                          endpoint.protocol().protocol());
+  if (fd < 0) {
+    ec = SystemError(errno);
+    return ConnectStart::kDone;
+  }
+  socket.assign(endpoint.protocol(), fd, ec);  // registers it with the reactor
+  if (ec) {
+    ::close(fd);
+    return ConnectStart::kDone;
+  }
+  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
+  // Non-blocking already: Asio's first operation would otherwise set it again
+  // (ioctl). Not a duplicate of another descriptor (what assign() assumes it
+  // may be): closing it removes it from epoll, no EPOLL_CTL_DEL needed.
+  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
+  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
+  for (;;) {
+    if (::connect(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) == 0) {
+      ec = {};
+      return ConnectStart::kDone;
+    }
+    if (errno == EINTR) continue;
+    if (errno == EINPROGRESS) return ConnectStart::kInProgress;
+    ec = SystemError(errno);
+    return ConnectStart::kDone;
+  }
+}
+
+bool ReadMayFindData(TcpSocket& socket) {
+  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
+  if (impl.reactor_data_ == nullptr) return true;
+  socket_internals_detail::ReadProbe probe{impl.reactor_data_};
+  asio::detail::object_pool_access::destroy(&probe);
+  return probe.may_find_data;
+}
+
+}  // namespace tollgate::gateway
+
+#else  // not the Asio these internals are known for
+
+namespace tollgate::gateway {
+
+ConnectStart StartConnect(TcpSocket&, const tcp::endpoint&, ErrorCode&) {
+  return ConnectStart::kUnsupported;
+}
+
+bool ReadMayFindData(TcpSocket&) { return true; }
+
+}  // namespace tollgate::gateway
+
+#endif
