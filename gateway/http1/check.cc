@@ -30,7 +30,7 @@ Task<void> Session::Check(HeadParser& head, Exchange& ex) {
   AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive, wire_);
   ex.status = 200;
   ErrorCode ec;
-  if (!TryWriteWire(stream_, ec)) {
+  if (!TryWriteWire(stream_, ec, ex.close)) {
     ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
   }
   if (ec) ex.close = true;

@@ -196,7 +196,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) {
+    if (!TryWriteWire(stream_, wec, ex.close)) {
       wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
     }
     if (wec) ex.close = true;
@@ -323,7 +323,7 @@ Task<bool> Session::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_c
   ex.bytes_out = body.get().body().size();
   ErrorCode wec;
   // The body took its time to arrive: the write gets what is left.
-  if (!TryWriteWire(stream_, wec)) {
+  if (!TryWriteWire(stream_, wec, ex.close)) {
     wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
   }
   if (wec) ex.close = true;

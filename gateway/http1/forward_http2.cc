@@ -137,7 +137,7 @@ Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamC
   for (bool end = !has_body;;) {
     if (end) mark_end();
     ErrorCode wec;
-    if (!TryWriteWire(stream_, wec)) {
+    if (!TryWriteWire(stream_, wec, end && ex.close)) {
       wec = co_await WriteWire(stream_, Budget(timeouts.client_body_ms, ex));
     }
     if (wec) {

@@ -82,23 +82,31 @@ Task<void> Session::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
+    SSL* ssl = tls->native_handle();
+    SSL_set_num_tickets(ssl, 0);  // IssueTickets() issues them
     Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
     auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
+    const HandshakeResult result = ec ? HandshakeResult::kFailed : Finished(ssl);
     if (ThreadMetrics* metrics = worker_.metrics()) {
-      metrics->RecordTlsHandshake(metric_listener_,
-                                  ec ? HandshakeResult::kFailed : Finished(tls->native_handle()));
+      metrics->RecordTlsHandshake(metric_listener_, result);
     }
     if (ec) co_return;
+    tickets_owed_ = TicketsOwed(ssl, result);
     // Once per connection: every request on it (HTTP/1.1 or HTTP/2) is
     // identified by the same certificate.
-    client_cert_ = VerifiedClientCertificate(tls->native_handle());
+    client_cert_ = VerifiedClientCertificate(ssl);
     const unsigned char* alpn = nullptr;
     unsigned int alpn_size = 0;
-    SSL_get0_alpn_selected(tls->native_handle(), &alpn, &alpn_size);
+    SSL_get0_alpn_selected(ssl, &alpn, &alpn_size);
     if (std::string_view(reinterpret_cast<const char*>(alpn), alpn_size) == "h2") {
+      IssueTickets();
       co_await RunHttp2({});
       co_return;
     }
+    // A request that came with the client's Finished (wrk, curl, browsers)
+    // is read first: the tickets then go out with its response. Otherwise
+    // they go now, before the first read waits.
+    if (!InputPending(ssl)) IssueTickets();
   }
   bool first = true;
   for (;;) {
@@ -184,19 +192,26 @@ Task<void> Session::Shutdown() {
     // for the wait (RFC 8446 6.1; nginx does not wait either), and Asio's
     // shutdown would otherwise read until the client's alert or EOF, one
     // more read and loop turn per connection. SSL_SENT_SHUTDOWN, set by
-    // the send, is what keeps the session resumable.
+    // the send, is what keeps the session resumable. The send also carries
+    // what WriteLastOverTls() left in the TLS engine: the last response.
     SSL* ssl = tls->native_handle();
-    SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
-    co_await tls->async_shutdown(kUseTuple);
+    // Tickets issued and still unsent (nothing was written or read since:
+    // the client left) would make SSL_shutdown fail; nothing is owed to a
+    // client that is gone.
+    if (SSL_in_init(ssl) == 0) {
+      SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
+      co_await tls->async_shutdown(kUseTuple);
+    }
   }
+  // An answer sent with the request body unread (a refusal, a failed
+  // upstream) ended the connection: send the FIN, then linger
+  // (gateway/io/linger.h). A connection that read its bodies does not: the
+  // close that follows sends the FIN (shutdown() first would not change
+  // what close() sends, a FIN, or a reset if the client sent more).
+  if (!body_unread_) co_return;
   ErrorCode ec;
   Lowest(stream_).socket().shutdown(tcp::socket::shutdown_send, ec);
-  // An answer sent with the request body unread (a refusal, a failed
-  // upstream) ended the connection: linger (gateway/io/linger.h). A
-  // connection that read its bodies does not.
-  if (body_unread_ && !ec) {
-    co_await Linger(Lowest(stream_), kBodyLinger, kBodyLingerBytes);
-  }
+  if (!ec) co_await Linger(Lowest(stream_), kBodyLinger, kBodyLingerBytes);
 }
 
 void Session::CloseWithBodyUnread(Exchange& ex) {
@@ -229,6 +244,8 @@ Task<bool> Session::ServeOne() {
         stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
     ec = read_ec;
   }
+  // Whatever comes next, a body read or the response, carries them.
+  IssueTickets();
   if (ec) {
     ex.close = true;
     if (IsClientGone(ec)) co_return false;
@@ -361,7 +378,7 @@ bool Session::StartReply(Exchange& ex, ErrorCode& ec) {
   const std::size_t body =
       AppendAnswer(answer_, ex.close ? Persistence::kClose : Persistence::kKeepAlive, wire_);
   NoteAnswer(answer_, body, ex);
-  return TryWriteWire(stream_, ec);
+  return TryWriteWire(stream_, ec, ex.close);
 }
 
 Task<void> Session::Reply(Exchange& ex) {
@@ -370,13 +387,47 @@ Task<void> Session::Reply(Exchange& ex) {
   if (ec) ex.close = true;
 }
 
-bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec) {
+bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
   auto* plain = std::get_if<TcpStream>(&stream);
-  if (plain == nullptr) return false;
+  if (plain == nullptr) {
+    return last && &stream == &stream_ && WriteLastOverTls(std::get<TlsStream>(stream));
+  }
   const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
   if (ec || n == wire_.size()) return true;
   wire_.erase(0, n);
   return false;
+}
+
+// The largest last response WriteLastOverTls() takes: one TLS record
+// (16 KiB at most), with two tickets and the close_notify beside it, fits
+// in the engine's 17 KiB buffers, which Shutdown() sends in one write.
+constexpr std::size_t kLastOverTls = 15 * 1024;
+
+bool Session::WriteLastOverTls(TlsStream& tls) {
+  if (wire_.size() > kLastOverTls) return false;
+  // Into the engine's buffer only (its BIO pair, empty between operations):
+  // no socket I/O here. Tickets owed go first (SSL_write sends them).
+  SSL* ssl = tls.native_handle();
+  ERR_clear_error();
+  const int n = SSL_write(ssl, wire_.data(), static_cast<int>(wire_.size()));
+  if (n <= 0) {
+    // Nothing was taken (not expected with the buffer empty): the usual
+    // write reports what is wrong.
+    ERR_clear_error();
+    return false;
+  }
+  wire_.erase(0, static_cast<std::size_t>(n));
+  return wire_.empty();
+}
+
+void Session::IssueTickets() {
+  auto* tls = std::get_if<TlsStream>(&stream_);
+  for (; tickets_owed_ > 0; --tickets_owed_) {
+    if (SSL_new_session_ticket(tls->native_handle()) != 1) {
+      tickets_owed_ = 0;
+      break;
+    }
+  }
 }
 
 Task<ErrorCode> Session::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {

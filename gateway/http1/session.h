@@ -127,8 +127,18 @@ class Session final : private ClientWatch {
   // The fast path of WriteWire(), with no coroutine frame, operation or
   // handler: a plain TCP stream whose socket takes all of wire_ at once.
   // True when done (`ec` says how it went); false when bytes remain (those
-  // written are gone from wire_): WriteWire() the rest.
-  bool TryWriteWire(AnyStream& stream, ErrorCode& ec);
+  // written are gone from wire_): WriteWire() the rest. `last`: wire_ is
+  // the last the connection sends (the exchange closes it); to the client
+  // over TLS it is then encrypted now and sent by Shutdown() with the
+  // close_notify and any session tickets still owed, in one send
+  // (WriteLastOverTls).
+  bool TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last = false);
+  bool WriteLastOverTls(TlsStream& tls);
+  // TLS 1.3 session tickets: OpenSSL's own (SSL_set_num_tickets 0) would
+  // go out alone at the end of the handshake, a send and a wakeup of the
+  // client of their own. They are issued here instead, to go out with the
+  // next record written (or before the next read).
+  void IssueTickets();
 
   Task<void> Shutdown();
   // The exchange ends the connection with the request body (or part of
@@ -169,6 +179,7 @@ class Session final : private ClientWatch {
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
   bool body_unread_ = false;  // CloseWithBodyUnread() was called
+  int tickets_owed_ = 0;      // TLS 1.3 session tickets not issued yet
   std::unique_ptr<Http2Adapter> http2_;  // the connection speaks HTTP/2
   int metric_listener_ = 0;
 };

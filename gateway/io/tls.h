@@ -65,6 +65,19 @@ class ServerTls {
 // After a successful handshake: a full or resumed one.
 HandshakeResult Finished(SSL* ssl);
 
+// The TLS 1.3 session tickets OpenSSL would have sent at the end of a
+// successful handshake `result` (the context's number after a full one,
+// one after a resumption; none with TLS 1.2, whose tickets are part of
+// the handshake), for a server connection that turned its own off
+// (SSL_set_num_tickets 0) to issue them with SSL_new_session_ticket() at
+// a time of its choosing.
+int TicketsOwed(SSL* ssl, HandshakeResult result);
+
+// Whether bytes from the peer wait in the TLS engine, read from the socket
+// but not yet taken by the application (a request that came with the
+// client's Finished).
+bool InputPending(SSL* ssl);
+
 // The client certificate of a finished handshake, if one was sent and
 // verified (chain to the listener's client_ca, validity, CRL); null
 // otherwise, which a listener with client_cert = "optional" serves
