@@ -103,10 +103,9 @@ Task<void> Session::Run() {
       co_await RunHttp2({});
       co_return;
     }
-    // A request that came with the client's Finished (wrk, curl, browsers)
-    // is read first: the tickets then go out with its response. Otherwise
-    // they go now, before the first read waits.
-    if (!InputPending(ssl)) IssueTickets();
+    // HTTP/1.1: the tickets go out with the first response (ServeOne
+    // issues them once the request head is in). A client that never sends
+    // a request gets none; one that does has them before its answer.
   }
   bool first = true;
   for (;;) {

@@ -217,13 +217,6 @@ int TicketsOwed(SSL* ssl, HandshakeResult result) {
   return static_cast<int>(SSL_CTX_get_num_tickets(SSL_get_SSL_CTX(ssl)));
 }
 
-bool InputPending(SSL* ssl) {
-  // SSL's own buffer, then its read BIO (Asio's engine: one end of a BIO
-  // pair, where the bytes read from the socket wait).
-  BIO* in = SSL_get_rbio(ssl);
-  return SSL_has_pending(ssl) == 1 || (in != nullptr && BIO_ctrl_pending(in) > 0);
-}
-
 std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* ssl) {
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return nullptr;

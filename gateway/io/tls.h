@@ -73,11 +73,6 @@ HandshakeResult Finished(SSL* ssl);
 // a time of its choosing.
 int TicketsOwed(SSL* ssl, HandshakeResult result);
 
-// Whether bytes from the peer wait in the TLS engine, read from the socket
-// but not yet taken by the application (a request that came with the
-// client's Finished).
-bool InputPending(SSL* ssl);
-
 // The client certificate of a finished handshake, if one was sent and
 // verified (chain to the listener's client_ca, validity, CRL); null
 // otherwise, which a listener with client_cert = "optional" serves
