@@ -119,6 +119,13 @@ FrameStep FrameParser::Parse(std::string_view data) {
       continue;
     }
     const std::string_view rest = data.substr(step.consumed);
+    if (announced_ && rest.size() >= announced_header_.size) {
+      // The data frame announced by the last call, given again from its
+      // header: read and checked then, and nothing Check() reads changed.
+      announced_ = false;
+      step.consumed += Begin(announced_header_);
+      continue;
+    }
     const std::optional<Header> h = ReadHeader(rest);
     if (!h) return step;
     if (sender_ == FrameSender::kServer) {
@@ -144,18 +151,22 @@ FrameStep FrameParser::Parse(std::string_view data) {
       step.consumed += frame;
       continue;
     }
-    if (h->opcode != kContinuation && !announced_) {
+    if (h->opcode != kContinuation) {
       announced_ = true;
+      announced_header_ = *h;
       step.event = FrameEvent::kMessageStart;
       return step;
     }
-    announced_ = false;
-    message_bytes_ = (h->opcode == kContinuation ? message_bytes_ : 0) + h->length;
-    in_message_ = !h->fin;
-    step.consumed += h->size;
-    payload_left_ = h->length;
+    step.consumed += Begin(*h);
   }
   return step;
+}
+
+std::size_t FrameParser::Begin(const Header& h) {
+  message_bytes_ = (h.opcode == kContinuation ? message_bytes_ : 0) + h.length;
+  in_message_ = !h.fin;
+  payload_left_ = h.length;
+  return h.size;
 }
 
 std::string CloseFrame(CloseCode code, std::string_view reason,

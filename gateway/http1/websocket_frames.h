@@ -94,6 +94,8 @@ class FrameParser {
   static std::optional<Header> ReadHeader(std::string_view data);
   // A client frame's problem, if any, before any byte of it is consumed.
   std::optional<FrameEvent> Check(const Header& header) const;
+  // A client's data frame `header` (checked) begins: its header's size.
+  std::size_t Begin(const Header& header);
 
   FrameSender sender_;
   Compression compression_;
@@ -101,7 +103,8 @@ class FrameParser {
   std::uint64_t payload_left_ = 0;
   std::uint64_t message_bytes_ = 0;  // of the data message under way
   bool in_message_ = false;          // a fragmented data message awaits its continuation
-  bool announced_ = false;           // kMessageStart was reported for the frame ahead
+  bool announced_ = false;           // kMessageStart was reported for the frame ahead,
+  Header announced_header_;          // whose header this is (read and checked)
   std::optional<FrameEvent> failed_;
 };
 
