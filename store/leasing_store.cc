@@ -35,7 +35,7 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
       : hand(now, spec.limit.lease->ttl_ms, spec.bucket, spec.log) {}
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
-  std::string_view key;  // the rule key: the tail of entries_'s key
+  std::string key;  // the rule key (entries_'s key views it)
   LeaseHand hand;
   // Requests waiting for a take, in order; inline for one (a cold key's).
   using Waiters = boost::container::small_vector<Waiter, 1>;
@@ -69,11 +69,6 @@ LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact,
       redis_(redis),
       timer_(std::make_unique<Timer>(io)),
       exact_(std::move(exact)) {
-  // Every new key's lookup misses: with at most half as many keys as
-  // buckets, most misses find an empty bucket and touch no node (the table
-  // holds the keys of about the last lease_ttl: tens of thousands of cold
-  // keys, out of cache).
-  entries_.max_load_factor(0.5f);
 }
 
 LeasingStore::~LeasingStore() {
@@ -83,7 +78,7 @@ LeasingStore::~LeasingStore() {
   timer_->timer_.cancel();
   exact_.reset();
   for (auto& [_, e] : entries_) {
-    e.spec->stats->in_hand.fetch_sub(e.hand.in_hand(), std::memory_order_relaxed);
+    e->spec->stats->in_hand.fetch_sub(e->hand.in_hand(), std::memory_order_relaxed);
   }
 }
 
@@ -95,7 +90,7 @@ std::size_t LeasingStore::IdHash::operator()(const IdView& id) const {
 LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   const LimitSpec& limit = *request.limit;
   auto it = entries_.find(IdView{limit.fingerprint, request.key});
-  if (it != entries_.end()) return &it->second;
+  if (it != entries_.end()) return it->second.get();
   if (entries_.size() >= options_.max_keys) return nullptr;
   std::unique_ptr<Spec>& spec = specs_[limit.fingerprint];
   if (!spec) {
@@ -107,13 +102,13 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   }
   // Lease parameters may change without the fingerprint (a reload).
   spec->limit.lease = limit.lease;
-  auto [at, _] =
-      entries_.try_emplace(Id{limit.fingerprint, std::string(request.key)}, request.now_ms, *spec);
-  Entry& e = at->second;
+  auto owned = std::make_unique<Entry>(request.now_ms, *spec);
+  Entry& e = *owned;
   e.store = this;
   e.spec = spec.get();
+  e.key = request.key;
   ++spec->entries;
-  e.key = at->first.key;
+  entries_.emplace(IdView{limit.fingerprint, e.key}, std::move(owned));
   return &e;
 }
 
@@ -325,7 +320,7 @@ void LeasingStore::Arm() {
 
 void LeasingStore::Drain() {
   const std::int64_t now = Now();
-  for (auto& [_, e] : entries_) e.hand.ReleaseAll(now, e);
+  for (auto& [_, e] : entries_) e->hand.ReleaseAll(now, *e);
 }
 
 void LeasingStore::Tick() {
@@ -340,7 +335,7 @@ void LeasingStore::Tick() {
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
       Spec* spec = e.spec;
-      entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
+      entries_.erase(IdView{spec->limit.fingerprint, e.key});
       // A reload's old limits go with their last key.
       if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
     } else if (look_again > 0) {

@@ -31,6 +31,7 @@
 #pragma once
 
 #include <boost/container/small_vector.hpp>
+#include <boost/unordered/unordered_flat_map.hpp>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -102,32 +103,15 @@ class LeasingStore final : public Store {
   struct Spec;
   struct Waiter;
   struct Entry;
-  // entries_'s key: a limit's fingerprint and a rule key; looked up as an
-  // IdView, without building one.
-  struct Id {
-    std::uint32_t fingerprint;
-    std::string key;
-  };
+  // entries_'s key: a limit's fingerprint and a rule key (the entry's own
+  // copy, which does not move).
   struct IdView {
     std::uint32_t fingerprint;
     std::string_view key;
+    bool operator==(const IdView&) const = default;
   };
-  // Not noexcept on purpose: libstdc++ then keeps each node's hash, and a
-  // lookup that misses compares those instead of hashing the keys of the
-  // bucket's nodes again (as it does for std::string keys).
   struct IdHash {
-    using is_transparent = void;
     std::size_t operator()(const IdView& id) const;
-    std::size_t operator()(const Id& id) const { return (*this)(IdView{id.fingerprint, id.key}); }
-  };
-  struct IdEq {
-    using is_transparent = void;
-    static IdView View(const Id& id) { return {id.fingerprint, id.key}; }
-    static IdView View(const IdView& id) { return id; }
-    template <typename A, typename B>
-    bool operator()(const A& a, const B& b) const noexcept {
-      return View(a).fingerprint == View(b).fingerprint && View(a).key == View(b).key;
-    }
   };
   // A time an entry needs looking at. Entries are not erased while any of
   // their items is queued (Entry::dues), so the pointer stays valid.
@@ -166,7 +150,10 @@ class LeasingStore final : public Store {
   FailoverStore* policy_;
   RedisStore& redis_;
   std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
-  std::unordered_map<Id, Entry, IdHash, IdEq> entries_;             // node-based: Entry* stay valid
+  // Open addressing: a new key's lookup, which misses, reads one group of
+  // the table's metadata, not a chain of nodes (tens of thousands of cold
+  // keys, out of cache). The entries are allocated apart: Entry* stay valid.
+  boost::unordered_flat_map<IdView, std::unique_ptr<Entry>, IdHash> entries_;
   // When an entry needs looking at (a lease's end, a spent budget's):
   // mostly now + lease_ttl, in time order, queued first-in first-out in
   // due_fifo_; the few earlier than its back in due_heap_. Earliest first
