@@ -20,6 +20,13 @@ constexpr const char* kCiphers =
     "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:"
     "ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:"
     "ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305";
+// TLS 1.3 in the same order as TLS 1.2 above, AES-128 first (as Go's
+// crypto/tls and BoringSSL prefer it), where OpenSSL's default puts
+// AES-256-GCM-SHA384 first: the handshake's key schedule and transcript
+// then hash with SHA-256 (SHA-NI on current x86) instead of SHA-384, and
+// records are sealed with 10 AES rounds instead of 14.
+constexpr const char* kTls13Ciphers =
+    "TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256";
 
 std::string OpenSslError() {
   const unsigned long code = ERR_get_error();
@@ -156,6 +163,7 @@ std::unique_ptr<ServerTls> ServerTls::Create(const rules::ListenerConfig& listen
     SSL_CTX* native = ctx->native_handle();
     SSL_CTX_set_min_proto_version(native, TLS1_2_VERSION);
     SSL_CTX_set_cipher_list(native, kCiphers);
+    SSL_CTX_set_ciphersuites(native, kTls13Ciphers);
     SSL_CTX_set_options(
         native, SSL_OP_NO_COMPRESSION | SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_NO_RENEGOTIATION);
     // The chain sent is the certificate file's, as nginx sends it: without
