@@ -85,26 +85,16 @@ struct Completion {
   Handler handler;
   std::shared_ptr<State> state;
   Direction direction;
+  // A connect StartConnect() left in progress: this completes the wait for
+  // its socket to be writable, and the connect's own outcome is SO_ERROR.
+  int connect_fd = -1;
 
   template <typename... Args>
   void operator()(ErrorCode ec, Args&&... args) {
     const store::HandlerTime handler_time;
+    if (connect_fd >= 0 && !ec) ec = ConnectOutcome(connect_fd);
     state->Finish(direction, ec);
     std::move(handler)(ec, std::forward<Args>(args)...);
-  }
-};
-
-// Completion of the wait for a connect that StartConnect() left in progress:
-// the socket is writable (or the wait failed), and the connect's own outcome
-// is SO_ERROR. Associated with what its inner handler is, as Completion.
-template <typename Handler>
-struct ConnectWait {
-  Handler handler;
-  int fd;
-
-  void operator()(ErrorCode ec) {
-    if (!ec) ec = ConnectOutcome(fd);
-    std::move(handler)(ec);
   }
 };
 
@@ -189,9 +179,8 @@ class DeadlineStream {
           ErrorCode ec;
           switch (StartConnect(socket, endpoint, ec)) {
             case ConnectStart::kInProgress:
-              socket.async_wait(TcpSocket::wait_write,
-                                deadline_detail::ConnectWait<decltype(completion)>{
-                                    std::move(completion), socket.native_handle()});
+              completion.connect_fd = socket.native_handle();
+              socket.async_wait(TcpSocket::wait_write, std::move(completion));
               return;
             case ConnectStart::kDone:
               asio::post(socket.get_executor(), asio::append(std::move(completion), ec));
@@ -236,21 +225,6 @@ struct associator<Associator, tollgate::gateway::deadline_detail::Completion<Han
     return Associator<Handler, DefaultCandidate>::get(h.handler);
   }
   static auto get(const tollgate::gateway::deadline_detail::Completion<Handler>& h,
-                  const DefaultCandidate& c) noexcept
-      -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
-    return Associator<Handler, DefaultCandidate>::get(h.handler, c);
-  }
-};
-
-template <template <typename, typename> class Associator, typename Handler,
-          typename DefaultCandidate>
-struct associator<Associator, tollgate::gateway::deadline_detail::ConnectWait<Handler>,
-                  DefaultCandidate> : Associator<Handler, DefaultCandidate> {
-  static typename Associator<Handler, DefaultCandidate>::type get(
-      const tollgate::gateway::deadline_detail::ConnectWait<Handler>& h) noexcept {
-    return Associator<Handler, DefaultCandidate>::get(h.handler);
-  }
-  static auto get(const tollgate::gateway::deadline_detail::ConnectWait<Handler>& h,
                   const DefaultCandidate& c) noexcept
       -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
     return Associator<Handler, DefaultCandidate>::get(h.handler, c);
