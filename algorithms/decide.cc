@@ -448,24 +448,6 @@ Snapshot TwoPeek(const LimitParams& p, const TwoBucketState& s, int64_t now_ms) 
 
 // ---- dispatch -----------------------------------------------------------
 
-int64_t RetryAfter(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost) {
-  switch (p.algorithm) {
-    case Algorithm::kTokenBucket:
-      return TokenRetryAfter(p, As<BucketState>(state), now_ms, cost);
-    case Algorithm::kLeakyBucket:
-      return LeakyRetryAfter(p, As<BucketState>(state), now_ms, cost);
-    case Algorithm::kFixedWindow:
-      return FixedRetryAfter(p, As<FixedWindowState>(state), now_ms, cost);
-    case Algorithm::kSlidingLog:
-      return LogRetryAfter(p, ViewLog(As<SlidingLogState>(state)), now_ms, cost);
-    case Algorithm::kSubWindow:
-      return WithSubWindow(p, state, [&](auto& v) { return SubRetryAfter(v, now_ms, cost); });
-    case Algorithm::kTwoBucket:
-      return TwoRetryAfter(p, As<TwoBucketState>(state), now_ms, cost);
-  }
-  return 0;
-}
-
 // Returns delay_ms.
 int64_t Consume(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost) {
   switch (p.algorithm) {
@@ -546,6 +528,24 @@ Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const
 Decision Decide(const LimitParams& window, std::byte* state, int64_t now_ms, int64_t cost) {
   return Decide(std::span<const LimitParams>(&window, 1), std::span<std::byte* const>(&state, 1),
                 now_ms, cost);
+}
+
+int64_t RetryAfter(const LimitParams& p, std::byte* state, int64_t now_ms, int64_t cost) {
+  switch (p.algorithm) {
+    case Algorithm::kTokenBucket:
+      return TokenRetryAfter(p, As<BucketState>(state), now_ms, cost);
+    case Algorithm::kLeakyBucket:
+      return LeakyRetryAfter(p, As<BucketState>(state), now_ms, cost);
+    case Algorithm::kFixedWindow:
+      return FixedRetryAfter(p, As<FixedWindowState>(state), now_ms, cost);
+    case Algorithm::kSlidingLog:
+      return LogRetryAfter(p, ViewLog(As<SlidingLogState>(state)), now_ms, cost);
+    case Algorithm::kSubWindow:
+      return WithSubWindow(p, state, [&](auto& v) { return SubRetryAfter(v, now_ms, cost); });
+    case Algorithm::kTwoBucket:
+      return TwoRetryAfter(p, As<TwoBucketState>(state), now_ms, cost);
+  }
+  return 0;
 }
 
 WindowView Inspect(const LimitParams& window, std::byte* state, int64_t now_ms) {

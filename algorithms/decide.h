@@ -40,4 +40,9 @@ struct WindowView {
 };
 WindowView Inspect(const LimitParams& window, std::byte* state, std::int64_t now_ms);
 
+// How long until a request of `cost` units would be allowed by one
+// window's state (0: now), without changing it.
+std::int64_t RetryAfter(const LimitParams& window, std::byte* state, std::int64_t now_ms,
+                        std::int64_t cost);
+
 }  // namespace tollgate::algorithms

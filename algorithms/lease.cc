@@ -52,15 +52,18 @@ int64_t BucketLoad(const LimitParams& p, BucketLeaseState& s, int64_t now_ms) {
   return outstanding;
 }
 
-// Units available, or 0 and the wait for one.
+// Units available (at least 0), and when fewer than `need`, the wait for
+// `need`: the refill, or, while leases hold too much of the capacity, the
+// earliest one's expiry.
 std::pair<int64_t, int64_t> BucketAvail(const LimitParams& p, const BucketLeaseState& s,
-                                        int64_t outstanding, int64_t now_ms) {
-  const int64_t avail = FloorDiv(s.level - outstanding * p.window_ms, p.window_ms);
-  if (avail > 0) return {avail, 0};
-  if (outstanding + 1 <= Capacity(p)) {
-    return {0, CeilDiv((outstanding + 1) * p.window_ms - s.level, p.limit)};
+                                        int64_t outstanding, int64_t now_ms, int64_t need) {
+  const int64_t avail =
+      std::max<int64_t>(0, FloorDiv(s.level - outstanding * p.window_ms, p.window_ms));
+  if (avail >= need) return {avail, 0};
+  if (outstanding + need <= Capacity(p) || s.leases.empty()) {
+    return {avail, CeilDiv((outstanding + need) * p.window_ms - s.level, p.limit)};
   }
-  return {0, s.leases.front().expiry_ms - now_ms};
+  return {avail, s.leases.front().expiry_ms - now_ms};
 }
 
 int64_t BucketTake(BucketLeaseState& s, int64_t now_ms, int64_t units, int64_t hold_ms) {
@@ -93,21 +96,22 @@ void LogPurge(const LimitParams& p, LogLeaseState& runs, int64_t now_ms) {
   runs.erase(runs.begin(), live);
 }
 
-// Units available, or 0 and the wait until the oldest counted unit that
-// makes room leaves the window. Records of outstanding leases, stamped in
-// the future, count like any other.
+// Units available (at least 0), and when fewer than `need`, the wait until
+// the counted unit that makes room for `need` leaves the window. Records
+// of outstanding leases, stamped in the future, count like any other.
 std::pair<int64_t, int64_t> LogAvail(const LimitParams& p, const LogLeaseState& runs,
-                                     int64_t now_ms) {
+                                     int64_t now_ms, int64_t need) {
   int64_t n = 0;
   for (const SlidingLog::Run& r : runs) n += r.count;
-  if (n < p.limit) return {p.limit - n, 0};
-  const int64_t k = n + 1 - p.limit;
+  const int64_t avail = std::max<int64_t>(0, p.limit - n);
+  if (avail >= need) return {avail, 0};
+  const int64_t k = n + need - p.limit;
   int64_t seen = 0;
   for (const SlidingLog::Run& r : runs) {
     seen += r.count;
-    if (seen >= k) return {0, r.ts + p.window_ms - now_ms};
+    if (seen >= k) return {avail, r.ts + p.window_ms - now_ms};
   }
-  return {0, p.window_ms};  // unreachable: k <= n
+  return {avail, p.window_ms};  // a cost above the limit: never
 }
 
 // Records `units` slots at the lease's latest moment of use (now + hold,
@@ -255,6 +259,9 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
                             TakeUse use) {
   const std::size_t n = windows_.size();
   std::vector<int64_t> outstanding(n, 0);
+  // A spent take is all or none (its units are one request's cost): it
+  // needs `want`, a lease at least one.
+  const int64_t need = use == TakeUse::kSpent ? want : 1;
   int64_t g = want;
   int64_t retry = 0;
   for (std::size_t i = 0; i < n; ++i) {
@@ -263,21 +270,20 @@ LeaseGrant LeaseState::Take(int64_t now_ms, int64_t want, int64_t use_ms, int64_
     int64_t wait = 0;
     if (IsBucket(p)) {
       outstanding[i] = BucketLoad(p, buckets_[i], now_ms);
-      std::tie(avail, wait) = BucketAvail(p, buckets_[i], outstanding[i], now_ms);
+      std::tie(avail, wait) = BucketAvail(p, buckets_[i], outstanding[i], now_ms, need);
     } else if (p.algorithm == Algorithm::kSlidingLog) {
       LogPurge(p, logs_[i], now_ms);
-      std::tie(avail, wait) = LogAvail(p, logs_[i], now_ms);
+      std::tie(avail, wait) = LogAvail(p, logs_[i], now_ms, need);
     } else {
-      const WindowView view = Inspect(p, decision_.windows()[i], now_ms);
-      avail = std::max<int64_t>(0, view.remaining);
-      wait = avail > 0 ? 0 : view.retry_after_ms;
+      std::byte* state = decision_.windows()[i];
+      avail = std::max<int64_t>(0, Inspect(p, state, now_ms).remaining);
+      if (avail < need) wait = RetryAfter(p, state, now_ms, need);
     }
     g = std::min(g, avail);
-    if (avail == 0) retry = std::max(retry, wait);
+    if (avail < need) retry = std::max(retry, wait);
   }
   LeaseGrant grant;
-  // A spent take is all or none: its units are one request's cost.
-  if (g < 1 || (use == TakeUse::kSpent && g < want)) {
+  if (g < need) {
     grant.retry_after_ms = std::max<int64_t>(retry, 1);
     return grant;
   }

@@ -200,6 +200,8 @@ void LeasingStore::StartTake(Entry& e, std::int64_t now, std::int64_t need) {
 
 void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
   e.taking = false;
+  const bool spent = e.take_spent;
+  e.take_spent = false;
   LeaseStats::Rule& stats = *e.spec->stats;
   if (closing_) {
     for (const Waiter& w : e.waiters) {
@@ -209,10 +211,18 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     return;
   }
   const std::int64_t now = Now();
-  // A spent take's grant has no stamps.
-  const std::size_t stamps = e.take_spent ? 0 : e.spec->limit.windows.size();
-  if (result.status != StoreStatus::kOk || result.values.size() < 3 ||
-      (result.values[0] > 0 && result.values.size() != 3 + stamps)) {
+  // A refusal is {0, 0, retry}; a grant {g, valid, 0, a stamp per window},
+  // a spent take's exactly {its waiter's cost, 0, 0}.
+  const std::vector<std::int64_t>& v = result.values;
+  bool valid = result.status == StoreStatus::kOk && v.size() >= 3 && !(spent && e.waiters.empty());
+  if (valid && v[0] <= 0) {
+    valid = v.size() == 3;
+  } else if (valid && spent) {
+    valid = v.size() == 3 && v[0] == e.waiters.front().cost && v[1] == 0 && v[2] == 0;
+  } else if (valid) {
+    valid = v.size() == 3 + e.spec->limit.windows.size();
+  }
+  if (!valid) {
     stats.requests[LeaseStats::kFailed].fetch_add(1, std::memory_order_relaxed);
     // The on_error policy answers while Redis cannot.
     const StoreStatus status =
@@ -229,12 +239,21 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
   const std::int64_t units = result.values[0];
   if (units <= 0) {
     stats.requests[LeaseStats::kRefused].fetch_add(1, std::memory_order_relaxed);
-    Due(e, e.hand.Block(e.take_sent, result.values[2]));
+    const std::int64_t until = e.hand.Block(e.take_sent, result.values[2]);
+    Due(e, until);
+    if (spent) {
+      // Answered now, even if the reply came after `until`: a take for it
+      // sent again at once would find the budget as short.
+      const Waiter w = e.waiters.front();
+      e.waiters.erase(e.waiters.begin());
+      w.sink->OnDecision(
+          {StoreStatus::kOk, ResultSource::kPrimary, e.hand.Limited(std::min(now, until - 1))});
+    }
   } else {
     if (policy_ != nullptr) policy_->PrimaryAnswered();
     stats.requests[LeaseStats::kGranted].fetch_add(1, std::memory_order_relaxed);
     stats.units[LeaseStats::kUnitsGranted].fetch_add(units, std::memory_order_relaxed);
-    if (e.take_spent) {
+    if (spent) {
       // The front waiter's units, admitted now; the entry is looked at
       // again when the key may have been quiet for a lease_ttl.
       stats.units[LeaseStats::kUnitsUsed].fetch_add(units, std::memory_order_relaxed);
@@ -273,8 +292,9 @@ void LeasingStore::Serve(Entry& e, std::int64_t now) {
   }
   e.waiters.erase(e.waiters.begin(), e.waiters.begin() + served);
   if (!e.waiters.empty()) {
-    // Short of units: one more take, which the waiters wait for.
-    StartTake(e, now, e.waiters.front().cost - e.hand.in_hand());
+    // Short of units: one more take, which the waiters wait for (unless a
+    // sink's callback started one already).
+    if (!e.taking) StartTake(e, now, e.waiters.front().cost - e.hand.in_hand());
     return;
   }
   MaybeRenew(e, now);
@@ -335,7 +355,8 @@ void LeasingStore::Tick() {
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
       Spec* spec = e.spec;
-      entries_.erase(IdView{spec->limit.fingerprint, e.key});
+      // By position: the key views the entry the erase destroys.
+      entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
       // A reload's old limits go with their last key.
       if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
     } else if (look_again > 0) {

@@ -2,6 +2,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
 #include <csignal>
@@ -295,7 +296,8 @@ void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& repl
   std::vector<std::int64_t>& values = lease_values_;
   values.clear();
   boost::container::small_vector<std::size_t, RedisOptions::kMaxBatch + 1> ends{0};
-  bool valid = reply.type == REDIS_REPLY_STRING;
+  bool valid = reply.type == REDIS_REPLY_STRING &&
+               static_cast<std::size_t>(std::count(reply.str, reply.str + reply.len, ',')) + 1 == n;
   std::string_view text = valid ? std::string_view(reply.str, reply.len) : std::string_view();
   for (std::size_t i = 0; valid && i < n; ++i) {
     valid = ReadLeaseTake(text, values);

@@ -174,6 +174,37 @@ TEST_F(LeasingStoreTest, AHotKeyIsAnsweredFromTheHandAndRenewedInTheBackground) 
   EXPECT_LE(EvalshaCalls(redis_) - before, 30u);
 }
 
+// A cold key's request of cost 2 when the window has 1 unit left: its
+// spent take is refused with the wait for 2 units (not for 1, which the
+// window has), answered at once even when the reply comes late, and the
+// key is not asked for again meanwhile.
+TEST_F(LeasingStoreTest, ASpentTakeShortOfItsCostIsLimitedAfterOneCall) {
+  Gateway first(io_, redis_, clock_, stats_);
+  Gateway second(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(FixedWindow(3, 3'600'000), 1000, 1);
+  clock_.Set(7'200'000);  // a window starts
+  ASSERT_TRUE(Decide(*second.leasing, "k", spec).decision.allowed);
+  ASSERT_TRUE(Decide(*second.leasing, "k", spec).decision.allowed);
+  Settle();
+  const std::uint64_t before = EvalshaCalls(redis_);
+  Result r;
+  first.leasing->Decide({"k", &spec, 2, clock_.NowMs()}, r);
+  clock_.Advance(5);  // the reply comes after the 1 ms the old answer named
+  while (!r.done) io_.run_one();
+  ASSERT_EQ(r.result.status, StoreStatus::kOk);
+  EXPECT_FALSE(r.result.decision.allowed);
+  // The window ends in an hour: not before lease_ttl.
+  EXPECT_GE(r.result.decision.retry_after_ms, 900);
+  Settle();
+  EXPECT_EQ(EvalshaCalls(redis_) - before, 1u);
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_FALSE(Decide(*first.leasing, "k", spec, nullptr, 2).decision.allowed);
+    clock_.Advance(50);
+  }
+  Settle();
+  EXPECT_EQ(EvalshaCalls(redis_) - before, 1u);
+}
+
 TEST_F(LeasingStoreTest, ASpentBudgetIsNotAskedForAgainBeforeItsReset) {
   Gateway g(io_, redis_, clock_, stats_);
   const LimitSpec spec = Leased(FixedWindow(5, 10'000), 1000, 5);

@@ -55,14 +55,16 @@ LEASE.bucket = {
     LEASE.bucket.refill(p, s, t)
     return s
   end,
-  avail = function(p, s, t)
+  -- Units available (at least 0) and, when fewer than `need`, the wait
+  -- for `need` (algorithms/lease.cc's BucketAvail).
+  avail = function(p, s, t, need)
     local free = s.level - s.outstanding * p.window
-    local avail = floor_div(free, p.window)
-    if avail > 0 then return avail, 0 end
-    if s.outstanding + 1 <= LEASE.bucket.capacity(p) then
-      return 0, ceil_div((s.outstanding + 1) * p.window - s.level, p.limit)
+    local avail = math.max(floor_div(free, p.window), 0)
+    if avail >= need then return avail, 0 end
+    if s.outstanding + need <= LEASE.bucket.capacity(p) or #s.leases == 0 then
+      return avail, ceil_div((s.outstanding + need) * p.window - s.level, p.limit)
     end
-    return 0, s.leases[1].expiry - t
+    return avail, s.leases[1].expiry - t
   end,
   take = function(p, s, t, g, use_ms, hold_ms)
     local l = {id = s.next, units = g, expiry = t + hold_ms}
@@ -108,11 +110,11 @@ LEASE.bucket = {
 -- decision of cost g, valid while the bucket it was counted into is current.
 LEASE.window = {
   load = function(p, w, t) return ALG[p.algorithm].load(p, w, t) end,
-  avail = function(p, s, t)
+  avail = function(p, s, t, need)
     local alg = ALG[p.algorithm]
-    local remaining = alg.peek(p, s, t)
-    if remaining > 0 then return remaining, 0 end
-    return 0, alg.retry_after(p, s, t, 1)
+    local remaining = math.max(alg.peek(p, s, t), 0)
+    if remaining >= need then return remaining, 0 end
+    return remaining, alg.retry_after(p, s, t, need)
   end,
   take = function(p, s, t, g, use_ms, hold_ms)
     ALG[p.algorithm].consume(p, s, t, g)
@@ -171,10 +173,10 @@ LEASE.window = {
 -- moves the used ones to the times they were admitted.
 LEASE.log = {
   load = function(p, w, t) return ALG.sliding_log.load(p, w, t) end,
-  avail = function(p, s, t)
-    local n = s.units - s.expired
-    if n < p.limit then return p.limit - n, 0 end
-    return 0, ALG.sliding_log.retry_after(p, s, t, 1)
+  avail = function(p, s, t, need)
+    local avail = math.max(p.limit - (s.units - s.expired), 0)
+    if avail >= need then return avail, 0 end
+    return avail, ALG.sliding_log.retry_after(p, s, t, need)
   end,
   take = function(p, s, t, g, use_ms, hold_ms)
     local at = t + hold_ms

@@ -19,6 +19,9 @@ for k = 0, #ARGV - a - 2 do
   local want = tonumber(ARGV[a + 2 + k])
   local spent = want < 0
   if spent then want = -want end
+  -- a spent take is all or none; a lease needs one unit
+  local need = 1
+  if spent then need = want end
   local base = 2 * count * k
   local windows = {}
   local g = want
@@ -27,12 +30,12 @@ for k = 0, #ARGV - a - 2 do
     local p = params[i]
     local w = {p = p, kind = lease_kind(p), key = KEYS[base + 2 * i - 1], aux = KEYS[base + 2 * i]}
     w.state = w.kind.load(p, w, t)
-    local avail, wait = w.kind.avail(p, w.state, t)
+    local avail, wait = w.kind.avail(p, w.state, t, need)
     if avail < g then g = avail end
-    if avail == 0 then retry = math.max(retry, wait) end
+    if avail < need then retry = math.max(retry, wait) end
     windows[i] = w
   end
-  if g < 1 or (spent and g < want) then
+  if g < need then
     replies[k + 1] = '0 0 ' .. int(math.max(retry, 1))
   elseif spent then
     for i = 1, count do

@@ -23,6 +23,8 @@ for k = 0, #ARGV - 12 do
   local want = tonumber(ARGV[12 + k])
   local spent = want < 0
   if spent then want = -want end
+  local need = 1
+  if spent then need = want end
   local key = KEYS[k + 1]
   -- load: the state brought to t, expired leases counted as spent.
   local level, last, next_id = full, t, 1
@@ -56,12 +58,10 @@ for k = 0, #ARGV - 12 do
   if t > last then last = t end
   -- avail
   local avail = math.floor((level - outstanding * window) / window)
-  if avail <= 0 or (spent and avail < want) then
+  if avail < need then
     local retry
-    if avail > 0 then
-      retry = 1
-    elseif outstanding + 1 <= capacity then
-      retry = math.floor(((outstanding + 1) * window - level + limit - 1) / limit)
+    if outstanding + need <= capacity or #leases == 0 then
+      retry = math.floor(((outstanding + need) * window - level + limit - 1) / limit)
     else
       retry = leases[3] - t
     end
