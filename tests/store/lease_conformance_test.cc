@@ -269,5 +269,54 @@ TEST_F(LeaseConformance, TakesSentTogetherMatchTakesOneByOne) {
   EXPECT_GT(batched, 500);
 }
 
+// Under server time (the default) RedisStore writes a limit's take
+// arguments once and reuses them for its next takes (RedisStore::
+// LeaseCall): takes of two limits in turn, a lease_ttl changed without the
+// limit, leased and spent, batched or not, each answered as its own.
+TEST_F(LeaseConformance, TakesUnderServerTimeKeepEachLimitsArguments) {
+  testing::RedisServer redis;
+  RedisOptions options = MakeOptions(redis);
+  options.time = RedisTime::kServer;
+  RedisStore store(io_, options, health_);
+  // Refilled once a day: what is taken stays taken.
+  const LimitSpec small = LimitSpec::Make({Window(algorithms::Algorithm::kTokenBucket, 1,
+                                                  86'400'000, 10)});
+  const LimitSpec large = LimitSpec::Make({Window(algorithms::Algorithm::kTokenBucket, 1,
+                                                  86'400'000, 100)});
+  std::int64_t use = 1000;
+  std::map<const LimitSpec*, std::int64_t> left = {{&small, 10}, {&large, 100}};
+  for (int round = 0; round < 6; ++round) {
+    if (round == 3) use = 700;  // a reload's new lease_ttl, same limit
+    std::vector<Values> got(4);
+    const LimitSpec* specs[] = {&small, &large, &large, &small};
+    const algorithms::TakeUse uses[] = {algorithms::TakeUse::kLease, algorithms::TakeUse::kSpent,
+                                        algorithms::TakeUse::kLease, algorithms::TakeUse::kSpent};
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      store.TakeLease("k", *specs[i], 0, 1, use, use + 20, got[i], uses[i]);
+      if (round % 2 == 1) {
+        while (!got[i].done) io_.run_one();  // one by one
+      }
+    }
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      while (!got[i].done) io_.run_one();
+      const std::string where = "round " + std::to_string(round) + " take " + std::to_string(i);
+      ASSERT_EQ(got[i].result.status, StoreStatus::kOk) << where;
+      const std::int64_t expect_units = left[specs[i]] > 0 ? 1 : 0;
+      left[specs[i]] -= expect_units;
+      ASSERT_FALSE(got[i].result.values.empty()) << where;
+      EXPECT_EQ(got[i].result.values[0], expect_units) << where;
+      if (uses[i] == algorithms::TakeUse::kLease && expect_units > 0) {
+        // {1, valid_ms = lease_ttl, 0, the lease's id}
+        ASSERT_EQ(got[i].result.values.size(), 4u) << where;
+        EXPECT_EQ(got[i].result.values[1], use) << where;
+      } else {
+        EXPECT_EQ(got[i].result.values.size(), 3u) << where;
+      }
+    }
+  }
+  EXPECT_EQ(left[&small], 0);  // 12 takes of one unit from a burst of 10
+  EXPECT_EQ(left[&large], 88);
+}
+
 }  // namespace
 }  // namespace tollgate::store
