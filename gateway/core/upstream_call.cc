@@ -17,15 +17,21 @@ bool IsStaleConnectionError(const ErrorCode& ec) {
 
 }  // namespace
 
+namespace {
+IdleCheck CheckFor(const UpstreamCall& call) {
+  return call.replayable ? IdleCheck::kRecord : IdleCheck::kPeek;
+}
+}  // namespace
+
 ConnectResult TakePooled(UpstreamCall& call, Attempt attempt) {
   if (attempt == Attempt::kRetry) return {};
-  return call.pool.TakeIdle();
+  return call.pool.TakeIdle(CheckFor(call));
 }
 
 Task<ConnectResult> ConnectUpstream(UpstreamCall& call, Attempt attempt,
                                     std::int64_t connect_timeout_ms) {
   if (attempt == Attempt::kRetry) co_return co_await call.pool.ConnectFresh(connect_timeout_ms);
-  co_return co_await call.pool.Acquire(connect_timeout_ms);
+  co_return co_await call.pool.Acquire(connect_timeout_ms, CheckFor(call));
 }
 
 bool RetryOnFresh(const UpstreamCall& call, Attempt attempt, std::size_t received,

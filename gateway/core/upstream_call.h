@@ -37,7 +37,9 @@ struct UpstreamCall {
   UpstreamPool& pool;
   int upstream_metric = -1;  // the upstream's metric id; -1: metrics off
   bool head_request = false;  // the response has no body whatever its fields say
-  bool replayable = false;    // idempotent: may be sent again on a fresh connection
+  // Idempotent and not streamed: sent again on a fresh connection when a
+  // reused one turns out closed (RetryOnFresh).
+  bool replayable = false;
   std::unique_ptr<UpstreamConnection> conn;
 };
 

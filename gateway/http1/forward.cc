@@ -133,7 +133,8 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   }
   ForwardCall call(*generation_->pools[route.upstream_index]);
   call.head_request = req.method() == http::verb::head;
-  call.replayable = IsIdempotent(req.method());
+  // A streamed body cannot be sent twice (SendStreamed does not retry).
+  call.replayable = IsIdempotent(req.method()) && buffered;
   call.buffered = buffered;
   call.upstream_metric = ex.upstream_metric;
   bool sent = false;

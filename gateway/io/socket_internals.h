@@ -41,8 +41,10 @@ ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, Erro
 ErrorCode ConnectOutcome(int fd);
 
 // False only when nothing can have arrived on the open `socket` since its
-// last read took everything it held (as far as the reactor has seen: an
-// event not yet collected by epoll_wait is not known). True when unknown.
+// last read took everything it held, as far as the reactor has handled:
+// an event not yet collected by epoll_wait, or collected in this turn but
+// not yet handled (its descriptor's turn in the queue comes later), is not
+// known. True when unknown.
 bool ReadMayFindData(TcpSocket& socket);
 
 }  // namespace tollgate::gateway

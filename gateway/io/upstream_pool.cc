@@ -32,10 +32,10 @@ bool TlsHoldsBytes(UpstreamConnection& c) {
 // as nginx knows from epoll: no system call), else one non-blocking peek; a
 // TLS connection's raw socket counts too, so a late TLS record (a session
 // ticket) also retires it, which costs a connect.
-bool QuietWhileIdle(UpstreamConnection& c) {
+bool QuietWhileIdle(UpstreamConnection& c, IdleCheck check) {
   if (TlsHoldsBytes(c)) return false;
   TcpSocket& socket = Lowest(c.stream).socket();
-  if (!ReadMayFindData(socket)) return true;
+  if (check == IdleCheck::kRecord && !ReadMayFindData(socket)) return true;
   char byte;
   for (;;) {
     const ssize_t n = ::recv(socket.native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
@@ -77,30 +77,30 @@ std::size_t UpstreamPool::PickServer() {
   return server;
 }
 
-std::unique_ptr<UpstreamConnection> UpstreamPool::PopIdle(std::size_t server) {
+std::unique_ptr<UpstreamConnection> UpstreamPool::PopIdle(std::size_t server, IdleCheck check) {
   auto& idle = servers_[server].idle;
   const std::int64_t now = clock_.NowMs();
   while (!idle.empty()) {
     std::unique_ptr<UpstreamConnection> c = std::move(idle.back());
     idle.pop_back();
-    if (now - c->idle_since_ms < config_.idle_timeout_ms && QuietWhileIdle(*c)) return c;
+    if (now - c->idle_since_ms < config_.idle_timeout_ms && QuietWhileIdle(*c, check)) return c;
   }
   return nullptr;
 }
 
-ConnectResult UpstreamPool::TakeIdle() {
+ConnectResult UpstreamPool::TakeIdle(IdleCheck check) {
   const std::size_t server = NextServer();
-  std::unique_ptr<UpstreamConnection> c = PopIdle(server);
+  std::unique_ptr<UpstreamConnection> c = PopIdle(server, check);
   if (!c) return {};
   next_ = server + 1;
   return ConnectResult{std::move(c), ConnectFailure::kNone, servers_[server].name};
 }
 
-Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms) {
+Task<ConnectResult> UpstreamPool::Acquire(std::int64_t connect_timeout_ms, IdleCheck check) {
   ConnectResult last;
   for (std::size_t attempt = 0; attempt < servers_.size(); ++attempt) {
     const std::size_t server = PickServer();
-    if (std::unique_ptr<UpstreamConnection> c = PopIdle(server)) {
+    if (std::unique_ptr<UpstreamConnection> c = PopIdle(server, check)) {
       co_return ConnectResult{std::move(c), ConnectFailure::kNone, servers_[server].name};
     }
     last = co_await Connect(server, connect_timeout_ms, Alpn::kNone);

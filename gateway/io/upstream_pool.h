@@ -37,6 +37,14 @@ struct ConnectResult {
   std::string_view server;  // "host:port" tried last (the pool's own string)
 };
 
+// How a pooled connection is checked before its reuse for nothing having
+// arrived while it idled (bytes, the upstream's end of stream): kRecord
+// trusts the event loop's record, which can miss an event collected in this
+// turn but not yet handled, so only for a request sent again on a fresh
+// connection when the reused one turns out closed (UpstreamCall::
+// replayable); kPeek looks at the socket with a system call.
+enum class IdleCheck : std::uint8_t { kRecord, kPeek };
+
 class UpstreamPool {
  public:
   // `endpoints[i]` is the resolved address of config.servers[i]; `tls` is
@@ -48,11 +56,11 @@ class UpstreamPool {
 
   // A pooled connection to the next healthy server, or a new one. Tries
   // every server at most once.
-  Task<ConnectResult> Acquire(std::int64_t connect_timeout_ms);
+  Task<ConnectResult> Acquire(std::int64_t connect_timeout_ms, IdleCheck check);
   // Acquire()'s answer when it needs no connect, without a coroutine: a
   // pooled connection to the server Acquire() would try first. No
   // connection: nothing was chosen, Acquire() makes the same choice.
-  ConnectResult TakeIdle();
+  ConnectResult TakeIdle(IdleCheck check);
   // A fresh connection (never pooled), for the retry of a stale one.
   Task<ConnectResult> ConnectFresh(std::int64_t connect_timeout_ms);
   // Returns a connection whose last exchange completed cleanly. Beyond
@@ -89,7 +97,7 @@ class UpstreamPool {
   std::size_t NextServer() const;
   // A connection of `server`'s that has not idled past idle_timeout, if any;
   // older ones are closed on the way.
-  std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server);
+  std::unique_ptr<UpstreamConnection> PopIdle(std::size_t server, IdleCheck check);
 
   // Closes the oldest idle connections of each server beyond max_idle.
   // Release() posts it once per turn of the event loop: the connections that
