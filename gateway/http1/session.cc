@@ -185,7 +185,10 @@ constexpr std::chrono::seconds kBodyLinger{5};
 constexpr std::size_t kBodyLingerBytes = std::size_t{64} << 20;
 
 Task<void> Session::Shutdown() {
-  Lowest(stream_).expires_after(std::chrono::seconds(1));
+  // A last response left in the TLS engine (WriteLastOverTls) is sent here:
+  // it has the time a response write has, not only a close's.
+  Lowest(stream_).expires_after(last_in_tls_ ? Ms(config_->timeouts.client_body_ms)
+                                             : std::chrono::milliseconds(1000));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
     // Send close_notify without waiting for the client's: TLS does not ask
     // for the wait (RFC 8446 6.1; nginx does not wait either), and Asio's
@@ -416,6 +419,7 @@ bool Session::WriteLastOverTls(TlsStream& tls) {
     return false;
   }
   wire_.erase(0, static_cast<std::size_t>(n));
+  last_in_tls_ = true;
   return wire_.empty();
 }
 
