@@ -6,7 +6,7 @@
 -- and replies as lease_take.lua with one window, but one key per take (the
 -- window's state: no second key); tested against the
 -- C++ text with it (LeaseConformance). After clock.lua only. A key with
--- no live lease (a cold key's) saves its state with one string.format. A
+-- at most one live lease saves its state with one string.format. A
 -- negative `want`, -n, is a spent take of n units (LEASE.bucket.spend).
 local t = now_ms(ARGV[1])
 local min_ttl = tonumber(ARGV[2])
@@ -66,12 +66,31 @@ for k = 0, #ARGV - 12 do
       retry = leases[3] - t
     end
     replies[k + 1] = string.format('0 0 %d', math.max(retry, 1))
-  elseif spent then
-    -- as a lease taken and returned at once, fully used
-    level = level - want * window
+  else
+    if spent then
+      -- as a lease taken and returned at once, fully used
+      level = level - want * window
+      replies[k + 1] = string.format('%d 0 0', want)
+    else
+      local g = math.min(want, avail)
+      -- take: a new lease, sorted by expiry (equal ones by id)
+      local expiry = t + hold_ms
+      replies[k + 1] = string.format('%d %d 0 %d', g, use_ms, next_id)
+      outstanding = outstanding + g
+      local at = #leases + 1
+      while at > 1 and leases[at - 1] > expiry do at = at - 3 end
+      table.insert(leases, at, expiry)
+      table.insert(leases, at, g)
+      table.insert(leases, at, next_id)
+      next_id = next_id + 1
+    end
+    -- save: one string.format for no lease or one (a cold or steady key's)
     local saved
     if #leases == 0 then
       saved = string.format('%d %d %d', level, last, next_id)
+    elseif #leases == 3 then
+      saved = string.format('%d %d %d %d %d %d', level, last, next_id, leases[1], leases[2],
+                            leases[3])
     else
       local parts = {string.format('%d %d %d', level, last, next_id)}
       for i = 1, #leases, 3 do
@@ -79,45 +98,9 @@ for k = 0, #ARGV - 12 do
       end
       saved = table.concat(parts, ' ')
     end
+    -- sorted by expiry: the last lease's is the latest
     local latest = t
-    if #leases > 0 then latest = leases[#leases] end
-    if t > latest then latest = t end
-    local free = level - outstanding * window
-    local live = latest - t + math.floor((full - free + limit - 1) / limit)
-    if live < min_ttl then live = min_ttl end
-    if live < 1 then live = 1 end
-    redis.call('SET', key, saved, 'PX', string.format('%d', live))
-    replies[k + 1] = string.format('%d 0 0', want)
-  else
-    local g = math.min(want, avail)
-    -- take: a new lease, sorted by expiry (equal ones by id)
-    local expiry = t + hold_ms
-    replies[k + 1] = string.format('%d %d 0 %d', g, use_ms, next_id)
-    outstanding = outstanding + g
-    local saved, latest
-    if #leases == 0 then
-      -- save, the new lease alone
-      saved = string.format('%d %d %d %d %d %d', level, last, next_id + 1, next_id, g, expiry)
-      latest = expiry
-      if t > latest then latest = t end
-      next_id = next_id + 1
-    else
-      local at = #leases + 1
-      while at > 1 and leases[at - 1] > expiry do at = at - 3 end
-      table.insert(leases, at, expiry)
-      table.insert(leases, at, g)
-      table.insert(leases, at, next_id)
-      next_id = next_id + 1
-      -- save
-      local parts = {string.format('%d', level), string.format('%d', last),
-                     string.format('%d', next_id)}
-      latest = t
-      for i = 1, #leases, 3 do
-        parts[#parts + 1] = string.format('%d %d %d', leases[i], leases[i + 1], leases[i + 2])
-        if leases[i + 2] > latest then latest = leases[i + 2] end
-      end
-      saved = table.concat(parts, ' ')
-    end
+    if #leases > 0 and leases[#leases] > t then latest = leases[#leases] end
     local free = level - outstanding * window
     local live = latest - t + math.floor((full - free + limit - 1) / limit)
     if live < min_ttl then live = min_ttl end
