@@ -58,11 +58,31 @@ class LeaseHand {
     ~Releases() = default;
   };
 
+  // A key's recent use: what Rate, Want and Quiet read. Carried over when
+  // LeasingStore forgets an idle hand and makes a new one for the key.
+  struct Use {
+    std::int64_t period_start = 0;
+    std::int64_t used_now = 0;
+    std::int64_t used_before = 0;
+    std::int64_t last_use = 0;
+  };
+
   // `ttl_ms`: lease_ttl; `bucket`: a token or leaky bucket's lease, which
   // holds refill back in the shared state until it returns; `log`: a
   // sliding_log's (algorithms::HasLogLease), whose admission times are kept
   // per lease (Held::used_at).
   LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket, bool log);
+
+  Use use() const { return {period_start_, used_now_, used_before_, last_use_}; }
+  // Takes over a forgotten hand's use (a new hand only).
+  void Resume(const Use& use) {
+    period_start_ = use.period_start;
+    used_now_ = use.used_now;
+    used_before_ = use.used_before;
+    last_use_ = use.last_use;
+  }
+  // Nothing held, nothing blocked: only its use is worth keeping.
+  bool Idle(std::int64_t now) const { return held_.empty() && !Blocked(now); }
 
   // A new lease_ttl (a reload that kept the limit).
   void set_ttl(std::int64_t ttl_ms) { ttl_ms_ = ttl_ms; }

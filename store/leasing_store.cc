@@ -67,6 +67,7 @@ LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact,
       options_(options),
       policy_(policy),
       redis_(redis),
+      recent_(options.recent_keys),
       timer_(std::make_unique<Timer>(io)),
       exact_(std::move(exact)) {
 }
@@ -108,7 +109,9 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   e.spec = spec.get();
   e.key = request.key;
   ++spec->entries;
-  entries_.emplace(IdView{limit.fingerprint, e.key}, std::move(owned));
+  const IdView id{limit.fingerprint, e.key};
+  if (const LeaseHand::Use* use = recent_.Find(IdHash()(id))) e.hand.Resume(*use);
+  entries_.emplace(id, std::move(owned));
   return &e;
 }
 
@@ -260,10 +263,12 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
       const Waiter w = e.waiters.front();
       e.waiters.erase(e.waiters.begin());
       e.hand.NoteSpent(now, w.cost);
-      Due(e, now + e.spec->limit.lease->ttl_ms);
       algorithms::Decision d;
       d.allowed = true;
       w.sink->OnDecision({StoreStatus::kOk, ResultSource::kPrimary, d});
+      Serve(e, now);
+      ForgetIfIdle(e, now);
+      return;
     } else {
       stats.in_hand.fetch_add(units, std::memory_order_relaxed);
       in_hand_ += units;
@@ -338,6 +343,26 @@ void LeasingStore::Arm() {
   });
 }
 
+void LeasingStore::Forget(Entry& e) {
+  Spec* spec = e.spec;
+  // By position: the key views the entry the erase destroys.
+  entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
+  // A reload's old limits go with their last key.
+  if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
+}
+
+void LeasingStore::ForgetIfIdle(Entry& e, std::int64_t now) {
+  // A sink's callback may have started another take, or a failed one
+  // queued a look; those look at the entry again when they end.
+  if (e.taking || e.dues > 0) return;
+  if (e.waiters.empty() && e.hand.Idle(now)) {
+    recent_.Put(IdHash()(IdView{e.spec->limit.fingerprint, e.key}), e.hand.use());
+    Forget(e);
+    return;
+  }
+  Due(e, now + e.spec->limit.lease->ttl_ms);
+}
+
 void LeasingStore::Drain() {
   const std::int64_t now = Now();
   for (auto& [_, e] : entries_) e->hand.ReleaseAll(now, *e);
@@ -354,11 +379,7 @@ void LeasingStore::Tick() {
     if (!e.waiters.empty() || e.taking || e.dues > 0) continue;
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
-      Spec* spec = e.spec;
-      // By position: the key views the entry the erase destroys.
-      entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
-      // A reload's old limits go with their last key.
-      if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
+      Forget(e);
     } else if (look_again > 0) {
       Due(e, look_again);
     }

@@ -45,6 +45,7 @@
 #include "store/failover_store.h"
 #include "store/lease_hand.h"
 #include "store/lease_stats.h"
+#include "store/recent_use.h"
 #include "store/redis_store.h"
 #include "store/store.h"
 
@@ -66,6 +67,8 @@ class LeasingStore final : public Store {
     std::size_t max_keys = 1 << 20;
     // Requests of one key waiting for a lease; past it, by the policy.
     std::size_t max_waiting = 4096;
+    // Forgotten keys whose recent use is remembered (RecentUse's slots).
+    std::size_t recent_keys = 1 << 16;
     // The requests' now_ms are the clock's UnixMs() (Redis with time =
     // "client"), not its NowMs(): the store's timers and answers use the
     // same scale.
@@ -142,6 +145,11 @@ class LeasingStore final : public Store {
   void Serve(Entry& e, std::int64_t now);
   void Due(Entry& e, std::int64_t at);
   void Arm();
+  // Erases `e` (nothing of its may be queued or pending).
+  void Forget(Entry& e);
+  // A key whose spent take was answered: forgotten at once when nothing
+  // else is going on, its use kept in recent_; else looked at later.
+  void ForgetIfIdle(Entry& e, std::int64_t now);
 
   class Timer;
   const Clock& clock_;
@@ -154,6 +162,9 @@ class LeasingStore final : public Store {
   // the table's metadata, not a chain of nodes (tens of thousands of cold
   // keys, out of cache). The entries are allocated apart: Entry* stay valid.
   boost::unordered_flat_map<IdView, std::unique_ptr<Entry>, IdHash> entries_;
+  // Cold keys, whose entries go as soon as their spent take is answered:
+  // entries_ then holds only the keys in use, and stays in cache.
+  RecentUse recent_;
   // When an entry needs looking at (a lease's end, a spent budget's):
   // mostly now + lease_ttl, in time order, queued first-in first-out in
   // due_fifo_; the few earlier than its back in due_heap_. Earliest first

@@ -122,6 +122,26 @@ TEST_F(LeasingStoreTest, AColdKeyCostsOneCallPerDecision) {
   EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsUsed].load(), 5u);
 }
 
+// A cold key is forgotten as soon as its spent take is answered (no entry,
+// no timer), and its use is remembered: back within a lease_ttl, it is
+// sized by its rate as if it had been kept. Its second request is spent
+// too, and then, at two units per lease_ttl, it is renewed in the
+// background with a lease of two.
+TEST_F(LeasingStoreTest, AForgottenColdKeyIsSizedByItsRecentUse) {
+  Gateway g(io_, redis_, clock_, stats_);
+  const LimitSpec spec = Leased(TokenBucket(100, 1000, 100), 1000, 10);
+  ASSERT_TRUE(Decide(*g.leasing, "warm", spec).decision.allowed);
+  Settle();
+  EXPECT_EQ(g.leasing->KeyCount(), 0u);
+  EXPECT_EQ(g.leasing->UnitsInHand(), 0);
+  clock_.Advance(100);
+  ASSERT_TRUE(Decide(*g.leasing, "warm", spec).decision.allowed);
+  Settle();
+  EXPECT_EQ(g.leasing->KeyCount(), 1u);
+  EXPECT_EQ(g.leasing->UnitsInHand(), 2);
+  EXPECT_EQ(stats_.For("r").units[LeaseStats::kUnitsGranted].load(), 4u);
+}
+
 // Cold keys whose requests arrive in one turn cost one script call
 // between them, as exact decisions of a token bucket do; a bucket's and a
 // window's, granted and refused.
