@@ -110,7 +110,7 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   e.key = request.key;
   ++spec->entries;
   const IdView id{limit.fingerprint, e.key};
-  if (const LeaseHand::Use* use = recent_.Find(IdHash()(id))) e.hand.Resume(*use);
+  if (const auto use = recent_.Find(IdHash()(id), request.now_ms)) e.hand.Resume(*use);
   entries_.emplace(id, std::move(owned));
   return &e;
 }

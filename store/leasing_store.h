@@ -68,7 +68,7 @@ class LeasingStore final : public Store {
     // Requests of one key waiting for a lease; past it, by the policy.
     std::size_t max_waiting = 4096;
     // Forgotten keys whose recent use is remembered (RecentUse's slots).
-    std::size_t recent_keys = 1 << 16;
+    std::size_t recent_keys = 1 << 14;
     // The requests' now_ms are the clock's UnixMs() (Redis with time =
     // "client"), not its NowMs(): the store's timers and answers use the
     // same scale.
