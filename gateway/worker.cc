@@ -1,6 +1,9 @@
 #include "gateway/worker.h"
 
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <vector>
@@ -8,6 +11,7 @@
 #include "gateway/http1/session.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/draining_read.h"
+#include "gateway/io/socket_internals.h"
 
 namespace tollgate::gateway {
 
@@ -92,14 +96,59 @@ Task<void> Worker::WaitForRoom(Acceptor& acceptor) {
   }
 }
 
+namespace {
+
+// What every client connection has: no Nagle delay, and reads that know what
+// they leave queued (draining_read.h).
+void SetConnectionOptions(int fd) {
+  const int on = 1;
+  ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+  EnableDrainingReads(fd);
+}
+
+// Whether the accepted `fd` has them already: Linux copies both from the
+// listening socket, which saves two setsockopt() per connection.
+bool HasConnectionOptions(int fd) {
+  const auto on = [fd](int option) {
+    int value = 0;
+    socklen_t size = sizeof value;
+    return ::getsockopt(fd, IPPROTO_TCP, option, &value, &size) == 0 && value != 0;
+  };
+  return on(TCP_NODELAY) && on(TCP_INQ);
+}
+
+// Connections accepted in a row before the loop lets queued handlers run
+// (Asio's own accept completes through the queue every time).
+constexpr int kAcceptBurst = 16;
+
+}  // namespace
+
 Task<void> Worker::AcceptLoop(std::size_t listener) {
   Acceptor& acceptor = *acceptors_[listener];
+  SetConnectionOptions(acceptor.native_handle());
+  // Checked on the first connection: set per connection if not inherited.
+  bool checked = false;
+  bool inherited = false;
+  int burst = 0;
   for (;;) {
-    co_await WaitForRoom(acceptor);
+    if (connections_->load(std::memory_order_relaxed) >= Current()->state->max_connections) {
+      co_await WaitForRoom(acceptor);
+    }
     // The peer's address comes with the accept (no getpeername() later).
     TcpSocket socket(io_);
     tcp::endpoint peer;
-    auto [ec] = co_await acceptor.async_accept(socket, peer, kUseTuple);
+    ErrorCode ec;
+    const AcceptOutcome outcome = AcceptNow(acceptor, socket, peer, ec);
+    if (outcome == AcceptOutcome::kWouldBlock) {
+      burst = 0;
+      auto [wait_ec] = co_await acceptor.async_wait(tcp::acceptor::wait_read, kUseTuple);
+      if (wait_ec && (wait_ec == asio::error::operation_aborted || !acceptor.is_open())) co_return;
+      continue;
+    }
+    if (outcome == AcceptOutcome::kUnsupported) {
+      auto [accept_ec] = co_await acceptor.async_accept(socket, peer, kUseTuple);
+      ec = accept_ec;
+    }
     if (ec) {
       if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
       // Out of descriptors and the like: back off instead of spinning.
@@ -107,9 +156,11 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
       co_await pause.async_wait(kUseTuple);
       continue;
     }
-    ErrorCode opt_ec;
-    socket.set_option(tcp::no_delay(true), opt_ec);
-    EnableDrainingReads(socket.native_handle());
+    if (!checked) {
+      inherited = HasConnectionOptions(socket.native_handle());
+      checked = true;
+    }
+    if (!inherited) SetConnectionOptions(socket.native_handle());
     // New connections get the current configuration's certificates.
     ServerTls* tls = Current()->state->listener_tls[listener].get();
     AnyStream stream =
@@ -118,6 +169,10 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     asio::co_spawn(io_,
                    RunSession(std::make_unique<Session>(*this, std::move(stream), listener, peer)),
                    asio::detached);
+    if (outcome == AcceptOutcome::kAccepted && ++burst >= kAcceptBurst) {
+      burst = 0;
+      co_await asio::post(io_, kUseTuple);
+    }
   }
 }
 

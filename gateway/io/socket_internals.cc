@@ -6,6 +6,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/version.hpp>
 #include <cerrno>
+#include <cstring>
 
 #if BOOST_VERSION / 100 == 1081 && defined(BOOST_ASIO_HAS_EPOLL) && \
     !defined(BOOST_ASIO_HAS_IO_URING_AS_DEFAULT)
@@ -106,6 +107,47 @@ ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, Erro
   }
 }
 
+AcceptOutcome AcceptNow(Acceptor& acceptor, TcpSocket& socket, tcp::endpoint& peer,
+                        ErrorCode& ec) {
+  if (!acceptor.is_open() || socket.is_open()) return AcceptOutcome::kUnsupported;
+  if (!acceptor.native_non_blocking()) {
+    acceptor.native_non_blocking(true, ec);
+    if (ec) return AcceptOutcome::kUnsupported;
+  }
+  sockaddr_storage address{};
+  int fd = -1;
+  for (;;) {
+    socklen_t size = sizeof address;
+    fd = ::accept4(acceptor.native_handle(), reinterpret_cast<sockaddr*>(&address), &size,
+                   SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0) {
+      if (size > peer.capacity()) {
+        ::close(fd);
+        ec = SystemError(EINVAL);
+        return AcceptOutcome::kFailed;
+      }
+      peer.resize(size);
+      std::memcpy(peer.data(), &address, size);
+      break;
+    }
+    // A connection reset while it waited: take the next one (as Asio does).
+    if (errno == EINTR || errno == ECONNABORTED || errno == EPROTO) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return AcceptOutcome::kWouldBlock;
+    ec = SystemError(errno);
+    return AcceptOutcome::kFailed;
+  }
+  socket.assign(peer.protocol(), fd, ec);  // registers it with the reactor
+  if (ec) {
+    ::close(fd);
+    return AcceptOutcome::kFailed;
+  }
+  // As StartConnect(): non-blocking already, and not a duplicate.
+  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
+  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
+  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
+  return AcceptOutcome::kAccepted;
+}
+
 bool ReadMayFindData(TcpSocket& socket) {
   auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
   if (impl.reactor_data_ == nullptr) return true;
@@ -122,6 +164,10 @@ namespace tollgate::gateway {
 
 ConnectStart StartConnect(TcpSocket&, const tcp::endpoint&, ErrorCode&) {
   return ConnectStart::kUnsupported;
+}
+
+AcceptOutcome AcceptNow(Acceptor&, TcpSocket&, tcp::endpoint&, ErrorCode&) {
+  return AcceptOutcome::kUnsupported;
 }
 
 bool ReadMayFindData(TcpSocket&) { return true; }

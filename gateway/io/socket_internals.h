@@ -1,5 +1,5 @@
-// Two things about a TCP socket that Asio's public interface does not offer,
-// each saving a system call per upstream connection or reuse:
+// Things about a TCP socket that Asio's public interface does not offer,
+// each saving a system call or two per connection:
 //
 // StartConnect() opens the socket non-blocking in one socket(2) call and
 // starts a non-blocking connect, as nginx does. Asio's async_connect opens a
@@ -14,7 +14,13 @@
 // is how nginx knows an idle keep-alive upstream connection is still usable
 // (an event on it closes it).
 //
-// Both rely on the internals of the Asio this project builds with (Debian
+// AcceptNow() accepts a client connection non-blocking in one accept4(2)
+// call, as nginx does. Asio's accept makes a blocking socket, which its first
+// operation makes non-blocking with ioctl(FIONBIO), and takes it for a
+// possible duplicate descriptor, so that closing it first removes it from
+// epoll (EPOLL_CTL_DEL): 2 system calls per client connection.
+//
+// All rely on the internals of the Asio this project builds with (Debian
 // 12's Boost 1.81, epoll reactor), as draining_read.h does; elsewhere
 // StartConnect() reports kUnsupported and ReadMayFindData() says true, and
 // callers do what Asio's public interface offers.
@@ -39,6 +45,20 @@ ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, Erro
 // The outcome of a non-blocking connect on `fd` once it is writable
 // (getsockopt SO_ERROR).
 ErrorCode ConnectOutcome(int fd);
+
+enum class AcceptOutcome {
+  kAccepted,     // `socket` is the new connection, `peer` its address
+  kWouldBlock,   // no connection waiting: wait for the acceptor to be readable
+  kFailed,       // `ec` says why
+  kUnsupported,  // nothing done: use acceptor.async_accept()
+};
+
+// Accepts a connection waiting on the open `acceptor` into the closed
+// `socket` (SOCK_NONBLOCK | SOCK_CLOEXEC, registered with the reactor as
+// Asio's own accept does). Makes the listening socket non-blocking the first
+// time (one ioctl per acceptor). Never waits.
+AcceptOutcome AcceptNow(Acceptor& acceptor, TcpSocket& socket, tcp::endpoint& peer,
+                        ErrorCode& ec);
 
 // False only when nothing can have arrived on the open `socket` since its
 // last read took everything it held, as far as the reactor has handled:
