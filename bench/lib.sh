@@ -359,6 +359,54 @@ run_rounds() {
   done
 }
 
+# bench/ws_load's name=value line $1: the value of field $2 (0 when absent).
+ws_field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | grep . || echo 0; }
+
+# The cores the rest of the machine used during bench/ws_load's run $1 (its
+# machine_cores less its own, the upstream's and the proxy's): noise.
+ws_others() {
+  awk -v m="$(ws_field "$1" machine_cores)" -v a="$(ws_field "$1" self_cores)" \
+    -v b="$(ws_field "$1" upstream_cores)" -v c="$(ws_field "$1" proxy_cores)" \
+    'BEGIN { o = m - a - b - c; printf "%.2f", o < 0 ? 0 : o }'
+}
+
+# Like run_rounds, for runs that measure the machine's noise: `$3 ROUND T`
+# runs target T once and prints its figures on one line, the last of them
+# the cores other processes used meanwhile (fails: the script ends). Every
+# target of $2 runs once per round, the order reversed every other round;
+# a round in which other processes passed $4 cores during any run is run
+# again, up to $5 times (then kept). Appends each kept run's line to
+# $WORK/T and "ROUND T" to $WORK/rounds, in the order they ran; sets
+# `reruns` and `noisy_rounds` (the rounds kept noisy).
+quiet_rounds() {  # rounds "targets" runner max_others retries
+  local rounds=$1 targets=$2 runner=$3 max_others=$4 retries=$5
+  local round order attempt noisy t
+  local -A got
+  reruns=0 noisy_rounds=""
+  for t in $targets; do : > "$WORK/$t"; done
+  for round in $(seq "$rounds"); do
+    order=$targets
+    if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
+    for attempt in $(seq 0 "$retries"); do
+      got=() noisy=""
+      for t in $order; do
+        got[$t]=$("$runner" "$round" "$t") || exit 1
+        if awk -v o="${got[$t]##* }" -v max="$max_others" 'BEGIN { exit !(o > max) }'; then
+          noisy+=" $t"
+        fi
+      done
+      if [ -z "$noisy" ] || [ "$attempt" = "$retries" ]; then break; fi
+      reruns=$((reruns + 1))
+      echo "round $round again: other processes used > $max_others cores during:$noisy" >&2
+    done
+    if [ -n "$noisy" ]; then noisy_rounds+=" $round"; fi
+    for t in $order; do
+      echo "${got[$t]}" >> "$WORK/$t"
+      echo "$round $t" >> "$WORK/rounds"
+    done
+  done
+}
+
 # Median of column $2 of the results of target $1.
 col() { awk -v c="$2" '{ print $c }' "$WORK/$1" | median; }
 

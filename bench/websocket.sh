@@ -113,9 +113,6 @@ TOML
   fi
 fi
 
-# ws_load's name=value line: field $2 of line $1 (0 when absent).
-field() { tr ' ' '\n' <<<"$1" | sed -n "s/^$2=//p" | grep . || echo 0; }
-
 # One ws_load run against target $1 (port[$1], and pid[$1] when set): prints
 # its line. Tunnels to a tollgate with the message rule name their users.
 run_ws_load() {  # target [ws_load options...]
@@ -137,39 +134,17 @@ run_ws_load() {  # target [ws_load options...]
 # any target's run is run again, up to WS_RETRIES times (then kept, and
 # named in the report).
 max_others=${WS_MAX_OTHERS:-0.25} retries=${WS_RETRIES:-3}
-reruns=0 noisy_rounds=""
-for t in $targets; do : > "$WORK/$t"; done
-for round in $(seq "$rounds"); do
-  order=$targets
-  if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
-  for attempt in $(seq 0 "$retries"); do
-    declare -A got=()
-    noisy=""
-    for t in $order; do
-      line=$(run_ws_load "$t") || { echo "round $round $t: ws_load failed: $line" >&2; exit 1; }
-      echo "round $round $t: $line" >&2
-      got[$t]=$(
-        for f in msgs_per_s p50_us p99_us proxy_us upstream_us self_us proxy_user_us proxy_sys_us \
-                 proxy_cores upstream_cores closed; do
-          printf '%s ' "$(field "$line" "$f")"
-        done
-        awk -v m="$(field "$line" machine_cores)" -v a="$(field "$line" self_cores)" \
-          -v b="$(field "$line" upstream_cores)" -v c="$(field "$line" proxy_cores)" \
-          'BEGIN { o = m - a - b - c; printf "%.2f", o < 0 ? 0 : o }')
-      if awk -v o="${got[$t]##* }" -v max="$max_others" 'BEGIN { exit !(o > max) }'; then
-        noisy+=" $t"
-      fi
-    done
-    if [ -z "$noisy" ] || [ "$attempt" = "$retries" ]; then break; fi
-    reruns=$((reruns + 1))
-    echo "round $round again: other processes used > $max_others cores during:$noisy" >&2
+ws_round() {  # round target
+  local line f
+  line=$(run_ws_load "$2") || { echo "round $1 $2: ws_load failed: $line" >&2; return 1; }
+  echo "round $1 $2: $line" >&2
+  for f in msgs_per_s p50_us p99_us proxy_us upstream_us self_us proxy_user_us proxy_sys_us \
+           proxy_cores upstream_cores closed; do
+    printf '%s ' "$(ws_field "$line" "$f")"
   done
-  if [ -n "$noisy" ]; then noisy_rounds+=" $round"; fi
-  for t in $order; do
-    echo "${got[$t]}" >> "$WORK/$t"
-    echo "$round $t" >> "$WORK/rounds"
-  done
-done
+  ws_others "$line"
+}
+quiet_rounds "$rounds" "$targets" ws_round "$max_others" "$retries"
 
 # System calls per message of each proxy at (nearly) full speed: perf stat
 # counts the syscall tracepoints of the proxy process (every thread) during
@@ -189,8 +164,8 @@ if [ "$syscalls" = 1 ]; then
     sleep 0.5
     line=$(run_ws_load "$t" --warmup 0)
     kill -INT "$counter"; wait "$counter" || true
-    messages=$(field "$line" messages)
-    perf_rate[$t]=$(field "$line" msgs_per_s)
+    messages=$(ws_field "$line" messages)
+    perf_rate[$t]=$(ws_field "$line" msgs_per_s)
     # perf stat -x, rows: count,unit,event,...; "other": every call not named.
     counts[$t]=$(awk -F, -v n="$messages" '
       $3 == "raw_syscalls:sys_enter" { total = $1; next }
@@ -227,7 +202,7 @@ if [ "$instructions" = 1 ]; then
       --at-end "callgrind_control -i off $cg_pid >/dev/null && callgrind_control -d $cg_pid >/dev/null")
     sleep 1  # the dump is written
     ir=$(callgrind_total "$t")
-    ir_per_message[$t]=$(awk -v ir="$ir" -v n="$(field "$line" messages)" 'BEGIN { printf "%.0f", ir / n }')
+    ir_per_message[$t]=$(awk -v ir="$ir" -v n="$(ws_field "$line" messages)" 'BEGIN { printf "%.0f", ir / n }')
     echo "$t under callgrind: $line; ${ir_per_message[$t]} instructions/msg" >&2
   done
 fi

@@ -12,6 +12,7 @@ packages=(
   redis-server redis-tools nginx-light wrk curl valgrind strace
   prometheus chromium fonts-dejavu-core
   python3-websockets
+  liburing-dev  # bench/ws_relay_probe.cc only (the io_uring relay probe)
   libgoogle-perftools-dev
   libnghttp2-dev nghttp2-client nghttp2-server python3-h2 python3-grpcio
   python3-protobuf protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
