@@ -21,7 +21,7 @@ struct LeasingStore::Spec {
   // even when spent (see docs/leases.md).
   bool bucket = false;
   bool log = false;         // algorithms::HasLogLease
-  std::size_t entries = 0;  // keys leased under it: forgotten with the last
+  std::size_t entries = 0;  // keys tracked under it
 };
 
 struct LeasingStore::Waiter {
@@ -93,7 +93,15 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   auto it = entries_.find(IdView{limit.fingerprint, request.key});
   if (it != entries_.end()) return it->second.get();
   if (entries_.size() >= options_.max_keys) return nullptr;
-  std::unique_ptr<Spec>& spec = specs_[limit.fingerprint];
+  auto found = specs_.find(limit.fingerprint);
+  if (found == specs_.end()) {
+    // A limit not seen before (the first requests, or a reload): the specs
+    // no key uses any more go now. Kept until then, so that a rule's cold
+    // keys, each forgotten with its answer, do not copy its limit each.
+    std::erase_if(specs_, [](const auto& kept) { return kept.second->entries == 0; });
+    found = specs_.emplace(limit.fingerprint, nullptr).first;
+  }
+  std::unique_ptr<Spec>& spec = found->second;
   if (!spec) {
     spec = std::make_unique<Spec>();
     spec->limit = limit;
@@ -347,8 +355,7 @@ void LeasingStore::Forget(Entry& e) {
   Spec* spec = e.spec;
   // By position: the key views the entry the erase destroys.
   entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
-  // A reload's old limits go with their last key.
-  if (--spec->entries == 0) specs_.erase(spec->limit.fingerprint);
+  --spec->entries;
 }
 
 void LeasingStore::ForgetIfIdle(Entry& e, std::int64_t now) {

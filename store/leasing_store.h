@@ -157,7 +157,9 @@ class LeasingStore final : public Store {
   Options options_;
   FailoverStore* policy_;
   RedisStore& redis_;
-  std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;  // by fingerprint
+  // By fingerprint; one a reload replaced goes when its last key has gone
+  // and another limit is first seen.
+  std::unordered_map<std::uint32_t, std::unique_ptr<Spec>> specs_;
   // Open addressing: a new key's lookup, which misses, reads one group of
   // the table's metadata, not a chain of nodes (tens of thousands of cold
   // keys, out of cache). The entries are allocated apart: Entry* stay valid.
