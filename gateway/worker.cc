@@ -117,10 +117,6 @@ bool HasConnectionOptions(int fd) {
   return on(TCP_NODELAY) && on(TCP_INQ);
 }
 
-// Connections accepted in a row before the loop lets queued handlers run
-// (Asio's own accept completes through the queue every time).
-constexpr int kAcceptBurst = 16;
-
 }  // namespace
 
 Task<void> Worker::AcceptLoop(std::size_t listener) {
@@ -129,7 +125,6 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
   // Checked on the first connection: set per connection if not inherited.
   bool checked = false;
   bool inherited = false;
-  int burst = 0;
   for (;;) {
     if (connections_->load(std::memory_order_relaxed) >= Current()->state->max_connections) {
       co_await WaitForRoom(acceptor);
@@ -140,7 +135,6 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     ErrorCode ec;
     const AcceptOutcome outcome = AcceptNow(acceptor, socket, peer, ec);
     if (outcome == AcceptOutcome::kWouldBlock) {
-      burst = 0;
       auto [wait_ec] = co_await acceptor.async_wait(tcp::acceptor::wait_read, kUseTuple);
       if (wait_ec && (wait_ec == asio::error::operation_aborted || !acceptor.is_open())) co_return;
       continue;
@@ -169,10 +163,11 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
     asio::co_spawn(io_,
                    RunSession(std::make_unique<Session>(*this, std::move(stream), listener, peer)),
                    asio::detached);
-    if (outcome == AcceptOutcome::kAccepted && ++burst >= kAcceptBurst) {
-      burst = 0;
-      co_await asio::post(io_, kUseTuple);
-    }
+    // Queued handlers run before the next accept, as after Asio's accept,
+    // whose completion is queued: accepting 16 in a row (wrk -c64, a new
+    // TLS connection per request) put the median answer at 7 ms instead of
+    // 1.2 ms, the handshakes of the connections taken ahead of it first.
+    if (outcome == AcceptOutcome::kAccepted) co_await asio::post(io_, kUseTuple);
   }
 }
 
