@@ -76,6 +76,27 @@ inline void object_pool_access::destroy<tollgate::gateway::socket_internals_deta
 
 namespace tollgate::gateway {
 
+namespace {
+
+// Makes `socket` the non-blocking descriptor `fd` (registered with the
+// reactor by assign()); closes `fd` on failure. Non-blocking already: Asio's
+// first operation would otherwise set it again (ioctl). Not a duplicate of
+// another descriptor (what assign() assumes it may be): closing it removes
+// it from epoll, no EPOLL_CTL_DEL needed.
+bool Adopt(TcpSocket& socket, const tcp& protocol, int fd, ErrorCode& ec) {
+  socket.assign(protocol, fd, ec);
+  if (ec) {
+    ::close(fd);
+    return false;
+  }
+  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
+  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
+  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
+  return true;
+}
+
+}  // namespace
+
 ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, ErrorCode& ec) {
   if (socket.is_open()) return ConnectStart::kUnsupported;
   const int fd = ::socket(endpoint.protocol().family(), SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC,
@@ -84,17 +105,7 @@ ConnectStart StartConnect(TcpSocket& socket, const tcp::endpoint& endpoint, Erro
     ec = SystemError(errno);
     return ConnectStart::kDone;
   }
-  socket.assign(endpoint.protocol(), fd, ec);  // registers it with the reactor
-  if (ec) {
-    ::close(fd);
-    return ConnectStart::kDone;
-  }
-  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
-  // Non-blocking already: Asio's first operation would otherwise set it again
-  // (ioctl). Not a duplicate of another descriptor (what assign() assumes it
-  // may be): closing it removes it from epoll, no EPOLL_CTL_DEL needed.
-  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
-  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
+  if (!Adopt(socket, endpoint.protocol(), fd, ec)) return ConnectStart::kDone;
   for (;;) {
     if (::connect(fd, endpoint.data(), static_cast<socklen_t>(endpoint.size())) == 0) {
       ec = {};
@@ -136,16 +147,8 @@ AcceptOutcome AcceptNow(Acceptor& acceptor, TcpSocket& socket, tcp::endpoint& pe
     ec = SystemError(errno);
     return AcceptOutcome::kFailed;
   }
-  socket.assign(peer.protocol(), fd, ec);  // registers it with the reactor
-  if (ec) {
-    ::close(fd);
-    return AcceptOutcome::kFailed;
-  }
-  // As StartConnect(): non-blocking already, and not a duplicate.
-  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
-  impl.state_ |= asio::detail::socket_ops::internal_non_blocking;
-  impl.state_ &= ~asio::detail::socket_ops::possible_dup;
-  return AcceptOutcome::kAccepted;
+  return Adopt(socket, peer.protocol(), fd, ec) ? AcceptOutcome::kAccepted
+                                                : AcceptOutcome::kFailed;
 }
 
 bool ReadMayFindData(TcpSocket& socket) {
