@@ -265,8 +265,8 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
     stats.requests[LeaseStats::kGranted].fetch_add(1, std::memory_order_relaxed);
     stats.units[LeaseStats::kUnitsGranted].fetch_add(units, std::memory_order_relaxed);
     if (spent) {
-      // The front waiter's units, admitted now; the entry is looked at
-      // again when the key may have been quiet for a lease_ttl.
+      // The front waiter's units, admitted now; the entry is then
+      // forgotten unless more is going on (ForgetIfIdle).
       stats.units[LeaseStats::kUnitsUsed].fetch_add(units, std::memory_order_relaxed);
       const Waiter w = e.waiters.front();
       e.waiters.erase(e.waiters.begin());
