@@ -67,12 +67,14 @@ std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit) {
   return std::max<std::int64_t>(1, (descriptor_limit - 64) / 2);
 }
 
+bool Worker::HasRoom(const Acceptor& acceptor) {
+  return connections_->load(std::memory_order_relaxed) < Current()->state->max_connections ||
+         !acceptor.is_open();
+}
+
 Task<void> Worker::WaitForRoom(Acceptor& acceptor) {
   constexpr auto kRoomCheck = std::chrono::milliseconds(10);
-  const auto room = [&] {
-    return connections_->load(std::memory_order_relaxed) < Current()->state->max_connections ||
-           !acceptor.is_open();
-  };
+  const auto room = [&] { return HasRoom(acceptor); };
   for (;;) {
     if (room()) co_return;
     // Only for a client that is waiting to connect is room made.
@@ -126,9 +128,8 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
   bool checked = false;
   bool inherited = false;
   for (;;) {
-    if (connections_->load(std::memory_order_relaxed) >= Current()->state->max_connections) {
-      co_await WaitForRoom(acceptor);
-    }
+    // Checked here first: no coroutine frame per accept while there is room.
+    if (!HasRoom(acceptor)) co_await WaitForRoom(acceptor);
     // The peer's address comes with the accept (no getpeername() later).
     TcpSocket socket(io_);
     tcp::endpoint peer;

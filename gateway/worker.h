@@ -173,6 +173,8 @@ class Worker {
   // keep-alive connection of this worker is closed to make room, as nginx
   // reuses its keep-alive connections when worker_connections run out.
   Task<void> WaitForRoom(Acceptor& acceptor);
+  // The process is below max_connections, or `acceptor` is closed.
+  bool HasRoom(const Acceptor& acceptor);
 
   const StateSource& source_;
   const std::size_t index_;
