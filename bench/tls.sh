@@ -11,6 +11,12 @@
 #              connection
 #   resumed:   openssl s_time -reuse, likewise: one full handshake, then a
 #              resumed one (TLS 1.3 tickets) and one request per connection
+#   resumed_load: bench/tls_resume_load, one event-driven thread with
+#              WRK_CONNECTIONS (64) connections, each a TLS 1.3 handshake
+#              resuming its newest ticket and one request (Connection:
+#              close): resumed handshakes from a client as light as wrk
+#              (s_time's blocking processes spend more CPU per connection
+#              than the server, on the same cores)
 #   keepalive: wrk -c64 over kept-alive HTTPS connections
 #   full12, resumed12: full and resumed with s_time -tls1_2 (TLS 1.2's
 #              abbreviated handshake resumes without a key exchange)
@@ -18,7 +24,8 @@
 # spent per request (utime + stime from /proc/PID/stat around the run): the
 # clients, the upstream and the proxy share the machine's cores, so rates
 # are partly the others'; CPU per request is the proxy's own cost.
-# Usage: bench/tls.sh [rounds]   (env: WRK_DURATION, default 5s; STIME_CLIENTS)
+# Usage: bench/tls.sh [rounds]   (env: WRK_DURATION, default 5s; STIME_CLIENTS;
+#   TLS_MODES: the modes to run, default all, in the order above)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 rounds=${1:-5}
@@ -82,6 +89,9 @@ newconn() { https_wrk "$1" -H "Connection: close"; }
 keepalive() { https_wrk "$1"; }
 full() { s_time "$1" -new; }
 resumed() { s_time "$1" -reuse; }
+resumed_load() {
+  "$BUILD_DIR/bench/tls_resume_load" 127.0.0.1 "$1" "${WRK_CONNECTIONS:-64}" "$seconds" 1
+}
 full12() { s_time "$1" -new -tls1_2; }
 resumed12() { s_time "$1" -reuse -tls1_2; }
 
@@ -114,7 +124,7 @@ for t in nginx tollgate; do
     sed -n 's/^New, \(.*\)$/\1/p' | head -1)"
 done
 
-modes="newconn full resumed keepalive full12 resumed12"
+modes=${TLS_MODES:-"newconn full resumed resumed_load keepalive full12 resumed12"}
 for m in $modes; do for t in nginx tollgate; do : > "$WORK/${m}_$t"; done; done
 for round in $(seq "$rounds"); do
   for m in $modes; do
@@ -142,7 +152,7 @@ report=$WORK/report.md
   echo
   echo "\`bench/tls.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), $rounds alternating rounds of ${seconds} s per mode, medians; the same ECDSA P-256 certificate, negotiated with openssl s_client: nginx $protocol_nginx, tollgate $protocol_tollgate."
   echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... ssl\`, \`ssl_protocols TLSv1.2 TLSv1.3\` (1.22 offers TLS 1.2 at most by default), \`ssl_session_cache shared:SSL:10m\` and its default tickets, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
-  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}; *full12*, *resumed12*: as *full* and *resumed* with \`-tls1_2\` (nginx: $protocol12_nginx; tollgate: $protocol12_tollgate; a TLS 1.2 resumption has no key exchange). Clients, upstream and proxy share the $(nproc) cores (load average $load before the run); *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
+  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *resumed_load*: \`bench/tls_resume_load\`, one event-driven thread holding ${WRK_CONNECTIONS:-64} connections, each a TLS 1.3 handshake resuming its newest ticket and one request with \`Connection: close\` (a client as light as wrk that counts its resumptions); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}; *full12*, *resumed12*: as *full* and *resumed* with \`-tls1_2\` (nginx: $protocol12_nginx; tollgate: $protocol12_tollgate; a TLS 1.2 resumption has no key exchange). Clients, upstream and proxy share the $(nproc) cores (load average $load before the run); *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
   echo
   echo "| mode | nginx req/s | tollgate req/s | ÷ nginx | round by round | nginx CPU µs/req (user + sys) | tollgate CPU µs/req (user + sys) | ÷ nginx | goal |"
   echo "|---|---:|---:|---:|---|---:|---:|---:|---|"
@@ -151,7 +161,16 @@ report=$WORK/report.md
     echo "| $m | $(col "${m}_nginx" 1) | $(col "${m}_tollgate" 1) | $(ratio "$(col "${m}_tollgate" 1)" "$(col "${m}_nginx" 1)")× | $(round_ratios "${m}_nginx" "${m}_tollgate" 1 higher) | $(last "${m}_nginx") ($(split_cpu "${m}_nginx")) | $(last "${m}_tollgate") ($(split_cpu "${m}_tollgate")) | $(ratio "$(last "${m}_tollgate")" "$(last "${m}_nginx")")× | $goal |"
   done
   echo
-  echo "p99 (wrk) newconn: nginx $(col newconn_nginx 3) ms, tollgate $(col newconn_tollgate 3) ms; keepalive: nginx $(col keepalive_nginx 3) ms, tollgate $(col keepalive_tollgate 3) ms. Resumed share of the s_time connections (its 'r' marks): full nginx $(col full_nginx 3), tollgate $(col full_tollgate 3); resumed nginx $(col resumed_nginx 3), tollgate $(col resumed_tollgate 3); full12 nginx $(col full12_nginx 3), tollgate $(col full12_tollgate 3); resumed12 nginx $(col resumed12_nginx 3), tollgate $(col resumed12_tollgate 3). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed* resume; full*, and each s_time's first connection, do not)."
+  notes=()
+  for m in newconn keepalive; do
+    [[ " $modes " == *" $m "* ]] && notes+=("$m: nginx $(col "${m}_nginx" 3) ms, tollgate $(col "${m}_tollgate" 3) ms")
+  done
+  shares=()
+  for m in full resumed resumed_load full12 resumed12; do
+    [[ " $modes " == *" $m "* ]] && shares+=("$m nginx $(col "${m}_nginx" 3), tollgate $(col "${m}_tollgate" 3)")
+  done
+  echo "p99 (wrk) $(IFS=';'; echo "${notes[*]:-none}" | sed 's/;/; /g'). Resumed share of the connections (s_time's 'r' marks; tls_resume_load's SSL_session_reused): $(IFS=';'; echo "${shares[*]:-none}" | sed 's/;/; /g'). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed* resume; full*, and each client's first connection, do not)."
 } > "$report"
 cat "$report"
-write_results tls "$report"
+# A run of some modes only is a probe, not the section's table.
+if [ -z "${TLS_MODES:-}" ]; then write_results tls "$report"; fi
