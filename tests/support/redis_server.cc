@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
 #include <memory>
@@ -83,6 +84,20 @@ void RedisServer::Kill() {
   kill(pid_, SIGKILL);
   waitpid(pid_, nullptr, 0);
   pid_ = -1;
+}
+
+void RedisServer::Pause() {
+  if (pid_ <= 0) return;
+  kill(pid_, SIGSTOP);
+  // kill() may return before the server stops (it may be running on the
+  // other core): a command sent meanwhile could still be answered.
+  int status = 0;
+  while (waitpid(pid_, &status, WUNTRACED) == -1 && errno == EINTR) {
+  }
+}
+
+void RedisServer::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
 }
 
 void RedisServer::Start() {

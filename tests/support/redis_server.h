@@ -28,6 +28,13 @@ class RedisServer {
   void Kill();
   // Starts again on the same port; returns once it answers.
   void Start();
+  // SIGSTOP: a stalled server. Its connections stay open and take what is
+  // written to them, but nothing is answered (nor accepted) until
+  // Resume(), however long that takes: unlike CLIENT PAUSE, no duration to
+  // outlast. Command() would block meanwhile: do not call it.
+  void Pause();
+  // SIGCONT: the server answers what was sent while it was paused.
+  void Resume();
   // One command; the reply as text ("OK", "1", an error's message, array
   // elements joined by '\n'). Throws std::runtime_error when unreachable.
   std::string Command(const std::vector<std::string>& args);
