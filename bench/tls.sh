@@ -20,6 +20,7 @@
 #   keepalive: wrk -c64 over kept-alive HTTPS connections
 #   full12, resumed12: full and resumed with s_time -tls1_2 (TLS 1.2's
 #              abbreviated handshake resumes without a key exchange)
+#   resumed12_load: resumed_load with TLS 1.2
 # Beside the rates, the CPU time each proxy process (nginx: its worker)
 # spent per request (utime + stime from /proc/PID/stat around the run): the
 # clients, the upstream and the proxy share the machine's cores, so rates
@@ -58,16 +59,20 @@ pid[tollgate]=${PIDS[-1]}
 cpu_ticks() { awk '{ sub(/.*\) /, ""); print $12, $13 }' "/proc/$1/stat"; }
 
 # The command $2... (printing "rate requests [more]") run against proxy
-# $1; prints its output with the proxy's CPU µs per request appended:
-# user, system, and their sum last.
+# $1; prints its output with CPU µs per request appended: the clients'
+# (user + system), then the proxy's user, system, and their sum last.
 measured() {  # proxy command...
   local proxy=$1 before out
   shift
   before=$(cpu_ticks "${pid[$proxy]}")
-  out=$("$@")
+  # `times` in the same subshell: the CPU of the clients it ran and reaped.
+  out=$("$@"; times)
   awk -v hz="$(getconf CLK_TCK)" -v before="$before" -v after="$(cpu_ticks "${pid[$proxy]}")" '
-    { split(before, b, " "); split(after, a, " "); f = 1e6 / hz / $2
-      printf "%s %.1f %.1f %.1f\n", $0, (a[1] - b[1]) * f, (a[2] - b[2]) * f, (a[1] - b[1] + a[2] - b[2]) * f }' <<<"$out"
+    function s(v) { split(v, p, "m"); return p[1] * 60 + p[2] }
+    NR == 1 { result = $0; n = $2 }
+    NR == 3 { clients = (s($1) + s($2)) * 1e6 / n }  # times: the shell, then its children
+    END { split(before, b, " "); split(after, a, " "); f = 1e6 / hz / n
+      printf "%s %.1f %.1f %.1f %.1f\n", result, clients, (a[1] - b[1]) * f, (a[2] - b[2]) * f, (a[1] - b[1] + a[2] - b[2]) * f }' <<<"$out"
 }
 
 # wrk over HTTPS to port $1, more wrk arguments after it. Prints
@@ -90,8 +95,11 @@ keepalive() { https_wrk "$1"; }
 full() { s_time "$1" -new; }
 resumed() { s_time "$1" -reuse; }
 resumed_load() {
-  "$BUILD_DIR/bench/tls_resume_load" 127.0.0.1 "$1" "${WRK_CONNECTIONS:-64}" "$seconds" 1
+  # No warm-up: the CPU figures span the whole command, as wrk's; the slots'
+  # first (full) handshakes show in the resumed share.
+  "$BUILD_DIR/bench/tls_resume_load" 127.0.0.1 "$1" "${WRK_CONNECTIONS:-64}" "$seconds" 0 "${@:2}"
 }
+resumed12_load() { resumed_load "$1" /api/hello tls1_2; }
 full12() { s_time "$1" -new -tls1_2; }
 resumed12() { s_time "$1" -reuse -tls1_2; }
 
@@ -124,7 +132,7 @@ for t in nginx tollgate; do
     sed -n 's/^New, \(.*\)$/\1/p' | head -1)"
 done
 
-modes=${TLS_MODES:-"newconn full resumed resumed_load keepalive full12 resumed12"}
+modes=${TLS_MODES:-"newconn full resumed resumed_load keepalive full12 resumed12 resumed12_load"}
 for m in $modes; do for t in nginx tollgate; do : > "$WORK/${m}_$t"; done; done
 for round in $(seq "$rounds"); do
   for m in $modes; do
@@ -140,6 +148,7 @@ done
 
 # The last columns of each result: CPU µs per request, user + system.
 last() { awk '{ print $NF }' "$WORK/$1" | median; }
+client_cpu() { awk '{ print $(NF - 3) }' "$WORK/$1" | median; }
 split_cpu() { echo "$(awk '{ print $(NF - 2) }' "$WORK/$1" | median) + $(awk '{ print $(NF - 1) }' "$WORK/$1" | median)"; }
 admin_port=$(awk -F'"' '/^\[admin\]/ { getline; split($2, a, ":"); print a[2] }' \
   "$WORK/tollgate-${port[tollgate]}.toml")
@@ -152,13 +161,13 @@ report=$WORK/report.md
   echo
   echo "\`bench/tls.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), $rounds alternating rounds of ${seconds} s per mode, medians; the same ECDSA P-256 certificate, negotiated with openssl s_client: nginx $protocol_nginx, tollgate $protocol_tollgate."
   echo "nginx $(nginx -v 2>&1 | sed 's/.*\///'): 1 worker, \`listen ... ssl\`, \`ssl_protocols TLSv1.2 TLSv1.3\` (1.22 offers TLS 1.2 at most by default), \`ssl_session_cache shared:SSL:10m\` and its default tickets, \`proxy_pass\` + \`keepalive 64\`; tollgate: \`threads = 1\`; both with access logs off, in front of \`tollgate echo-upstream\` (1 thread)."
-  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *resumed_load*: \`bench/tls_resume_load\`, one event-driven thread holding ${WRK_CONNECTIONS:-64} connections, each a TLS 1.3 handshake resuming its newest ticket and one request with \`Connection: close\` (a client as light as wrk that counts its resumptions); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}; *full12*, *resumed12*: as *full* and *resumed* with \`-tls1_2\` (nginx: $protocol12_nginx; tollgate: $protocol12_tollgate; a TLS 1.2 resumption has no key exchange). Clients, upstream and proxy share the $(nproc) cores (load average $load before the run); *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost."
+  echo "*newconn*: wrk -t1 -c${WRK_CONNECTIONS:-64} -H 'Connection: close', a new TLS connection per request (wrk offers each connection's session on the next, so mostly resumed handshakes); *full*: $clients × \`openssl s_time -new\` at once (a full handshake and one request per connection; rate over wall time); *resumed*: $clients × \`openssl s_time -reuse\` (a resumed handshake and one request per connection); *resumed_load*: \`bench/tls_resume_load\`, one event-driven thread holding ${WRK_CONNECTIONS:-64} connections, each a TLS 1.3 handshake resuming its newest ticket and one request with \`Connection: close\` (a client as light as wrk that counts its resumptions); *keepalive*: wrk -t1 -c${WRK_CONNECTIONS:-64}; *full12*, *resumed12*, *resumed12_load*: as *full*, *resumed* and *resumed_load* with TLS 1.2 (\`-tls1_2\`) (nginx: $protocol12_nginx; tollgate: $protocol12_tollgate; a TLS 1.2 resumption has no key exchange). Clients, upstream and proxy share the $(nproc) cores (load average $load before the run); *CPU µs/req* is the proxy process's (nginx: its worker's) utime + stime over the run divided by the requests done: its own cost; *clients' CPU* is the load generators' (wrk, the s_time processes, tls_resume_load) over the same run: where s_time's exceeds the proxy's, the rate is largely the clients'."
   echo
-  echo "| mode | nginx req/s | tollgate req/s | ÷ nginx | round by round | nginx CPU µs/req (user + sys) | tollgate CPU µs/req (user + sys) | ÷ nginx | goal |"
-  echo "|---|---:|---:|---:|---|---:|---:|---:|---|"
+  echo "| mode | nginx req/s | tollgate req/s | ÷ nginx | round by round | nginx CPU µs/req (user + sys) | tollgate CPU µs/req (user + sys) | ÷ nginx | clients' CPU µs/req (nginx, tollgate) | goal |"
+  echo "|---|---:|---:|---:|---|---:|---:|---:|---:|---|"
   for m in $modes; do
     case $m in keepalive | full*) goal="≥ 1.0×" ;; *) goal="≥ 1.1×" ;; esac
-    echo "| $m | $(col "${m}_nginx" 1) | $(col "${m}_tollgate" 1) | $(ratio "$(col "${m}_tollgate" 1)" "$(col "${m}_nginx" 1)")× | $(round_ratios "${m}_nginx" "${m}_tollgate" 1 higher) | $(last "${m}_nginx") ($(split_cpu "${m}_nginx")) | $(last "${m}_tollgate") ($(split_cpu "${m}_tollgate")) | $(ratio "$(last "${m}_tollgate")" "$(last "${m}_nginx")")× | $goal |"
+    echo "| $m | $(col "${m}_nginx" 1) | $(col "${m}_tollgate" 1) | $(ratio "$(col "${m}_tollgate" 1)" "$(col "${m}_nginx" 1)")× | $(round_ratios "${m}_nginx" "${m}_tollgate" 1 higher) | $(last "${m}_nginx") ($(split_cpu "${m}_nginx")) | $(last "${m}_tollgate") ($(split_cpu "${m}_tollgate")) | $(ratio "$(last "${m}_tollgate")" "$(last "${m}_nginx")")× | $(client_cpu "${m}_nginx"), $(client_cpu "${m}_tollgate") | $goal |"
   done
   echo
   notes=()
@@ -166,7 +175,7 @@ report=$WORK/report.md
     [[ " $modes " == *" $m "* ]] && notes+=("$m: nginx $(col "${m}_nginx" 3) ms, tollgate $(col "${m}_tollgate" 3) ms")
   done
   shares=()
-  for m in full resumed resumed_load full12 resumed12; do
+  for m in full resumed resumed_load full12 resumed12 resumed12_load; do
     [[ " $modes " == *" $m "* ]] && shares+=("$m nginx $(col "${m}_nginx" 3), tollgate $(col "${m}_tollgate" 3)")
   done
   echo "p99 (wrk) $(IFS=';'; echo "${notes[*]:-none}" | sed 's/;/; /g'). Resumed share of the connections (s_time's 'r' marks; tls_resume_load's SSL_session_reused): $(IFS=';'; echo "${shares[*]:-none}" | sed 's/;/; /g'). tollgate's tollgate_tls_handshakes_total after all rounds: $handshakes (newconn and resumed* resume; full*, and each client's first connection, do not)."

@@ -13,7 +13,10 @@
 // theirs. This client is event-driven (epoll, OpenSSL on the socket, no
 // copies), like wrk, which does not say whether a handshake resumed.
 //
-// Usage: tls_resume_load HOST PORT CONNECTIONS SECONDS [WARMUP_S] [PATH]
+// With `tls1_2` last, TLS 1.2 instead: the session (ID or ticket) of the
+// slot's first connection is resumed with an abbreviated handshake.
+//
+// Usage: tls_resume_load HOST PORT CONNECTIONS SECONDS [WARMUP_S] [PATH] [tls1_2]
 // Prints "connections_per_s connections resumed_share" for the counted
 // SECONDS after WARMUP_S (default 1); failures (a connection that got no
 // 200) go to stderr and make the exit status 1.
@@ -175,7 +178,7 @@ bool Step(Load& load, Slot& slot) {
 int main(int argc, char** argv) {
   if (argc < 5) {
     std::fprintf(stderr,
-                 "usage: tls_resume_load HOST PORT CONNECTIONS SECONDS [WARMUP_S] [PATH]\n");
+                 "usage: tls_resume_load HOST PORT CONNECTIONS SECONDS [WARMUP_S] [PATH] [tls1_2]\n");
     return 2;
   }
   Load load;
@@ -191,7 +194,10 @@ int main(int argc, char** argv) {
 
   load.ctx = SSL_CTX_new(TLS_client_method());
   if (load.ctx == nullptr) Die("SSL_CTX_new");
-  SSL_CTX_set_min_proto_version(load.ctx, TLS1_3_VERSION);
+  const bool tls12 = argc > 7 && std::strcmp(argv[7], "tls1_2") == 0;
+  const int version = tls12 ? TLS1_2_VERSION : TLS1_3_VERSION;
+  SSL_CTX_set_min_proto_version(load.ctx, version);
+  SSL_CTX_set_max_proto_version(load.ctx, version);
   SSL_CTX_set_verify(load.ctx, SSL_VERIFY_NONE, nullptr);
   // Sessions are kept per slot, by hand; no close_notify from the client
   // (the server has closed by then).
