@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,8 +48,17 @@ struct DecideRequest {
   // The LocalStore partition of the key's rule (LocalStore::AssignPartitions):
   // keys are evicted only by keys of their own partition. Other stores ignore it.
   std::uint32_t partition = 0;
+  // KeyHash(key), for a caller that decides the same key many times (a
+  // WebSocket tunnel's messages) and hashes it once; 0: the LocalStore
+  // hashes the key itself (also right when the hash is 0). Other stores
+  // ignore it. A decorator that passes the request on with another key
+  // must not pass it on.
+  std::uint64_t key_hash = 0;
 };
 inline constexpr std::size_t kMaxKeyBytes = 1024;
+
+// The hash by which the LocalStore places a key (DecideRequest::key_hash).
+inline std::uint64_t KeyHash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 
 enum class StoreStatus : std::uint8_t {
   kOk,           // `decision` is valid

@@ -52,6 +52,18 @@ TEST(LocalStore, KeysAreIndependentAndOpaque) {
   EXPECT_EQ(store.KeyCount(), 2u);
 }
 
+TEST(LocalStore, AKeyHashGivenByTheCallerFindsTheKeysState) {
+  LocalStore store;
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 2, 1000);
+  const std::uint64_t hash = KeyHash("k");
+  EXPECT_TRUE(store.DecideNow({"k", &spec, 1, 0, 0, hash}).allowed);
+  EXPECT_TRUE(store.DecideNow({"k", &spec, 1, 0}).allowed);
+  EXPECT_FALSE(store.DecideNow({"k", &spec, 1, 0, 0, hash}).allowed);
+  EXPECT_EQ(store.KeyCount(), 1u);
+  EXPECT_TRUE(store.Erase("k", 0));
+  EXPECT_TRUE(store.DecideNow({"k", &spec, 1, 0, 0, hash}).allowed);
+}
+
 TEST(LocalStore, ChangedLimitStartsAfresh) {
   LocalStore store;
   const LimitSpec one = Spec(Algorithm::kFixedWindow, 1, 1000);
