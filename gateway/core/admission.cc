@@ -81,24 +81,28 @@ Admission::~Admission() = default;
 
 LimitContext MakeLimitContext(const GatewayState& state, store::Store& store,
                               ThreadMetrics* metrics) {
-  const store::Clock& clock = *state.clock;
   const rules::StoreConfig& config = state.config->store;
-  const bool wall_clock =
-      config.kind == rules::StoreKind::kRedis && config.redis.time == store::RedisTime::kClient;
-  const std::int64_t now = clock.NowMs();
-  LimitContext context{*state.identity, *state.rule_set, store, now,
-                       wall_clock ? clock.UnixMs() : now};
+  LimitContext context{*state.identity, *state.rule_set, store, 0, 0};
   context.metrics = metrics;
   context.rule_ids = &state.rule_ids;
   context.rules_base = state.config->rules.data();
   context.store_kind =
       config.kind == rules::StoreKind::kRedis ? StoreKindLabel::kRedis : StoreKindLabel::kLocal;
   context.describe = state.access_log != nullptr && state.access_log->enabled();
-  if (state.overrides != nullptr && state.overrides->Current() != nullptr) {
-    context.overrides = state.overrides;
-    context.unix_ms = clock.UnixMs();
-  }
+  RestampLimitContext(state, context);
   return context;
+}
+
+void RestampLimitContext(const GatewayState& state, LimitContext& context) {
+  const store::Clock& clock = *state.clock;
+  const rules::StoreConfig& config = state.config->store;
+  const bool wall_clock =
+      config.kind == rules::StoreKind::kRedis && config.redis.time == store::RedisTime::kClient;
+  context.now_ms = clock.NowMs();
+  context.store_now_ms = wall_clock ? clock.UnixMs() : context.now_ms;
+  const bool overrides = state.overrides != nullptr && state.overrides->Current() != nullptr;
+  context.overrides = overrides ? state.overrides : nullptr;
+  context.unix_ms = overrides ? clock.UnixMs() : 0;
 }
 
 Task<void> Admission::WaitForBatch() { co_await batch_wait_->Wait(batch_); }

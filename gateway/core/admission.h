@@ -54,6 +54,11 @@ class ClientWatch {
 LimitContext MakeLimitContext(const GatewayState& state, store::Store& store,
                               ThreadMetrics* metrics);
 
+// What of MakeLimitContext's `context` changes with time (the clocks, the
+// overrides in force) made current again, for a context kept across
+// decisions of the same rules (a WebSocket tunnel's messages).
+void RestampLimitContext(const GatewayState& state, LimitContext& context);
+
 enum class Admit {
   kAdmitted,    // go on; the places taken are in the Exchange
   kRefused,     // the answer says what to write

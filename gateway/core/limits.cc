@@ -39,9 +39,11 @@ void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
 }
 
 void DecisionBatch::Start(const LimitContext& context,
-                          std::span<const rules::RuleHit* const> hits, std::int64_t cost) {
+                          std::span<const rules::RuleHit* const> hits, std::int64_t cost,
+                          std::span<const std::uint64_t> key_hashes) {
   // Sized before the first Decide(): the store keeps pointers to the slots.
-  slots_.clear();
+  // The slots of the last batch (done) are reused, not made anew: a
+  // tunnel's message rules start a batch per message.
   slots_.resize(hits.size());
   pending_ = hits.size();
   const OverrideSet* overrides =
@@ -50,7 +52,9 @@ void DecisionBatch::Start(const LimitContext& context,
     Slot& slot = slots_[i];
     slot.batch = this;
     slot.rule = hits[i]->rule;
+    slot.overridden.reset();
     std::string_view key = hits[i]->key;
+    std::uint64_t key_hash = key_hashes.empty() ? 0 : key_hashes[i];
     if (overrides != nullptr) {
       if (const AppliedOverride* o = overrides->Find(*slot.rule, key, context.unix_ms)) {
         // A reference of the slot's own: the snapshot may be replaced
@@ -58,26 +62,33 @@ void DecisionBatch::Start(const LimitContext& context,
         slot.overridden = o->rule;
         slot.rule = o->rule.get();
         key = o->store_key;
+        key_hash = 0;
       }
     }
     const rules::RuleConfig& rule = *slot.rule;
     context.store.Decide({key, rule.limit.get(), cost > 0 ? cost : rule.cost,
-                          context.store_now_ms, hits[i]->partition},
+                          context.store_now_ms, hits[i]->partition, key_hash},
                          slot);
   }
 }
 
 namespace {
 
-// Appends "rule:word[suffix]" to outcome.log when the access log shows it.
-void Describe(const LimitContext& context, LimitOutcome& outcome, std::string_view rule,
-              std::string_view word, std::string_view suffix = {}) {
-  if (!context.describe) return;
+// Appends "rule:word[suffix]" to outcome.log.
+void AppendLog(LimitOutcome& outcome, std::string_view rule, std::string_view word,
+               std::string_view suffix) {
   if (!outcome.log.empty()) outcome.log += ',';
   outcome.log += rule;
   outcome.log += ':';
   outcome.log += word;
   outcome.log += suffix;
+}
+
+// AppendLog when the access log shows it. Inline, so that a decision
+// without a log (a WebSocket tunnel's message) makes no call.
+inline void Describe(const LimitContext& context, LimitOutcome& outcome, std::string_view rule,
+                     std::string_view word, std::string_view suffix = {}) {
+  if (context.describe) AppendLog(outcome, rule, word, suffix);
 }
 
 }  // namespace

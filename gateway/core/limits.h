@@ -104,8 +104,10 @@ class DecisionBatch {
   // each costing its rule's cost, or `cost` when > 0 (an RLS call's
   // hits_addend). A key with an override (context.overrides) is decided by
   // the override's form of its rule, under the override's store key.
+  // `key_hashes`: store::KeyHash of each hit's key, from a caller that
+  // decides the same hits many times; empty: the store hashes them.
   void Start(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-             std::int64_t cost = 0);
+             std::int64_t cost = 0, std::span<const std::uint64_t> key_hashes = {});
   bool done() const { return pending_ == 0; }
   // The rule hit `i` was decided by: its own, or an override's form of it.
   const rules::RuleConfig& rule(std::size_t i) const { return *slots_[i].rule; }

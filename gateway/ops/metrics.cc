@@ -81,9 +81,15 @@ class Writer {
 }  // namespace
 
 void Histogram::Observe(double seconds) {
-  const std::size_t i = static_cast<std::size_t>(
-      std::lower_bound(kDurationBuckets.begin(), kDurationBuckets.end(), seconds) -
-      kDurationBuckets.begin());
+  // The first bucket without a search: every local store decision (no loop
+  // time passes) falls there, one per message of a WebSocket tunnel with a
+  // message rule (~40 user-space instructions less).
+  const std::size_t i =
+      seconds <= kDurationBuckets.front()
+          ? 0
+          : static_cast<std::size_t>(
+                std::lower_bound(kDurationBuckets.begin(), kDurationBuckets.end(), seconds) -
+                kDurationBuckets.begin());
   buckets_[i].store(buckets_[i].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   sum_.store(sum_.load(std::memory_order_relaxed) + seconds, std::memory_order_relaxed);
 }
