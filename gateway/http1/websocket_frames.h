@@ -90,8 +90,9 @@ class FrameParser {
     std::size_t size = 0;  // of the header itself
     bool minimal = true;   // the length is in its shortest form
   };
-  // The header at the start of `data`; nullopt when it is not whole yet.
-  static std::optional<Header> ReadHeader(std::string_view data);
+  // Reads the header at the start of `data` into `h`, a fresh Header; false
+  // when it is not whole yet.
+  static bool ReadHeader(std::string_view data, Header& h);
   // A client frame's problem, if any, before any byte of it is consumed.
   std::optional<FrameEvent> Check(const Header& header) const;
   // A client's data frame `header` (checked) begins: its header's size.
