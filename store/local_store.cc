@@ -8,10 +8,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include <linux/futex.h>
-#include <sys/syscall.h>
-#include <unistd.h>
-
 #include "algorithms/decide.h"
 #include "algorithms/state.h"
 #include "algorithms/validate.h"
@@ -81,8 +77,10 @@ constexpr std::uint32_t kNeverExpires = kReferenced - 1;
 // instruction each when no other thread wants it: std::mutex's calls into
 // pthread cost ~55 user-space instructions more per decision (a message of a
 // WebSocket tunnel with a `per = "message"` rule, bench/websocket.sh
-// --instructions). A thread that finds it taken sleeps in the kernel, as
-// with std::mutex. The futex mutex of U. Drepper's "Futexes Are Tricky".
+// --instructions). A thread that finds it taken sleeps (std::atomic::wait,
+// a futex on Linux), as with std::mutex. The mutex of U. Drepper's "Futexes
+// Are Tricky": the state says whether anybody may be asleep, so that an
+// uncontended unlock wakes nobody.
 class ShardLock {
  public:
   void lock() {
@@ -91,15 +89,13 @@ class ShardLock {
     // Taken: marked contended, so that its holder wakes a sleeper.
     if (state != kContended) state = state_.exchange(kContended, std::memory_order_acquire);
     while (state != kFree) {
-      syscall(SYS_futex, &state_, FUTEX_WAIT_PRIVATE, kContended, nullptr, nullptr, 0);
+      state_.wait(kContended, std::memory_order_relaxed);
       state = state_.exchange(kContended, std::memory_order_acquire);
     }
   }
 
   void unlock() {
-    if (state_.exchange(kFree, std::memory_order_release) == kContended) {
-      syscall(SYS_futex, &state_, FUTEX_WAKE_PRIVATE, 1, nullptr, nullptr, 0);
-    }
+    if (state_.exchange(kFree, std::memory_order_release) == kContended) state_.notify_one();
   }
 
  private:
@@ -107,7 +103,6 @@ class ShardLock {
   static constexpr std::uint32_t kLocked = 1;     // no other thread waits
   static constexpr std::uint32_t kContended = 2;  // others may sleep on it
   std::atomic<std::uint32_t> state_{kFree};
-  static_assert(sizeof(state_) == sizeof(std::uint32_t), "a futex word");
 };
 
 }  // namespace
