@@ -12,8 +12,9 @@
 namespace tollgate::testing {
 namespace {
 
-// A quiet gateway's lines reach the file within about a second, not when
-// 4 KB have gathered or the process exits.
+// A quiet gateway's lines reach the file while it runs (it flushes every
+// second), not only when 4 KB have gathered or the process exits. The wait
+// gives up after 30 s, a hang guard.
 TEST(AccessLog, ALineReachesTheFileWhileTheGatewayRuns) {
   auto echo = StartEcho();
   TempDir dir;
@@ -24,7 +25,7 @@ TEST(AccessLog, ALineReachesTheFileWhileTheGatewayRuns) {
   Client client(gateway.port());
   EXPECT_EQ(client.Get("/one-quiet-request").result_int(), 200);
   std::string content;
-  for (int i = 0; i < 150 && content.find("/one-quiet-request") == std::string::npos; ++i) {
+  for (int i = 0; i < 1500 && content.find("/one-quiet-request") == std::string::npos; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     std::ifstream in(log);
     content.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
@@ -60,8 +61,9 @@ window = "1m"
     Client bad(gateway.port());
     bad.Send("GET /x HTTP/1.1\r\nHost: a\r\nBad Header\r\n\r\n");
     EXPECT_EQ(bad.Read().result_int(), 400);
-    // A line is written after its response: wait (while serving) for all 4.
-    for (int i = 0; i < 250; ++i) {
+    // A line is written after its response: wait (while serving) for all 4,
+    // up to 30 s (a hang guard).
+    for (int i = 0; i < 1500; ++i) {
       std::ifstream count(log);
       std::string l;
       int n = 0;

@@ -82,10 +82,10 @@ int Passing(std::uint16_t port, const std::string& user, int n = 20) {
   return n;
 }
 
-// Polls `check` for up to 3 s: a change on one gateway reaches another by
-// its refresh (every 500 ms).
+// Polls `check` until it holds: a change on one gateway reaches another by
+// its refresh (every 500 ms). Gives up after 30 s, a hang guard only.
 bool Eventually(const std::function<bool()>& check) {
-  for (int i = 0; i < 300; ++i) {
+  for (int i = 0; i < 3000; ++i) {
     if (check()) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
