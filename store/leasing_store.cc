@@ -36,6 +36,7 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
   std::string key;  // the rule key (entries_'s key views it)
+  std::size_t hash = 0;  // IdView::Of(fingerprint, key).hash
   LeaseHand hand;
   // Requests waiting for a take, in order; inline for one (a cold key's).
   using Waiters = boost::container::small_vector<Waiter, 1>;
@@ -83,14 +84,15 @@ LeasingStore::~LeasingStore() {
   }
 }
 
-std::size_t LeasingStore::IdHash::operator()(const IdView& id) const {
-  return std::hash<std::string_view>()(id.key) ^
-         (std::size_t{id.fingerprint} * 0x9e3779b97f4a7c15u);
+LeasingStore::IdView LeasingStore::IdView::Of(std::uint32_t fingerprint, std::string_view key) {
+  return {fingerprint, key,
+          std::hash<std::string_view>()(key) ^ (std::size_t{fingerprint} * 0x9e3779b97f4a7c15u)};
 }
 
 LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   const LimitSpec& limit = *request.limit;
-  auto it = entries_.find(IdView{limit.fingerprint, request.key});
+  const IdView wanted = IdView::Of(limit.fingerprint, request.key);
+  auto it = entries_.find(wanted);
   if (it != entries_.end()) return it->second.get();
   if (entries_.size() >= options_.max_keys) return nullptr;
   auto found = specs_.find(limit.fingerprint);
@@ -117,8 +119,9 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
   e.spec = spec.get();
   e.key = request.key;
   ++spec->entries;
-  const IdView id{limit.fingerprint, e.key};
-  if (const auto use = recent_.Find(IdHash()(id), request.now_ms)) e.hand.Resume(*use);
+  e.hash = wanted.hash;
+  const IdView id{limit.fingerprint, e.key, e.hash};
+  if (const auto use = recent_.Find(e.hash, request.now_ms)) e.hand.Resume(*use);
   entries_.emplace(id, std::move(owned));
   return &e;
 }
@@ -354,7 +357,7 @@ void LeasingStore::Arm() {
 void LeasingStore::Forget(Entry& e) {
   Spec* spec = e.spec;
   // By position: the key views the entry the erase destroys.
-  entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key}));
+  entries_.erase(entries_.find(IdView{spec->limit.fingerprint, e.key, e.hash}));
   --spec->entries;
 }
 
@@ -363,7 +366,7 @@ void LeasingStore::ForgetIfIdle(Entry& e, std::int64_t now) {
   // queued a look; those look at the entry again when they end.
   if (e.taking || e.dues > 0) return;
   if (e.waiters.empty() && e.hand.Idle(now)) {
-    recent_.Put(IdHash()(IdView{e.spec->limit.fingerprint, e.key}), e.hand.use());
+    recent_.Put(e.hash, e.hand.use());
     Forget(e);
     return;
   }

@@ -107,14 +107,17 @@ class LeasingStore final : public Store {
   struct Waiter;
   struct Entry;
   // entries_'s key: a limit's fingerprint and a rule key (the entry's own
-  // copy, which does not move).
+  // copy, which does not move), with their hash, computed once per request
+  // (Of) for the lookup, the insert, RecentUse and the erase.
   struct IdView {
     std::uint32_t fingerprint;
     std::string_view key;
+    std::size_t hash;
+    static IdView Of(std::uint32_t fingerprint, std::string_view key);
     bool operator==(const IdView&) const = default;
   };
   struct IdHash {
-    std::size_t operator()(const IdView& id) const;
+    std::size_t operator()(const IdView& id) const { return id.hash; }
   };
   // A time an entry needs looking at. Entries are not erased while any of
   // their items is queued (Entry::dues), so the pointer stays valid.
