@@ -29,6 +29,7 @@
 #   TLS_MODES: the modes to run, default all, in the order above)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+export LC_NUMERIC=C  # `times` prints seconds with the locale's decimal point
 rounds=${1:-5}
 clients=${STIME_CLIENTS:-4}
 seconds=${WRK_DURATION:-5s}
@@ -66,7 +67,8 @@ measured() {  # proxy command...
   shift
   before=$(cpu_ticks "${pid[$proxy]}")
   # `times` in the same subshell: the CPU of the clients it ran and reaped.
-  out=$("$@"; times)
+  # A client that failed fails the run (its figures would count failures).
+  out=$("$@"; rc=$?; times; exit $rc) || return 1
   awk -v hz="$(getconf CLK_TCK)" -v before="$before" -v after="$(cpu_ticks "${pid[$proxy]}")" '
     function s(v) { split(v, p, "m"); return p[1] * 60 + p[2] }
     NR == 1 { result = $0; n = $2 }
@@ -139,7 +141,7 @@ for round in $(seq "$rounds"); do
     order="nginx tollgate"
     if [ $((round % 2)) -eq 0 ]; then order="tollgate nginx"; fi
     for t in $order; do
-      result=$(measured "$t" "$m" "${port[$t]}")
+      result=$(measured "$t" "$m" "${port[$t]}") || { echo "$m against $t failed" >&2; exit 1; }
       echo "round $round $m $t: $result" >&2
       echo "$result" >> "$WORK/${m}_$t"
     done

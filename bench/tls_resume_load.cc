@@ -114,9 +114,9 @@ void Finish(Load& load, Slot& slot) {
       slot.session = newest;
     }
   }
-  // Marked shut down (no close_notify is sent: quiet shutdown), or
-  // SSL_clear would take the session for a broken one and make it
-  // unresumable. SSL_clear keeps the object for the next connection.
+  // Marked shut down without sending a close_notify (the server has closed
+  // by then), or SSL_clear would take the session for a broken one and make
+  // it unresumable. SSL_clear keeps the object for the next connection.
   SSL_set_shutdown(slot.ssl, SSL_SENT_SHUTDOWN | SSL_RECEIVED_SHUTDOWN);
   SSL_clear(slot.ssl);
   ::close(slot.fd);  // also leaves the epoll set
@@ -188,6 +188,10 @@ int main(int argc, char** argv) {
   const int connections = std::atoi(argv[3]);
   const double seconds = std::atof(argv[4]);
   const double warmup = argc > 5 ? std::atof(argv[5]) : 1.0;
+  if (connections <= 0 || seconds <= 0 || warmup < 0) {
+    std::fprintf(stderr, "tls_resume_load: CONNECTIONS and SECONDS must be > 0, WARMUP_S >= 0\n");
+    return 2;
+  }
   const std::string path = argc > 6 ? argv[6] : "/api/hello";
   load.request = "GET " + path + " HTTP/1.1\r\nHost: " + argv[1] + ":" + argv[2] +
                  "\r\nConnection: close\r\n\r\n";
@@ -199,10 +203,8 @@ int main(int argc, char** argv) {
   SSL_CTX_set_min_proto_version(load.ctx, version);
   SSL_CTX_set_max_proto_version(load.ctx, version);
   SSL_CTX_set_verify(load.ctx, SSL_VERIFY_NONE, nullptr);
-  // Sessions are kept per slot, by hand; no close_notify from the client
-  // (the server has closed by then).
+  // Sessions are kept per slot, by hand.
   SSL_CTX_set_session_cache_mode(load.ctx, SSL_SESS_CACHE_OFF);
-  SSL_CTX_set_quiet_shutdown(load.ctx, 1);
 
   load.epoll_fd = ::epoll_create1(EPOLL_CLOEXEC);
   if (load.epoll_fd < 0) Die("epoll_create1");

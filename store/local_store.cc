@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -77,10 +78,10 @@ constexpr std::uint32_t kNeverExpires = kReferenced - 1;
 // instruction each when no other thread wants it: std::mutex's calls into
 // pthread cost ~55 user-space instructions more per decision (a message of a
 // WebSocket tunnel with a `per = "message"` rule, bench/websocket.sh
-// --instructions). A thread that finds it taken sleeps (std::atomic::wait,
-// a futex on Linux), as with std::mutex. The mutex of U. Drepper's "Futexes
-// Are Tricky": the state says whether anybody may be asleep, so that an
-// uncontended unlock wakes nobody.
+// --instructions). A thread that finds it taken waits in std::atomic::wait
+// (libstdc++ spins briefly, then sleeps on a futex). The mutex of U.
+// Drepper's "Futexes Are Tricky": the state says whether anybody may be
+// asleep, so that an uncontended unlock wakes nobody.
 class ShardLock {
  public:
   void lock() {
@@ -95,7 +96,9 @@ class ShardLock {
   }
 
   void unlock() {
-    if (state_.exchange(kFree, std::memory_order_release) == kContended) state_.notify_one();
+    // seq_cst (free on x86, whose exchange is a full fence): notify_one reads
+    // libstdc++'s waiter count after it, which must not move before the store.
+    if (state_.exchange(kFree, std::memory_order_seq_cst) == kContended) state_.notify_one();
   }
 
  private:
@@ -502,6 +505,8 @@ std::vector<std::uint32_t> LocalStore::AssignPartitions(std::span<const Partitio
 
 algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
   const Partition& partition = *directory_.load(std::memory_order_acquire)[request.partition];
+  // A wrong hash would split the key's state over two shards, silently.
+  assert(request.key_hash == 0 || request.key_hash == KeyHash(request.key));
   const std::uint64_t hash = request.key_hash != 0 ? request.key_hash : KeyHash(request.key);
   Shard& shard = partition.ShardFor(hash);
   // Here rather than first thing in Shard::Decide: there it measured ~30%

@@ -1,6 +1,7 @@
 #include "gateway/core/limits.h"
 
 #include <algorithm>
+#include <cassert>
 
 namespace tollgate::gateway {
 namespace {
@@ -44,6 +45,8 @@ void DecisionBatch::Start(const LimitContext& context,
   // Sized before the first Decide(): the store keeps pointers to the slots.
   // The slots of the last batch (done) are reused, not made anew: a
   // tunnel's message rules start a batch per message.
+  assert(done());
+  assert(key_hashes.empty() || key_hashes.size() == hits.size());
   slots_.resize(hits.size());
   pending_ = hits.size();
   const OverrideSet* overrides =

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <deque>
+#include <limits>
 #include <memory>
 #include <string>
 #include <vector>
@@ -28,6 +29,7 @@ class FakeStore final : public store::Store {
   void Answer(store::StoreResult result) { answers_.push_back(result); }
   void Decide(const store::DecideRequest& request, store::DecisionSink& sink) override {
     keys_.emplace_back(request.key);
+    key_hashes_.push_back(request.key_hash);
     store::StoreResult result = answers_.front();
     answers_.pop_front();
     if (timing_ == Timing::kInline) {
@@ -42,12 +44,14 @@ class FakeStore final : public store::Store {
     later_.clear();
   }
   const std::vector<std::string>& keys() const { return keys_; }
+  const std::vector<std::uint64_t>& key_hashes() const { return key_hashes_; }
 
  private:
   Timing timing_;
   std::deque<store::StoreResult> answers_;
   std::vector<std::pair<store::DecisionSink*, store::StoreResult>> later_;
   std::vector<std::string> keys_;
+  std::vector<std::uint64_t> key_hashes_;
 };
 
 store::StoreResult Allowed(std::int64_t remaining, std::int64_t delay_ms = 0) {
@@ -277,6 +281,49 @@ TEST_F(Limits, ABatchAnsweredLaterWakesItsWaiterOnce) {
   EXPECT_EQ(waker.woken, 1);
   FinishLimits(context, hits_, batch_, outcome);
   EXPECT_EQ(outcome.shown_decision.remaining, 1);
+}
+
+// A caller that decides the same hits many times (a WebSocket tunnel's
+// messages) hands their key hashes on; a hit with an override is decided
+// under the override's key, which the store hashes itself; and a batch
+// started again keeps nothing of the last one's override.
+TEST_F(Limits, KeyHashesPassOnExceptForAnOverriddenHitAndAReusedBatchForgetsIt) {
+  Load(kTwoRules);
+  rule_set_->Evaluate(facts_, identity_, evaluation_);
+  ASSERT_EQ(evaluation_.hits.size(), 2u);
+  for (const rules::RuleHit& hit : evaluation_.hits) hits_.push_back(&hit);
+  const std::vector<std::uint64_t> hashes{store::KeyHash(hits_[0]->key),
+                                          store::KeyHash(hits_[1]->key)};
+  FakeStore store;
+  for (int i = 0; i < 4; ++i) store.Answer(Allowed(1));
+
+  OverrideTable overrides;
+  OverrideSet::Entry entry;
+  entry.rule_index = 0;
+  entry.key = hits_[0]->key;
+  entry.applied.rule = std::make_shared<const rules::RuleConfig>(rule(0));
+  entry.applied.store_key = "override:" + hits_[0]->key;
+  entry.applied.expires_unix_ms = std::numeric_limits<std::int64_t>::max();
+  std::vector<OverrideSet::Entry> entries;
+  entries.push_back(std::move(entry));
+  overrides.Set(std::make_shared<const OverrideSet>(loaded_.config->rules, std::move(entries)));
+  LimitContext context = Context(store);
+  context.overrides = &overrides;
+  batch_.Start(context, hits_, 0, hashes);
+  ASSERT_TRUE(batch_.done());
+  EXPECT_NE(batch_.overridden(0), nullptr);
+  EXPECT_EQ(store.keys()[0], "override:" + hits_[0]->key);
+  EXPECT_EQ(store.key_hashes()[0], 0u);
+  EXPECT_EQ(store.key_hashes()[1], hashes[1]);
+
+  overrides.Set(std::make_shared<const OverrideSet>(loaded_.config->rules,
+                                                    std::vector<OverrideSet::Entry>{}));
+  batch_.Start(context, hits_, 0, hashes);
+  ASSERT_TRUE(batch_.done());
+  EXPECT_EQ(batch_.overridden(0), nullptr);
+  EXPECT_EQ(store.keys()[2], hits_[0]->key);
+  EXPECT_EQ(store.key_hashes()[2], hashes[0]);
+  EXPECT_EQ(store.key_hashes()[3], hashes[1]);
 }
 
 TEST_F(Limits, DelayForSpreadsAFixedWindowQueueOverTheNextWindows) {

@@ -94,6 +94,8 @@ void RedisServer::Pause() {
   int status = 0;
   while (waitpid(pid_, &status, WUNTRACED) == -1 && errno == EINTR) {
   }
+  // Died instead (reaped now): nothing left to signal, its pid may be reused.
+  if (!WIFSTOPPED(status)) pid_ = -1;
 }
 
 void RedisServer::Resume() {
