@@ -91,8 +91,8 @@ class FrameParser {
     bool minimal = true;   // the length is in its shortest form
   };
   // Reads the header at the start of `data` into `h`, a fresh Header; false
-  // when it is not whole yet.
-  static bool ReadHeader(std::string_view data, Header& h);
+  // when it is not whole yet. Inline, defined beside Parse, its one caller.
+  static inline bool ReadHeader(std::string_view data, Header& h);
   // A client frame's problem, if any, before any byte of it is consumed.
   std::optional<FrameEvent> Check(const Header& header) const;
   // A client's data frame `header` (checked) begins: its header's size.
