@@ -185,25 +185,20 @@ constexpr std::chrono::seconds kBodyLinger{5};
 constexpr std::size_t kBodyLingerBytes = std::size_t{64} << 20;
 
 Task<void> Session::Shutdown() {
-  // A last response left in the TLS engine (WriteLastOverTls) is sent here:
+  // A last response left in TlsStream's output (WriteLastOverTls) is sent here:
   // it has the time a response write has, not only a close's.
   Lowest(stream_).expires_after(last_in_tls_ ? Ms(config_->timeouts.client_body_ms)
                                              : std::chrono::milliseconds(1000));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
-    // Send close_notify without waiting for the client's: TLS does not ask
-    // for the wait (RFC 8446 6.1; nginx does not wait either), and Asio's
-    // shutdown would otherwise read until the client's alert or EOF, one
-    // more read and loop turn per connection. SSL_SENT_SHUTDOWN, set by
-    // the send, is what keeps the session resumable. The send also carries
-    // what WriteLastOverTls() left in the TLS engine: the last response.
+    // close_notify, without waiting for the client's (TlsStream's shutdown
+    // does not). SSL_SENT_SHUTDOWN, set by the send, is what keeps the
+    // session resumable. The send also carries what WriteLastOverTls() left
+    // in the stream's output: the last response.
     SSL* ssl = tls->native_handle();
     // Tickets issued and still unsent (nothing was written or read since:
     // the client left) would make SSL_shutdown fail; nothing is owed to a
     // client that is gone.
-    if (SSL_in_init(ssl) == 0) {
-      SSL_set_shutdown(ssl, SSL_get_shutdown(ssl) | SSL_RECEIVED_SHUTDOWN);
-      co_await tls->async_shutdown(kUseTuple);
-    }
+    if (SSL_in_init(ssl) == 0) co_await tls->async_shutdown(kUseTuple);
   }
   // An answer sent with the request body unread (a refusal, a failed
   // upstream) ended the connection: send the FIN, then linger
@@ -402,12 +397,12 @@ bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
 
 // The largest last response WriteLastOverTls() takes: one TLS record
 // (16 KiB at most), with two tickets and the close_notify beside it, fits
-// in the engine's 17 KiB buffers, which Shutdown() sends in one write.
+// in one send of TlsStream's output buffer, which Shutdown() makes.
 constexpr std::size_t kLastOverTls = 15 * 1024;
 
 bool Session::WriteLastOverTls(TlsStream& tls) {
   if (wire_.size() > kLastOverTls) return false;
-  // Into the engine's buffer only (its BIO pair, empty between operations):
+  // Into TlsStream's output buffer only (SSL_write's BIO appends there):
   // no socket I/O here. Tickets owed go first (SSL_write sends them).
   SSL* ssl = tls.native_handle();
   ERR_clear_error();

@@ -180,7 +180,7 @@ class Session final : private ClientWatch {
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
   bool body_unread_ = false;  // CloseWithBodyUnread() was called
   int tickets_owed_ = 0;      // TLS 1.3 session tickets not issued yet
-  // WriteLastOverTls() left the last response in the TLS engine, for
+  // WriteLastOverTls() left the last response in TlsStream's output, for
   // Shutdown() to send.
   bool last_in_tls_ = false;
   std::unique_ptr<Http2Adapter> http2_;  // the connection speaks HTTP/2

@@ -7,17 +7,17 @@
 
 #include "gateway/io/deadline_stream.h"
 #include "gateway/io/io_types.h"
+#include "gateway/io/tls_stream.h"
 
 namespace tollgate::gateway {
 
 using TcpStream = DeadlineStream;
-using TlsStream = beast::ssl_stream<TcpStream>;
 // A client or upstream connection, plain or TLS.
 using AnyStream = std::variant<TcpStream, TlsStream>;
 
 inline TcpStream& Lowest(AnyStream& stream) {
   if (auto* plain = std::get_if<TcpStream>(&stream)) return *plain;
-  return beast::get_lowest_layer(std::get<TlsStream>(stream));
+  return std::get<TlsStream>(stream).next_layer();
 }
 
 }  // namespace tollgate::gateway

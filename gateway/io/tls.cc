@@ -239,6 +239,16 @@ void KeepSessionOnClose(SSL* ssl) {
   }
 }
 
+void VerifyPeerName(SSL* ssl, const std::string& name) {
+  ErrorCode ec;
+  asio::ip::make_address(name, ec);
+  if (!ec) {
+    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
+  } else {
+    SSL_set1_host(ssl, name.c_str());
+  }
+}
+
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error) {
   auto ctx = std::make_unique<ssl::context>(ssl::context::tls_client);

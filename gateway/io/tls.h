@@ -88,6 +88,12 @@ std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* s
 // removed the session of a connection that failed.
 void KeepSessionOnClose(SSL* ssl);
 
+// An upstream connection's handshake (client side, peer verification on)
+// fails unless the server's certificate is for `name`: a DNS name (a
+// wildcard in the left-most label matches) or an IP address, as
+// asio::ssl::host_name_verification checks, here by OpenSSL itself.
+void VerifyPeerName(SSL* ssl, const std::string& name);
+
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error);
 

@@ -9,20 +9,19 @@
 
 #include "gateway/io/draining_read.h"
 #include "gateway/io/socket_internals.h"
+#include "gateway/io/tls.h"
 
 namespace tollgate::gateway {
 namespace {
 constexpr std::size_t kUpstreamReadSize = 16 * 1024;
 
 // Bytes of a TLS connection read off the socket but not yet taken by the
-// parser: decrypted in the SSL object, or records waiting in its input BIO
-// (Asio's SSL stream reads up to 17 KB off the socket at once, records the
+// parser: decrypted in the SSL object, or records waiting in its read-ahead
+// buffer (TlsStream receives all the socket holds at once, records the
 // response did not need included).
 bool TlsHoldsBytes(UpstreamConnection& c) {
   auto* tls = std::get_if<TlsStream>(&c.stream);
-  if (tls == nullptr) return false;
-  SSL* ssl = tls->native_handle();
-  return SSL_pending(ssl) > 0 || BIO_ctrl_pending(SSL_get_rbio(ssl)) > 0;
+  return tls != nullptr && SSL_has_pending(tls->native_handle()) == 1;
 }
 
 // True when the idle connection holds nothing: no bytes the upstream sent
@@ -146,9 +145,7 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
         static constexpr unsigned char kAlpnH2[] = {2, 'h', '2'};
         SSL_set_alpn_protos(tls.native_handle(), kAlpnH2, sizeof kAlpnH2);
       }
-      if (config_.tls && config_.tls->verify) {
-        tls.set_verify_callback(ssl::host_name_verification(sni));
-      }
+      if (config_.tls && config_.tls->verify) VerifyPeerName(tls.native_handle(), sni);
       auto [hs_ec] = co_await tls.async_handshake(ssl::stream_base::client, kUseTuple);
       ec = hs_ec;
     }

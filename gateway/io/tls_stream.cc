@@ -1,0 +1,218 @@
+#include "gateway/io/tls_stream.h"
+
+#include <openssl/bio.h>
+#include <openssl/err.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+#include <new>
+
+#include "gateway/io/plain_syscall.h"
+
+namespace tollgate::gateway::tls_detail {
+
+namespace {
+
+// Output buffer capacity kept between writes; a larger one (a big response)
+// is given back once sent, so that idle connections stay small.
+constexpr std::size_t kKeptOutput = 16 * 1024;
+
+Core* CoreOf(BIO* bio) { return static_cast<Core*>(BIO_get_data(bio)); }
+
+int BioRead(BIO* bio, char* data, int size) {
+  BIO_clear_retry_flags(bio);
+  const int n = CoreOf(bio)->Receive(data, size);
+  if (n == -1) BIO_set_retry_read(bio);
+  return n < 0 ? -1 : n;
+}
+
+int BioWrite(BIO* bio, const char* data, int size) {
+  BIO_clear_retry_flags(bio);
+  return CoreOf(bio)->Append(data, size);
+}
+
+long BioCtrl(BIO* bio, int command, long /*number*/, void* /*pointer*/) {
+  switch (command) {
+    case BIO_CTRL_FLUSH:
+      return 1;  // the stream sends the output after each step
+    case BIO_CTRL_EOF:
+      // OpenSSL tells an end of stream without close_notify from a failure
+      // by this (SSL_R_UNEXPECTED_EOF_WHILE_READING).
+      return CoreOf(bio)->at_eof() ? 1 : 0;
+    case BIO_CTRL_WPENDING:
+      return static_cast<long>(CoreOf(bio)->unsent());
+    default:
+      return 0;
+  }
+}
+
+BIO_METHOD* Method() {
+  static BIO_METHOD* const method = [] {
+    BIO_METHOD* m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK, "tollgate socket");
+    if (m == nullptr) throw std::bad_alloc();
+    BIO_meth_set_read(m, BioRead);
+    BIO_meth_set_write(m, BioWrite);
+    BIO_meth_set_ctrl(m, BioCtrl);
+    return m;
+  }();
+  return method;
+}
+
+}  // namespace
+
+Core::Core(DeadlineStream next, SSL_CTX* ctx) : next_(std::move(next)), ssl_(SSL_new(ctx)) {
+  BIO* bio = ssl_ != nullptr ? BIO_new(Method()) : nullptr;
+  if (bio == nullptr) {
+    SSL_free(ssl_);
+    throw std::bad_alloc();  // as Asio's stream and operator new do
+  }
+  BIO_set_data(bio, this);
+  BIO_set_init(bio, 1);
+  SSL_set_bio(ssl_, bio, bio);
+  // Released buffers: an idle connection holds none (nginx does the same).
+  // Read-ahead: a receive takes all the socket holds, up to OpenSSL's
+  // buffer, rather than a record header and then its body.
+  SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  SSL_set_read_ahead(ssl_, 1);
+  reader_.core = this;
+  writer_.core = this;
+}
+
+Core::~Core() { SSL_free(ssl_); }
+
+int Core::Receive(char* data, int size) {
+  // This step took everything the socket held already: what OpenSSL asks
+  // for now has not arrived (no recv() that would fail).
+  if (exhausted_) return -1;
+  ErrorCode ec;
+  std::size_t bytes = 0;
+  int queued = -1;
+  if (!draining_detail::Receive(next_.socket().native_handle(),
+                                asio::mutable_buffer(data, static_cast<std::size_t>(size)), 0, ec,
+                                bytes, queued)) {
+    return -1;
+  }
+  if (ec == asio::error::eof) {
+    eof_ = true;
+    return 0;
+  }
+  if (ec) {
+    io_error_ = ec;
+    return -2;
+  }
+  if (bytes < static_cast<std::size_t>(size) && queued == 0) exhausted_ = true;
+  return static_cast<int>(bytes);
+}
+
+int Core::Append(const char* data, int size) {
+  out_.append(data, static_cast<std::size_t>(size));
+  return size;
+}
+
+bool Core::Flush(ErrorCode& ec) {
+  const int fd = next_.socket().native_handle();
+  while (out_sent_ < out_.size()) {
+    const ssize_t n = PlainSend(fd, out_.data() + out_sent_, out_.size() - out_sent_,
+                                MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      out_sent_ += static_cast<std::size_t>(n);
+      continue;
+    }
+    const int error = errno;
+    if (error == EINTR) continue;
+    if (error == EAGAIN || error == EWOULDBLOCK) return false;
+    ec = ErrorCode(error, asio::error::get_system_category());
+    break;  // nothing more can be sent: drop it
+  }
+  out_sent_ = 0;
+  if (out_.capacity() > kKeptOutput) {
+    std::string().swap(out_);
+  } else {
+    out_.clear();
+  }
+  return !ec;
+}
+
+ErrorCode Core::Failure(int ssl_error) {
+  switch (ssl_error) {
+    case SSL_ERROR_ZERO_RETURN:
+      return asio::error::eof;  // the peer's close_notify
+    case SSL_ERROR_SYSCALL:
+      if (io_error_) return io_error_;
+      if (eof_) return ssl::error::stream_truncated;
+      return ssl::error::unspecified_system_error;
+    default: {
+      const unsigned long error = ERR_get_error();
+      if (ERR_GET_REASON(error) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
+        return ssl::error::stream_truncated;
+      }
+      return ErrorCode(static_cast<int>(error), asio::error::get_ssl_category());
+    }
+  }
+}
+
+Need Core::Perform(OpState& op, ErrorCode& ec) {
+  exhausted_ = false;
+  // Output an earlier step left unsent stays in front of this one's (the
+  // BIO appends) and leaves with it: one send for both.
+  for (bool retried = false; !op.called;) {
+    ERR_clear_error();
+    std::size_t n = 0;
+    int result = 1;
+    switch (op.step) {
+      case Step::kHandshake:
+        result = SSL_do_handshake(ssl_);
+        break;
+      case Step::kRead:
+        if (op.size != 0) result = SSL_read_ex(ssl_, op.data, op.size, &n);
+        break;
+      case Step::kWrite:
+        if (op.size != 0) result = SSL_write_ex(ssl_, op.data, op.size, &n);
+        break;
+      case Step::kShutdown:
+        // 0: sent, the peer's not received, which is not waited for.
+        result = SSL_shutdown(ssl_) >= 0 ? 1 : -1;
+        break;
+    }
+    if (result > 0) {
+      op.called = true;
+      op.done = n;
+      break;
+    }
+    const int error = SSL_get_error(ssl_, result);
+    if (error == SSL_ERROR_WANT_READ) {
+      // Its output (a handshake flight) goes out before the wait.
+      if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
+      return Need::kReadable;
+    }
+    if (error == SSL_ERROR_WANT_WRITE && !retried) {
+      retried = true;
+      if (!Flush(ec)) return ec ? Need::kDone : Need::kWritable;
+      continue;
+    }
+    ec = Failure(error);
+    // An alert the failure produced goes if the socket takes it now.
+    ErrorCode ignored;
+    if (unsent() != 0) Flush(ignored);
+    return Need::kDone;
+  }
+  if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
+  return Need::kDone;
+}
+
+PerformResult PerformStep(OpState& op, Need direction, ErrorCode& ec, std::size_t& bytes) {
+  Core& core = *op.core;
+  ec = {};
+  bytes = 0;
+  op.need = core.Perform(op, ec);
+  if (op.need == direction) return PerformResult::kNotDone;  // the reactor waits
+  // Done, or waiting the other way (the operation's handler starts that).
+  bytes = op.done;
+  if (op.need == Need::kDone && direction == Need::kReadable && core.exhausted() &&
+      SSL_has_pending(core.ssl()) == 0) {
+    return PerformResult::kDoneExhausted;
+  }
+  return PerformResult::kDone;
+}
+
+}  // namespace tollgate::gateway::tls_detail

@@ -1,0 +1,384 @@
+// TlsStream: TLS over a DeadlineStream, for client connections (server
+// side) and upstream connections (client side), with the interface that
+// Asio's ssl::stream gives the rest of the gateway (async_handshake,
+// async_read_some, async_write_some, async_shutdown, native_handle,
+// next_layer) and the deadlines of the DeadlineStream underneath.
+//
+// Why not asio::ssl::stream: its engine puts a BIO pair between the SSL
+// object and the socket, so every record is copied twice more (into Asio's
+// buffer, then into the pair), two 17 KiB buffers are zero-filled per
+// connection, and every read and write runs the engine's state machine
+// around OpenSSL's call: ~10k user-space instructions per kept-alive HTTPS
+// request beside SSL_read and SSL_write, where nginx spends ~5k. Here the
+// SSL object's BIO receives from the socket itself (into OpenSSL's own
+// read-ahead buffer, as nginx's socket BIO does) and writes into one output
+// buffer that the stream sends: the handshake's flight, the session tickets
+// with the response that follows them, a last response with the
+// close_notify, each leave in one send.
+//
+// How: each step (the SSL call, then sending its output) runs as the
+// "perform" of an Asio reactor operation of the socket, as Asio's own
+// receive and send do (see the end of this file): tried at once, and when
+// the socket has nothing to give or no room, queued until epoll says it
+// has, without another system call. A receive that leaves the socket empty
+// (TCP_INQ, as DrainingRead: draining_read.h) tells the reactor so, and the
+// next read waits for epoll at once instead of trying a recv() that fails.
+// This relies on Asio's epoll reactor internals, as draining_read.h does,
+// and builds only with the Boost this project uses (Debian 12's 1.81).
+//
+// Operations: at most one read and one write pending at a time (they may
+// overlap, as HTTP/2's reader and writer do); a handshake or a shutdown
+// alone. The stream must outlive its pending operations (as
+// asio::ssl::stream). Errors as Asio's stream reports them:
+// asio::error::eof after the peer's close_notify,
+// ssl::error::stream_truncated for an end of stream without one, OpenSSL's
+// error in asio::error::get_ssl_category(), and the DeadlineStream's
+// timeout. Single-threaded, as DeadlineStream.
+#pragma once
+
+#include <openssl/ssl.h>
+
+#include <boost/asio/append.hpp>
+#include <boost/asio/associator.hpp>
+#include <boost/asio/basic_stream_socket.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/version.hpp>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "gateway/io/deadline_stream.h"
+
+#if !(BOOST_VERSION / 100 == 1081 && defined(BOOST_ASIO_HAS_EPOLL) && \
+      !defined(BOOST_ASIO_HAS_IO_URING_AS_DEFAULT))
+#error "TlsStream performs its steps inside Asio 1.81's epoll reactor (Boost 1.81, Debian 12)"
+#endif
+
+namespace tollgate::gateway {
+
+namespace tls_detail {
+
+// The plaintext one write passes to SSL_write at most: four full records,
+// sent together.
+inline constexpr std::size_t kMaxWrite = 64 * 1024;
+
+enum class Step { kHandshake, kRead, kWrite, kShutdown };
+enum class Need { kDone, kReadable, kWritable };
+
+class Core;
+
+// One operation's progress, kept in the Core (a stable address that the
+// reactor operation points to).
+struct OpState {
+  Core* core = nullptr;
+  Step step = Step::kRead;
+  void* data = nullptr;  // read into / write from
+  std::size_t size = 0;
+  std::size_t done = 0;   // bytes read or written, once it completes
+  bool called = false;    // the SSL call succeeded; its output is being sent
+  Need need = Need::kDone;  // what it waits for next
+};
+
+// The connection: the TCP stream, the SSL object and its BIO, and the
+// ciphertext written but not yet sent. On the heap, where the BIO points.
+class Core {
+ public:
+  Core(DeadlineStream next, SSL_CTX* ctx);
+  ~Core();
+  Core(const Core&) = delete;
+  Core& operator=(const Core&) = delete;
+
+  DeadlineStream& next() { return next_; }
+  SSL* ssl() { return ssl_; }
+  // The state of the read side (reads, the handshake) and of the write side
+  // (writes, the shutdown).
+  OpState& reader() { return reader_; }
+  OpState& writer() { return writer_; }
+  // The plaintext of a gathered write (several buffers), kept for reuse.
+  std::string& gather() { return gather_; }
+
+  // One step of `op`: sends what is pending, makes the SSL call (once), and
+  // sends its output. kDone: finished, `ec` says how, `op.done` what it
+  // moved. Else what to wait for.
+  Need Perform(OpState& op, ErrorCode& ec);
+
+  // The BIO's: a receive into OpenSSL's buffer (> 0 bytes, 0 at the end of
+  // the stream, -1 would block, -2 failed) and an append to the output.
+  int Receive(char* data, int size);
+  int Append(const char* data, int size);
+  bool at_eof() const { return eof_; }
+  std::size_t unsent() const { return out_.size() - out_sent_; }
+  // The last Perform() received everything the socket held (TCP_INQ).
+  bool exhausted() const { return exhausted_; }
+
+ private:
+  // Sends what is pending: true when all of it went, false when the socket
+  // is full (`ec` clear) or failed (`ec` set).
+  bool Flush(ErrorCode& ec);
+  ErrorCode Failure(int result);
+
+  DeadlineStream next_;
+  SSL* ssl_ = nullptr;
+  OpState reader_;
+  OpState writer_;
+  std::string out_;           // ciphertext to send
+  std::size_t out_sent_ = 0;  // of out_
+  std::string gather_;
+  ErrorCode io_error_;  // the last failure of a receive
+  bool eof_ = false;    // a receive found the end of the stream
+  bool exhausted_ = false;
+};
+
+// The buffer sequences of the reactor operations that perform a step: one
+// buffer each (non-empty, or Asio would complete them without a perform),
+// and the operation.
+struct RecvStep {
+  using value_type = asio::mutable_buffer;
+  using const_iterator = const asio::mutable_buffer*;
+  const_iterator begin() const { return &buffer; }
+  const_iterator end() const { return &buffer + 1; }
+  asio::mutable_buffer buffer;
+  OpState* op;
+};
+struct SendStep {
+  using value_type = asio::const_buffer;
+  using const_iterator = const asio::const_buffer*;
+  const_iterator begin() const { return &buffer; }
+  const_iterator end() const { return &buffer + 1; }
+  asio::const_buffer buffer;
+  OpState* op;
+};
+
+// The reactor's perform for those: the step, and what the reactor makes of
+// it (done, done with the socket left empty, or not done: wait for epoll).
+// `direction`: the readiness the operation can wait for itself.
+enum class PerformResult { kDone, kDoneExhausted, kNotDone };
+PerformResult PerformStep(OpState& op, Need direction, ErrorCode& ec, std::size_t& bytes);
+
+// An operation in progress: a reactor receive or send per step, until one
+// completes it; then its handler, with the signature of its kind.
+template <typename Handler, bool kWithSize>
+struct Operation {
+  Handler handler;
+  OpState* op;
+  deadline_detail::Direction direction;
+
+  // Starts the first step.
+  void Start() {
+    Need need = op->step == Step::kRead || op->step == Step::kHandshake ? Need::kReadable
+                                                                        : Need::kWritable;
+    if constexpr (kWithSize) {
+      if (op->step == Step::kRead && SSL_has_pending(op->core->ssl()) == 1) {
+        // Bytes already in OpenSSL's buffer: the reactor may hold the
+        // socket for empty and wait for epoll; the step must run now.
+        ErrorCode ec;
+        need = op->core->Perform(*op, ec);
+        if (need == Need::kDone) {
+          Executor executor = op->core->next().get_executor();
+          asio::post(executor, asio::append(std::move(handler), ec, op->done));
+          return;
+        }
+      }
+    }
+    Next(need);
+  }
+
+  void operator()(ErrorCode ec, std::size_t /*bytes*/) {
+    if (!ec && op->need != Need::kDone) {
+      Next(op->need);
+      return;
+    }
+    Finish(std::move(handler), ec, op->done);
+  }
+
+ private:
+  void Next(Need need) {
+    static char dummy;
+    DeadlineStream& next = op->core->next();
+    OpState* state = op;
+    const deadline_detail::Direction d = direction;
+    if (need == Need::kReadable) {
+      asio::mutable_buffer buffer = op->size != 0 && op->step == Step::kRead
+                                        ? asio::mutable_buffer(op->data, op->size)
+                                        : asio::mutable_buffer(&dummy, 1);
+      next.async_perform(d, RecvStep{buffer, state}, std::move(*this));
+    } else {
+      next.async_perform(d, SendStep{asio::const_buffer(&dummy, 1), state}, std::move(*this));
+    }
+  }
+  static void Finish(Handler&& h, const ErrorCode& ec, std::size_t n) {
+    if constexpr (kWithSize) {
+      std::move(h)(ec, n);
+    } else {
+      std::move(h)(ec);
+    }
+  }
+};
+
+}  // namespace tls_detail
+
+class TlsStream {
+ public:
+  using executor_type = Executor;
+  using next_layer_type = DeadlineStream;
+
+  TlsStream(TcpSocket socket, ssl::context& context)
+      : TlsStream(DeadlineStream(std::move(socket)), context) {}
+  TlsStream(DeadlineStream next, ssl::context& context)
+      : core_(std::make_unique<tls_detail::Core>(std::move(next), context.native_handle())) {}
+
+  Executor get_executor() noexcept { return core_->next().get_executor(); }
+  DeadlineStream& next_layer() noexcept { return core_->next(); }
+  SSL* native_handle() noexcept { return core_->ssl(); }
+
+  template <typename Token>
+  auto async_handshake(ssl::stream_base::handshake_type type, Token&& token) {
+    if (type == ssl::stream_base::client) {
+      SSL_set_connect_state(core_->ssl());
+    } else {
+      SSL_set_accept_state(core_->ssl());
+    }
+    return Start<void(ErrorCode), false>(core_->reader(), tls_detail::Step::kHandshake, nullptr,
+                                         0, deadline_detail::kRead, token);
+  }
+
+  template <typename MutableBuffers, typename Token>
+  auto async_read_some(const MutableBuffers& buffers, Token&& token) {
+    const asio::mutable_buffer first = FirstNonEmpty<asio::mutable_buffer>(buffers);
+    return Start<void(ErrorCode, std::size_t), true>(core_->reader(), tls_detail::Step::kRead,
+                                                    first.data(), first.size(),
+                                                    deadline_detail::kRead, token);
+  }
+
+  template <typename ConstBuffers, typename Token>
+  auto async_write_some(const ConstBuffers& buffers, Token&& token) {
+    const asio::const_buffer data = Gathered(buffers);
+    return Start<void(ErrorCode, std::size_t), true>(
+        core_->writer(), tls_detail::Step::kWrite, const_cast<void*>(data.data()), data.size(),
+        deadline_detail::kWrite, token);
+  }
+
+  // Sends close_notify, after anything still unsent, and completes: it does
+  // not wait for the peer's (RFC 8446 6.1 does not ask for it; nginx does
+  // not wait either).
+  template <typename Token>
+  auto async_shutdown(Token&& token) {
+    return Start<void(ErrorCode), false>(core_->writer(), tls_detail::Step::kShutdown, nullptr,
+                                         0, deadline_detail::kWrite, token);
+  }
+
+ private:
+  template <typename Signature, bool kWithSize, typename Token>
+  auto Start(tls_detail::OpState& op, tls_detail::Step step, void* data, std::size_t size,
+             deadline_detail::Direction direction, Token& token) {
+    op = tls_detail::OpState{core_.get(), step, data, size};
+    return asio::async_initiate<Token, Signature>(
+        [](auto handler, tls_detail::OpState* state, deadline_detail::Direction d) {
+          tls_detail::Operation<decltype(handler), kWithSize>{std::move(handler), state, d}
+              .Start();
+        },
+        token, &op, direction);
+  }
+
+  template <typename Buffer, typename Buffers>
+  static Buffer FirstNonEmpty(const Buffers& buffers) {
+    if constexpr (std::is_convertible_v<Buffers, Buffer>) {
+      return Buffer(buffers);
+    } else {
+      for (auto it = asio::buffer_sequence_begin(buffers); it != asio::buffer_sequence_end(buffers);
+           ++it) {
+        Buffer b(*it);
+        if (b.size() != 0) return b;
+      }
+      return Buffer();
+    }
+  }
+
+  // What one write takes: the buffer when there is one, else the first
+  // kMaxWrite bytes of the sequence copied together (one record rather than
+  // one per buffer).
+  template <typename ConstBuffers>
+  asio::const_buffer Gathered(const ConstBuffers& buffers) {
+    const asio::const_buffer first = FirstNonEmpty<asio::const_buffer>(buffers);
+    if constexpr (!std::is_convertible_v<ConstBuffers, asio::const_buffer>) {
+      const std::size_t total = asio::buffer_size(buffers);
+      if (first.size() < total && first.size() < tls_detail::kMaxWrite) {
+        std::string& gather = core_->gather();
+        gather.resize(std::min(total, tls_detail::kMaxWrite));
+        const std::size_t n = asio::buffer_copy(asio::buffer(gather), buffers);
+        return asio::const_buffer(gather.data(), n);
+      }
+    }
+    return asio::const_buffer(first.data(), std::min(first.size(), tls_detail::kMaxWrite));
+  }
+
+  std::unique_ptr<tls_detail::Core> core_;
+};
+
+}  // namespace tollgate::gateway
+
+namespace boost::asio {
+
+// An Operation is associated with what its handler is associated with
+// (executor, allocator, cancellation slot), as Asio's own composed
+// operations are.
+template <template <typename, typename> class Associator, typename Handler, bool kWithSize,
+          typename DefaultCandidate>
+struct associator<Associator, tollgate::gateway::tls_detail::Operation<Handler, kWithSize>,
+                  DefaultCandidate> : Associator<Handler, DefaultCandidate> {
+  static typename Associator<Handler, DefaultCandidate>::type get(
+      const tollgate::gateway::tls_detail::Operation<Handler, kWithSize>& h) noexcept {
+    return Associator<Handler, DefaultCandidate>::get(h.handler);
+  }
+  static auto get(const tollgate::gateway::tls_detail::Operation<Handler, kWithSize>& h,
+                  const DefaultCandidate& c) noexcept
+      -> decltype(Associator<Handler, DefaultCandidate>::get(h.handler, c)) {
+    return Associator<Handler, DefaultCandidate>::get(h.handler, c);
+  }
+};
+
+namespace detail {
+
+// The steps as the reactor's receive and send operations (see the top of
+// this file): what Asio's socket operations do with their buffers, these do
+// with the TLS step.
+template <>
+inline reactor_op::status reactive_socket_recv_op_base<tollgate::gateway::tls_detail::RecvStep>::
+    do_perform(reactor_op* base) {
+  auto* o = static_cast<reactive_socket_recv_op_base*>(base);
+  using tollgate::gateway::tls_detail::PerformResult;
+  switch (tollgate::gateway::tls_detail::PerformStep(*o->buffers_.op,
+                                                     tollgate::gateway::tls_detail::Need::kReadable,
+                                                     o->ec_, o->bytes_transferred_)) {
+    case PerformResult::kDone:
+      return done;
+    case PerformResult::kDoneExhausted:
+      return done_and_exhausted;
+    case PerformResult::kNotDone:
+      break;
+  }
+  return not_done;
+}
+
+template <>
+inline reactor_op::status reactive_socket_send_op_base<tollgate::gateway::tls_detail::SendStep>::
+    do_perform(reactor_op* base) {
+  auto* o = static_cast<reactive_socket_send_op_base*>(base);
+  using tollgate::gateway::tls_detail::PerformResult;
+  switch (tollgate::gateway::tls_detail::PerformStep(*o->buffers_.op,
+                                                     tollgate::gateway::tls_detail::Need::kWritable,
+                                                     o->ec_, o->bytes_transferred_)) {
+    case PerformResult::kDone:
+    case PerformResult::kDoneExhausted:
+      return done;
+    case PerformResult::kNotDone:
+      break;
+  }
+  return not_done;
+}
+
+}  // namespace detail
+}  // namespace boost::asio
