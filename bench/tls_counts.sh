@@ -12,6 +12,9 @@
 # Same servers as tls.sh: one worker each, the same ECDSA P-256 certificate,
 # nginx with ssl_protocols TLSv1.2 TLSv1.3 and a shared session cache, both
 # in front of the echo upstream.
+# TLS_COUNTS_KEEPALIVE=1: the same counts for kept-alive connections (wrk
+# without Connection: close), so per request over TLS rather than per
+# handshake. TLS_COUNTS_KEEP=DIR: the callgrind profiles are copied there.
 # Usage: bench/tls_counts.sh [strace|instructions]   (default: both)
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -33,10 +36,12 @@ start() {  # server port
     echo "${PIDS[-1]}"
   fi
 }
-# wrk with a new connection per request to port $2 for $1; prints the
-# requests completed.
+# wrk with a new connection per request (unless TLS_COUNTS_KEEPALIVE=1) to
+# port $2 for $1; prints the requests completed.
+close_header=(-H 'Connection: close')
+[ "${TLS_COUNTS_KEEPALIVE:-0}" = 1 ] && close_header=()
 newconn() {  # duration port
-  wrk -t1 -c8 -d"$1" -H 'Connection: close' "https://127.0.0.1:$2/api/hello" |
+  wrk -t1 -c8 -d"$1" "${close_header[@]}" "https://127.0.0.1:$2/api/hello" |
     awk '/ requests in / { print $1 }'
 }
 
@@ -72,6 +77,7 @@ for mode in $modes; do
       kill "$pid"
       while read -r stat 2>/dev/null < "/proc/$pid/stat" && [[ $stat != *") Z "* ]]; do sleep 0.1; done
       sleep 1  # callgrind writes its profile
+      [ -n "${TLS_COUNTS_KEEP:-}" ] && cp "$WORK/$t".cg* "$TLS_COUNTS_KEEP/"
       echo "$t instructions: $n requests, $(awk -v ir="$(callgrind_total "$t")" -v n="$n" 'BEGIN { printf "%.0f", ir / n }') instructions/request"
     fi
   done
