@@ -385,14 +385,20 @@ Task<void> Session::Reply(Exchange& ex) {
 }
 
 bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
-  auto* plain = std::get_if<TcpStream>(&stream);
-  if (plain == nullptr) {
-    return last && &stream == &stream_ && WriteLastOverTls(std::get<TlsStream>(stream));
+  if (auto* plain = std::get_if<TcpStream>(&stream)) {
+    const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
+    if (ec || n == wire_.size()) return true;
+    wire_.erase(0, n);
+    return false;
   }
-  const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
-  if (ec || n == wire_.size()) return true;
+  auto& tls = std::get<TlsStream>(stream);
+  if (last && &stream == &stream_ && WriteLastOverTls(tls)) return true;
+  const std::size_t n = tls.TryWrite(asio::buffer(wire_), ec);
+  if (ec) return true;
   wire_.erase(0, n);
-  return false;
+  // WriteWire() sends what is left, the unsent records first (with nothing
+  // left of wire_, its empty write sends them).
+  return wire_.empty() && tls.unsent() == 0;
 }
 
 // The largest last response WriteLastOverTls() takes: one TLS record

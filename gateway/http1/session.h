@@ -125,7 +125,8 @@ class Session final : private ClientWatch {
   // `timeout`.
   Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout);
   // The fast path of WriteWire(), with no coroutine frame, operation or
-  // handler: a plain TCP stream whose socket takes all of wire_ at once.
+  // handler: a stream (plain, or TLS: TlsStream::TryWrite) whose socket
+  // takes all of wire_ at once.
   // True when done (`ec` says how it went); false when bytes remain (those
   // written are gone from wire_): WriteWire() the rest. `last`: wire_ is
   // the last the connection sends (the exchange closes it); to the client

@@ -4,6 +4,7 @@
 #include <openssl/err.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <new>
 
@@ -131,6 +132,21 @@ bool Core::Flush(ErrorCode& ec) {
     out_.clear();
   }
   return !ec;
+}
+
+std::size_t Core::TryWrite(asio::const_buffer data, ErrorCode& ec) {
+  ERR_clear_error();
+  std::size_t n = 0;
+  const int result =
+      SSL_write_ex(ssl_, data.data(), std::min(data.size(), kMaxWrite), &n);
+  if (result <= 0) {
+    const int error = SSL_get_error(ssl_, result);
+    // One that would wait is left to the asynchronous write.
+    if (error != SSL_ERROR_WANT_READ && error != SSL_ERROR_WANT_WRITE) ec = Failure(error);
+    return 0;
+  }
+  Flush(ec);
+  return ec ? 0 : n;
 }
 
 ErrorCode Core::Failure(int ssl_error) {

@@ -100,8 +100,11 @@ class Core {
   // The plaintext of a gathered write (several buffers), kept for reuse.
   std::string& gather() { return gather_; }
 
-  // One step of `op`: sends what is pending, makes the SSL call (once), and
-  // sends its output. kDone: finished, `ec` says how, `op.done` what it
+  // TlsStream::TryWrite().
+  std::size_t TryWrite(asio::const_buffer data, ErrorCode& ec);
+
+  // One step of `op`: makes the SSL call (once), and sends its output with
+  // what earlier steps left unsent. kDone: finished, `ec` says how, `op.done` what it
   // moved. Else what to wait for.
   Need Perform(OpState& op, ErrorCode& ec);
 
@@ -260,6 +263,15 @@ class TlsStream {
         core_->writer(), tls_detail::Step::kWrite, const_cast<void*>(data.data()), data.size(),
         deadline_detail::kWrite, token);
   }
+
+  // Encrypts up to kMaxWrite bytes of `data` and sends what the socket
+  // takes now, without an asynchronous operation (no handler, no deadline):
+  // the plaintext bytes taken (0 with `ec` set on failure). What the socket
+  // did not take (unsent() != 0) leaves before the next write's bytes; a
+  // write of nothing sends it. Only while no write is pending.
+  std::size_t TryWrite(asio::const_buffer data, ErrorCode& ec) { return core_->TryWrite(data, ec); }
+  // Encrypted bytes not sent yet.
+  std::size_t unsent() const { return core_->unsent(); }
 
   // Sends close_notify, after anything still unsent, and completes: it does
   // not wait for the peer's (RFC 8446 6.1 does not ask for it; nginx does

@@ -180,6 +180,38 @@ TEST_F(TlsStreamTest, WriteWaitsForRoomAndEndsWhenThePeerReads) {
   EXPECT_TRUE(in == big);
 }
 
+TEST_F(TlsStreamTest, TryWriteSendsAtOnceAndAnEmptyWriteSendsWhatIsLeft) {
+  ConnectAsServer();
+  ErrorCode ec;
+  EXPECT_EQ(ours_->TryWrite(asio::buffer(std::string("now")), ec), 3U);
+  EXPECT_FALSE(ec);
+  EXPECT_EQ(ours_->unsent(), 0U);
+  std::string in(3, '\0');
+  asio::read(*peer_, asio::buffer(in));
+  EXPECT_EQ(in, "now");
+
+  // The peer does not read: the socket fills, and records stay unsent.
+  const std::string block = Pattern(tls_detail::kMaxWrite);
+  std::string expected;
+  while (ours_->unsent() == 0) {
+    const std::size_t n = ours_->TryWrite(asio::buffer(block), ec);
+    ASSERT_FALSE(ec) << ec.message();
+    ASSERT_EQ(n, block.size());
+    expected += block;
+    ASSERT_LT(expected.size(), std::size_t{256} << 20) << "the socket never filled";
+  }
+  std::optional<ErrorCode> flushed;
+  asio::async_write(*ours_, asio::const_buffer(), [&](ErrorCode e, std::size_t) { flushed = e; });
+  std::string got(expected.size(), '\0');
+  std::optional<ErrorCode> read;
+  asio::async_read(*peer_, asio::buffer(got), [&](ErrorCode e, std::size_t) { read = e; });
+  RunUntil([&] { return flushed && read; });
+  EXPECT_FALSE(*flushed);
+  EXPECT_FALSE(*read);
+  EXPECT_EQ(ours_->unsent(), 0U);
+  EXPECT_TRUE(got == expected);
+}
+
 TEST_F(TlsStreamTest, ReadsARecordLeftInOpenSslBufferWithoutNewData) {
   ConnectAsServer();
   // Two records in the socket before the read: one receive takes both,
