@@ -12,7 +12,9 @@
 namespace tollgate::gateway {
 
 using TcpStream = DeadlineStream;
-// A client or upstream connection, plain or TLS.
+// A client or upstream connection, plain or TLS. A TcpStream may be
+// destroyed with operations pending (they complete with
+// operation_aborted); a TlsStream, as Asio's SSL stream, may not.
 using AnyStream = std::variant<TcpStream, TlsStream>;
 
 inline TcpStream& Lowest(AnyStream& stream) {

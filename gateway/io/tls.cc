@@ -239,14 +239,12 @@ void KeepSessionOnClose(SSL* ssl) {
   }
 }
 
-void VerifyPeerName(SSL* ssl, const std::string& name) {
+bool VerifyPeerName(SSL* ssl, const std::string& name) {
+  if (name.empty()) return false;  // SSL_set1_host would clear the check
   ErrorCode ec;
   asio::ip::make_address(name, ec);
-  if (!ec) {
-    X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str());
-  } else {
-    SSL_set1_host(ssl, name.c_str());
-  }
+  if (!ec) return X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), name.c_str()) == 1;
+  return SSL_set1_host(ssl, name.c_str()) == 1;
 }
 
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,

@@ -91,8 +91,10 @@ void KeepSessionOnClose(SSL* ssl);
 // An upstream connection's handshake (client side, peer verification on)
 // fails unless the server's certificate is for `name`: a DNS name (a
 // wildcard in the left-most label matches) or an IP address, as
-// asio::ssl::host_name_verification checks, here by OpenSSL itself.
-void VerifyPeerName(SSL* ssl, const std::string& name);
+// asio::ssl::host_name_verification checks, here by OpenSSL itself. False
+// when `name` cannot be checked (empty, or an address OpenSSL does not
+// take): the connection must not go on.
+bool VerifyPeerName(SSL* ssl, const std::string& name);
 
 std::unique_ptr<ssl::context> CreateClientTls(const rules::UpstreamTlsConfig& config,
                                               std::string& error);

@@ -36,10 +36,6 @@ long BioCtrl(BIO* bio, int command, long /*number*/, void* /*pointer*/) {
   switch (command) {
     case BIO_CTRL_FLUSH:
       return 1;  // the stream sends the output after each step
-    case BIO_CTRL_EOF:
-      // OpenSSL tells an end of stream without close_notify from a failure
-      // by this (SSL_R_UNEXPECTED_EOF_WHILE_READING).
-      return CoreOf(bio)->at_eof() ? 1 : 0;
     case BIO_CTRL_WPENDING:
       return static_cast<long>(CoreOf(bio)->unsent());
     default:
@@ -73,8 +69,11 @@ Core::Core(DeadlineStream next, SSL_CTX* ctx) : next_(std::move(next)), ssl_(SSL
   // Released buffers: an idle connection holds none (nginx does the same).
   // Read-ahead: a receive takes all the socket holds, up to OpenSSL's
   // buffer, rather than a record header and then its body.
-  SSL_set_mode(ssl_, SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER | SSL_MODE_RELEASE_BUFFERS);
+  // No TLS 1.2 renegotiation (nginx refuses it too): a write then never
+  // has to read, nor a read to wait for a write.
+  SSL_set_mode(ssl_, SSL_MODE_RELEASE_BUFFERS);
   SSL_set_read_ahead(ssl_, 1);
+  SSL_set_options(ssl_, SSL_OP_NO_RENEGOTIATION);
   reader_.core = this;
   writer_.core = this;
 }
@@ -83,19 +82,24 @@ Core::~Core() { SSL_free(ssl_); }
 
 int Core::Receive(char* data, int size) {
   // This step took everything the socket held already: what OpenSSL asks
-  // for now has not arrived (no recv() that would fail).
-  if (exhausted_) return -1;
+  // for now has not arrived (no recv() that would fail). After the end of
+  // the stream nothing will.
+  if (exhausted_ || eof_) return -1;
   ErrorCode ec;
   std::size_t bytes = 0;
   int queued = -1;
   if (!draining_detail::Receive(next_.socket().native_handle(),
-                                asio::mutable_buffer(data, static_cast<std::size_t>(size)), 0, ec,
-                                bytes, queued)) {
+                                asio::mutable_buffer(data, static_cast<std::size_t>(size)),
+                                MSG_DONTWAIT, ec, bytes, queued)) {
     return -1;
   }
   if (ec == asio::error::eof) {
+    // OpenSSL is not told (it would count it fatal, as an unexpected end:
+    // an alert, the session dropped, no more writes; a read that timed out
+    // could not answer 408): it waits for more, and Perform() reports the
+    // end.
     eof_ = true;
-    return 0;
+    return -1;
   }
   if (ec) {
     io_error_ = ec;
@@ -111,6 +115,10 @@ int Core::Append(const char* data, int size) {
 }
 
 bool Core::Flush(ErrorCode& ec) {
+  if (write_error_) {
+    ec = write_error_;
+    return false;
+  }
   const int fd = next_.socket().native_handle();
   while (out_sent_ < out_.size()) {
     const ssize_t n = PlainSend(fd, out_.data() + out_sent_, out_.size() - out_sent_,
@@ -122,8 +130,10 @@ bool Core::Flush(ErrorCode& ec) {
     const int error = errno;
     if (error == EINTR) continue;
     if (error == EAGAIN || error == EWOULDBLOCK) return false;
-    ec = ErrorCode(error, asio::error::get_system_category());
-    break;  // nothing more can be sent: drop it
+    // Nothing more can be sent: every later write fails with it.
+    write_error_ = ErrorCode(error, asio::error::get_system_category());
+    ec = write_error_;
+    break;
   }
   out_sent_ = 0;
   if (out_.capacity() > kKeptOutput) {
@@ -155,16 +165,25 @@ ErrorCode Core::Failure(int ssl_error) {
       return asio::error::eof;  // the peer's close_notify
     case SSL_ERROR_SYSCALL:
       if (io_error_) return io_error_;
-      if (eof_) return ssl::error::stream_truncated;
+      if (write_error_) return write_error_;
       return ssl::error::unspecified_system_error;
-    default: {
+    case SSL_ERROR_SSL: {
       const unsigned long error = ERR_get_error();
-      if (ERR_GET_REASON(error) == SSL_R_UNEXPECTED_EOF_WHILE_READING) {
-        return ssl::error::stream_truncated;
-      }
-      return ErrorCode(static_cast<int>(error), asio::error::get_ssl_category());
+      if (error != 0) return ErrorCode(static_cast<int>(error), asio::error::get_ssl_category());
+      break;
     }
+    default:
+      break;
   }
+  // A callback's retry (none is installed that asks for one) or a second
+  // wish to write: not a state this stream can go on from.
+  return ssl::error::unexpected_result;
+}
+
+ErrorCode Core::EndOfStream() const {
+  return (SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN) != 0
+             ? ErrorCode(asio::error::eof)
+             : ErrorCode(ssl::error::stream_truncated);
 }
 
 Need Core::Perform(OpState& op, ErrorCode& ec) {
@@ -197,7 +216,18 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
     }
     const int error = SSL_get_error(ssl_, result);
     if (error == SSL_ERROR_WANT_READ) {
-      // Its output (a handshake flight) goes out before the wait.
+      if (eof_) {
+        ec = EndOfStream();
+        return Need::kDone;
+      }
+      if (op.step == Step::kRead) {
+        // What this read made (a KeyUpdate answer) goes if the socket
+        // takes it; else with the next write. A read never waits to
+        // send: a blocked write's records may fill the socket.
+        SendWhatFits();
+        return Need::kReadable;
+      }
+      // A handshake's flight goes out before it waits for the answer.
       if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
       return Need::kReadable;
     }
@@ -208,12 +238,20 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
     }
     ec = Failure(error);
     // An alert the failure produced goes if the socket takes it now.
-    ErrorCode ignored;
-    if (unsent() != 0) Flush(ignored);
+    SendWhatFits();
+    return Need::kDone;
+  }
+  if (op.step == Step::kRead) {
+    SendWhatFits();
     return Need::kDone;
   }
   if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
   return Need::kDone;
+}
+
+void Core::SendWhatFits() {
+  ErrorCode ignored;  // a write reports it
+  if (unsent() != 0) Flush(ignored);
 }
 
 PerformResult PerformStep(OpState& op, Need direction, ErrorCode& ec, std::size_t& bytes) {

@@ -108,20 +108,25 @@ class Core {
   // moved. Else what to wait for.
   Need Perform(OpState& op, ErrorCode& ec);
 
-  // The BIO's: a receive into OpenSSL's buffer (> 0 bytes, 0 at the end of
-  // the stream, -1 would block, -2 failed) and an append to the output.
+  // The BIO's: a receive into OpenSSL's buffer (> 0 bytes, -1 nothing now
+  // or the end of the stream, -2 failed) and an append to the output.
   int Receive(char* data, int size);
   int Append(const char* data, int size);
-  bool at_eof() const { return eof_; }
   std::size_t unsent() const { return out_.size() - out_sent_; }
   // The last Perform() received everything the socket held (TCP_INQ).
   bool exhausted() const { return exhausted_; }
 
  private:
   // Sends what is pending: true when all of it went, false when the socket
-  // is full (`ec` clear) or failed (`ec` set).
+  // is full (`ec` clear) or failed (`ec` set, and set for every later send).
   bool Flush(ErrorCode& ec);
-  ErrorCode Failure(int result);
+  // Flush(), for output whose failure the next write reports.
+  void SendWhatFits();
+  // The error of a failed SSL call (SSL_get_error's `ssl_error`).
+  ErrorCode Failure(int ssl_error);
+  // A read that needs more after the end of the stream: eof after the
+  // peer's close_notify, stream_truncated without.
+  ErrorCode EndOfStream() const;
 
   DeadlineStream next_;
   SSL* ssl_ = nullptr;
@@ -130,8 +135,9 @@ class Core {
   std::string out_;           // ciphertext to send
   std::size_t out_sent_ = 0;  // of out_
   std::string gather_;
-  ErrorCode io_error_;  // the last failure of a receive
-  bool eof_ = false;    // a receive found the end of the stream
+  ErrorCode io_error_;     // the last failure of a receive
+  ErrorCode write_error_;  // the failure of a send, which ends sending
+  bool eof_ = false;       // a receive found the end of the stream
   bool exhausted_ = false;
 };
 
@@ -162,12 +168,14 @@ enum class PerformResult { kDone, kDoneExhausted, kNotDone };
 PerformResult PerformStep(OpState& op, Need direction, ErrorCode& ec, std::size_t& bytes);
 
 // An operation in progress: a reactor receive or send per step, until one
-// completes it; then its handler, with the signature of its kind.
+// completes it; then its handler, with the signature of its kind. A
+// receive step is timed by the stream's read deadline, a send step by its
+// write deadline (a handshake takes both; a read never sends, a write never
+// receives).
 template <typename Handler, bool kWithSize>
 struct Operation {
   Handler handler;
   OpState* op;
-  deadline_detail::Direction direction;
 
   // Starts the first step.
   void Start() {
@@ -202,14 +210,14 @@ struct Operation {
     static char dummy;
     DeadlineStream& next = op->core->next();
     OpState* state = op;
-    const deadline_detail::Direction d = direction;
     if (need == Need::kReadable) {
       asio::mutable_buffer buffer = op->size != 0 && op->step == Step::kRead
                                         ? asio::mutable_buffer(op->data, op->size)
                                         : asio::mutable_buffer(&dummy, 1);
-      next.async_perform(d, RecvStep{buffer, state}, std::move(*this));
+      next.async_perform(deadline_detail::kRead, RecvStep{buffer, state}, std::move(*this));
     } else {
-      next.async_perform(d, SendStep{asio::const_buffer(&dummy, 1), state}, std::move(*this));
+      next.async_perform(deadline_detail::kWrite, SendStep{asio::const_buffer(&dummy, 1), state},
+                         std::move(*this));
     }
   }
   static void Finish(Handler&& h, const ErrorCode& ec, std::size_t n) {
@@ -245,15 +253,14 @@ class TlsStream {
       SSL_set_accept_state(core_->ssl());
     }
     return Start<void(ErrorCode), false>(core_->reader(), tls_detail::Step::kHandshake, nullptr,
-                                         0, deadline_detail::kRead, token);
+                                         0, token);
   }
 
   template <typename MutableBuffers, typename Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
     const asio::mutable_buffer first = FirstNonEmpty<asio::mutable_buffer>(buffers);
     return Start<void(ErrorCode, std::size_t), true>(core_->reader(), tls_detail::Step::kRead,
-                                                    first.data(), first.size(),
-                                                    deadline_detail::kRead, token);
+                                                    first.data(), first.size(), token);
   }
 
   template <typename ConstBuffers, typename Token>
@@ -261,7 +268,7 @@ class TlsStream {
     const asio::const_buffer data = Gathered(buffers);
     return Start<void(ErrorCode, std::size_t), true>(
         core_->writer(), tls_detail::Step::kWrite, const_cast<void*>(data.data()), data.size(),
-        deadline_detail::kWrite, token);
+        token);
   }
 
   // Encrypts up to kMaxWrite bytes of `data` and sends what the socket
@@ -279,20 +286,21 @@ class TlsStream {
   template <typename Token>
   auto async_shutdown(Token&& token) {
     return Start<void(ErrorCode), false>(core_->writer(), tls_detail::Step::kShutdown, nullptr,
-                                         0, deadline_detail::kWrite, token);
+                                         0, token);
   }
 
  private:
+  // The state is set when the operation is initiated (a lazy token may
+  // initiate later than this call).
   template <typename Signature, bool kWithSize, typename Token>
   auto Start(tls_detail::OpState& op, tls_detail::Step step, void* data, std::size_t size,
-             deadline_detail::Direction direction, Token& token) {
-    op = tls_detail::OpState{core_.get(), step, data, size};
+             Token& token) {
     return asio::async_initiate<Token, Signature>(
-        [](auto handler, tls_detail::OpState* state, deadline_detail::Direction d) {
-          tls_detail::Operation<decltype(handler), kWithSize>{std::move(handler), state, d}
-              .Start();
+        [](auto handler, tls_detail::OpState* state, tls_detail::Step s, void* d, std::size_t n) {
+          *state = tls_detail::OpState{state->core, s, d, n};
+          tls_detail::Operation<decltype(handler), kWithSize>{std::move(handler), state}.Start();
         },
-        token, &op, direction);
+        token, &op, step, data, size);
   }
 
   template <typename Buffer, typename Buffers>

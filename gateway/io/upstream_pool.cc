@@ -145,9 +145,12 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
         static constexpr unsigned char kAlpnH2[] = {2, 'h', '2'};
         SSL_set_alpn_protos(tls.native_handle(), kAlpnH2, sizeof kAlpnH2);
       }
-      if (config_.tls && config_.tls->verify) VerifyPeerName(tls.native_handle(), sni);
-      auto [hs_ec] = co_await tls.async_handshake(ssl::stream_base::client, kUseTuple);
-      ec = hs_ec;
+      if (config_.tls && config_.tls->verify && !VerifyPeerName(tls.native_handle(), sni)) {
+        ec = ssl::error::unexpected_result;
+      } else {
+        auto [hs_ec] = co_await tls.async_handshake(ssl::stream_base::client, kUseTuple);
+        ec = hs_ec;
+      }
     }
   }
   if (ec) {

@@ -65,36 +65,42 @@ class TlsStreamTest : public ::testing::Test {
   bool ConnectAsClient(const std::string& name) {
     TcpSocket socket(io_);
     socket.connect(acceptor_.local_endpoint());
+    EnableDrainingReads(socket.native_handle());  // as the upstream pool's
     peer_.emplace(io_, server_ctx_);
     acceptor_.accept(peer_->next_layer());
     ours_.emplace(std::move(socket), client_ctx_);
-    VerifyPeerName(ours_->native_handle(), name);
+    if (!VerifyPeerName(ours_->native_handle(), name)) return false;
     return Handshakes(ssl::stream_base::client);
   }
 
-  // Runs the loop until `done`, for at most `guard`.
+  // Runs the loop until `done`, for at most `guard`; false when that
+  // passed first (the test then fails: ASSERT_TRUE(RunUntil(...))).
   template <typename Predicate>
-  void RunUntil(Predicate done, std::chrono::seconds guard = std::chrono::seconds(30)) {
+  bool RunUntil(Predicate done, std::chrono::seconds guard = std::chrono::seconds(30)) {
     const auto until = std::chrono::steady_clock::now() + guard;
     while (!done() && std::chrono::steady_clock::now() < until) {
       if (io_.stopped()) io_.restart();
       io_.run_one_for(std::chrono::milliseconds(50));
     }
-    ASSERT_TRUE(done()) << "hang guard";
+    return done();
   }
 
-  // Reads with ours_ into a 64 KiB buffer: what came, with its error.
+  // Reads with ours_ into a 64 KiB buffer: what came, with its error
+  // ("(pending)" when the guard passed; the read's buffer and result are
+  // the fixture's, so a read left pending points at nothing gone).
   std::string ReadOurs(ErrorCode& ec, std::chrono::seconds guard = std::chrono::seconds(30)) {
-    std::vector<char> buffer(64 * 1024);
-    std::optional<ErrorCode> result;
-    std::size_t n = 0;
-    ours_->async_read_some(asio::buffer(buffer), [&](ErrorCode e, std::size_t got) {
-      result = e;
-      n = got;
+    read_buffer_.assign(64 * 1024, '\0');
+    read_result_.reset();
+    ours_->async_read_some(asio::buffer(read_buffer_), [this](ErrorCode e, std::size_t got) {
+      read_result_ = e;
+      read_n_ = got;
     });
-    RunUntil([&] { return result.has_value(); }, guard);
-    ec = result.value_or(ErrorCode());
-    return std::string(buffer.data(), n);
+    if (!RunUntil([&] { return read_result_.has_value(); }, guard)) {
+      ec = asio::error::timed_out;
+      return "(pending)";
+    }
+    ec = *read_result_;
+    return std::string(read_buffer_.data(), read_n_);
   }
 
   TempDir dir_;
@@ -102,10 +108,15 @@ class TlsStreamTest : public ::testing::Test {
   ssl::context server_ctx_;
   ssl::context client_ctx_;
   Acceptor acceptor_;
+  std::vector<char> read_buffer_;
+  std::optional<ErrorCode> read_result_;
+  std::size_t read_n_ = 0;
   std::optional<PeerStream> peer_;
   std::optional<TlsStream> ours_;
 
  private:
+  std::optional<ErrorCode> ours_result_, theirs_result_;
+
   TcpSocket Accept() {
     TcpSocket accepted(io_);
     acceptor_.accept(accepted);
@@ -115,16 +126,22 @@ class TlsStreamTest : public ::testing::Test {
   bool Handshakes(ssl::stream_base::handshake_type our_side) {
     const auto their_side =
         our_side == ssl::stream_base::server ? ssl::stream_base::client : ssl::stream_base::server;
-    std::optional<ErrorCode> ours, theirs;
-    ours_->async_handshake(our_side, [&](ErrorCode ec) { ours = ec; });
-    peer_->async_handshake(their_side, [&](ErrorCode ec) { theirs = ec; });
-    RunUntil([&] { return ours.has_value(); });
+    ours_result_.reset();
+    theirs_result_.reset();
+    ours_->async_handshake(our_side, [this](ErrorCode ec) { ours_result_ = ec; });
+    peer_->async_handshake(their_side, [this](ErrorCode ec) { theirs_result_ = ec; });
+    RunUntil([&] { return ours_result_.has_value(); });
     // A failed side's peer learns it from the alert, or else from the end
-    // of the stream; its handler must run before `theirs` goes.
-    if (*ours) ours_->next_layer().close();
-    RunUntil([&] { return theirs.has_value(); });
-    EXPECT_FALSE(*ours && our_side == ssl::stream_base::server) << ours->message();
-    return !*ours && !*theirs;
+    // of the stream.
+    if (!ours_result_ || *ours_result_) ours_->next_layer().close();
+    RunUntil([&] { return ours_result_ && theirs_result_; });
+    if (!ours_result_ || !theirs_result_) {
+      ADD_FAILURE() << "hang guard";
+      return false;
+    }
+    EXPECT_FALSE(*ours_result_ && our_side == ssl::stream_base::server)
+        << ours_result_->message();
+    return !*ours_result_ && !*theirs_result_;
   }
 };
 
@@ -145,7 +162,7 @@ TEST_F(TlsStreamTest, CarriesDataBothWaysAcrossManyRecords) {
   std::string in(head.size() + big.size(), '\0');
   std::optional<ErrorCode> read;
   asio::async_read(*peer_, asio::buffer(in), [&](ErrorCode e, std::size_t) { read = e; });
-  RunUntil([&] { return wrote && read; });
+  ASSERT_TRUE(RunUntil([&] { return wrote && read; }));
   EXPECT_FALSE(*wrote);
   EXPECT_FALSE(*read);
   EXPECT_TRUE(in == head + big);
@@ -157,7 +174,7 @@ TEST_F(TlsStreamTest, CarriesDataBothWaysAcrossManyRecords) {
   std::string got(upload.size(), '\0');
   std::optional<ErrorCode> received;
   asio::async_read(*ours_, asio::buffer(got), [&](ErrorCode e, std::size_t) { received = e; });
-  RunUntil([&] { return sent && received; });
+  ASSERT_TRUE(RunUntil([&] { return sent && received; }));
   EXPECT_FALSE(*received);
   EXPECT_TRUE(got == upload);
 }
@@ -174,7 +191,7 @@ TEST_F(TlsStreamTest, WriteWaitsForRoomAndEndsWhenThePeerReads) {
   std::string in(big.size(), '\0');
   std::optional<ErrorCode> read;
   asio::async_read(*peer_, asio::buffer(in), [&](ErrorCode e, std::size_t) { read = e; });
-  RunUntil([&] { return wrote && read; });
+  ASSERT_TRUE(RunUntil([&] { return wrote && read; }));
   EXPECT_FALSE(*wrote);
   EXPECT_FALSE(*read);
   EXPECT_TRUE(in == big);
@@ -205,7 +222,7 @@ TEST_F(TlsStreamTest, TryWriteSendsAtOnceAndAnEmptyWriteSendsWhatIsLeft) {
   std::string got(expected.size(), '\0');
   std::optional<ErrorCode> read;
   asio::async_read(*peer_, asio::buffer(got), [&](ErrorCode e, std::size_t) { read = e; });
-  RunUntil([&] { return flushed && read; });
+  ASSERT_TRUE(RunUntil([&] { return flushed && read; }));
   EXPECT_FALSE(*flushed);
   EXPECT_FALSE(*read);
   EXPECT_EQ(ours_->unsent(), 0U);
@@ -247,7 +264,7 @@ TEST_F(TlsStreamTest, ShutdownSendsWhatWasWrittenWithTheCloseNotify) {
   EXPECT_EQ(peer_->next_layer().available(), 0U) << "sent before the shutdown";
   std::optional<ErrorCode> closed;
   ours_->async_shutdown([&](ErrorCode e) { closed = e; });
-  RunUntil([&] { return closed.has_value(); });
+  ASSERT_TRUE(RunUntil([&] { return closed.has_value(); }));
   EXPECT_FALSE(*closed);
   std::string in(3, '\0');
   asio::read(*peer_, asio::buffer(in));
@@ -258,12 +275,74 @@ TEST_F(TlsStreamTest, ShutdownSendsWhatWasWrittenWithTheCloseNotify) {
   EXPECT_EQ(ec, asio::error::eof) << ec.message();
 }
 
-TEST_F(TlsStreamTest, ReadTimesOut) {
+TEST_F(TlsStreamTest, ReadTimesOutAndTheStreamCanStillAnswer) {
   ConnectAsServer();
   ours_->next_layer().expires_after(std::chrono::milliseconds(50));
   ErrorCode ec;
   ReadOurs(ec);
   EXPECT_EQ(ec, beast::error::timeout) << ec.message();
+  // As a 408: the end of the stream the timeout made did not break TLS.
+  ours_->next_layer().expires_after(std::chrono::seconds(30));
+  std::optional<ErrorCode> wrote, closed;
+  asio::async_write(*ours_, asio::buffer(std::string("408")),
+                    [&](ErrorCode e, std::size_t) { wrote = e; });
+  ASSERT_TRUE(RunUntil([&] { return wrote.has_value(); }));
+  EXPECT_FALSE(*wrote) << wrote->message();
+  ours_->async_shutdown([&](ErrorCode e) { closed = e; });
+  ASSERT_TRUE(RunUntil([&] { return closed.has_value(); }));
+  EXPECT_FALSE(*closed) << closed->message();
+  std::string in(3, '\0');
+  asio::read(*peer_, asio::buffer(in));
+  EXPECT_EQ(in, "408");
+  char byte;
+  peer_->read_some(asio::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, asio::error::eof) << "a close_notify, not an alert: " << ec.message();
+}
+
+TEST_F(TlsStreamTest, ReadCompletesWhileAWriteWaitsForRoom) {
+  ConnectAsServer();
+  const std::string big = Pattern(32 << 20);
+  std::optional<ErrorCode> wrote;
+  asio::async_write(*ours_, asio::buffer(big), [&](ErrorCode e, std::size_t) { wrote = e; });
+  while (io_.poll() > 0) {
+  }
+  io_.restart();
+  ASSERT_FALSE(wrote.has_value()) << "the write did not wait for the peer";
+  asio::write(*peer_, asio::buffer(std::string("ping")));
+  ErrorCode ec;
+  EXPECT_EQ(ReadOurs(ec), "ping") << "a read waited behind the write";
+  EXPECT_FALSE(ec);
+  std::string in(big.size(), '\0');
+  std::optional<ErrorCode> read;
+  asio::async_read(*peer_, asio::buffer(in), [&](ErrorCode e, std::size_t) { read = e; });
+  ASSERT_TRUE(RunUntil([&] { return wrote && read; }));
+  EXPECT_FALSE(*wrote);
+  EXPECT_TRUE(in == big);
+}
+
+TEST_F(TlsStreamTest, ATicketIssuedBeforeAReadLeavesWithIt) {
+  ConnectAsServer();
+  ASSERT_EQ(SSL_new_session_ticket(ours_->native_handle()), 1);
+  asio::write(*peer_, asio::buffer(std::string("x")));
+  ErrorCode ec;
+  EXPECT_EQ(ReadOurs(ec), "x");
+  EXPECT_GT(peer_->next_layer().available(), 0U) << "the ticket waits for a write";
+}
+
+TEST_F(TlsStreamTest, Tls12CarriesData) {
+  SSL_CTX_set_max_proto_version(client_ctx_.native_handle(), TLS1_2_VERSION);
+  ConnectAsServer();
+  EXPECT_EQ(SSL_version(ours_->native_handle()), TLS1_2_VERSION);
+  asio::write(*peer_, asio::buffer(std::string("twelve")));
+  ErrorCode ec;
+  EXPECT_EQ(ReadOurs(ec), "twelve");
+  std::optional<ErrorCode> wrote;
+  asio::async_write(*ours_, asio::buffer(std::string("back")),
+                    [&](ErrorCode e, std::size_t) { wrote = e; });
+  ASSERT_TRUE(RunUntil([&] { return wrote.has_value(); }));
+  std::string in(4, '\0');
+  asio::read(*peer_, asio::buffer(in));
+  EXPECT_EQ(in, "back");
 }
 
 TEST_F(TlsStreamTest, ClientChecksTheServerName) {
