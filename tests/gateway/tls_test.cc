@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <sys/socket.h>
 
 #include <boost/asio/ssl.hpp>
 #include <boost/asio/write.hpp>
@@ -183,6 +184,40 @@ TEST(Tls, RefusalWithTheBodyUnreadReachesTheClient) {
     EXPECT_FALSE(post.write_ec) << post.write_ec.message();
     EXPECT_EQ(post.status, 429);
   }
+}
+
+// A client too slow with its request head is answered 408 over TLS, and
+// the connection ends with close_notify: the read that timed out (the
+// socket's receiving side shut) leaves the TLS session able to write.
+TEST(Tls, SlowRequestHeadIsAnswered408) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "localhost");
+  auto echo = StartEcho();
+  std::string config = BasicConfig("[timeouts]\nclient_header = \"300ms\"\n");
+  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
+                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
+                     "\" }");
+  TestGateway gateway(config, echo->port());
+  asio::io_context io;
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.load_verify_file(cert);
+  ctx.set_verify_mode(ssl::verify_peer);
+  ssl::stream<tcp::socket> stream(io, ctx);
+  SSL_set_tlsext_host_name(stream.native_handle(), "localhost");
+  stream.next_layer().connect({asio::ip::make_address("127.0.0.1"), gateway.port()});
+  const timeval guard{30, 0};  // a hang guard for the blocking reads below
+  setsockopt(stream.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
+  stream.handshake(ssl::stream_base::client);
+  asio::write(stream, asio::buffer(std::string("GET / HTTP/1.1\r\nHost: localhost\r\n")));
+  boost::beast::flat_buffer buffer;
+  Response res;
+  boost::system::error_code ec;
+  http::read(stream, buffer, res, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  EXPECT_EQ(res.result_int(), 408);
+  char byte;
+  stream.read_some(asio::buffer(&byte, 1), ec);
+  EXPECT_EQ(ec, asio::error::eof) << "a close_notify, not an alert or a reset: " << ec.message();
 }
 
 TEST(Tls, RefusalWithTheBodyUnreadReachesAPlainClient) {
