@@ -212,6 +212,9 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
     if (result > 0) {
       op.called = true;
       op.done = n;
+      // A large gathered write's copy is given back once encrypted, as the
+      // output is once sent: an idle connection keeps little.
+      if (op.step == Step::kWrite && gather_.capacity() > kKeptOutput) std::string().swap(gather_);
       break;
     }
     const int error = SSL_get_error(ssl_, result);
