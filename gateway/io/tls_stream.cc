@@ -116,6 +116,9 @@ int Core::Append(const char* data, int size) {
 
 bool Core::Flush(ErrorCode& ec) {
   if (write_error_) {
+    // Sending ended: what is written since goes nowhere.
+    out_.clear();
+    out_sent_ = 0;
     ec = write_error_;
     return false;
   }
@@ -248,7 +251,9 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
     SendWhatFits();
     return Need::kDone;
   }
-  if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
+  // Even with nothing left to send: a read's failed send may have dropped
+  // this step's records, and the failure is then this step's.
+  if (!Flush(ec)) return ec ? Need::kDone : Need::kWritable;
   return Need::kDone;
 }
 
