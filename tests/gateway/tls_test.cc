@@ -151,25 +151,41 @@ LargePost PostLargeThenRead(Stream& stream) {
   return result;
 }
 
+// BasicConfig(extra) with its listener terminating TLS with `cert`, `key`.
+std::string TlsConfig(const std::string& cert, const std::string& key, const std::string& extra) {
+  std::string config = BasicConfig(extra);
+  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
+                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
+                     "\" }");
+  return config;
+}
+
+// A client context that verifies the gateway with `cert`.
+ssl::context TrustingClient(const std::string& cert) {
+  ssl::context ctx(ssl::context::tls_client);
+  ctx.load_verify_file(cert);
+  ctx.set_verify_mode(ssl::verify_peer);
+  return ctx;
+}
+
+// Connects `stream` to the gateway on `port` as "localhost", handshake done.
+void ConnectTls(ssl::stream<tcp::socket>& stream, std::uint16_t port) {
+  SSL_set_tlsext_host_name(stream.native_handle(), "localhost");
+  stream.next_layer().connect({asio::ip::make_address("127.0.0.1"), port});
+  stream.handshake(ssl::stream_base::client);
+}
+
 TEST(Tls, RefusalWithTheBodyUnreadReachesTheClient) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "localhost");
   auto echo = StartEcho();
-  std::string config = BasicConfig(kLimitedRoute);
-  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
-                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
-                     "\" }");
-  TestGateway gateway(config, echo->port());
+  TestGateway gateway(TlsConfig(cert, key, kLimitedRoute), echo->port());
   asio::io_context io;
-  ssl::context ctx(ssl::context::tls_client);
-  ctx.load_verify_file(cert);
-  ctx.set_verify_mode(ssl::verify_peer);
+  ssl::context ctx = TrustingClient(cert);
   for (int i = 0; i < 3; ++i) {
     SCOPED_TRACE(i);
     ssl::stream<tcp::socket> stream(io, ctx);
-    SSL_set_tlsext_host_name(stream.native_handle(), "localhost");
-    stream.next_layer().connect({asio::ip::make_address("127.0.0.1"), gateway.port()});
-    stream.handshake(ssl::stream_base::client);
+    ConnectTls(stream, gateway.port());
     if (i == 0) {  // takes the one request the rule allows
       http::request<http::empty_body> req{http::verb::get, "/", 11};
       req.set(http::field::host, "localhost");
@@ -193,21 +209,14 @@ TEST(Tls, SlowRequestHeadIsAnswered408) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "localhost");
   auto echo = StartEcho();
-  std::string config = BasicConfig("[timeouts]\nclient_header = \"300ms\"\n");
-  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
-                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
-                     "\" }");
-  TestGateway gateway(config, echo->port());
+  TestGateway gateway(TlsConfig(cert, key, "[timeouts]\nclient_header = \"300ms\"\n"),
+                      echo->port());
   asio::io_context io;
-  ssl::context ctx(ssl::context::tls_client);
-  ctx.load_verify_file(cert);
-  ctx.set_verify_mode(ssl::verify_peer);
+  ssl::context ctx = TrustingClient(cert);
   ssl::stream<tcp::socket> stream(io, ctx);
-  SSL_set_tlsext_host_name(stream.native_handle(), "localhost");
-  stream.next_layer().connect({asio::ip::make_address("127.0.0.1"), gateway.port()});
+  ConnectTls(stream, gateway.port());
   const timeval guard{30, 0};  // a hang guard for the blocking reads below
   setsockopt(stream.next_layer().native_handle(), SOL_SOCKET, SO_RCVTIMEO, &guard, sizeof guard);
-  stream.handshake(ssl::stream_base::client);
   asio::write(stream, asio::buffer(std::string("GET / HTTP/1.1\r\nHost: localhost\r\n")));
   boost::beast::flat_buffer buffer;
   Response res;
