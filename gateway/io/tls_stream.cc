@@ -178,8 +178,9 @@ ErrorCode Core::Failure(int ssl_error) {
     default:
       break;
   }
-  // A callback's retry (none is installed that asks for one) or a second
-  // wish to write: not a state this stream can go on from.
+  // A callback's retry (none is installed that asks for one) or a wish to
+  // write (the BIO takes every write): not a state this stream can go on
+  // from.
   return ssl::error::unexpected_result;
 }
 
@@ -193,7 +194,7 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
   exhausted_ = false;
   // Output an earlier step left unsent stays in front of this one's (the
   // BIO appends) and leaves with it: one send for both.
-  for (bool retried = false; !op.called;) {
+  if (!op.called) {
     ERR_clear_error();
     std::size_t n = 0;
     int result = 1;
@@ -212,40 +213,12 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
         result = SSL_shutdown(ssl_) >= 0 ? 1 : -1;
         break;
     }
-    if (result > 0) {
-      op.called = true;
-      op.done = n;
-      // A large gathered write's copy is given back once encrypted, as the
-      // output is once sent: an idle connection keeps little.
-      if (op.step == Step::kWrite && gather_.capacity() > kKeptOutput) std::string().swap(gather_);
-      break;
-    }
-    const int error = SSL_get_error(ssl_, result);
-    if (error == SSL_ERROR_WANT_READ) {
-      if (eof_) {
-        ec = EndOfStream();
-        return Need::kDone;
-      }
-      if (op.step == Step::kRead) {
-        // What this read made (a KeyUpdate answer) goes if the socket
-        // takes it; else with the next write. A read never waits to
-        // send: a blocked write's records may fill the socket.
-        SendWhatFits();
-        return Need::kReadable;
-      }
-      // A handshake's flight goes out before it waits for the answer.
-      if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
-      return Need::kReadable;
-    }
-    if (error == SSL_ERROR_WANT_WRITE && !retried) {
-      retried = true;
-      if (!Flush(ec)) return ec ? Need::kDone : Need::kWritable;
-      continue;
-    }
-    ec = Failure(error);
-    // An alert the failure produced goes if the socket takes it now.
-    SendWhatFits();
-    return Need::kDone;
+    if (result <= 0) return Failed(op, result, ec);
+    op.called = true;
+    op.done = n;
+    // A large gathered write's copy is given back once encrypted, as the
+    // output is once sent: an idle connection keeps little.
+    if (op.step == Step::kWrite && gather_.capacity() > kKeptOutput) std::string().swap(gather_);
   }
   if (op.step == Step::kRead) {
     SendWhatFits();
@@ -255,6 +228,30 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
   // this step's records, and the failure is then this step's.
   if (!Flush(ec)) return ec ? Need::kDone : Need::kWritable;
   return Need::kDone;
+}
+
+Need Core::Failed(const OpState& op, int result, ErrorCode& ec) {
+  const int error = SSL_get_error(ssl_, result);
+  if (error != SSL_ERROR_WANT_READ) {
+    ec = Failure(error);
+    // An alert the failure produced goes if the socket takes it now.
+    SendWhatFits();
+    return Need::kDone;
+  }
+  if (eof_) {
+    ec = EndOfStream();
+    return Need::kDone;
+  }
+  if (op.step == Step::kRead) {
+    // What this read made (a KeyUpdate answer) goes if the socket takes
+    // it; else with the next write. A read never waits to send: a blocked
+    // write's records may fill the socket.
+    SendWhatFits();
+    return Need::kReadable;
+  }
+  // A handshake's flight goes out before it waits for the answer.
+  if (unsent() != 0 && !Flush(ec)) return ec ? Need::kDone : Need::kWritable;
+  return Need::kReadable;
 }
 
 void Core::SendWhatFits() {

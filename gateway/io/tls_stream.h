@@ -104,8 +104,9 @@ class Core {
   std::size_t TryWrite(asio::const_buffer data, ErrorCode& ec);
 
   // One step of `op`: makes the SSL call (once), and sends its output with
-  // what earlier steps left unsent. kDone: finished, `ec` says how, `op.done` what it
-  // moved. Else what to wait for.
+  // what earlier steps left unsent (a read only what the socket takes at
+  // once). kDone: finished, `ec` says how, `op.done` what it moved. Else
+  // what to wait for.
   Need Perform(OpState& op, ErrorCode& ec);
 
   // The BIO's: a receive into OpenSSL's buffer (> 0 bytes, -1 nothing now
@@ -122,6 +123,9 @@ class Core {
   bool Flush(ErrorCode& ec);
   // Flush(), for output whose failure the next write reports.
   void SendWhatFits();
+  // Perform()'s SSL call returned `result` (<= 0): an error (`ec`), the end
+  // of the stream, or what to wait for.
+  Need Failed(const OpState& op, int result, ErrorCode& ec);
   // The error of a failed SSL call (SSL_get_error's `ssl_error`).
   ErrorCode Failure(int ssl_error);
   // A read that needs more after the end of the stream: eof after the
@@ -141,9 +145,9 @@ class Core {
   bool exhausted_ = false;
 };
 
-// The buffer sequences of the reactor operations that perform a step: one
-// buffer each (non-empty, or Asio would complete them without a perform),
-// and the operation.
+// The buffer sequences of the reactor operations that perform a step: the
+// operation, and one buffer that only keeps Asio from completing them
+// without a perform (it does so for empty ones).
 struct RecvStep {
   using value_type = asio::mutable_buffer;
   using const_iterator = const asio::mutable_buffer*;
@@ -211,10 +215,8 @@ struct Operation {
     DeadlineStream& next = op->core->next();
     OpState* state = op;
     if (need == Need::kReadable) {
-      asio::mutable_buffer buffer = op->size != 0 && op->step == Step::kRead
-                                        ? asio::mutable_buffer(op->data, op->size)
-                                        : asio::mutable_buffer(&dummy, 1);
-      next.async_perform(deadline_detail::kRead, RecvStep{buffer, state}, std::move(*this));
+      next.async_perform(deadline_detail::kRead, RecvStep{asio::mutable_buffer(&dummy, 1), state},
+                         std::move(*this));
     } else {
       next.async_perform(deadline_detail::kWrite, SendStep{asio::const_buffer(&dummy, 1), state},
                          std::move(*this));
