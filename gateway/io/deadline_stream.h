@@ -169,20 +169,6 @@ class DeadlineStream {
         });
   }
 
-  // A reactor receive (`step` a sequence of mutable buffers) or send whose
-  // perform is a TLS step's (tls_stream.h), timed by `direction`'s deadline.
-  template <typename Step, typename Token>
-  auto async_perform(deadline_detail::Direction direction, const Step& step, Token&& token) {
-    return Initiate<void(ErrorCode, std::size_t)>(
-        direction, token, [step](TcpSocket& socket, auto completion) {
-          if constexpr (std::is_same_v<typename Step::value_type, asio::mutable_buffer>) {
-            socket.async_read_some(step, std::move(completion));
-          } else {
-            socket.async_write_some(step, std::move(completion));
-          }
-        });
-  }
-
   // Counts as a write for its deadline, as in basic_stream. The socket is
   // opened and connected with StartConnect() (two system calls fewer than
   // Asio's async_connect) where it can be.

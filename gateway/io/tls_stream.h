@@ -214,12 +214,12 @@ struct Operation {
     static char dummy;
     DeadlineStream& next = op->core->next();
     OpState* state = op;
+    // DeadlineStream's read and write: the read or write deadline, and the
+    // socket's receive or send with these sequences.
     if (need == Need::kReadable) {
-      next.async_perform(deadline_detail::kRead, RecvStep{asio::mutable_buffer(&dummy, 1), state},
-                         std::move(*this));
+      next.async_read_some(RecvStep{asio::mutable_buffer(&dummy, 1), state}, std::move(*this));
     } else {
-      next.async_perform(deadline_detail::kWrite, SendStep{asio::const_buffer(&dummy, 1), state},
-                         std::move(*this));
+      next.async_write_some(SendStep{asio::const_buffer(&dummy, 1), state}, std::move(*this));
     }
   }
   static void Finish(Handler&& h, const ErrorCode& ec, std::size_t n) {
