@@ -6,6 +6,7 @@
 
 #include "algorithms/integer.h"
 #include "algorithms/state.h"
+#include "algorithms/validate.h"
 
 namespace tollgate::algorithms {
 namespace {
@@ -492,8 +493,22 @@ Snapshot Peek(const LimitParams& p, std::byte* state, int64_t now_ms) {
 
 }  // namespace
 
+bool ExceedsCapacity(std::span<const LimitParams> windows, int64_t cost) {
+  return std::any_of(windows.begin(), windows.end(),
+                     [cost](const LimitParams& w) { return cost > Capacity(w); });
+}
+
+Decision NeverPasses(std::span<const LimitParams> windows) {
+  Decision d;
+  for (const LimitParams& w : windows) d.reset_ms = std::max(d.reset_ms, w.window_ms);
+  d.retry_after_ms = d.reset_ms;
+  d.window_reset_ms = windows.front().window_ms;
+  return d;
+}
+
 Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
                 int64_t now_ms, int64_t cost) {
+  if (ExceedsCapacity(windows, cost)) return NeverPasses(windows);
   if (windows.size() == 1 && windows[0].algorithm == Algorithm::kTokenBucket) {
     return TokenDecideFused(windows[0], As<BucketState>(states[0]), now_ms, cost);
   }

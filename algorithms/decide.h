@@ -12,15 +12,27 @@ namespace tollgate::algorithms {
 
 // Decides one request of `cost` units at `now_ms` against every window of a
 // limit, all or nothing: `states[i]` (see state.h) belongs to `windows[i]`.
-// States change only when the request is allowed. Preconditions: every
-// window passed ValidateLimit() and ValidateCost(); windows.size() ==
-// states.size() >= 1; 0 <= now_ms <= kMaxTimeMs (validate.h).
+// States change only when the request is allowed. A cost above a window's
+// capacity can never pass: it is answered NeverPasses(windows) before any
+// arithmetic with it, so no cost overflows the windows' products.
+// Preconditions: every window passed ValidateLimit(); cost >= 1;
+// windows.size() == states.size() >= 1; 0 <= now_ms <= kMaxTimeMs
+// (validate.h).
 Decision Decide(std::span<const LimitParams> windows, std::span<std::byte* const> states,
                 std::int64_t now_ms, std::int64_t cost);
 
 // Single-window convenience form of Decide().
 Decision Decide(const LimitParams& window, std::byte* state, std::int64_t now_ms,
                 std::int64_t cost);
+
+// Whether `cost` is above the capacity of any of `windows` (validate.h's
+// Capacity): a request that no state of these windows could ever allow.
+bool ExceedsCapacity(std::span<const LimitParams> windows, std::int64_t cost);
+
+// The answer to such a request, for every store alike: refused, nothing
+// remaining, and a retry_after_ms and reset_ms of the longest window (a
+// bound to wait for, since no wait makes it pass).
+Decision NeverPasses(std::span<const LimitParams> windows);
 
 // What one window's state allows at `now_ms`, without changing it: the
 // `remaining` and `reset_ms` a decision would report for it, and how long

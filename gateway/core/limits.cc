@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "algorithms/decide.h"
+
 namespace tollgate::gateway {
 namespace {
 
@@ -69,9 +71,18 @@ void DecisionBatch::Start(const LimitContext& context,
       }
     }
     const rules::RuleConfig& rule = *slot.rule;
-    context.store.Decide({key, rule.limit.get(), cost > 0 ? cost : rule.cost,
-                          context.store_now_ms, hits[i]->partition, key_hash},
-                         slot);
+    const std::int64_t hit_cost = cost > 0 ? cost : rule.cost;
+    // A cost the caller chose (an RLS hits_addend, a check's cost) may be
+    // above what the limit can ever allow: refused here for every store
+    // alike, before a Lua script or a lease does arithmetic with it.
+    if (algorithms::ExceedsCapacity(rule.limit->windows, hit_cost)) {
+      slot.OnDecision({store::StoreStatus::kOk, store::ResultSource::kPrimary,
+                       algorithms::NeverPasses(rule.limit->windows)});
+      continue;
+    }
+    context.store.Decide(
+        {key, rule.limit.get(), hit_cost, context.store_now_ms, hits[i]->partition, key_hash},
+        slot);
   }
 }
 
