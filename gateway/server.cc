@@ -377,13 +377,17 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     }
   }
   // Every worker binds every listener with SO_REUSEPORT; the kernel spreads
-  // connections over them. Port 0 is resolved by the first bind.
+  // connections over them. The first bind of an address makes sure nothing
+  // else listens there, and resolves port 0.
   asio::io_context resolver_io;
   for (const rules::ListenerConfig* l : BoundListeners(*config)) {
     auto endpoint = Resolve(resolver_io, l->address, error);
     if (!endpoint) return nullptr;
     for (auto& worker : impl->workers) {
-      auto acceptor = ListenReusePort(worker->io(), *endpoint, error);
+      auto acceptor = Listen(worker->io(), *endpoint,
+                             worker == impl->workers.front() ? Listening::kFirstOfThreads
+                                                             : Listening::kAnotherThread,
+                             error);
       if (!acceptor) {
         if (config->decision && l == &config->decision->listener) error = "[decision]: " + error;
         return nullptr;
@@ -399,7 +403,8 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   }
   auto admin_endpoint = Resolve(resolver_io, config->admin.address, error);
   if (!admin_endpoint) return nullptr;
-  auto admin_acceptor = ListenReusePort(impl->workers.front()->io(), *admin_endpoint, error);
+  auto admin_acceptor =
+      Listen(impl->workers.front()->io(), *admin_endpoint, Listening::kExclusive, error);
   if (!admin_acceptor) {
     error = "admin listener: " + error;
     return nullptr;

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -415,6 +416,36 @@ void ForTable(TableReader& root, std::string_view key, Fn read) {
   read(TableReader(*v, root.errors()));
 }
 
+// Every listening address of the file (the listeners', the decision
+// service's and the admin API's) is bound by one socket group only: the
+// second naming of an address is an error at its position. Port 0 is a new
+// port at every bind. The same address written otherwise (0.0.0.0 beside
+// 127.0.0.1) is refused when the listeners are bound.
+void CheckDistinctAddresses(const toml::value& root, ErrorList& errors) {
+  std::vector<const toml::value*> addresses;
+  const auto add = [&addresses](const toml::value& table) {
+    if (table.is_table() && table.contains("address")) addresses.push_back(&table.at("address"));
+  };
+  if (root.contains("listeners") && root.at("listeners").is_array()) {
+    for (const toml::value& l : root.at("listeners").as_array()) add(l);
+  }
+  for (const char* section : {"decision", "admin"}) {
+    if (root.contains(section)) add(root.at(section));
+  }
+  std::map<std::string, const toml::value*> seen;
+  for (const toml::value* a : addresses) {
+    if (!a->is_string()) continue;
+    const std::optional<HostPort> address = ParseHostPort(a->as_string().str);
+    if (!address || address->port == 0) continue;
+    const auto [first, inserted] = seen.emplace(address->ToString(), a);
+    if (!inserted) {
+      errors.Add(*a, fmt::format("address {} is already used at line {}: every listener, the "
+                                 "decision service and the admin API need addresses of their own",
+                                 address->ToString(), first->second->location().line()));
+    }
+  }
+}
+
 LoadResult Build(const toml::value& root_value, const std::string& name) {
   ErrorList errors;
   Config config;
@@ -438,6 +469,7 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
                [&](TableReader r) { ReadRule(std::move(r), config.store, config.rules); });
   ShareStoreKeys(config.store, config.rules);
   root.Finish();
+  CheckDistinctAddresses(root_value, errors);
   if (config.listeners.empty()) {
     errors.Add(ConfigError{name, 1, 1, "no [[listeners]]: tollgate needs at least one address"});
   }

@@ -415,7 +415,8 @@ std::unique_ptr<EchoUpstream> EchoUpstream::Create(const std::string& host, std:
   tcp::endpoint endpoint(address, port);
   for (int i = 0; i < std::max(1, threads); ++i) {
     impl->ios.push_back(std::make_unique<asio::io_context>(1));
-    auto acceptor = ListenReusePort(*impl->ios.back(), endpoint, error);
+    auto acceptor = Listen(*impl->ios.back(), endpoint,
+                           i == 0 ? Listening::kFirstOfThreads : Listening::kAnotherThread, error);
     if (!acceptor) {
       error = "echo upstream: " + error;
       return nullptr;

@@ -575,5 +575,35 @@ TEST(MaxConnections, ManyIdleConnectionsDoNotStopNewClients) {
   EXPECT_EQ(gateway.Wait(), 0);
 }
 
+// An address another gateway listens on is a start-up error naming it, as
+// nginx refuses to start, not a port silently shared through SO_REUSEPORT
+// (which would split clients, and every local limit, between the two). The
+// first gateway keeps every connection; the admin listener likewise.
+TEST(ListenerAddress, AnAddressInUseByAnotherProcessIsRefused) {
+  auto echo = StartEcho();
+  TestGateway first(BasicConfig(), echo->port(), TestClock::kSteady);
+  TempDir dir;
+  for (const auto& [listener, admin] :
+       {std::pair{first.port(), std::uint16_t{0}}, std::pair{std::uint16_t{0}, first.admin_port()},
+        std::pair{std::uint16_t{0}, first.port()}}) {
+    std::string config = WithEchoPort(BasicConfig(), echo->port());
+    config.replace(config.find("127.0.0.1:0"), 11, "127.0.0.1:" + std::to_string(listener));
+    config.replace(config.rfind("127.0.0.1:0"), 11, "127.0.0.1:" + std::to_string(admin));
+    const std::string file = dir.Write("second.toml", config);
+    std::string out;
+    EXPECT_NE(RunCommand(std::string(TOLLGATE_BINARY) + " --config " + file + " 2>&1", "", out),
+              0);
+    const std::uint16_t taken = listener != 0 ? listener : admin;
+    EXPECT_NE(out.find("cannot listen on 127.0.0.1:" + std::to_string(taken) +
+                       ": Address already in use"),
+              std::string::npos)
+        << out;
+  }
+  for (int i = 0; i < 4; ++i) {
+    Client client(first.port());
+    EXPECT_EQ(client.Get("/").result_int(), 200);
+  }
+}
+
 }  // namespace
 }  // namespace tollgate::testing

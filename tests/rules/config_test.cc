@@ -109,6 +109,29 @@ upstream = "missing"
   EXPECT_EQ(errors, expected);
 }
 
+// An address named twice (listeners, decision service, admin API) is an
+// error at the second naming; port 0 is a new port each time.
+TEST(Config, EveryListeningAddressIsNamedOnce) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[listeners]]
+address = "127.0.0.1:8080"
+[[listeners]]
+address = "127.0.0.1:0"
+[[listeners]]
+address = "127.0.0.1:0"
+[decision]
+address = "[::1]:8081"
+[admin]
+address = "[::1]:8081"
+)");
+  const std::vector<std::string> expected = {
+      "t.toml:9:11: address 127.0.0.1:8080 is already used at line 2: every listener, the "
+      "decision service and the admin API need addresses of their own",
+      "t.toml:17:11: address [::1]:8081 is already used at line 15: every listener, the "
+      "decision service and the admin API need addresses of their own",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, NotTablesAreChecked) {
   const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[rules]]
 name = "a"
