@@ -5,7 +5,9 @@
 #include <charconv>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
+#include <boost/url/authority_view.hpp>
 #include <boost/url/parse.hpp>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,8 @@ bool IsHopByHop(http::field name) {
     case http::field::upgrade:
     case http::field::proxy_authenticate:
     case http::field::proxy_authorization:
+    // A connection's own (RFC 9113 §3.2.1), whether Connection names it.
+    case http::field::http2_settings:
       return true;
     default:
       return false;
@@ -99,10 +103,21 @@ constexpr std::array<bool, 256> kHostBytes = [] {
   return table;
 }();
 
-// Empty is valid (a target without authority).
+// uri-host [":" port] (RFC 9110 §7.2), which Host and :authority carry:
+// no userinfo ('@' is no host byte), at most one port of digits ("a:80:80"
+// is no authority). Empty is valid (a target without authority).
 bool IsValidHost(std::string_view host) {
-  return std::all_of(host.begin(), host.end(),
-                     [](char c) { return kHostBytes[static_cast<unsigned char>(c)]; });
+  return host.empty() ||
+         (std::all_of(host.begin(), host.end(),
+                      [](char c) { return kHostBytes[static_cast<unsigned char>(c)]; }) &&
+          boost::urls::parse_authority(host).has_value());
+}
+
+// Methods are case-sensitive tokens and every registered one is uppercase;
+// "get" is no GET, and a rule or an upstream that reads GET would be
+// dodged by it. Refused as nginx refuses it.
+bool HasLowercase(std::string_view method) {
+  return std::any_of(method.begin(), method.end(), [](char c) { return c >= 'a' && c <= 'z'; });
 }
 
 }  // namespace
@@ -112,7 +127,8 @@ bool IsValidHost(std::string_view host) {
 // enum, is a case-insensitive tree search; most messages carry none of the
 // names looked for.
 
-RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked) {
+RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked,
+                                      std::string_view scheme) {
   RequestHeaderCheck check;
   int hosts = 0;
   int lengths = 0;            // Content-Length values, over every such field
@@ -131,7 +147,14 @@ RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header
     }
   }
   const std::string_view target = header.target();
-  if (hosts > 1) {
+  if (HasLowercase(header.method_string())) {
+    check.problem = "the method must be uppercase";
+  } else if (!scheme.empty() && scheme != "http" && scheme != "https") {
+    check.problem = "the scheme must be http or https";
+  } else if (target.find('#') != std::string_view::npos) {
+    // A fragment is the client's own (RFC 9110 §4.2.5): never sent.
+    check.problem = "the request target must not have a fragment (#)";
+  } else if (hosts > 1) {
     check.problem = "more than one Host field";
   } else if (hosts == 0 && header.version() >= 11) {
     check.problem = "an HTTP/1.1 request needs a Host field";
@@ -242,6 +265,45 @@ void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
                   identity.unidentified_client.empty() ? identity.client_ip.ToString()
                                                        : identity.unidentified_client);
   }
+}
+
+namespace {
+
+// Fields a request trailer never carries through (RFC 9110 §6.5.1: framing,
+// routing, authentication, request modifiers), nor any field that
+// forwarding or identity sets: tollgate decides on the header alone.
+constexpr std::string_view kNeverTrailers[] = {
+    "Host",           "Authorization",      "Proxy-Authorization", "Cookie",
+    "Content-Length", "Content-Type",       "Content-Encoding",    "Content-Range",
+    "Expect",         "Range",              "Max-Forwards",        "Forwarded",
+    kForwardedFor,    kForwardedProto,      kForwardedHost,        kRealIp,
+    kTrueClientIp,    "X-Client-Cert-Subject", "X-Client-Cert-Sha256",
+};
+
+bool IsNamedIn(std::string_view name, std::span<const std::string_view> names) {
+  return std::any_of(names.begin(), names.end(), [name](std::string_view n) {
+    return CompareName(name, n) != Spelling::kOther;
+  });
+}
+
+}  // namespace
+
+Fields ForwardableRequestTrailers(const Fields& trailers, const rules::IdentityConfig& config) {
+  std::vector<std::string_view> configured = {config.user_header, config.role_header};
+  if (config.client_cert) {
+    configured.push_back(config.client_cert->subject_header);
+    configured.push_back(config.client_cert->sha256_header);
+  }
+  Fields out;
+  for (const auto& f : trailers) {
+    const std::string_view name = f.name_string();
+    if (IsHopByHop(f.name()) || name.empty() || name.front() == ':' ||
+        IsNamedIn(name, kNeverTrailers) || IsNamedIn(name, configured)) {
+      continue;
+    }
+    out.insert(f.name(), name, f.value());
+  }
+  return out;
 }
 
 namespace {

@@ -15,8 +15,8 @@ struct IdentityConfig;
 namespace tollgate::gateway {
 
 // Removes Connection, Keep-Alive, Proxy-Connection, TE, Trailer,
-// Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization and
-// every header named in Connection. Framing is set again by the caller.
+// Transfer-Encoding, Upgrade, Proxy-Authenticate, Proxy-Authorization,
+// HTTP2-Settings and every header named in Connection. Framing is set again by the caller.
 void RemoveHopByHop(Fields& fields);
 
 // What a proxy must check in a request's header before acting on it
@@ -26,8 +26,13 @@ void RemoveHopByHop(Fields& fields);
 // Host field (none at all is fine before HTTP/1.1) with a valid value; and a
 // Transfer-Encoding only when its last coding is chunked (otherwise the
 // body's end is unknown and what follows it would be taken for the next
-// request). `problem`: empty when the request may go on, else why it is
-// refused with 400 (and the connection closed).
+// request). The method must be uppercase, the target without a fragment,
+// Host (or :authority) a host and port without userinfo. `scheme`: an
+// HTTP/2 request's :scheme, which must be http or https (nghttp2 has
+// checked that its :path is a path); empty for HTTP/1.x. `problem`:
+// empty when the request may go on, else why it is refused with 400 (and
+// the connection closed). The one check of a request's head, whatever
+// protocol brought it.
 struct RequestHeaderCheck {
   std::string_view host;  // the Host field's value ("" when absent)
   // Absolute-form only: the target as origin-form and its authority, which
@@ -37,7 +42,8 @@ struct RequestHeaderCheck {
   std::string_view problem;  // empty: the header is fine
   http::status status = http::status::bad_request;  // the answer to a problem
 };
-RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked);
+RequestHeaderCheck CheckRequestHeader(const http::request_header<Fields>& header, bool chunked,
+                                      std::string_view scheme = {});
 
 enum class Scheme { kHttp, kHttps };
 
@@ -55,6 +61,15 @@ enum class Scheme { kHttp, kHttps };
 // One walk over the fields.
 void ScrubIdentityFields(Fields& fields, const rules::IdentityConfig& config,
                          const rules::Identity& identity);
+
+// The fields of a client's request trailers that reach the upstream: none
+// that frames, routes or authenticates a request (Host, Content-*,
+// Authorization, Cookie, ...; RFC 9110 §6.5.1), none of the hop-by-hop
+// ones, and none that forwarding or identity sets or reads (X-Forwarded-*,
+// Forwarded, X-Real-IP, True-Client-IP, the user and role headers, the
+// client certificate's), in any spelling, whoever sent them: the rules
+// decided on the header, and a trailer must not say otherwise behind them.
+Fields ForwardableRequestTrailers(const Fields& trailers, const rules::IdentityConfig& config);
 
 // A request's fields as its upstream sees them: hop-by-hop fields removed
 // (RemoveHopByHop, but never X-Real-IP) and Expect (tollgate answers it),

@@ -321,11 +321,16 @@ Task<void> StreamExchange::Run([[maybe_unused]] std::unique_ptr<StreamExchange> 
     std::from_chars(length->value().data(), length->value().data() + length->value().size(),
                     declared);
   }
-  if (kind_ == Kind::kCheck) {
-    co_await Check();
-  } else if (req.method() == http::verb::connect) {
+  if (req.method() == http::verb::connect) {
     answer_ = RefuseWith(Refusal::kNotImplemented, "CONNECT is not supported");
     co_await Reply();
+  } else if (const RequestHeaderCheck check = CheckRequestHeader(req, false, stream_.scheme());
+             !check.problem.empty()) {
+    // The one check of a request's head, as for HTTP/1.1.
+    answer_ = RefuseWith(Refusal::kBadRequest, check.problem);
+    co_await Reply();
+  } else if (kind_ == Kind::kCheck) {
+    co_await Check();
   } else if (declared > static_cast<std::uint64_t>(config_.limits.max_body_bytes)) {
     answer_ = Refuse(Refusal::kBodyTooLarge);
     co_await Reply();
@@ -571,7 +576,7 @@ Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, b
         AppendChunkSizeLine(r.bytes, size_line);
         wire_ = "\r\n";
       }
-      if (r.end) AppendLastChunk(stream_.trailers(), wire_);
+      if (r.end) AppendLastChunk(ForwardableRequestTrailers(stream_.trailers(), config_.identity), wire_);
     }
     if (size_line.empty() && r.bytes == 0 && wire_.empty()) {
       if (r.end) co_return BodySent::kDone;
@@ -760,8 +765,9 @@ Task<void> StreamExchange::PumpRequestBody(Http2UpstreamStream& up) {
       end = Pumped::kTooLarge;
       break;
     }
-    const Fields& trailers = stream_.trailers();
-    const bool has_trailers = r.end && trailers.begin() != trailers.end();
+    Fields trailers;
+    if (r.end) trailers = ForwardableRequestTrailers(stream_.trailers(), config_.identity);
+    const bool has_trailers = trailers.begin() != trailers.end();
     ErrorCode ec;
     if (r.bytes > 0 || (r.end && !has_trailers)) {
       ec = co_await up.WriteBody(asio::buffer(buffer, r.bytes),
