@@ -8,6 +8,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <optional>
 #include <thread>
 
 #include "gateway/core/block_table.h"
@@ -73,6 +74,10 @@ struct Server::Impl final : StateSource {
   // The live gateways on this Redis (Membership counts them): on_error =
   // "share" divides limits by it.
   store::FleetSize fleet;
+  // Redis's clock as the heartbeat last read it (time = "server"): where
+  // the local fallback's windows begin and end.
+  store::RedisClockOffset redis_clock_offset;
+  std::optional<store::RedisClock> redis_clock;
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
@@ -303,6 +308,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   RaiseDescriptorLimit();
   auto impl = std::make_unique<Impl>();
   impl->clock = &clock;
+  impl->redis_clock.emplace(clock, impl->redis_clock_offset);
   store::LocalStoreOptions store_options;
   store_options.max_keys = config->store.max_keys;
   impl->store = std::make_unique<store::LocalStore>(store_options);
@@ -346,9 +352,12 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
           std::make_unique<store::RedisStore>(worker->io(), store_config.redis, impl->redis_health);
       auto coordinator = std::make_unique<store::RedisCoordinator>(*redis);
       // Redis with time = "client" decides on wall-clock time; the local
-      // store keeps the gateway's clock.
-      const store::Clock* fallback_clock =
-          store_config.redis.time == store::RedisTime::kClient ? &clock : nullptr;
+      // store keeps the gateway's clock. With time = "server" the fallback
+      // decides on Redis's clock as the heartbeat last read it, so that its
+      // windows are Redis's: a window edge of its own mid-outage would admit
+      // a limit twice within one of Redis's windows.
+      const bool client_time = store_config.redis.time == store::RedisTime::kClient;
+      const store::Clock* fallback_clock = client_time ? &clock : &*impl->redis_clock;
       store::RedisStore& leases = *redis;
       auto exact = std::make_unique<store::FailoverStore>(std::move(redis), *impl->store,
                                                           store_config.on_error, observer,
@@ -358,7 +367,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
       // policy answering for the takes Redis cannot); the others by `exact`.
       store::LeasingStore::Options lease_options;
       lease_options.grace_ms = store_config.redis.timeout_ms;
-      lease_options.wall_clock = fallback_clock != nullptr;
+      lease_options.wall_clock = client_time;
       worker->SetStore(std::make_unique<store::LeasingStore>(worker->io(), std::move(exact),
                                                              &policy, leases, clock,
                                                              impl->lease_stats, lease_options));
@@ -423,7 +432,8 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   if (store_config.kind == rules::StoreKind::kRedis) {
     impl->admin_redis = std::make_unique<store::RedisStore>(
         impl->workers.front()->io(), store_config.redis, impl->admin_redis_health);
-    impl->membership = std::make_unique<Membership>(*impl->admin_redis, impl->fleet);
+    impl->membership = std::make_unique<Membership>(*impl->admin_redis, impl->fleet,
+                                                    impl->redis_clock_offset, clock);
   }
   impl->admin_blocks = std::make_unique<AdminBlocks>(impl->blocks, clock, impl->admin_redis.get());
   impl->admin_overrides =

@@ -21,9 +21,12 @@ std::string GatewayId() {
 
 }  // namespace
 
-Membership::Membership(store::RedisStore& redis, store::FleetSize& fleet)
+Membership::Membership(store::RedisStore& redis, store::FleetSize& fleet,
+                       store::RedisClockOffset& offset, const store::Clock& clock)
     : redis_(redis),
       fleet_(fleet),
+      offset_(offset),
+      clock_(clock),
       key_(store::RedisTaggedKey(redis.options().prefix, "admin", "", "members")),
       id_(GatewayId()) {}
 
@@ -43,8 +46,12 @@ Task<void> Membership::Beat() {
   const std::string lasts = std::to_string(kLasts.count());
   while (!stopped_) {
     StoreReply reply(co_await asio::this_coro::executor);
-    redis_.RunAdmin(store::RedisAux::kMembers, {key_}, {id_, lasts}, &reply, nullptr);
-    if (co_await reply.Wait() == store::StoreStatus::kOk && !stopped_) fleet_.Set(reply.count());
+    redis_.RunAdmin(store::RedisAux::kMembers, {key_}, {id_, lasts}, nullptr, &reply);
+    if (co_await reply.Wait() == store::StoreStatus::kOk && !stopped_ &&
+        reply.values().size() == 2) {
+      fleet_.Set(reply.values()[0]);
+      offset_.Learn(reply.values()[1], clock_.NowMs());
+    }
     if (stopped_) break;
     timer_->expires_after(kHeartbeat);
     co_await timer_->async_wait(kUseTuple);

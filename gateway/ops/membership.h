@@ -3,9 +3,11 @@
 // prefix (store/lua/admin/members.lua, on Redis's clock), and learns how many
 // entries are live. The count goes into the FleetSize that on_error =
 // "share" divides limits by, the gauge tollgate_cluster_gateways and
-// /readyz. A gateway that stops leaves the set; one that dies drops out
-// after kLasts. While Redis does not answer, the last count stays. Admin
-// thread only (Start, Stop); FleetSize is thread-safe.
+// /readyz; Redis's time in the reply into the RedisClockOffset on which
+// the local fallback keeps Redis's windows. A gateway that stops leaves the
+// set; one that dies drops out after kLasts. While Redis does not answer,
+// the last count stays. Admin thread only (Start, Stop); FleetSize and
+// RedisClockOffset are thread-safe.
 #pragma once
 
 #include <chrono>
@@ -27,8 +29,9 @@ class Membership {
   // A membership not renewed for this long is over: three heartbeats.
   static constexpr std::chrono::milliseconds kLasts{3000};
 
-  // `redis` and `fleet` must outlive it.
-  Membership(store::RedisStore& redis, store::FleetSize& fleet);
+  // Every argument must outlive it; `clock` is the gateway's.
+  Membership(store::RedisStore& redis, store::FleetSize& fleet, store::RedisClockOffset& offset,
+             const store::Clock& clock);
 
   // Beats every kHeartbeat on `io` until Stop().
   void Start(asio::io_context& io);
@@ -43,6 +46,8 @@ class Membership {
 
   store::RedisStore& redis_;
   store::FleetSize& fleet_;
+  store::RedisClockOffset& offset_;
+  const store::Clock& clock_;
   std::string key_;
   std::string id_;
   std::optional<Timer> timer_;

@@ -3,9 +3,12 @@
 // tollgate processes sharing one limit exactly.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <sstream>
 #include <thread>
+#include <vector>
 
 #include "redis_server.h"
 #include "rules/config.h"
@@ -118,6 +121,74 @@ TEST(RedisGateway, OnErrorLocalKeepsLimitingPerGateway) {
   redis.Kill();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(client.Get("/").result_int(), 200) << i;
   EXPECT_EQ(client.Get("/").result_int(), 429);
+}
+
+constexpr const char* kThreePerMinute = R"(
+[[rules]]
+name = "three"
+key = "ip"
+algorithm = "fixed_window"
+limit = 3
+window = "1m"
+)";
+
+// Redis's TIME in ms.
+std::int64_t RedisNowMs(RedisServer& redis) {
+  const std::string time = redis.Command({"TIME"});
+  const std::size_t newline = time.find('\n');
+  return std::stoll(time.substr(0, newline)) * 1000 + std::stoll(time.substr(newline + 1)) / 1000;
+}
+
+// With time = "server" Redis's windows are on Redis's clock; a gateway's
+// on_error = "local" fallback keeps them there (its own clock plus the
+// offset the heartbeat measured), so that two gateways whose clocks
+// disagree cross no window edge of their own while Redis is paused: each
+// admits the limit once in Redis's window, not again at its own edge, and
+// admits again only once Redis's window is over.
+TEST(RedisGateway, OnErrorLocalKeepsRedissWindowsAcrossAPause) {
+  RedisServer redis;
+  auto echo = StartEcho();
+  std::vector<std::unique_ptr<TestGateway>> gateways;
+  for (int i = 0; i < 2; ++i) {
+    gateways.push_back(
+        std::make_unique<TestGateway>(RedisConfig(redis, "local", kThreePerMinute), echo->port()));
+    // Each gateway's own minute ends 2 s (3 s) from now on its clock.
+    gateways.back()->clock().Set(1000 * 60'000 - 2000 - 1000 * i);
+  }
+  // Away from Redis's own window edge: at least 3 s past one (the last
+  // heartbeat may be a second old) and 10 s before the next.
+  while (RedisNowMs(redis) % 60'000 < 3000 || RedisNowMs(redis) % 60'000 > 50'000) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  // A heartbeat of each gateway has landed since its clock was set (its
+  // membership then ends 3 s after now): each knows Redis's clock.
+  const std::int64_t set_at = RedisNowMs(redis);
+  const auto beaten = [&] {
+    const std::string scores =
+        redis.Command({"ZRANGE", "tollgate:{admin}:members", "0", "-1", "WITHSCORES"});
+    std::vector<std::int64_t> ends;
+    std::istringstream lines(scores);
+    for (std::string member, score; std::getline(lines, member) && std::getline(lines, score);) {
+      ends.push_back(std::stoll(score));
+    }
+    return ends.size() == 2 &&
+           std::all_of(ends.begin(), ends.end(), [&](std::int64_t e) { return e > set_at + 3000; });
+  };
+  while (!beaten()) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const std::int64_t to_redis_edge = 60'000 - RedisNowMs(redis) % 60'000;
+  redis.Pause();
+  for (auto& g : gateways) {
+    Client client(g->port());
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(client.Get("/").result_int(), 200) << i;
+    EXPECT_EQ(client.Get("/").result_int(), 429);
+    // Past the gateway's own minute, within Redis's.
+    g->clock().Advance(4000);
+    EXPECT_EQ(client.Get("/").result_int(), 429);
+    // Past Redis's minute.
+    g->clock().Advance(to_redis_edge);
+    EXPECT_EQ(client.Get("/").result_int(), 200);
+  }
+  redis.Resume();
 }
 
 TEST(RedisGateway, WrongPasswordIsAClearStartupError) {

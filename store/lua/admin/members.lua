@@ -4,7 +4,8 @@
 -- at which its membership ends). ARGV: the id, how long the membership
 -- lasts in ms (0: the gateway leaves). On Redis's own clock (TIME), so that
 -- the gateways' clocks need not agree. Members whose time is over are
--- dropped. Returns the live members, this one included.
+-- dropped. Returns {the live members, this one included; Redis's TIME in
+-- ms}, from which a gateway learns where Redis's windows are.
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local lasts = tonumber(ARGV[2])
@@ -17,4 +18,4 @@ redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now)
 -- The set lives as long as its latest member; a leaving gateway leaves the
 -- others' time as it is.
 if lasts > 0 then redis.call('PEXPIRE', KEYS[1], lasts) end
-return redis.call('ZCARD', KEYS[1])
+return {redis.call('ZCARD', KEYS[1]), now}
