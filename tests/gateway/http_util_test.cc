@@ -297,16 +297,33 @@ bool InHostSyntax(unsigned char c) {
              std::string_view::npos;
 }
 
+// The problem CheckRequestHeader finds with a Host field of `host`.
+std::string HostProblem(const std::string& host) {
+  http::request_header<Fields> header;
+  header.version(11);
+  header.method(http::verb::get);
+  header.target("/");
+  header.insert(http::field::host, host);
+  return std::string(CheckRequestHeader(header, false).problem);
+}
+
+// Every byte outside uri-host [":" port] is refused; of those inside it,
+// ':', '%' and the brackets only in their places (a port of digits after
+// one ':', an escape of two hex digits, an IP-literal), so "a:b", "a%b",
+// "a[b" and "a]b" are refused as well.
 TEST(RequestHeader, AHostMayHoldOnlyTheBytesOfUriHostAndPort) {
   for (int c = 1; c < 256; ++c) {
-    http::request_header<Fields> header;
-    header.version(11);
-    header.method(http::verb::get);
-    header.target("/");
-    const std::string host = "a" + std::string(1, static_cast<char>(c)) + "b";
-    header.insert(http::field::host, host);
-    const RequestHeaderCheck check = CheckRequestHeader(header, false);
-    EXPECT_EQ(check.problem.empty(), InHostSyntax(static_cast<unsigned char>(c))) << "byte " << c;
+    const bool in_place =
+        std::string_view(":%[]").find(static_cast<char>(c)) == std::string_view::npos;
+    EXPECT_EQ(HostProblem("a" + std::string(1, static_cast<char>(c)) + "b").empty(),
+              InHostSyntax(static_cast<unsigned char>(c)) && in_place)
+        << "byte " << c;
+  }
+  for (const std::string host : {"a:80", "a:", "[::1]:8080", "[::1]", "a%41b", "127.0.0.1:1"}) {
+    EXPECT_EQ(HostProblem(host), "") << host;
+  }
+  for (const std::string host : {"a:80:80", "a:8o", "[::1", "a%4", "::1:80"}) {
+    EXPECT_EQ(HostProblem(host), "the Host field is not a valid host") << host;
   }
 }
 
