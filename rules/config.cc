@@ -470,10 +470,14 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
   ShareStoreKeys(config.store, config.rules);
   root.Finish();
   CheckDistinctAddresses(root_value, errors);
-  if (config.listeners.empty()) {
-    errors.Add(ConfigError{name, 1, 1, "no [[listeners]]: tollgate needs at least one address"});
+  // A decision service alone (Envoy's rate-limit service, /check) needs no
+  // listener of its own nor anywhere to forward to.
+  if (config.listeners.empty() && !config.decision) {
+    errors.Add(ConfigError{name, 1, 1,
+                           "no [[listeners]] and no [decision]: tollgate needs at least one "
+                           "address to serve"});
   }
-  if (config.routes.empty()) {
+  if (config.routes.empty() && !config.listeners.empty()) {
     errors.Add(ConfigError{name, 1, 1, "no [[routes]]: requests would have nowhere to go"});
   }
   LoadResult result;

@@ -96,16 +96,22 @@ Admit StartCheck(const GatewayState& state, Admission& admission, http::request_
     ex.method = req.method_string();
     ex.target = req.target();
   }
+  // A decision service alone has no routes: its checks are decided by the
+  // rules that name no route.
   const rules::RouteConfig* route = state.routes->Match(host, req.target());
-  if (route == nullptr) {
+  if (route == nullptr && !state.config->routes.empty()) {
     answer = Refuse(Refusal::kNoRoute);
     return FinishCheck(state, Admit::kRefused, answer);
   }
-  ex.route = route->name;
-  if (!state.route_ids.empty()) {
-    ex.route_metric = state.route_ids[route - state.config->routes.data()];
+  std::string_view route_name;
+  if (route != nullptr) {
+    route_name = route->name;
+    ex.route = route->name;
+    if (!state.route_ids.empty()) {
+      ex.route_metric = state.route_ids[route - state.config->routes.data()];
+    }
   }
-  Identification who(*state.identity, req, host, route->name, peer_address, client_cert);
+  Identification who(*state.identity, req, host, route_name, peer_address, client_cert);
   return FinishCheck(state, admission.StartRequest(state, who.facts(), who.identity(), ex, answer),
                      answer);
 }

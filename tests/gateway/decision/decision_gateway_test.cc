@@ -287,6 +287,108 @@ TEST_F(DecisionService, RlsHitsAddendIsTheCost) {
   EXPECT_TRUE(Contains(out, "3 status 0 code=OK limit=tenant 10/SECOND remaining=0 "));
 }
 
+// One rule of every algorithm, 10 a day (leaky_bucket: 5, policing), so
+// that cost x window is far beyond int64 for a huge hits_addend.
+constexpr const char* kEveryAlgorithmADay = R"(
+[[rules]]
+name = "token_bucket"
+match = { domain = "edge", descriptor = { alg = "token_bucket" } }
+key = "descriptor"
+algorithm = "token_bucket"
+limit = 10
+window = "1d"
+[[rules]]
+name = "leaky_bucket"
+match = { domain = "edge", descriptor = { alg = "leaky_bucket" } }
+key = "descriptor"
+algorithm = "leaky_bucket"
+limit = 10
+window = "1d"
+burst = 4
+nodelay = true
+[[rules]]
+name = "fixed_window"
+match = { domain = "edge", descriptor = { alg = "fixed_window" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 10
+window = "1d"
+[[rules]]
+name = "sliding_log"
+match = { domain = "edge", descriptor = { alg = "sliding_log" } }
+key = "descriptor"
+algorithm = "sliding_log"
+limit = 10
+window = "1d"
+[[rules]]
+name = "sub_window"
+match = { domain = "edge", descriptor = { alg = "sub_window" } }
+key = "descriptor"
+algorithm = "sub_window"
+limit = 10
+window = "1d"
+[[rules]]
+name = "two_bucket"
+match = { domain = "edge", descriptor = { alg = "two_bucket" } }
+key = "descriptor"
+algorithm = "two_bucket"
+limit = 10
+window = "1d"
+)";
+
+// A hits_addend above a limit's capacity is OVER_LIMIT and leaves the key
+// as it was, on every algorithm and both stores: the request's largest
+// hits_addend, then a descriptor's whose cost x window overflowed int64,
+// then unit calls, of which exactly the capacity pass.
+TEST_F(DecisionService, RlsHitsAddendAboveTheCapacityIsOverLimitAndTakesNothing) {
+  RedisServer redis;
+  for (const std::string store :
+       {std::string(), RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "1s")}) {
+    gateway_.reset();
+    Start(std::string(kEveryAlgorithmADay) + store);
+    for (const std::string alg : {"token_bucket", "leaky_bucket", "fixed_window", "sliding_log",
+                                  "sub_window", "two_bucket"}) {
+      const std::string entry = "[[\"alg\",\"" + alg + "\"]]";
+      const std::string huge = "{\"entries\":" + entry + ",\"hits_addend\":106751991168}";
+      std::vector<std::string> calls = {RlsCall({entry}, ",\"hits_addend\":4294967295"),
+                                        RlsCall({huge})};
+      for (int i = 0; i < 12; ++i) calls.push_back(RlsCall({entry}));
+      const std::string out = Rls(calls);
+      SCOPED_TRACE(alg + (store.empty() ? " on the local store" : " on Redis"));
+      EXPECT_TRUE(Contains(out, "0 code=OK overall=OVER_LIMIT\n"));
+      EXPECT_TRUE(Contains(out, "1 code=OK overall=OVER_LIMIT\n"));
+      std::size_t passed = 0;
+      for (std::size_t at = 0; (at = out.find("overall=OK\n", at)) != std::string::npos; ++at) {
+        ++passed;
+      }
+      EXPECT_EQ(passed, alg == "leaky_bucket" ? 5U : 10U) << out;
+    }
+  }
+}
+
+// A decision service alone, as envoyproxy/ratelimit is deployed: no
+// listener, upstream or route, and both RLS and /check are served.
+TEST_F(DecisionService, ServedAloneWithoutListenersOrRoutes) {
+  gateway_ = std::make_unique<TestGateway>(std::string(R"(
+[server]
+threads = 1
+[admin]
+address = "127.0.0.1:0"
+[log]
+access = "off"
+[decision]
+address = "127.0.0.1:0"
+)") + kRlsRules,
+                                           0);
+  EXPECT_TRUE(gateway_->server().listener_ports().empty());
+  EXPECT_TRUE(
+      Contains(Rls({RlsCall({kLogin})}), "0 status 0 code=OK limit=login 3/MINUTE remaining=2 "));
+  // Checks are decided by the rules that name no route.
+  const std::vector<std::string> original = {"X-Original-URI: /api/items"};
+  EXPECT_TRUE(Contains(Check(original), "HTTP/1.1 200"));
+  EXPECT_TRUE(Contains(Check(original), "HTTP/1.1 429"));
+}
+
 // Fields this copy of Envoy's .proto does not know are skipped.
 TEST_F(DecisionService, RlsUnknownFieldsAreSkipped) {
   Start(kRlsRules);
