@@ -63,9 +63,11 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
       block.header = Lower(value.as_object().begin()->key());
       block.value = value.as_object().begin()->value().as_string();
     } else if (key == "ttl" && source == Source::kApi) {
+      std::string problem = rules::DescribeDurationProblem(rules::DurationProblem::kSyntax);
       const std::optional<std::int64_t> ttl =
-          value.is_string() ? rules::ParseDurationMs(value.as_string()) : std::nullopt;
-      if (!ttl || *ttl <= 0) return bad("ttl", "must be a duration such as \"10m\" or \"1h\"");
+          value.is_string() ? rules::ReadPositiveDurationMs(value.as_string(), problem)
+                            : std::nullopt;
+      if (!ttl) return bad("ttl", std::move(problem));
       block.expires_unix_ms = now_unix_ms + *ttl;
       ended = true;
     } else if (key == "expires_unix_ms" && source == Source::kStored && value.is_int64()) {

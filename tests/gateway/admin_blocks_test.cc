@@ -145,6 +145,9 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
            {R"(["user"])", "[0]"},
            {R"([])", "body"},
            {R"("user")", "body"},
+           {R"({"user":"x","ttl":"106751991167d"})", "ttl"},
+           {R"({"user":"x","ttl":"9223372036854775807ms"})", "ttl"},
+           {R"({"user":"x","ttl":"0.4ms"})", "ttl"},
            // One bad block in an array: none of them is set.
            {R"([{"user":"x","ttl":"1m"},{"ip":"bad","ttl":"1m"}])", "[1].ip"},
        }) {
