@@ -55,14 +55,13 @@ std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorLi
   if (!list) return out;
   const toml::value* items = v.is_array() ? nullptr : &v;
   for (std::size_t i = 0; i < list->size(); ++i) {
-    auto c = Cidr::Parse((*list)[i]);
-    if (c) {
+    std::string problem;
+    if (auto c = Cidr::Parse((*list)[i], problem)) {
       out.push_back(*c);
     } else {
       errors.Add(items != nullptr ? *items : v.as_array()[i],
-                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\"; "
-                             "got \"{}\"",
-                             name, (*list)[i]));
+                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\": {}",
+                             name, problem));
     }
   }
   return out;

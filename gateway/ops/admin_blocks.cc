@@ -40,9 +40,10 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
     if (key == "ip") {
       ++kinds;
       block.kind = rules::BlockKind::kIp;
+      std::string problem = "must be an IP address or network such as \"203.0.113.0/24\"";
       const std::optional<rules::Cidr> cidr =
-          value.is_string() ? rules::Cidr::Parse(value.as_string()) : std::nullopt;
-      if (!cidr) return bad("ip", "must be an IP address or network such as \"203.0.113.0/24\"");
+          value.is_string() ? rules::Cidr::Parse(value.as_string(), problem) : std::nullopt;
+      if (!cidr) return bad("ip", std::move(problem));
       block.network = *cidr;
     } else if (key == "user") {
       ++kinds;
