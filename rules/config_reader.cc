@@ -43,6 +43,13 @@ std::optional<std::string> ReadString(const toml::value& v, std::string_view nam
   return v.as_string().str;
 }
 
+bool CheckHeaderName(const toml::value& at, std::string_view what, std::string_view text,
+                     ErrorList& errors) {
+  if (IsHeaderName(text)) return true;
+  errors.Add(at, fmt::format("{} must be {}; got \"{}\"", what, kHeaderNameRule, text));
+  return false;
+}
+
 std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
                                            ErrorList& errors, std::int64_t min_ms) {
   const Duration d =
@@ -130,6 +137,15 @@ std::optional<HostPort> TableReader::Address(std::string_view key) {
     errors_.Add(*v, fmt::format("\"{}\" must be an address \"host:port\"; got \"{}\"", key, *text));
   }
   return hp;
+}
+
+std::optional<std::string> TableReader::HeaderName(std::string_view key) {
+  std::optional<std::string> text = String(key);
+  if (!text || (!text->empty() &&
+                !CheckHeaderName(*Find(key), fmt::format("\"{}\"", key), *text, errors_))) {
+    return std::nullopt;
+  }
+  return text;
 }
 
 std::optional<std::vector<std::string>> TableReader::Strings(std::string_view key) {

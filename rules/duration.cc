@@ -104,6 +104,15 @@ std::optional<std::int64_t> ParseDurationMs(std::string_view text) {
   return d.ms;
 }
 
+bool IsHeaderName(std::string_view text) {
+  constexpr std::string_view kSymbols = "!#$%&'*+-.^_`|~";
+  for (const char c : text) {
+    const bool alnum = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+    if (!alnum && kSymbols.find(c) == std::string_view::npos) return false;
+  }
+  return !text.empty();
+}
+
 std::string HostPort::ToString() const {
   if (host.find(':') != std::string::npos) return "[" + host + "]:" + std::to_string(port);
   return host + ":" + std::to_string(port);

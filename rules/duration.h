@@ -52,6 +52,12 @@ struct HostPort {
   std::string ToString() const;  // "host:port", IPv6 in brackets
 };
 
+// An HTTP field name: a token (RFC 9110 §5.6.2), so not empty, no space,
+// no ':' (an HTTP/2 pseudo-header such as ":path" is no header to match).
+bool IsHeaderName(std::string_view text);
+inline constexpr std::string_view kHeaderNameRule =
+    "a header name: letters, digits and !#$%&'*+-.^_`|~, no spaces or colons";
+
 // "host:port" or "[v6]:port"; port 0..65535.
 std::optional<HostPort> ParseHostPort(std::string_view text);
 

@@ -61,6 +61,9 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
           value.as_object().begin()->key().empty()) {
         return bad("header", "must be one field and its value: {\"X-Api-Key\": \"...\"}");
       }
+      if (!rules::IsHeaderName(value.as_object().begin()->key())) {
+        return bad("header", "the field's name must be " + std::string(rules::kHeaderNameRule));
+      }
       block.header = Lower(value.as_object().begin()->key());
       block.value = value.as_object().begin()->value().as_string();
     } else if (key == "ttl" && source == Source::kApi) {

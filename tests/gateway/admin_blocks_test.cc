@@ -149,6 +149,8 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
            {R"({"user":"x","ttl":"106751991167d"})", "ttl"},
            {R"({"user":"x","ttl":"9223372036854775807ms"})", "ttl"},
            {R"({"user":"x","ttl":"0.4ms"})", "ttl"},
+           {R"({"header":{"X A":"1"},"ttl":"1m"})", "header"},
+           {R"({"header":{":path":"/"},"ttl":"1m"})", "header"},
            // One bad block in an array: none of them is set.
            {R"([{"user":"x","ttl":"1m"},{"ip":"bad","ttl":"1m"}])", "[1].ip"},
        }) {

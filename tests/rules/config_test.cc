@@ -175,6 +175,57 @@ window = "1s"
   EXPECT_EQ(errors, expected);
 }
 
+// A string where a list is expected reads as a list of one in most
+// places, but `methods` is a list only (as the reference says).
+TEST(Config, MethodsIsAList) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { methods = "POST" }
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { methods = ["POST", 1] }
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:14:21: "methods" must be an array of strings; got a string: write methods = ["POST"])",
+      R"(t.toml:21:30: "methods" must be a string; got an integer)",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
+// Header names that no request can carry (a space, a colon, an HTTP/2
+// pseudo-header) would never match: they are errors.
+TEST(Config, HeaderNamesAreTokens) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([identity]
+user_header = "X User"
+role_header = ":path"
+[[rules]]
+name = "a"
+key = "header:X A"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { header = { "X A" = "1", "X-Fine" = "2", ":authority" = "h" } }
+)");
+  const std::string rule =
+      "a header name: letters, digits and !#$%&'*+-.^_`|~, no spaces or colons";
+  const std::vector<std::string> expected = {
+      "t.toml:9:15: \"user_header\" must be " + rule + "; got \"X User\"",
+      "t.toml:10:15: \"role_header\" must be " + rule + "; got \":path\"",
+      "t.toml:13:7: the NAME of \"header:NAME\" in \"key\" must be " + rule + "; got \"X A\"",
+      "t.toml:17:30: each name in \"header\" must be " + rule + "; got \"X A\"",
+      "t.toml:17:66: each name in \"header\" must be " + rule + "; got \":authority\"",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, SyntaxErrorHasAPosition) {
   const std::vector<std::string> errors = Errors("[server\nthreads = 1\n");
   ASSERT_EQ(errors.size(), 1u);
