@@ -38,28 +38,15 @@ std::string_view CommonLogTime() {
 
 std::string_view OrDash(std::string_view s) { return s.empty() ? "-" : s; }
 
-// Quoted fields in the combined format escape '"' and '\' like nginx does.
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
       "upstream={} in={} rl={}{}{}{}{}{}",
-      r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10, r.version % 10,
-      r.status, r.bytes_out, Escape(OrDash(r.referer)), Escape(OrDash(r.user_agent)), r.duration_s,
-      upstream_s, OrDash(r.route), OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
+      r.client, CommonLogTime(), EscapeLogText(r.method), EscapeLogText(r.target), r.version / 10,
+      r.version % 10, r.status, r.bytes_out, EscapeLogText(OrDash(r.referer)),
+      EscapeLogText(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
+      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
       r.limit_key.empty() ? "" : " key=", r.limit_key,
       r.retry_after_ms < 0 ? "" : fmt::format(" retry_after_ms={}", r.retry_after_ms),
       r.error.empty() ? "" : " error=", r.error);
