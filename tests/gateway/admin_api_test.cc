@@ -163,6 +163,14 @@ TEST_F(TokenFile, RoutingAndErrorsAreJson) {
   const Response large = client.Read();
   EXPECT_EQ(large.result_int(), 413);
   EXPECT_EQ(Body(large).at("error"), "body_too_large");
+  // Headers beyond the limit: 431, then the connection closes.
+  Client headers(port);
+  headers.Send("GET /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kToken) +
+               "X-Filler: " + std::string(64 * 1024, 'a') + "\r\n\r\n");
+  const Response too_many = headers.Read();
+  EXPECT_EQ(too_many.result_int(), 431);
+  EXPECT_EQ(Body(too_many).at("error"), "header_too_large");
+  EXPECT_FALSE(too_many.keep_alive());
 }
 
 TEST(AdminApiConfig, TokenFromTheEnvironmentAndItsLength) {
