@@ -317,11 +317,9 @@ int Replay(const std::vector<std::string>& args) {
       limit = ParseCount(*v);
       if (!limit) return Usage(fmt::format("--limit must be an integer; got \"{}\"", *v));
     } else if (a == "--window") {
-      window_ms = rules::ParseDurationMs(*v);
-      if (!window_ms) {
-        return Usage(fmt::format(
-            "--window must be a duration such as 500ms, 10s, 1m, 1h or 1d; got \"{}\"", *v));
-      }
+      std::string problem;
+      window_ms = rules::ReadPositiveDurationMs(*v, problem);
+      if (!window_ms) return Usage(fmt::format("--window {}; got \"{}\"", problem, *v));
     } else if (a == "--burst") {
       burst = ParseCount(*v);
       if (!burst) return Usage(fmt::format("--burst must be an integer; got \"{}\"", *v));
@@ -352,11 +350,9 @@ int Replay(const std::vector<std::string>& args) {
                                  LeaseReplay::kMaxGateways, *v));
       }
     } else if (a == "--lease-ttl") {
-      lease.ttl_ms = rules::ParseDurationMs(*v);
-      if (!lease.ttl_ms || *lease.ttl_ms < 1) {
-        return Usage(
-            fmt::format("--lease-ttl must be a duration such as 500ms or 1s; got \"{}\"", *v));
-      }
+      std::string problem;
+      lease.ttl_ms = rules::ReadPositiveDurationMs(*v, problem);
+      if (!lease.ttl_ms) return Usage(fmt::format("--lease-ttl {}; got \"{}\"", problem, *v));
     } else if (a == "--lease-max") {
       lease.max_units = ParseCount(*v);
       if (!lease.max_units || *lease.max_units < 1) {

@@ -29,11 +29,8 @@ std::string HeaderBlockKey(std::string_view lower_name, std::string_view value) 
 
 std::string Block::Id() const {
   switch (kind) {
-    case BlockKind::kIp: {
-      const int family_bits =
-          network.network.v4 ? network.prefix_length - kMappedBits : network.prefix_length;
-      return "ip:" + network.network.ToString() + "/" + std::to_string(family_bits);
-    }
+    case BlockKind::kIp:
+      return "ip:" + network.ToString();
     case BlockKind::kUser:
       return "user:" + value;
     case BlockKind::kHeader:

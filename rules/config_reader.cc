@@ -43,23 +43,28 @@ std::optional<std::string> ReadString(const toml::value& v, std::string_view nam
   return v.as_string().str;
 }
 
+bool CheckHeaderName(const toml::value& at, std::string_view what, std::string_view text,
+                     ErrorList& errors) {
+  if (IsHeaderName(text)) return true;
+  errors.Add(at, fmt::format("{} must be {}; got \"{}\"", what, kHeaderNameRule, text));
+  return false;
+}
+
 std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
                                            ErrorList& errors, std::int64_t min_ms) {
-  std::optional<std::int64_t> ms;
-  if (v.is_string()) ms = ParseDurationMs(v.as_string().str);
-  if (!ms) {
-    errors.Add(v, fmt::format("\"{}\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
-                              "\"1h\" or \"1d\"; got {}",
-                              name,
+  const Duration d =
+      v.is_string() ? ReadDuration(v.as_string().str) : Duration{0, DurationProblem::kSyntax};
+  if (d.problem != DurationProblem::kNone) {
+    errors.Add(v, fmt::format("\"{}\" {}; got {}", name, DescribeDurationProblem(d.problem),
                               v.is_string() ? "\"" + v.as_string().str + "\""
                                             : std::string(DescribeType(v))));
     return std::nullopt;
   }
-  if (*ms < min_ms) {
-    errors.Add(v, fmt::format("\"{}\" must be at least {}ms; got {}ms", name, min_ms, *ms));
+  if (d.ms < min_ms) {
+    errors.Add(v, fmt::format("\"{}\" must be at least {}ms; got {}ms", name, min_ms, d.ms));
     return std::nullopt;
   }
-  return ms;
+  return d.ms;
 }
 
 TableReader::TableReader(const toml::value& table, ErrorList& errors)
@@ -132,6 +137,15 @@ std::optional<HostPort> TableReader::Address(std::string_view key) {
     errors_.Add(*v, fmt::format("\"{}\" must be an address \"host:port\"; got \"{}\"", key, *text));
   }
   return hp;
+}
+
+std::optional<std::string> TableReader::HeaderName(std::string_view key) {
+  std::optional<std::string> text = String(key);
+  if (!text || (!text->empty() &&
+                !CheckHeaderName(*Find(key), fmt::format("\"{}\"", key), *text, errors_))) {
+    return std::nullopt;
+  }
+  return text;
 }
 
 std::optional<std::vector<std::string>> TableReader::Strings(std::string_view key) {

@@ -53,6 +53,8 @@ class TableReader {
   std::optional<bool> Bool(std::string_view key);
   std::optional<std::int64_t> DurationMs(std::string_view key, std::int64_t min_ms = 0);
   std::optional<HostPort> Address(std::string_view key);
+  // A string that is an HTTP field name (IsHeaderName), or empty (none).
+  std::optional<std::string> HeaderName(std::string_view key);
   std::optional<std::vector<std::string>> Strings(std::string_view key);
   std::optional<std::string> OneOf(std::string_view key, std::span<const std::string_view> choices);
   std::optional<std::string> OneOf(std::string_view key,
@@ -77,6 +79,9 @@ std::string_view DescribeType(const toml::value& value);
 // Reads one value (not a table key): helpers shared with TableReader.
 std::optional<std::string> ReadString(const toml::value& v, std::string_view name,
                                       ErrorList& errors);
+// Reports `text` (read from `at`, as `what`) unless it is an HTTP field name.
+bool CheckHeaderName(const toml::value& at, std::string_view what, std::string_view text,
+                     ErrorList& errors);
 std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
                                            ErrorList& errors, std::int64_t min_ms = 0);
 

@@ -91,25 +91,35 @@ std::string IpAddress::ToString() const {
 }
 
 std::optional<Cidr> Cidr::Parse(std::string_view text) {
+  std::string problem;
+  return Parse(text, problem);
+}
+
+std::optional<Cidr> Cidr::Parse(std::string_view text, std::string& problem) {
   const std::size_t slash = text.find('/');
   auto address = IpAddress::Parse(text.substr(0, slash));
-  if (!address) return std::nullopt;
-  Cidr c;
-  c.network = *address;
-  const int family_bits = address->v4 ? 32 : 128;
+  const int family_bits = address && address->v4 ? 32 : 128;
   int bits = family_bits;
-  if (slash != std::string_view::npos) {
+  if (address && slash != std::string_view::npos) {
     const std::string_view digits = text.substr(slash + 1);
     auto [ptr, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits);
     if (ec != std::errc() || ptr != digits.data() + digits.size() || bits < 0 ||
         bits > family_bits) {
-      return std::nullopt;
+      address.reset();
     }
   }
+  if (!address) {
+    problem = "\"" + std::string(text) +
+              "\" is not an IP address or network such as \"203.0.113.0/24\" or \"2001:db8::/32\"";
+    return std::nullopt;
+  }
+  Cidr c;
   c.prefix_length = bits + (address->v4 ? 96 : 0);
-  // Host bits are ignored: 10.1.2.3/8 means 10.0.0.0/8.
-  for (int i = c.prefix_length; i < 128; ++i) {
-    c.network.bytes[i / 8] &= static_cast<std::uint8_t>(~(0x80u >> (i % 8)));
+  c.network = address->Network(c.prefix_length);
+  if (c.network != *address) {
+    problem = "\"" + std::string(text) + "\" has host bits set: the network of that prefix is \"" +
+              c.ToString() + "\"; write that, or the address alone for one host";
+    return std::nullopt;
   }
   return c;
 }
@@ -121,6 +131,10 @@ bool Cidr::Contains(const IpAddress& address) const {
   if (rest == 0) return true;
   const auto mask = static_cast<std::uint8_t>(0xff00u >> rest);
   return (address.bytes[full] & mask) == network.bytes[full];
+}
+
+std::string Cidr::ToString() const {
+  return network.ToString() + "/" + std::to_string(prefix_length - (network.v4 ? 96 : 0));
 }
 
 }  // namespace tollgate::rules

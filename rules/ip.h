@@ -31,9 +31,15 @@ struct Cidr {
   IpAddress network;
   int prefix_length = 0;  // over the 128-bit form
 
-  // "10.0.0.0/8", "::1/128", or a bare address (a single host).
+  // "10.0.0.0/8", "::1/128", or a bare address (a single host). A network
+  // with host bits set ("127.0.0.6/0") is refused, not masked: it is most
+  // likely a typo for one address, and masked it would mean far more.
   static std::optional<Cidr> Parse(std::string_view text);
+  // As Parse; when refused, `problem` says why, naming `text` and (for host
+  // bits) the network it would have meant.
+  static std::optional<Cidr> Parse(std::string_view text, std::string& problem);
   bool Contains(const IpAddress& address) const;
+  std::string ToString() const;  // "10.0.0.0/8", "2001:db8::/32"
 };
 
 }  // namespace tollgate::rules

@@ -55,14 +55,13 @@ std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorLi
   if (!list) return out;
   const toml::value* items = v.is_array() ? nullptr : &v;
   for (std::size_t i = 0; i < list->size(); ++i) {
-    auto c = Cidr::Parse((*list)[i]);
-    if (c) {
+    std::string problem;
+    if (auto c = Cidr::Parse((*list)[i], problem)) {
       out.push_back(*c);
     } else {
       errors.Add(items != nullptr ? *items : v.as_array()[i],
-                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\"; "
-                             "got \"{}\"",
-                             name, (*list)[i]));
+                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\": {}",
+                             name, problem));
     }
   }
   return out;
@@ -124,7 +123,11 @@ void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList
     }
   }
   if (const toml::value* m = r.Find("methods")) {
-    if (auto list = StringOrStrings(*m, "methods", errors)) {
+    if (m->is_string()) {
+      errors.Add(*m, fmt::format("\"methods\" must be an array of strings; got a string: write "
+                                 "methods = [\"{}\"]",
+                                 m->as_string().str));
+    } else if (auto list = r.Strings("methods")) {
       for (const std::string& method : *list) out.methods.push_back(Upper(method));
     }
   }
@@ -141,7 +144,10 @@ void ReadMatch(const toml::value& v, MatchTable which, RuleMatch& out, ErrorList
                                  DescribeType(*h)));
     } else {
       for (const auto& [name, value] : h->as_table()) {
-        if (auto s = ReadString(value, name, errors)) out.headers.emplace_back(name, *s);
+        auto s = ReadString(value, name, errors);
+        if (s && CheckHeaderName(value, "each name in \"header\"", name, errors)) {
+          out.headers.emplace_back(name, *s);
+        }
       }
     }
   }
@@ -180,6 +186,9 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
     } else if (text.rfind("header:", 0) == 0 && text.size() > 7) {
       part.kind = KeyPartKind::kHeader;
       part.header = text.substr(7);
+      if (!CheckHeaderName(v, "the NAME of \"header:NAME\" in \"key\"", part.header, errors)) {
+        return std::nullopt;
+      }
     } else {
       errors.Add(v, fmt::format("\"key\" parts must be \"ip\", \"user\", \"role\", \"global\", "
                                 "\"route\", \"header:NAME\" or \"descriptor\"; got \"{}\"",
@@ -255,8 +264,8 @@ ClientCertIdentityConfig ReadClientCertIdentity(TableReader r) {
       c.role_attribute = attribute;
     }
   }
-  if (auto h = r.String("subject_header")) c.subject_header = *h;
-  if (auto h = r.String("sha256_header")) c.sha256_header = *h;
+  if (auto h = r.HeaderName("subject_header")) c.subject_header = *h;
+  if (auto h = r.HeaderName("sha256_header")) c.sha256_header = *h;
   r.Finish();
   return c;
 }
@@ -267,8 +276,8 @@ void ReadIdentity(TableReader r, IdentityConfig& out) {
   if (const toml::value* v = r.Find("trusted_proxies")) {
     out.trusted_proxies = ReadCidrs(*v, "trusted_proxies", r.errors());
   }
-  if (auto s = r.String("user_header")) out.user_header = *s;
-  if (auto s = r.String("role_header")) out.role_header = *s;
+  if (auto s = r.HeaderName("user_header")) out.user_header = *s;
+  if (auto s = r.HeaderName("role_header")) out.role_header = *s;
   if (auto n = r.Integer("ipv6_prefix", 1, 128)) out.ipv6_prefix = static_cast<int>(*n);
   if (const toml::value* jwt = r.Find("jwt")) {
     if (!jwt->is_table()) {

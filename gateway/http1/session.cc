@@ -9,6 +9,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
+#include "gateway/io/handshake_failure.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/read_util.h"
 #include "gateway/http1/websocket_tunnel.h"
@@ -78,6 +79,17 @@ char* Session::RelayBuffer() {
   return relay_buffer_.get();
 }
 
+void Session::NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec) {
+  const HandshakeFailureInfo failure = ExplainHandshakeFailure(ssl, ec);
+  if (ThreadMetrics* metrics = worker_.metrics()) {
+    metrics->RecordTlsHandshakeFailure(metric_listener_, failure.reason);
+  }
+  const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*config_);
+  LogHandshakeFailure(failure, peer_ip_,
+                      listener_ < listeners.size() ? listeners[listener_]->address.ToString() : "",
+                      generation_->state->clock->NowMs());
+}
+
 Task<void> Session::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
@@ -90,7 +102,10 @@ Task<void> Session::Run() {
     if (ThreadMetrics* metrics = worker_.metrics()) {
       metrics->RecordTlsHandshake(metric_listener_, result);
     }
-    if (ec) co_return;
+    if (ec) {
+      NoteHandshakeFailure(ssl, ec);
+      co_return;
+    }
     tickets_owed_ = TicketsOwed(ssl, result);
     // Once per connection: every request on it (HTTP/1.1 or HTTP/2) is
     // identified by the same certificate.

@@ -51,6 +51,9 @@ class Session final : private ClientWatch {
   // cleartext listener with http2 on, reading more while they may be.
   // False also when the connection failed meanwhile (`ec`).
   Task<bool> PriorKnowledge(ErrorCode& ec);
+  // A client's failed TLS handshake: counted by reason and logged (rate
+  // limited, gateway/io/handshake_failure.h).
+  void NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec);
   // The rest of the connection as HTTP/2; `already_read` goes first.
   Task<void> RunHttp2(asio::const_buffer already_read);
 

@@ -38,36 +38,36 @@ std::string_view CommonLogTime() {
 
 std::string_view OrDash(std::string_view s) { return s.empty() ? "-" : s; }
 
-// Quoted fields in the combined format escape '"' and '\' like nginx does.
-std::string Escape(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (char c : s) {
-    if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) {
-      out += fmt::format("\\x{:02X}", static_cast<unsigned char>(c));
-    } else {
-      out += c;
-    }
-  }
-  return out;
-}
-
 std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
       "upstream={} in={} rl={}{}{}{}{}{}",
-      r.client, CommonLogTime(), Escape(r.method), Escape(r.target), r.version / 10, r.version % 10,
-      r.status, r.bytes_out, Escape(OrDash(r.referer)), Escape(OrDash(r.user_agent)), r.duration_s,
-      upstream_s, OrDash(r.route), OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
+      r.client, CommonLogTime(), EscapeLogText(r.method), EscapeLogText(r.target), r.version / 10,
+      r.version % 10, r.status, r.bytes_out, EscapeLogText(OrDash(r.referer)),
+      EscapeLogText(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
+      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
       r.limit_key.empty() ? "" : " key=", r.limit_key,
       r.retry_after_ms < 0 ? "" : fmt::format(" retry_after_ms={}", r.retry_after_ms),
       r.error.empty() ? "" : " error=", r.error);
 }
 
+// "2026-12-02T01:02:03.456Z" (RFC 3339, UTC, milliseconds) for now.
+std::string Rfc3339Now() {
+  const std::int64_t ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::system_clock::now().time_since_epoch())
+                              .count();
+  const std::time_t second = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  gmtime_r(&second, &tm);
+  return fmt::format("{:%Y-%m-%dT%H:%M:%S}.{:03}Z", tm, ms % 1000);
+}
+
+// One JSON object; the seconds as plain decimals with millisecond places
+// ("2.403"), which Boost.JSON would write as "2.403E0".
 std::string FormatJson(const AccessRecord& r) {
   boost::json::object o;
-  o["time"] = CommonLogTime();
+  o["time"] = Rfc3339Now();
   o["client"] = r.client;
   o["method"] = ValidUtf8(r.method);
   o["target"] = ValidUtf8(r.target);
@@ -75,8 +75,6 @@ std::string FormatJson(const AccessRecord& r) {
   o["status"] = r.status;
   o["bytes_in"] = r.bytes_in;
   o["bytes_out"] = r.bytes_out;
-  o["duration_s"] = r.duration_s;
-  if (r.upstream_s >= 0) o["upstream_s"] = r.upstream_s;
   if (!r.route.empty()) o["route"] = r.route;
   if (!r.upstream.empty()) o["upstream"] = r.upstream;
   if (!r.user_agent.empty()) o["user_agent"] = ValidUtf8(r.user_agent);
@@ -85,7 +83,12 @@ std::string FormatJson(const AccessRecord& r) {
   if (!r.ratelimit.empty()) o["ratelimit"] = ValidUtf8(r.ratelimit);
   if (!r.limit_key.empty()) o["limit_key"] = ValidUtf8(r.limit_key);
   if (r.retry_after_ms >= 0) o["retry_after_ms"] = r.retry_after_ms;
-  return boost::json::serialize(o);
+  std::string line = boost::json::serialize(o);
+  line.pop_back();  // the closing brace
+  line += fmt::format(",\"duration_s\":{:.3f}", r.duration_s);
+  if (r.upstream_s >= 0) line += fmt::format(",\"upstream_s\":{:.3f}", r.upstream_s);
+  line += '}';
+  return line;
 }
 
 }  // namespace

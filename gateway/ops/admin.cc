@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "gateway/core/http_util.h"
+#include "gateway/io/linger.h"
 #include "gateway/ops/admin_api.h"
 #include "gateway/ops/status_page.h"
 
@@ -12,6 +13,8 @@ namespace {
 constexpr auto kAdminTimeout = std::chrono::seconds(10);
 constexpr std::uint32_t kAdminHeaderLimit = 8 * 1024;
 constexpr std::uint64_t kAdminBodyLimit = 64 * 1024;
+constexpr std::chrono::seconds kAdminLinger{5};
+constexpr std::size_t kAdminLingerBytes = std::size_t{1} << 20;
 
 http::response<http::string_body> Response(http::status status, std::string_view content_type,
                                            std::string body) {
@@ -78,19 +81,28 @@ Task<void> AdminServer::Serve(TcpStream stream) {
   const std::string peer =
       peer_ec ? std::string("unknown")
               : fmt::format("{}:{}", peer_endpoint.address().to_string(), peer_endpoint.port());
+  // After an answer to a request not read to its end: what the peer still
+  // sends is read and dropped, so that the answer is not lost to a reset.
+  bool linger = false;
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(kAdminHeaderLimit);
     parser.body_limit(kAdminBodyLimit);
     stream.expires_after(kAdminTimeout);
     auto [ec, n] = co_await http::async_read(stream, buffer, parser, kUseTuple);
-    if (ec == http::error::body_limit) {
-      // The rest of the body is not read: answer, then close.
+    if (ec == http::error::body_limit || ec == http::error::header_limit) {
+      // The rest of the request is not read: answer, then close.
       http::response<http::string_body> res =
-          MakeErrorResponse(http::status::payload_too_large, "body_too_large",
-                            fmt::format("admin request bodies are at most {} bytes", kAdminBodyLimit));
+          ec == http::error::body_limit
+              ? MakeErrorResponse(
+                    http::status::payload_too_large, "body_too_large",
+                    fmt::format("admin request bodies are at most {} bytes", kAdminBodyLimit))
+              : MakeErrorResponse(
+                    http::status::request_header_fields_too_large, "header_too_large",
+                    fmt::format("admin request headers are at most {} bytes", kAdminHeaderLimit));
       res.keep_alive(false);
-      co_await http::async_write(stream, res, kUseTuple);
+      auto [wec, wn] = co_await http::async_write(stream, res, kUseTuple);
+      linger = !wec;
       break;
     }
     if (ec) break;
@@ -108,6 +120,7 @@ Task<void> AdminServer::Serve(TcpStream stream) {
   }
   ErrorCode ec;
   stream.socket().shutdown(tcp::socket::shutdown_send, ec);
+  if (linger && !ec) co_await Linger(stream, kAdminLinger, kAdminLingerBytes);
 }
 
 http::response<http::string_body> AdminServer::Handle(const http::request<http::string_body>& req) {

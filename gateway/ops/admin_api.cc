@@ -11,6 +11,7 @@
 #include "gateway/ops/admin_keys.h"
 #include "gateway/ops/admin_overrides.h"
 #include "gateway/ops/store_reply.h"
+#include "gateway/ops/utf8.h"
 #include "gateway/worker.h"
 #include "store/redis_store.h"
 
@@ -223,8 +224,8 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
     if (!stored) co_return StoreUnavailable();
     // One audit line per block, as separate calls would give.
     for (std::size_t i = 0; i < shown.size(); ++i) {
-      RecordChange(AdminChange::kBlock, caller, "id=" + before[i].first, before[i].second,
-                   shown[i]);
+      RecordChange(AdminChange::kBlock, caller, "id=" + EscapeLogText(before[i].first),
+                   before[i].second, shown[i]);
     }
     if (many) co_return Json(http::status::ok, json::object{{"blocks", std::move(shown)}});
     co_return Json(http::status::ok, json::object{{"block", std::move(shown[0])}});
@@ -246,7 +247,7 @@ Task<Response> AdminApi::Blocks(const http::request<http::string_body>& req,
       co_return Error(http::status::not_found, "unknown_block", "no block with id \"" + *id + "\"",
                       {{"field", "id"}});
     }
-    RecordChange(AdminChange::kUnblock, caller, "id=" + *id, before, nullptr);
+    RecordChange(AdminChange::kUnblock, caller, "id=" + EscapeLogText(*id), before, nullptr);
     co_return Json(http::status::ok, json::object{{"removed", *id}});
   }
   json::array list;
@@ -339,7 +340,8 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const
     if (!reset) co_return StoreUnavailable();
     std::optional<json::array> after = co_await ReadWindows(*state, decided, store_key, partition);
     RecordChange(AdminChange::kReset, caller,
-                 "rule=" + rule.name + " key=\"" + std::string(out["key"].as_string()) + "\"",
+                 "rule=" + EscapeLogText(rule.name) + " key=\"" +
+                     EscapeLogText(out["key"].as_string()) + "\"",
                  *windows, after ? json::value(std::move(*after)) : json::value());
     out["reset"] = true;
     co_return Json(http::status::ok, out);

@@ -40,9 +40,10 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
     if (key == "ip") {
       ++kinds;
       block.kind = rules::BlockKind::kIp;
+      std::string problem = "must be an IP address or network such as \"203.0.113.0/24\"";
       const std::optional<rules::Cidr> cidr =
-          value.is_string() ? rules::Cidr::Parse(value.as_string()) : std::nullopt;
-      if (!cidr) return bad("ip", "must be an IP address or network such as \"203.0.113.0/24\"");
+          value.is_string() ? rules::Cidr::Parse(value.as_string(), problem) : std::nullopt;
+      if (!cidr) return bad("ip", std::move(problem));
       block.network = *cidr;
     } else if (key == "user") {
       ++kinds;
@@ -60,12 +61,17 @@ std::optional<rules::Block> FromJson(const json::object& doc, Source source,
           value.as_object().begin()->key().empty()) {
         return bad("header", "must be one field and its value: {\"X-Api-Key\": \"...\"}");
       }
+      if (!rules::IsHeaderName(value.as_object().begin()->key())) {
+        return bad("header", "the field's name must be " + std::string(rules::kHeaderNameRule));
+      }
       block.header = Lower(value.as_object().begin()->key());
       block.value = value.as_object().begin()->value().as_string();
     } else if (key == "ttl" && source == Source::kApi) {
+      std::string problem = rules::DescribeDurationProblem(rules::DurationProblem::kSyntax);
       const std::optional<std::int64_t> ttl =
-          value.is_string() ? rules::ParseDurationMs(value.as_string()) : std::nullopt;
-      if (!ttl || *ttl <= 0) return bad("ttl", "must be a duration such as \"10m\" or \"1h\"");
+          value.is_string() ? rules::ReadPositiveDurationMs(value.as_string(), problem)
+                            : std::nullopt;
+      if (!ttl) return bad("ttl", std::move(problem));
       block.expires_unix_ms = now_unix_ms + *ttl;
       ended = true;
     } else if (key == "expires_unix_ms" && source == Source::kStored && value.is_int64()) {

@@ -4,7 +4,6 @@
 #include <boost/url/params_encoded_view.hpp>
 #include <boost/url/parse_query.hpp>
 #include <cctype>
-#include <charconv>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -57,17 +56,12 @@ std::string PartList(const rules::RuleConfig& rule) {
 // An address, or an IPv6 network of `ipv6_prefix` bits as the `ip` key
 // shows it.
 std::optional<rules::IpAddress> ParseIp(std::string_view text, int ipv6_prefix) {
-  const std::size_t slash = text.find('/');
-  if (slash == std::string_view::npos) return rules::IpAddress::Parse(text);
-  std::optional<rules::IpAddress> ip = rules::IpAddress::Parse(text.substr(0, slash));
-  int bits = -1;
-  const std::string_view digits = text.substr(slash + 1);
-  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), bits);
-  if (!ip || ip->v4 || ec != std::errc() || end != digits.data() + digits.size() ||
-      bits != ipv6_prefix) {
+  if (text.find('/') == std::string_view::npos) return rules::IpAddress::Parse(text);
+  const std::optional<rules::Cidr> network = rules::Cidr::Parse(text);
+  if (!network || network->network.v4 || network->prefix_length != ipv6_prefix) {
     return std::nullopt;
   }
-  return ip;
+  return network->network;
 }
 
 }  // namespace

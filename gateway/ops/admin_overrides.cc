@@ -79,9 +79,11 @@ std::optional<Override> FromJson(const json::value& value, Source source,
             limit.limit = lv.as_int64();
             has_limit = true;
           } else if (lname == "window") {
+            std::string problem = rules::DescribeDurationProblem(rules::DurationProblem::kSyntax);
             const std::optional<std::int64_t> ms =
-                lv.is_string() ? rules::ParseDurationMs(lv.as_string()) : std::nullopt;
-            if (!ms || *ms < 1) return bad(field + ".window", "must be a duration such as \"1m\"");
+                lv.is_string() ? rules::ReadPositiveDurationMs(lv.as_string(), problem)
+                               : std::nullopt;
+            if (!ms) return bad(field + ".window", std::move(problem));
             limit.window = lv.as_string();
             has_window = true;
           } else if (lname == "burst") {
@@ -99,9 +101,10 @@ std::optional<Override> FromJson(const json::value& value, Source source,
         o.limits.push_back(std::move(limit));
       }
     } else if (name == "ttl" && source == Source::kApi) {
+      std::string problem = rules::DescribeDurationProblem(rules::DurationProblem::kSyntax);
       const std::optional<std::int64_t> ttl =
-          v.is_string() ? rules::ParseDurationMs(v.as_string()) : std::nullopt;
-      if (!ttl || *ttl <= 0) return bad("ttl", "must be a duration such as \"10m\" or \"1h\"");
+          v.is_string() ? rules::ReadPositiveDurationMs(v.as_string(), problem) : std::nullopt;
+      if (!ttl) return bad("ttl", std::move(problem));
       o.expires_unix_ms = now_unix_ms + *ttl;
       ended = true;
     } else if (name == "expires_unix_ms" && source == Source::kStored && v.is_int64()) {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <iterator>
+#include <span>
 
 namespace tollgate::gateway {
 namespace {
@@ -17,6 +18,14 @@ constexpr std::string_view kStoreErrorNames[kStoreErrorKinds] = {"timeout", "una
 constexpr std::string_view kPolicyNames[store::kFailurePolicies] = {"allow", "deny", "local",
                                                                     "share"};
 constexpr std::string_view kHandshakeNames[kHandshakeResults] = {"ok", "failed", "resumed"};
+constexpr std::string_view kHandshakeFailureNames[kHandshakeFailures] = {"no_certificate",
+                                                                         "certificate_expired",
+                                                                         "certificate_revoked",
+                                                                         "unknown_ca",
+                                                                         "bad_certificate",
+                                                                         "protocol",
+                                                                         "timeout",
+                                                                         "closed"};
 
 template <typename T>
 std::unique_ptr<T[]> Zeroed(std::size_t n) {
@@ -113,6 +122,7 @@ ThreadMetrics::ThreadMetrics()
       upstream_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
       connections_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
       tls_handshakes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kHandshakeResults)),
+      tls_handshake_failures_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kHandshakeFailures)),
       websockets_(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
       websocket_bytes_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * 2)),
       grpc_responses_(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kGrpcStatuses)) {}
@@ -161,6 +171,10 @@ void ThreadMetrics::AddConnections(int listener, int delta) {
 
 void ThreadMetrics::RecordTlsHandshake(int listener, HandshakeResult result) {
   Bump(tls_handshakes_[listener * kHandshakeResults + static_cast<int>(result)]);
+}
+
+void ThreadMetrics::RecordTlsHandshakeFailure(int listener, HandshakeFailure reason) {
+  Bump(tls_handshake_failures_[listener * kHandshakeFailures + static_cast<int>(reason)]);
 }
 
 void ThreadMetrics::AddDelayed(int delta) {
@@ -226,6 +240,10 @@ void Metrics::RecordReload(bool success, double unix_seconds, std::string_view e
   reloads_.last_attempt = unix_seconds;
   reloads_.last_ok = success;
   reloads_.last_error = success ? std::string() : std::string(error);
+}
+
+std::string_view HandshakeFailureName(HandshakeFailure reason) {
+  return kHandshakeFailureNames[static_cast<int>(reason)];
 }
 
 std::string_view AdminChangeName(AdminChange change) {
@@ -421,19 +439,30 @@ std::string Metrics::Render(const ExternalGauges& external) const {
         [&](const ThreadMetrics& t) { return t.connections_[l].load(std::memory_order_relaxed); });
     w.Sample("active_connections", label("listener", listeners_[l]), n);
   }
+  // A counter per listener and reason: `counts` is [listener][reason], the
+  // reasons named by `names`; samples that are 0 are left out.
+  const auto per_listener =
+      [&](std::string_view family, std::string_view key, std::span<const std::string_view> names,
+          std::unique_ptr<std::atomic<std::uint64_t>[]> ThreadMetrics::*counts) {
+        for (std::size_t l = 0; l < listeners_.size(); ++l) {
+          for (std::size_t r = 0; r < names.size(); ++r) {
+            const std::uint64_t n = Sum(
+                [&](const ThreadMetrics& t) { return Load((t.*counts)[l * names.size() + r]); });
+            if (n == 0) continue;
+            w.Sample(family, label("listener", listeners_[l]) + "," + label(key, names[r]), n);
+          }
+        }
+      };
   w.Family("tls_handshakes_total", "counter",
            "TLS handshakes with clients, by listener and result (ok: full, resumed: by a session "
            "ticket or ID, failed).");
-  for (std::size_t l = 0; l < listeners_.size(); ++l) {
-    for (int r = 0; r < kHandshakeResults; ++r) {
-      const std::uint64_t n = Sum([&](const ThreadMetrics& t) {
-        return Load(t.tls_handshakes_[l * kHandshakeResults + r]);
-      });
-      if (n == 0) continue;
-      w.Sample("tls_handshakes_total",
-               label("listener", listeners_[l]) + "," + label("result", kHandshakeNames[r]), n);
-    }
-  }
+  per_listener("tls_handshakes_total", "result", kHandshakeNames, &ThreadMetrics::tls_handshakes_);
+  w.Family("tls_handshake_failures_total", "counter",
+           "Failed TLS handshakes with clients, by listener and reason (no_certificate, "
+           "certificate_expired, certificate_revoked, unknown_ca, bad_certificate, protocol, "
+           "timeout, closed).");
+  per_listener("tls_handshake_failures_total", "reason", kHandshakeFailureNames,
+               &ThreadMetrics::tls_handshake_failures_);
   if (!external.leases.empty()) {
     using store::LeaseStats;
     w.Family("lease_requests_total", "counter",

@@ -56,6 +56,10 @@ inline constexpr int kAdminChanges = 5;
 // Its `kind` label: "reset", "block", "unblock", "override",
 // "override_removed".
 std::string_view AdminChangeName(AdminChange change);
+// Its `reason` label in tollgate_tls_handshake_failures_total:
+// "no_certificate", "certificate_expired", "certificate_revoked",
+// "unknown_ca", "bad_certificate", "protocol", "timeout", "closed".
+std::string_view HandshakeFailureName(HandshakeFailure reason);
 enum class StoreErrorKind : std::uint8_t { kTimeout, kUnavailable, kError };
 inline constexpr int kStoreErrorKinds = 3;
 
@@ -81,6 +85,7 @@ class ThreadMetrics {
   void RecordFallback(rules::StoreFailurePolicy policy);
   void AddConnections(int listener, int delta);
   void RecordTlsHandshake(int listener, HandshakeResult result);
+  void RecordTlsHandshakeFailure(int listener, HandshakeFailure reason);
   void AddDelayed(int delta);
   // WebSocket tunnels open on `route` (+1 when one opens, -1 when it closes)
   // and the bytes they carried: `in` client to upstream, else upstream to
@@ -128,6 +133,7 @@ class ThreadMetrics {
   std::array<std::atomic<std::uint64_t>, store::kFailurePolicies> fallbacks_{};
   std::unique_ptr<std::atomic<std::int64_t>[]> connections_;      // [listener]
   std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;  // [listener][result]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshake_failures_;  // [listener][reason]
   std::atomic<std::int64_t> delayed_{0};
   std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]
   std::unique_ptr<std::atomic<std::uint64_t>[]> websocket_bytes_;  // [route][in, out]

@@ -1,5 +1,7 @@
 #include "gateway/ops/utf8.h"
 
+#include <cstdint>
+
 namespace tollgate::gateway {
 
 std::string ValidUtf8(std::string_view in) {
@@ -32,5 +34,44 @@ std::string ValidUtf8(std::string_view in) {
   }
   return out;
 }
+
+namespace {
+
+enum class Escaped : std::uint8_t { kControls, kControlsQuotesAndBackslashes };
+
+std::string Escape(std::string_view in, Escaped what) {
+  std::string out;
+  out.reserve(in.size());
+  const auto escape = [&out](unsigned char c) {
+    constexpr std::string_view kHex = "0123456789ABCDEF";
+    out += "\\x";
+    out += kHex[c >> 4];
+    out += kHex[c & 0xF];
+  };
+  const bool quotes = what == Escaped::kControlsQuotesAndBackslashes;
+  for (std::size_t i = 0; i < in.size(); ++i) {
+    const auto c = static_cast<unsigned char>(in[i]);
+    const bool c1 = c == 0xC2 && i + 1 < in.size() &&
+                    static_cast<unsigned char>(in[i + 1]) >= 0x80 &&
+                    static_cast<unsigned char>(in[i + 1]) <= 0x9F;
+    if (c1) {
+      escape(c);
+      escape(static_cast<unsigned char>(in[++i]));
+    } else if (c < 0x20 || c == 0x7F || (quotes && (c == '"' || c == '\\'))) {
+      escape(c);
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string EscapeLogText(std::string_view in) {
+  return Escape(in, Escaped::kControlsQuotesAndBackslashes);
+}
+
+std::string TerminalText(std::string_view in) { return Escape(ValidUtf8(in), Escaped::kControls); }
 
 }  // namespace tollgate::gateway

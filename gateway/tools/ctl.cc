@@ -16,6 +16,7 @@
 #include <string_view>
 #include <utility>
 
+#include "gateway/ops/utf8.h"
 #include "gateway/tools/ctl_client.h"
 
 namespace tollgate::gateway {
@@ -48,9 +49,10 @@ void PrintTable(const std::vector<std::vector<std::string>>& rows, std::ostream&
   }
 }
 
+// What the server sent, fit for a terminal: its control characters escaped.
 std::string Text(const json::value& v) {
-  if (v.is_string()) return std::string(v.as_string());
-  return json::serialize(v);
+  if (v.is_string()) return TerminalText(v.as_string());
+  return TerminalText(json::serialize(v));
 }
 
 // Bodies sent one after the other: `block --ips-from`'s blocks, as arrays
@@ -504,7 +506,7 @@ std::optional<json::object> Answered(const AdminReply& reply, const Batch* batch
   err << "tollgate ctl: " << reply.status << " "
       << (object.contains("error") ? Text(object.at("error")) : "error") << ": " << message
       << "\n";
-  if (object.contains("rules")) err << "rules: " << json::serialize(object.at("rules")) << "\n";
+  if (object.contains("rules")) err << "rules: " << Text(object.at("rules")) << "\n";
   return std::nullopt;
 }
 
@@ -591,7 +593,7 @@ int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream
   const std::optional<json::object> doc = Answered(reply, nullptr, "", err);
   if (!doc) return 1;
   if (as_json) {
-    out << reply.body;
+    out << json::serialize(*doc);
   } else {
     Print(command, *doc, out);
   }

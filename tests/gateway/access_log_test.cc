@@ -5,6 +5,7 @@
 
 #include <boost/json/parse.hpp>
 #include <fstream>
+#include <regex>
 #include <thread>
 
 #include "test_support.h"
@@ -83,6 +84,12 @@ window = "1m"
     const boost::json::value v = boost::json::parse(line, ec);
     ASSERT_FALSE(ec) << "line " << lines << " is not JSON: " << line;
     const auto& o = v.as_object();
+    // RFC 3339 times with milliseconds; seconds as plain decimals.
+    EXPECT_TRUE(std::regex_match(std::string(o.at("time").as_string()),
+                                 std::regex(R"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z)")))
+        << line;
+    EXPECT_TRUE(std::regex_search(line, std::regex(R"("duration_s":\d+\.\d{3}[,}])"))) << line;
+    EXPECT_EQ(line.find("E0"), std::string::npos) << line;
     if (o.at("status").as_int64() == 429) {
       saw_limited = true;
       EXPECT_EQ(o.at("ratelimit").as_string(), "per-ip:limited");

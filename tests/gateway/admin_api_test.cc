@@ -163,6 +163,14 @@ TEST_F(TokenFile, RoutingAndErrorsAreJson) {
   const Response large = client.Read();
   EXPECT_EQ(large.result_int(), 413);
   EXPECT_EQ(Body(large).at("error"), "body_too_large");
+  // Headers beyond the limit: 431, then the connection closes.
+  Client headers(port);
+  headers.Send("GET /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kToken) +
+               "X-Filler: " + std::string(64 * 1024, 'a') + "\r\n\r\n");
+  const Response too_many = headers.Read();
+  EXPECT_EQ(too_many.result_int(), 431);
+  EXPECT_EQ(Body(too_many).at("error"), "header_too_large");
+  EXPECT_FALSE(too_many.keep_alive());
 }
 
 TEST(AdminApiConfig, TokenFromTheEnvironmentAndItsLength) {
@@ -332,20 +340,41 @@ std::string LineWith(Process& gateway, std::string_view text) {
   return {};
 }
 
+// The real binary with the admin token in `token_file`, forwarding to
+// `echo_port`; `serving` is its "admin on port N ..." line, empty when it
+// did not start.
+struct Binary {
+  std::unique_ptr<Process> process;
+  std::string serving;
+  std::uint16_t admin = 0;
+};
+
+Binary StartBinary(TempDir& dir, const std::string& token_file, std::uint16_t echo_port) {
+  const std::string file = dir.Write(
+      "gateway.toml",
+      WithEchoPort(AdminConfig("address = \"127.0.0.1:0\"\ntoken_file = \"" + token_file + "\""),
+                   echo_port));
+  Binary binary;
+  binary.process =
+      std::make_unique<Process>(std::vector<std::string>{TOLLGATE_BINARY, "--config", file});
+  binary.serving = LineWith(*binary.process, "admin on port ");
+  if (!binary.serving.empty()) {
+    binary.admin = static_cast<std::uint16_t>(
+        std::stoi(binary.serving.substr(binary.serving.find("admin on port ") + 14)));
+  }
+  return binary;
+}
+
 // Every change is one line of the operational log (who: the token's
 // fingerprint and the peer; what; before and after) and counted in
 // tollgate_admin_changes_total; refused calls change and log nothing.
 TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
   auto echo = StartEcho();
-  const std::string file = dir_.Write(
-      "gateway.toml",
-      WithEchoPort(AdminConfig("address = \"127.0.0.1:0\"\ntoken_file = \"" + file_ + "\""),
-                   echo->port()));
-  Process gateway({TOLLGATE_BINARY, "--config", file});
-  const std::string serving = LineWith(gateway, "admin on port ");
-  ASSERT_FALSE(serving.empty());
-  const auto admin = static_cast<std::uint16_t>(
-      std::stoi(serving.substr(serving.find("admin on port ") + 14)));
+  Binary binary = StartBinary(dir_, file_, echo->port());
+  ASSERT_FALSE(binary.serving.empty());
+  Process& gateway = *binary.process;
+  const std::string& serving = binary.serving;
+  const std::uint16_t admin = binary.admin;
   const std::string port_text = serving.substr(serving.find("port(s) ") + 8);
   const auto port = static_cast<std::uint16_t>(std::stoi(port_text));
   const std::string who = "by token " + gateway::TokenFingerprint(kToken) + " from 127.0.0.1:";
@@ -389,6 +418,29 @@ TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"reset\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"block\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"unblock\"} 1\n"), std::string::npos);
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+}
+
+// A block id is the caller's text: a newline in it must not start a line
+// of its own in the audit (a forged one), nor a quote or a backslash
+// confuse a reader; they are written \xNN as in the access log.
+TEST_F(TokenFile, AuditLinesEscapeWhatTheCallerWrote) {
+  auto echo = StartEcho();
+  Binary binary = StartBinary(dir_, file_, echo->port());
+  ASSERT_FALSE(binary.serving.empty());
+  Process& gateway = *binary.process;
+  const std::uint16_t admin = binary.admin;
+  ASSERT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer(kToken),
+                 R"({"user":"eve\n[2026-12-02 01:02:03.456] [tollgate] [info] admin change: )"
+                 R"(unblock id=user:\"mallory\\","ttl":"1m"})")
+                .result_int(),
+            200);
+  const std::string line = LineWith(gateway, "admin change: ");
+  EXPECT_NE(line.find("admin change: block id=user:eve\\x0A[2026-12-02 01:02:03.456] [tollgate] "
+                      "[info] admin change: unblock id=user:\\x22mallory\\x5C by token "),
+            std::string::npos)
+      << line;
   gateway.Signal(SIGTERM);
   EXPECT_EQ(gateway.Wait(), 0);
 }

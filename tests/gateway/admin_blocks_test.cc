@@ -145,6 +145,12 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
            {R"(["user"])", "[0]"},
            {R"([])", "body"},
            {R"("user")", "body"},
+           {R"({"ip":"127.0.0.6/0","ttl":"1m"})", "ip"},
+           {R"({"user":"x","ttl":"106751991167d"})", "ttl"},
+           {R"({"user":"x","ttl":"9223372036854775807ms"})", "ttl"},
+           {R"({"user":"x","ttl":"0.4ms"})", "ttl"},
+           {R"({"header":{"X A":"1"},"ttl":"1m"})", "header"},
+           {R"({"header":{":path":"/"},"ttl":"1m"})", "header"},
            // One bad block in an array: none of them is set.
            {R"([{"user":"x","ttl":"1m"},{"ip":"bad","ttl":"1m"}])", "[1].ip"},
        }) {
@@ -159,6 +165,33 @@ TEST_F(Blocks, BadBlocksAndCallsWithoutTheTokenChangeNothing) {
   EXPECT_EQ(json::parse(Admin(admin, "GET", "/api/v1/blocks").body()).at("blocks").as_array().size(),
             0u);
   EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-User-Id: x\r\n").result_int(), 200);
+}
+
+// The answers to a ttl too long for any clock and to a network with host
+// bits (which masked would block far more than meant) say what is allowed;
+// Go's duration forms are durations too.
+TEST_F(Blocks, TooLongTtlsAndHostBitsAreRefusedSayingWhy) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config(), echo->port());
+  const std::uint16_t admin = gateway.admin_port();
+  Response res = Admin(admin, "PUT", "/api/v1/blocks", R"({"user":"x","ttl":"106751991167d"})");
+  EXPECT_EQ(res.result_int(), 400);
+  EXPECT_EQ(json::parse(res.body()).at("message").as_string(),
+            R"(ttl: must be at most "36500d" (100 years))")
+      << res.body();
+  res = Admin(admin, "PUT", "/api/v1/blocks", R"({"ip":"127.0.0.6/0","ttl":"1m"})");
+  EXPECT_EQ(res.result_int(), 400);
+  EXPECT_EQ(json::parse(res.body()).at("message").as_string(),
+            R"(ip: "127.0.0.6/0" has host bits set: the network of that prefix is "0.0.0.0/0"; )"
+            "write that, or the address alone for one host")
+      << res.body();
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1").result_int(), 200);
+  res = Admin(admin, "PUT", "/api/v1/blocks", R"({"user":"x","ttl":"1m30.5s"})");
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(json::parse(res.body()).at("block").at("ttl_ms").as_int64(), 90'500);
+  res = Admin(admin, "PUT", "/api/v1/blocks", R"({"user":"y","ttl":"36500d"})");
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(From(gateway.port(), "198.51.100.1", "X-User-Id: y\r\n").result_int(), 403);
 }
 
 // An array of blocks is one change: each block is set (a later one of the

@@ -312,6 +312,14 @@ TEST_P(Overrides, BadInputAndCallsWithoutTheTokenChangeNothing) {
            {R"({"rule":"per-user","key":{"user":"x"},)" + limits + "}", "ttl"},
            {R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"forever"})", "ttl"},
            {R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"-1m"})", "ttl"},
+           {R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"106751991167d"})",
+            "ttl"},
+           {R"({"rule":"per-user","key":{"user":"x"},)" + limits +
+                R"(,"ttl":"9223372036854775807ms"})",
+            "ttl"},
+           {R"({"rule":"per-user","key":{"user":"x"},"limits":[{"limit":5,"window":"36501d"}],)"
+            R"("ttl":"1m"})",
+            "limits[0].window"},
            {R"({"rule":"per-user","key":{"user":"x"},)" + limits + R"(,"ttl":"1m","colour":1})",
             "colour"},
            {"not json", "body"},

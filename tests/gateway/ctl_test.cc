@@ -87,6 +87,22 @@ TEST_F(Ctl, BlocksAndUnblocks) {
   EXPECT_EQ(out, "tollgate ctl: 404 unknown_block: no block with id \"user:mallory\"\n");
 }
 
+// What the server sends is shown escaped: a value with an escape sequence
+// (here one that would retitle the terminal, one that colours it and a C1
+// control) cannot reach the terminal raw.
+TEST_F(Ctl, ControlCharactersFromTheServerAreEscaped) {
+  std::string out;
+  ASSERT_EQ(Run("block --user 'evil\x1b]0;owned\x07red\x1b[31m\xc2\x9bX' --ttl 10m", out), 0)
+      << out;
+  EXPECT_EQ(out,
+            "blocked user:evil\\x1B]0;owned\\x07red\\x1B[31m\\xC2\\x9BX for 600 s (status 403)\n");
+  ASSERT_EQ(Run("blocks", out), 0) << out;
+  EXPECT_EQ(out.find('\x1b'), std::string::npos) << out;
+  EXPECT_NE(out.find("user:evil\\x1B]0;owned\\x07red"), std::string::npos) << out;
+  EXPECT_EQ(Run("unblock --id 'user:evil\x1b[2J'", out), 1);
+  EXPECT_EQ(out, "tollgate ctl: 404 unknown_block: no block with id \"user:evil\\x1B[2J\"\n");
+}
+
 // A blocklist file: one address or network a line, comments and blank
 // lines skipped, sent in batches within the admin API's body limit; a bad
 // line is named by its number, and the batches before it stay set.
@@ -109,7 +125,8 @@ TEST_F(Ctl, BlocksAFileOfAddressesInBatches) {
   for (int i = 0; i < 2500; ++i) bad += (i == 2002 ? "10.1.300.1" : "10.1.0." + std::to_string(i % 250)) + std::string("\n");
   const std::string bad_file = dir_.Write("bad.txt", bad);
   EXPECT_EQ(Run("block --ips-from " + bad_file + " --ttl 1h", out), 1);
-  EXPECT_NE(out.find("tollgate ctl: 400 bad_request: " + bad_file + ":2003: ip: must be"),
+  EXPECT_NE(out.find("tollgate ctl: 400 bad_request: " + bad_file +
+                     ":2003: ip: \"10.1.300.1\" is not an IP"),
             std::string::npos)
       << out;
   EXPECT_NE(out.find(" of the 2500 blocks before that one were set"), std::string::npos) << out;

@@ -97,7 +97,7 @@ upstream = "missing"
 )");
   const std::vector<std::string> expected = {
       R"(t.toml:2:11: "threads" must be an integer; got a string)",
-      R"(t.toml:3:17: "drain_timeout" must be a duration such as "500ms", "10s", "1m", "1h" or "1d"; got "10 seconds")",
+      R"(t.toml:3:17: "drain_timeout" must be a duration such as "500ms", "1.5s", "1m30s", "1h" or "1d"; got "10 seconds")",
       R"(t.toml:4:10: unknown key "colour")",
       R"(t.toml:6:11: "address" must be an address "host:port"; got "localhost")",
       R"(t.toml:8:20: "upstream_connect" must be at least 1ms; got 0ms)",
@@ -198,6 +198,57 @@ window = "1s"
   EXPECT_EQ(errors, expected);
 }
 
+// A string where a list is expected reads as a list of one in most
+// places, but `methods` is a list only (as the reference says).
+TEST(Config, MethodsIsAList) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([[rules]]
+name = "a"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { methods = "POST" }
+[[rules]]
+name = "b"
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { methods = ["POST", 1] }
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:14:21: "methods" must be an array of strings; got a string: write methods = ["POST"])",
+      R"(t.toml:21:30: "methods" must be a string; got an integer)",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
+// Header names that no request can carry (a space, a colon, an HTTP/2
+// pseudo-header) would never match: they are errors.
+TEST(Config, HeaderNamesAreTokens) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([identity]
+user_header = "X User"
+role_header = ":path"
+[[rules]]
+name = "a"
+key = "header:X A"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+match = { header = { "X A" = "1", "X-Fine" = "2", ":authority" = "h" } }
+)");
+  const std::string rule =
+      "a header name: letters, digits and !#$%&'*+-.^_`|~, no spaces or colons";
+  const std::vector<std::string> expected = {
+      "t.toml:9:15: \"user_header\" must be " + rule + "; got \"X User\"",
+      "t.toml:10:15: \"role_header\" must be " + rule + "; got \":path\"",
+      "t.toml:13:7: the NAME of \"header:NAME\" in \"key\" must be " + rule + "; got \"X A\"",
+      "t.toml:17:30: each name in \"header\" must be " + rule + "; got \"X A\"",
+      "t.toml:17:66: each name in \"header\" must be " + rule + "; got \":authority\"",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Config, SyntaxErrorHasAPosition) {
   const std::vector<std::string> errors = Errors("[server\nthreads = 1\n");
   ASSERT_EQ(errors.size(), 1u);
@@ -259,7 +310,7 @@ watch_config = "yes"
       "t.toml:18:9: use either \"url\" (one Redis) or \"nodes\" (Redis Cluster)",
       "t.toml:18:28: Redis Cluster has database 0 only",
       "t.toml:18:56: \"redis://nope:port\": the port must be 1..65535",
-      "t.toml:19:16: \"inflight_ttl\" must be a duration such as \"500ms\", \"10s\", \"1m\", "
+      "t.toml:19:16: \"inflight_ttl\" must be a duration such as \"500ms\", \"1.5s\", \"1m30s\", "
       "\"1h\" or \"1d\"; got \"soon\"",
       "t.toml:20:9: \"batch\" must be between 1 and 64; got 65",
       "t.toml:22:16: \"watch_config\" must be true or false; got a string"};
@@ -631,8 +682,69 @@ TEST(Duration, Units) {
   EXPECT_EQ(ParseDurationMs("1d"), 86'400'000);
   EXPECT_EQ(ParseDurationMs("10"), std::nullopt);
   EXPECT_EQ(ParseDurationMs("-1s"), std::nullopt);
-  EXPECT_EQ(ParseDurationMs("1.5s"), std::nullopt);
   EXPECT_EQ(ParseDurationMs("99999999999999999d"), std::nullopt);
+}
+
+// Go's time.ParseDuration forms (what Envoy, Traefik and Go users write),
+// rounded to the millisecond.
+TEST(Duration, GoForms) {
+  EXPECT_EQ(ParseDurationMs("1.5s"), 1500);
+  EXPECT_EQ(ParseDurationMs("1m30s"), 90'000);
+  EXPECT_EQ(ParseDurationMs("2h45m0.5s"), 9'900'500);
+  EXPECT_EQ(ParseDurationMs("1d12h"), 129'600'000);
+  EXPECT_EQ(ParseDurationMs(".5s"), 500);
+  EXPECT_EQ(ParseDurationMs("1.s"), 1000);
+  EXPECT_EQ(ParseDurationMs("0"), 0);
+  EXPECT_EQ(ParseDurationMs("0s"), 0);
+  EXPECT_EQ(ParseDurationMs("1500us"), 2);
+  EXPECT_EQ(ParseDurationMs("1400\u00b5s"), 1);
+  EXPECT_EQ(ParseDurationMs("2500\u03bcs"), 3);
+  EXPECT_EQ(ParseDurationMs("1000000ns"), 1);
+  EXPECT_EQ(ParseDurationMs("0.0001h"), 360);
+  EXPECT_EQ(ParseDurationMs("1.0000000000000000000000001s"), 1000);
+  for (const char* bad : {"", ".", "s", "1", "1.5", "+1s", "-1s", "1 s", "1S", "1sec", "1s ",
+                          "1m30", "1..5s", "ms1"}) {
+    EXPECT_EQ(ReadDuration(bad).problem, DurationProblem::kSyntax) << bad;
+  }
+  // Not zero, but under half a millisecond: would be 0 at the resolution.
+  EXPECT_EQ(ReadDuration("400us").problem, DurationProblem::kBelowResolution);
+  EXPECT_EQ(ReadDuration("1ns").problem, DurationProblem::kBelowResolution);
+}
+
+// Every duration ends somewhere a clock can count to: at most 100 years.
+TEST(Duration, TooLongIsRefused) {
+  EXPECT_EQ(ParseDurationMs("36500d"), kMaxDurationMs);
+  EXPECT_EQ(ParseDurationMs("876000h"), kMaxDurationMs);
+  for (const char* huge :
+       {"36500d1ms", "36501d", "106751991167d", "9223372036854775807ms", "9223372036854775808ms",
+        "99999999999999999999999999999999999d", "36499d24h0.5ms"}) {
+    EXPECT_EQ(ReadDuration(huge).problem, DurationProblem::kTooLong) << huge;
+  }
+  EXPECT_EQ(ParseDurationMs("36499d24h0.4ms"), kMaxDurationMs);
+}
+
+TEST(Duration, ConfigErrorsArePlaced) {
+  const std::vector<std::string> errors = Errors(std::string(kMinimal) + R"([server]
+drain_timeout = "106751991167d"
+[timeouts]
+client_idle = "9223372036854775807ms"
+client_header = "400us"
+client_body = "1m30s"
+request = "2.5m"
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:9:17: "drain_timeout" must be at most "36500d" (100 years); got "106751991167d")",
+      R"(t.toml:11:15: "client_idle" must be at most "36500d" (100 years); got "9223372036854775807ms")",
+      R"(t.toml:12:17: "client_header" must be 0 or at least 1ms (durations are rounded to the millisecond); got "400us")",
+  };
+  EXPECT_EQ(errors, expected);
+  LoadResult ok = LoadConfigText(std::string(kMinimal) +
+                                     "[timeouts]\nclient_body = \"1m30s\"\n"
+                                     "request = \"2.5m\"\n",
+                                 "t.toml");
+  ASSERT_TRUE(ok.config) << ok.errors.front().ToString();
+  EXPECT_EQ(ok.config->timeouts.client_body_ms, 90'000);
+  EXPECT_EQ(ok.config->timeouts.request_ms, 150'000);
 }
 
 TEST(HostPortParsing, V4V6AndErrors) {

@@ -70,6 +70,28 @@ TEST(Cidrs, V4AndV6) {
   EXPECT_FALSE(Cidr::Parse("10.0.0.0/33"));
   EXPECT_FALSE(Cidr::Parse("not-an-ip/8"));
   EXPECT_EQ(Ip("::ffff:1.2.3.4"), Ip("1.2.3.4"));
+  EXPECT_EQ(Cidr::Parse("0.0.0.0/0")->ToString(), "0.0.0.0/0");
+  EXPECT_EQ(Cidr::Parse("2001:db8::/32")->ToString(), "2001:db8::/32");
+  EXPECT_EQ(Cidr::Parse("192.168.1.7")->ToString(), "192.168.1.7/32");
+}
+
+// A network with host bits set is a typo more often than not: masked,
+// "127.0.0.6/0" would be everyone.
+TEST(Cidrs, HostBitsAreRefusedNamingTheNetwork) {
+  std::string problem;
+  EXPECT_FALSE(Cidr::Parse("127.0.0.6/0", problem));
+  EXPECT_EQ(problem,
+            R"("127.0.0.6/0" has host bits set: the network of that prefix is "0.0.0.0/0"; )"
+            "write that, or the address alone for one host");
+  EXPECT_FALSE(Cidr::Parse("10.1.2.3/8", problem));
+  EXPECT_NE(problem.find(R"("10.0.0.0/8")"), std::string::npos) << problem;
+  EXPECT_FALSE(Cidr::Parse("2001:db8::1/64", problem));
+  EXPECT_NE(problem.find(R"("2001:db8::/64")"), std::string::npos) << problem;
+  EXPECT_FALSE(Cidr::Parse("10.0.0.0/33", problem));
+  EXPECT_EQ(problem, R"("10.0.0.0/33" is not an IP address or network such as )"
+                     R"("203.0.113.0/24" or "2001:db8::/32")");
+  EXPECT_TRUE(Cidr::Parse("10.1.2.3/32", problem));
+  EXPECT_TRUE(Cidr::Parse("2001:db8::/64", problem));
 }
 
 TEST(ClientIp, AnUntrustedPeerCannotChooseItsIp) {
@@ -386,6 +408,27 @@ name = "api"
 servers = ["127.0.0.1:9"]
 [[routes]]
 upstream = "api")";
+
+TEST(Cidrs, ConfigListsRefuseHostBitsWithAPosition) {
+  LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(
+[identity]
+trusted_proxies = ["127.0.0.1/32", "127.0.0.6/0"]
+[[rules]]
+name = "inner"
+match = { ip = "10.1.2.3/8" }
+key = "ip"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+)",
+                                     "t.toml");
+  ASSERT_EQ(loaded.errors.size(), 2u);
+  EXPECT_EQ(loaded.errors[0].ToString(),
+            R"(t.toml:10:36: "trusted_proxies" must list CIDRs such as "10.0.0.0/8" or "::1/128": )"
+            R"("127.0.0.6/0" has host bits set: the network of that prefix is "0.0.0.0/0"; )"
+            "write that, or the address alone for one host");
+  EXPECT_EQ(loaded.errors[1].ToString().substr(0, 15), "t.toml:13:16: \"");
+}
 
 TEST(Rules, MatchersAndKeys) {
   LoadResult loaded = LoadConfigText(std::string(kSkeleton) + R"(

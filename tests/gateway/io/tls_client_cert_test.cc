@@ -127,6 +127,17 @@ TEST_F(ClientCertTest, RequiredRefusesEveryHandshakeWithoutAValidCertificate) {
     EXPECT_NE(r.exit, 0) << refused->cert;
     EXPECT_EQ(r.status, "000") << refused->cert;
   }
+  // Each refusal is counted by its reason.
+  const std::string metrics = Client(gateway_->admin_port()).Get("/metrics").body();
+  for (const char* reason :
+       {"no_certificate", "certificate_expired", "unknown_ca", "certificate_revoked"}) {
+    EXPECT_NE(metrics.find("tollgate_tls_handshake_failures_total{listener=\"127.0.0.1:0\","
+                           "reason=\"" +
+                           std::string(reason) + "\"} 1\n"),
+              std::string::npos)
+        << reason << "\n"
+        << metrics;
+  }
 }
 
 TEST_F(ClientCertTest, OptionalServesClientsWithoutAValidCertificateAnonymously) {
@@ -292,6 +303,10 @@ TEST_F(ClientCertTest, RevocationTakesEffectOnSighup) {
   gateway.Signal(SIGHUP);
   ASSERT_TRUE(SawLine(gateway, "is in force"));
   EXPECT_EQ(Curl(*pki_, port, dave_).status, "000");
+  // The refusal is in the log with OpenSSL's reason (as nginx logs it).
+  EXPECT_TRUE(SawLine(gateway,
+                      "TLS handshake with 127.0.0.1 on 127.0.0.1:0 failed: certificate "
+                      "verify failed: certificate revoked (certificate_revoked)"));
   std::string out;
   RunCommand(s_client + " -sess_in " + session + " 2>&1", "", out);
   EXPECT_EQ(out.find("Reused,"), std::string::npos) << out;
