@@ -178,7 +178,8 @@ void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool a
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                       std::size_t queued, std::int64_t now_ms) {
   const auto& windows = rule.limit->windows;
-  if (windows.size() == 1 && windows[0].algorithm == algorithms::Algorithm::kFixedWindow) {
+  if (windows.size() == 1 && windows[0].algorithm == algorithms::Algorithm::kFixedWindow &&
+      windows[0].limit > 0) {
     const std::int64_t w = windows[0].window_ms;
     const std::int64_t index = now_ms / w;
     const std::int64_t ready =

@@ -112,8 +112,9 @@ void SetCurrentLimit(std::int64_t limit, std::int64_t window_ms, RateLimit& out)
   }
   const double scaled = static_cast<double>(limit) * nearest->seconds / window_s;
   out.set_unit(nearest->unit);
-  out.set_requests_per_unit(static_cast<std::uint32_t>(
-      std::clamp<double>(std::round(scaled), 1, std::numeric_limits<std::uint32_t>::max())));
+  // A limit of 0 (every request refused) stays 0; another at least 1.
+  out.set_requests_per_unit(static_cast<std::uint32_t>(std::clamp<double>(
+      std::round(scaled), limit > 0 ? 1 : 0, std::numeric_limits<std::uint32_t>::max())));
 }
 
 void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,

@@ -64,7 +64,7 @@ void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
 
 // current_limit for a window of `limit` requests per `window_ms`: the
 // nearest Unit (on a logarithmic scale) and the limit scaled to it
-// (rounded, at least 1).
+// (rounded, at least 1 unless `limit` is 0).
 void SetCurrentLimit(std::int64_t limit, std::int64_t window_ms,
                      rls::RateLimitResponse::RateLimit& out);
 
