@@ -49,25 +49,6 @@ std::optional<std::vector<std::string>> StringOrStrings(const toml::value& v, st
   return out;
 }
 
-std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors) {
-  std::vector<Cidr> out;
-  auto list = StringOrStrings(v, name, errors);
-  if (!list) return out;
-  const toml::value* items = v.is_array() ? nullptr : &v;
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    auto c = Cidr::Parse((*list)[i]);
-    if (c) {
-      out.push_back(*c);
-    } else {
-      errors.Add(items != nullptr ? *items : v.as_array()[i],
-                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\"; "
-                             "got \"{}\"",
-                             name, (*list)[i]));
-    }
-  }
-  return out;
-}
-
 // `match`, or the `not` table inside it (same conditions, no further `not`).
 enum class MatchTable { kMatch, kNot };
 
@@ -226,6 +207,25 @@ std::optional<std::pair<std::int64_t, WindowLabel>> ReadWindow(const toml::value
 }
 
 }  // namespace
+
+std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors) {
+  std::vector<Cidr> out;
+  auto list = StringOrStrings(v, name, errors);
+  if (!list) return out;
+  const toml::value* items = v.is_array() ? nullptr : &v;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    auto c = Cidr::Parse((*list)[i]);
+    if (c) {
+      out.push_back(*c);
+    } else {
+      errors.Add(items != nullptr ? *items : v.as_array()[i],
+                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\"; "
+                             "got \"{}\"",
+                             name, (*list)[i]));
+    }
+  }
+  return out;
+}
 
 std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
                                       std::string_view file_key) {

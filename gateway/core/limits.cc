@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 
+#include "gateway/core/descriptor_limit.h"
+
 namespace tollgate::gateway {
 namespace {
 
@@ -39,9 +41,9 @@ void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
   if (--batch->pending_ == 0 && batch->waker_ != nullptr) batch->waker_->Wake();
 }
 
-void DecisionBatch::Start(const LimitContext& context,
-                          std::span<const rules::RuleHit* const> hits, std::int64_t cost,
-                          std::span<const std::uint64_t> key_hashes) {
+void DecisionBatch::Start(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                          std::int64_t cost, std::span<const std::uint64_t> key_hashes,
+                          const rules::DescriptorLimit* descriptor_limit) {
   // Sized before the first Decide(): the store keeps pointers to the slots.
   // The slots of the last batch (done) are reused, not made anew: a
   // tunnel's message rules start a batch per message.
@@ -58,7 +60,13 @@ void DecisionBatch::Start(const LimitContext& context,
     slot.overridden.reset();
     std::string_view key = hits[i]->key;
     std::uint64_t key_hash = key_hashes.empty() ? 0 : key_hashes[i];
-    if (overrides != nullptr) {
+    if (descriptor_limit != nullptr) {
+      slot.overridden = WithDescriptorLimit(*slot.rule, *descriptor_limit);
+      slot.rule = slot.overridden.get();
+      DescriptorLimitKey(*descriptor_limit, key, slot.store_key);
+      key = slot.store_key;
+      key_hash = 0;
+    } else if (overrides != nullptr) {
       if (const AppliedOverride* o = overrides->Find(*slot.rule, key, context.unix_ms)) {
         // A reference of the slot's own: the snapshot may be replaced
         // before a Redis answer comes.
@@ -115,7 +123,7 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   if (scratch.hits.empty()) return true;
   hits.clear();
   for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
-  batch.Start(context, hits, request.cost);
+  batch.Start(context, hits, request.cost, {}, request.descriptor_limit);
   return false;
 }
 

@@ -270,6 +270,23 @@ deny_status = 403
   EXPECT_EQ(Load("[decision]\naddress = \"127.0.0.1:8081\"\n").decision->deny_status, 0u);
 }
 
+// [decision] allow: the clients' networks; an empty list is a mistake.
+TEST(Decision, Allow) {
+  const Config config =
+      Load("[decision]\naddress = \"127.0.0.1:8081\"\nallow = [\"10.0.0.0/8\", \"::1\"]\n");
+  ASSERT_EQ(config.decision->allow.size(), 2u);
+  EXPECT_TRUE(config.decision->allow[0].Contains(*IpAddress::Parse("10.1.2.3")));
+  EXPECT_FALSE(config.decision->allow[0].Contains(*IpAddress::Parse("11.1.2.3")));
+  EXPECT_TRUE(config.decision->allow[1].Contains(*IpAddress::Parse("::1")));
+  EXPECT_EQ(
+      Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = [\"nowhere\"]\n"),
+      std::vector<std::string>{
+          R"(t.toml:10:10: "allow" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got "nowhere")"});
+  EXPECT_EQ(Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = []\n"),
+            std::vector<std::string>{
+                R"(t.toml:10:9: "allow" lists no network: leave it out to accept any address)"});
+}
+
 // { not = [...] }: any value but these (what `tollgate import
 // envoy-ratelimit` makes of an entry without a value next to entries with
 // values); limit = 0 refuses every request.
