@@ -26,7 +26,10 @@ std::int64_t Capacity(const LimitParams& params) {
 }
 
 std::optional<std::string> ValidateLimit(const LimitParams& p) {
-  if (p.limit < 1) return fmt::format("limit must be at least 1, got {}", p.limit);
+  // A fixed window of 0 refuses every request (envoyproxy/ratelimit's
+  // requests_per_unit: 0); the other algorithms divide by their rate.
+  const std::int64_t least = p.algorithm == Algorithm::kFixedWindow ? 0 : 1;
+  if (p.limit < least) return fmt::format("limit must be at least {}, got {}", least, p.limit);
   if (p.window_ms < 1) return fmt::format("window must be at least 1ms, got {}ms", p.window_ms);
   if (p.burst < 0) return fmt::format("burst must not be negative, got {}", p.burst);
   if (p.algorithm == Algorithm::kTokenBucket && p.burst < 1) {
@@ -79,7 +82,8 @@ std::optional<std::string> ValidateWindows(std::span<const LimitParams> windows)
 std::optional<std::string> ValidateCost(std::span<const LimitParams> windows, std::int64_t cost) {
   if (cost < 1) return fmt::format("cost must be at least 1, got {}", cost);
   for (const LimitParams& w : windows) {
-    if (cost > Capacity(w)) {
+    // A window of 0 refuses every cost: that is what it is for.
+    if (w.limit > 0 && cost > Capacity(w)) {
       return fmt::format("cost {} exceeds the capacity {} of this {} limit, so it could never pass",
                          cost, Capacity(w), AlgorithmName(w.algorithm));
     }

@@ -260,8 +260,9 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
   return 1;
 }
 
-// `tollgate import envoy-ratelimit FILE`: the TOML on stdout, or the first
-// thing it cannot translate as FILE:LINE on stderr and exit 1.
+// `tollgate import envoy-ratelimit FILE`: the TOML on stdout, or every
+// thing it cannot translate as FILE:LINE:COLUMN on stderr and exit 1; what
+// it leaves out as FILE:LINE:COLUMN: warning: on stderr either way.
 int Import(const std::vector<std::string>& args) {
   if (args.size() != 2 || args[0] != "envoy-ratelimit") {
     return Usage("import takes envoy-ratelimit FILE");
@@ -275,10 +276,13 @@ int Import(const std::vector<std::string>& args) {
     return 1;
   }
   ImportResult result = ImportEnvoyRatelimit(text.str(), file);
-  if (result.error) {
-    std::cerr << file << ":" << result.error->line << ": " << result.error->message << "\n";
-    return 1;
+  for (const auto& [list, kind] :
+       {std::pair{&result.warnings, "warning: "}, std::pair{&result.errors, ""}}) {
+    for (const ImportMessage& m : *list) {
+      std::cerr << file << ":" << m.line << ":" << m.column << ": " << kind << m.message << "\n";
+    }
   }
+  if (!result.errors.empty()) return 1;
   std::cout << result.toml;
   return 0;
 }

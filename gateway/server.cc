@@ -406,6 +406,13 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     }
     if (config->decision && l == &config->decision->listener) {
       impl->decision_port = endpoint->port();
+      if (!endpoint->address().is_loopback() && config->decision->allow.empty() &&
+          l->tls_options.client_cert != rules::ClientCertMode::kRequire) {
+        spdlog::warn(
+            "[decision] on {} answers every client that reaches it (it spends and shows any "
+            "key's budget): set allow, or tls with client_cert = \"require\"",
+            l->address.ToString());
+      }
     } else {
       impl->ports.push_back(endpoint->port());
     }

@@ -119,6 +119,16 @@ bool HasConnectionOptions(int fd) {
   return on(TCP_NODELAY) && on(TCP_INQ);
 }
 
+// Whether a client at `peer` may use acceptor `listener`: [decision]
+// allow bounds the decision listener's clients; the others take anyone.
+bool Admitted(const rules::Config& config, std::size_t listener, const tcp::endpoint& peer) {
+  if (!IsDecisionListener(config, listener) || config.decision->allow.empty()) return true;
+  const std::optional<rules::IpAddress> address =
+      rules::IpAddress::Parse(peer.address().to_string());
+  return address && std::any_of(config.decision->allow.begin(), config.decision->allow.end(),
+                                [&](const rules::Cidr& c) { return c.Contains(*address); });
+}
+
 }  // namespace
 
 Task<void> Worker::AcceptLoop(std::size_t listener) {
@@ -149,6 +159,15 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
       // Out of descriptors and the like: back off instead of spinning.
       asio::steady_timer pause(io_, std::chrono::milliseconds(50));
       co_await pause.async_wait(kUseTuple);
+      continue;
+    }
+    if (!Admitted(*Current()->state->config, listener, peer)) {
+      spdlog::debug("[decision]: connection from {} closed: not in allow",
+                    peer.address().to_string());
+      socket.close(ec);
+      // As after a session starts: a flood of refused clients does not
+      // hold the thread.
+      if (outcome == AcceptOutcome::kAccepted) co_await asio::post(io_, kUseTuple);
       continue;
     }
     if (!checked) {

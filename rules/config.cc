@@ -187,7 +187,15 @@ void ReadDecision(TableReader r, std::optional<DecisionConfig>& out) {
     if (auto a = r.Address("address")) d.listener.address = *a;
   }
   if (const toml::value* tls = r.Find("tls")) {
-    if (auto c = ReadCertificate(*tls, r.errors(), nullptr)) d.listener.certificates.push_back(*c);
+    if (auto c = ReadCertificate(*tls, r.errors(), &d.listener.tls_options)) {
+      d.listener.certificates.push_back(*c);
+    }
+  }
+  if (const toml::value* allow = r.Find("allow")) {
+    d.allow = ReadCidrs(*allow, "allow", r.errors());
+    if (allow->is_array() && allow->as_array().empty()) {
+      r.errors().Add(*allow, "\"allow\" lists no network: leave it out to accept any address");
+    }
   }
   if (auto s = r.Integer("deny_status", 400, 599)) d.deny_status = static_cast<unsigned>(*s);
   r.Finish();

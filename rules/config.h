@@ -53,7 +53,12 @@ struct ListenerConfig {
 // (gateway/decision/): the check endpoint (HTTP/1.1) and Envoy's RLS
 // (gRPC over HTTP/2) on one listener of its own.
 struct DecisionConfig {
-  ListenerConfig listener;  // address and tls; HTTP/2 always
+  // Address and tls (with client_cert = "require", only clients with a
+  // certificate of client_ca get past the handshake); HTTP/2 always.
+  ListenerConfig listener;
+  // The clients' networks: a connection from another address is closed
+  // once accepted. Empty: any address that can reach the listener.
+  std::vector<Cidr> allow;
   // Replaces the status of every refusal of the check endpoint (nginx's
   // auth_request takes only 401 and 403 as a refusal); 0: the refusal's own.
   unsigned deny_status = 0;

@@ -31,6 +31,15 @@ struct DescriptorEntry {
   std::string_view value;
 };
 
+// An RLS descriptor's own limit (RateLimitDescriptor.limit, as Envoy's
+// route configuration states it): `limit` requests per `window_ms`, the
+// window written as `window` ("1m"; static storage).
+struct DescriptorLimit {
+  std::int64_t limit = 0;
+  std::int64_t window_ms = 0;
+  std::string_view window;
+};
+
 struct RequestFacts {
   std::string_view method;
   std::string_view path;  // without the query
@@ -49,6 +58,9 @@ struct RequestFacts {
   // > 0: what each rule's decision costs instead of the rule's own cost
   // (an RLS hits_addend).
   std::int64_t cost = 0;
+  // Set: every rate rule that matches decides by this limit in place of
+  // its own (gateway/core/descriptor_limit.h). Null: the rules' limits.
+  const DescriptorLimit* descriptor_limit = nullptr;
 };
 
 }  // namespace tollgate::rules

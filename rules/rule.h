@@ -49,6 +49,10 @@ struct RuleMatch {
   // with neither, HTTP requests only (proxied or checked).
   std::string domain;
   std::vector<std::pair<std::string, std::string>> descriptor;
+  // Keys of `descriptor` written `{ not = [...] }`: "*" there, and these
+  // values are not taken (as envoyproxy/ratelimit, where an entry with a
+  // value takes it from the entry without one).
+  std::vector<std::pair<std::string, std::vector<std::string>>> descriptor_except;
   bool ForDescriptors() const { return !domain.empty() || !descriptor.empty(); }
 };
 

@@ -150,10 +150,17 @@ bool MatchesDescriptor(const RuleMatch& match, const RequestFacts& request) {
   if (!match.domain.empty() && match.domain != request.domain) return false;
   if (match.descriptor.empty()) return true;
   if (match.descriptor.size() != request.descriptor.size()) return false;
+  const auto entry = [&](std::string_view name) {
+    return std::find_if(request.descriptor.begin(), request.descriptor.end(),
+                        [&](const DescriptorEntry& e) { return e.key == name; });
+  };
   for (const auto& [name, value] : match.descriptor) {
-    const auto it = std::find_if(request.descriptor.begin(), request.descriptor.end(),
-                                 [&](const DescriptorEntry& e) { return e.key == name; });
+    const auto it = entry(name);
     if (it == request.descriptor.end() || (value != "*" && it->value != value)) return false;
+  }
+  // Every key of descriptor_except is one of `descriptor`'s, found above.
+  for (const auto& [name, values] : match.descriptor_except) {
+    if (std::find(values.begin(), values.end(), entry(name)->value) != values.end()) return false;
   }
   return true;
 }

@@ -49,24 +49,6 @@ std::optional<std::vector<std::string>> StringOrStrings(const toml::value& v, st
   return out;
 }
 
-std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors) {
-  std::vector<Cidr> out;
-  auto list = StringOrStrings(v, name, errors);
-  if (!list) return out;
-  const toml::value* items = v.is_array() ? nullptr : &v;
-  for (std::size_t i = 0; i < list->size(); ++i) {
-    std::string problem;
-    if (auto c = Cidr::Parse((*list)[i], problem)) {
-      out.push_back(*c);
-    } else {
-      errors.Add(items != nullptr ? *items : v.as_array()[i],
-                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\": {}",
-                             name, problem));
-    }
-  }
-  return out;
-}
-
 // `match`, or the `not` table inside it (same conditions, no further `not`).
 enum class MatchTable { kMatch, kNot };
 
@@ -85,9 +67,27 @@ void ReadDescriptorMatch(TableReader& r, RuleMatch& out, ErrorList& errors) {
                                  d->is_table() ? "an empty table" : DescribeType(*d)));
     } else {
       for (const auto& [key, value] : d->as_table()) {
-        if (auto s = ReadString(value, key, errors)) out.descriptor.emplace_back(key, *s);
+        if (!value.is_table()) {
+          if (auto s = ReadString(value, key, errors)) out.descriptor.emplace_back(key, *s);
+          continue;
+        }
+        // { not = ["a", "b"] }: any value but these.
+        const toml::value* values =
+            value.as_table().size() == 1 && value.contains("not") ? &value.at("not") : nullptr;
+        auto list = values != nullptr && values->is_array() && !values->as_array().empty()
+                        ? StringOrStrings(*values, "not", errors)
+                        : std::nullopt;
+        if (!list) {
+          errors.Add(value, fmt::format("\"{}\" must be a value, \"*\" or {{ not = [\"value\", "
+                                        "...] }}",
+                                        key));
+          continue;
+        }
+        out.descriptor.emplace_back(key, "*");
+        out.descriptor_except.emplace_back(key, std::move(*list));
       }
       std::sort(out.descriptor.begin(), out.descriptor.end());
+      std::sort(out.descriptor_except.begin(), out.descriptor_except.end());
     }
   }
   // Even an empty or malformed domain/descriptor (reported above) makes
@@ -217,6 +217,24 @@ std::optional<std::pair<std::int64_t, WindowLabel>> ReadWindow(const toml::value
 }
 
 }  // namespace
+
+std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors) {
+  std::vector<Cidr> out;
+  auto list = StringOrStrings(v, name, errors);
+  if (!list) return out;
+  const toml::value* items = v.is_array() ? nullptr : &v;
+  for (std::size_t i = 0; i < list->size(); ++i) {
+    std::string problem;
+    if (auto c = Cidr::Parse((*list)[i], problem)) {
+      out.push_back(*c);
+    } else {
+      errors.Add(items != nullptr ? *items : v.as_array()[i],
+                 fmt::format("\"{}\" must list CIDRs such as \"10.0.0.0/8\" or \"::1/128\": {}",
+                             name, problem));
+    }
+  }
+  return out;
+}
 
 std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
                                       std::string_view file_key) {
@@ -586,7 +604,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
   } else {
     where = r.Require("limit");
     const toml::value* window = r.Require("window");
-    auto l = r.Integer("limit", 1, std::numeric_limits<std::int64_t>::max());
+    auto l = r.Integer("limit", 0, std::numeric_limits<std::int64_t>::max());
     auto w = r.DurationMs("window", 1);
     if (where != nullptr && window != nullptr && l && w) {
       windows.push_back(
@@ -703,6 +721,10 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
     }
     if (auto problem = algorithms::ValidateWindows(params)) {
       errors.Add(*where, *problem);
+    } else if (params.front().limit == 0 && (lease || rule.action == RuleAction::kDelay)) {
+      errors.Add(*where,
+                 "limit = 0 refuses every request: it takes neither sync = \"lease\" "
+                 "nor action = \"delay\"");
     } else if (auto cost_problem = algorithms::ValidateCost(params, rule.cost)) {
       errors.Add(r.Find("cost") != nullptr ? *r.Find("cost") : *where, *cost_problem);
     } else {

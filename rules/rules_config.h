@@ -25,6 +25,10 @@ inline constexpr char kNotAHost[] = "\"host\" \"{}\" is not a valid host (an emp
 std::optional<std::string> ReadSecret(TableReader& r, std::string_view env_key,
                                       std::string_view file_key);
 
+// A CIDR or a list of CIDRs ("10.0.0.0/8", "::1/128", a bare address);
+// `name` is the key, for the errors.
+std::vector<Cidr> ReadCidrs(const toml::value& v, std::string_view name, ErrorList& errors);
+
 void ReadIdentity(TableReader r, IdentityConfig& out);
 void ReadStore(TableReader r, StoreConfig& out);
 // Reads one [[rules]] entry; [store] must be read before (a rule's

@@ -127,6 +127,8 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
   }
   const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
   LimitOutcome& outcome = ex.limits;
+  descriptor_limit_.reset();
+  if (facts.descriptor_limit != nullptr) descriptor_limit_ = *facts.descriptor_limit;
   if (context.metrics != nullptr) asked_ = store::LoopNow();
   decided_ = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
   if (!decided_) {
@@ -335,7 +337,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     hits_.clear();
     for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
     const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
-    batch_.Start(context, hits_);
+    batch_.Start(context, hits_, 0, {}, descriptor_limit_ ? &*descriptor_limit_ : nullptr);
     if (!batch_.done()) co_await WaitForBatch();
     for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
       DelayedHit& d = outcome.delayed[i];

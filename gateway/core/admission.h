@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -146,6 +147,8 @@ class Admission {
   DecisionBatch batch_;
   std::unique_ptr<BatchWait> batch_wait_;
   bool decided_ = false;  // StartRequest's decisions are in ex.limits
+  // The request's RLS descriptor limit, for the decisions of a delayed one.
+  std::optional<rules::DescriptorLimit> descriptor_limit_;
   std::chrono::steady_clock::time_point asked_;  // when they were asked (metrics)
   std::string learned_bucket_;  // AdmitUpstream's, for Learn
 };

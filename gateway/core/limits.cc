@@ -4,6 +4,7 @@
 #include <cassert>
 
 #include "algorithms/decide.h"
+#include "gateway/core/descriptor_limit.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -41,9 +42,9 @@ void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
   if (--batch->pending_ == 0 && batch->waker_ != nullptr) batch->waker_->Wake();
 }
 
-void DecisionBatch::Start(const LimitContext& context,
-                          std::span<const rules::RuleHit* const> hits, std::int64_t cost,
-                          std::span<const std::uint64_t> key_hashes) {
+void DecisionBatch::Start(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
+                          std::int64_t cost, std::span<const std::uint64_t> key_hashes,
+                          const rules::DescriptorLimit* descriptor_limit) {
   // Sized before the first Decide(): the store keeps pointers to the slots.
   // The slots of the last batch (done) are reused, not made anew: a
   // tunnel's message rules start a batch per message.
@@ -60,7 +61,13 @@ void DecisionBatch::Start(const LimitContext& context,
     slot.overridden.reset();
     std::string_view key = hits[i]->key;
     std::uint64_t key_hash = key_hashes.empty() ? 0 : key_hashes[i];
-    if (overrides != nullptr) {
+    if (descriptor_limit != nullptr) {
+      slot.overridden = WithDescriptorLimit(*slot.rule, *descriptor_limit);
+      slot.rule = slot.overridden.get();
+      DescriptorLimitKey(*descriptor_limit, key, slot.store_key);
+      key = slot.store_key;
+      key_hash = 0;
+    } else if (overrides != nullptr) {
       if (const AppliedOverride* o = overrides->Find(*slot.rule, key, context.unix_ms)) {
         // A reference of the slot's own: the snapshot may be replaced
         // before a Redis answer comes.
@@ -126,7 +133,7 @@ bool StartLimits(const LimitContext& context, const rules::RequestFacts& request
   if (scratch.hits.empty()) return true;
   hits.clear();
   for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
-  batch.Start(context, hits, request.cost);
+  batch.Start(context, hits, request.cost, {}, request.descriptor_limit);
   return false;
 }
 
@@ -189,7 +196,8 @@ void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool a
 std::int64_t DelayFor(const rules::RuleConfig& rule, const algorithms::Decision& decision,
                       std::size_t queued, std::int64_t now_ms) {
   const auto& windows = rule.limit->windows;
-  if (windows.size() == 1 && windows[0].algorithm == algorithms::Algorithm::kFixedWindow) {
+  if (windows.size() == 1 && windows[0].algorithm == algorithms::Algorithm::kFixedWindow &&
+      windows[0].limit > 0) {
     const std::int64_t w = windows[0].window_ms;
     const std::int64_t index = now_ms / w;
     const std::int64_t ready =

@@ -106,8 +106,11 @@ class DecisionBatch {
   // the override's form of its rule, under the override's store key.
   // `key_hashes`: store::KeyHash of each hit's key, from a caller that
   // decides the same hits many times; empty: the store hashes them.
+  // `descriptor_limit`: an RLS descriptor's own limit, which decides in
+  // place of each rule's and of any override (descriptor_limit.h).
   void Start(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
-             std::int64_t cost = 0, std::span<const std::uint64_t> key_hashes = {});
+             std::int64_t cost = 0, std::span<const std::uint64_t> key_hashes = {},
+             const rules::DescriptorLimit* descriptor_limit = nullptr);
   bool done() const { return pending_ == 0; }
   // The rule hit `i` was decided by: its own, or an override's form of it.
   const rules::RuleConfig& rule(std::size_t i) const { return *slots_[i].rule; }
@@ -126,6 +129,7 @@ class DecisionBatch {
     store::StoreResult result;
     const rules::RuleConfig* rule = nullptr;
     std::shared_ptr<const rules::RuleConfig> overridden;
+    std::string store_key;  // under a descriptor's limit
     void OnDecision(const store::StoreResult& r) override;
   };
   std::vector<Slot> slots_;

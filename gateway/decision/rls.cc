@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "algorithms/validate.h"
 #include "gateway/core/respond.h"
 
 namespace tollgate::gateway {
@@ -35,6 +36,22 @@ constexpr std::array<UnitInfo, 7> kUnits{{
     {RateLimit::WEEK, 7 * 86'400},
     {RateLimit::MONTH, 30 * 86'400},
     {RateLimit::YEAR, 365 * 86'400},
+}};
+
+// The units of a descriptor's limit, as envoyproxy/ratelimit counts them.
+struct DescriptorUnit {
+  ::envoy::type::v3::RateLimitUnit unit;
+  std::int64_t window_ms;
+  std::string_view window;
+};
+constexpr std::array<DescriptorUnit, 7> kDescriptorUnits{{
+    {::envoy::type::v3::SECOND, 1000, "1s"},
+    {::envoy::type::v3::MINUTE, 60'000, "1m"},
+    {::envoy::type::v3::HOUR, 3'600'000, "1h"},
+    {::envoy::type::v3::DAY, 86'400'000, "1d"},
+    {::envoy::type::v3::WEEK, 7 * 86'400'000LL, "7d"},
+    {::envoy::type::v3::MONTH, 30 * 86'400'000LL, "30d"},
+    {::envoy::type::v3::YEAR, 365 * 86'400'000LL, "365d"},
 }};
 
 // Header lines "Name: value\r\n" as HeaderValues.
@@ -89,8 +106,36 @@ std::string ParseRateLimitRequest(std::string_view body, rls::RateLimitRequest& 
         return fmt::format("descriptors[{}].entries[{}].key: must not be empty", i, j);
       }
     }
+    if (!descriptor.has_limit()) continue;
+    rules::DescriptorLimit limit;
+    if (!DescriptorLimitOf(descriptor, limit)) {
+      return fmt::format(
+          "descriptors[{}].limit.unit: must be SECOND, MINUTE, HOUR, DAY, WEEK, "
+          "MONTH or YEAR",
+          i);
+    }
+    algorithms::LimitParams params;
+    params.algorithm = algorithms::Algorithm::kFixedWindow;
+    params.limit = limit.limit;
+    params.window_ms = limit.window_ms;
+    if (const auto problem = algorithms::ValidateLimit(params)) {
+      return fmt::format("descriptors[{}].limit: {}", i, *problem);
+    }
   }
   return {};
+}
+
+bool DescriptorLimitOf(
+    const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor,
+    rules::DescriptorLimit& out) {
+  if (!descriptor.has_limit()) return false;
+  for (const DescriptorUnit& u : kDescriptorUnits) {
+    if (u.unit == descriptor.limit().unit()) {
+      out = {descriptor.limit().requests_per_unit(), u.window_ms, u.window};
+      return true;
+    }
+  }
+  return false;
 }
 
 std::int64_t DescriptorCost(
@@ -112,8 +157,9 @@ void SetCurrentLimit(std::int64_t limit, std::int64_t window_ms, RateLimit& out)
   }
   const double scaled = static_cast<double>(limit) * nearest->seconds / window_s;
   out.set_unit(nearest->unit);
-  out.set_requests_per_unit(static_cast<std::uint32_t>(
-      std::clamp<double>(std::round(scaled), 1, std::numeric_limits<std::uint32_t>::max())));
+  // A limit of 0 (every request refused) stays 0; another at least 1.
+  out.set_requests_per_unit(static_cast<std::uint32_t>(std::clamp<double>(
+      std::round(scaled), limit > 0 ? 1 : 0, std::numeric_limits<std::uint32_t>::max())));
 }
 
 void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,

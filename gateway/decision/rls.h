@@ -15,6 +15,7 @@
 #include "algorithms/limit.h"
 #include "envoy/service/ratelimit/v3/rls.pb.h"
 #include "gateway/core/respond.h"
+#include "rules/request_facts.h"
 #include "rules/rule.h"
 
 namespace tollgate::gateway {
@@ -28,10 +29,19 @@ inline constexpr std::string_view kShouldRateLimitPath =
 // Reads the one gRPC length-prefixed message of a unary call's request
 // body into `request` and checks what Envoy's validation rules require
 // (a domain, at least one descriptor, at least one entry each, every
-// entry with a key). Unknown fields are skipped, as protobuf does. Empty
+// entry with a key), and that a descriptor's limit can be decided (a known
+// unit; a fixed window the stores compute exactly; 0 refuses every call, as
+// in envoyproxy/ratelimit). Unknown fields are skipped, as protobuf does. Empty
 // when good; else the problem, naming the field ("descriptors[1].entries[0].key:
 // must not be empty"), for an INVALID_ARGUMENT status.
 std::string ParseRateLimitRequest(std::string_view body, rls::RateLimitRequest& request);
+
+// The descriptor's own limit (its `limit`: requests_per_unit per unit, a
+// MONTH of 30 days and a YEAR of 365 as in envoyproxy/ratelimit) into
+// `out`; false when it has none. ParseRateLimitRequest has checked it.
+bool DescriptorLimitOf(
+    const ::envoy::extensions::common::ratelimit::v3::RateLimitDescriptor& descriptor,
+    rules::DescriptorLimit& out);
 
 // What a descriptor's cost is: its own hits_addend, else the request's,
 // else 1; bounded so that a call cannot ask for more than a rule could
@@ -64,7 +74,7 @@ void BuildRateLimitResponse(const std::vector<DescriptorVerdict>& verdicts,
 
 // current_limit for a window of `limit` requests per `window_ms`: the
 // nearest Unit (on a logarithmic scale) and the limit scaled to it
-// (rounded, at least 1).
+// (rounded, at least 1 unless `limit` is 0).
 void SetCurrentLimit(std::int64_t limit, std::int64_t window_ms,
                      rls::RateLimitResponse::RateLimit& out);
 

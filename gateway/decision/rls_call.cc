@@ -149,6 +149,8 @@ Task<bool> RlsCall::Decide() {
     facts.domain = request_.domain();
     facts.descriptor = entries;
     facts.cost = DescriptorCost(request_, descriptor);
+    rules::DescriptorLimit limit;
+    if (DescriptorLimitOf(descriptor, limit)) facts.descriptor_limit = &limit;
     const rules::Identity identity = s.identity->Resolve(facts);
     Exchange ex;
     Admit admit = admission_.StartRequest(s, facts, identity, ex, answer_);

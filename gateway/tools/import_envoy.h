@@ -3,23 +3,25 @@
 // service's Envoy RLS rules (match.domain / match.descriptor).
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace tollgate::gateway {
 
-// What envoyproxy/ratelimit's configuration says that tollgate cannot say
-// (or a malformed file), at a 1-based line of the YAML text.
-struct ImportError {
+// Something of envoyproxy/ratelimit's configuration at a 1-based line and
+// column of the YAML text: what tollgate cannot say (or a malformed file),
+// or, as a warning, what the translation leaves out.
+struct ImportMessage {
   int line = 0;
+  int column = 0;
   std::string message;
 };
 
-// Exactly one of `toml` (when `error` is empty) and `error` is meaningful.
 struct ImportResult {
-  std::string toml;
-  std::optional<ImportError> error;
+  std::string toml;                     // meaningful when `errors` is empty
+  std::vector<ImportMessage> errors;    // every one found, in file order
+  std::vector<ImportMessage> warnings;  // in file order
 };
 
 // Pure: `yaml` is the configuration's text, `file_name` only appears in the
@@ -27,8 +29,13 @@ struct ImportResult {
 // becomes one rule matching the entries of its whole path (as in
 // envoyproxy/ratelimit, a request descriptor of exactly those entries): a
 // fixed window (envoyproxy/ratelimit's only algorithm) of
-// `requests_per_unit` per `unit`, `action = "dry_run"` under `shadow_mode`,
-// an exempt rule when `unlimited`. Stops at the first error. Thread-safe.
+// `requests_per_unit` per `unit` (0: every request refused),
+// `action = "dry_run"` under `shadow_mode` (each descriptor OK, as there),
+// an exempt rule when `unlimited`. An entry without a value next to entries
+// of the same key with values matches every value but theirs (`{ not = [...]
+// }`): envoyproxy/ratelimit takes an entry with the request's value before
+// the one without. `name`, `detailed_metric` and `value_to_metric` are
+// left out with a warning. Thread-safe.
 ImportResult ImportEnvoyRatelimit(std::string_view yaml, std::string_view file_name);
 
 }  // namespace tollgate::gateway

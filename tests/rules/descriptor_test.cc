@@ -270,6 +270,85 @@ deny_status = 403
   EXPECT_EQ(Load("[decision]\naddress = \"127.0.0.1:8081\"\n").decision->deny_status, 0u);
 }
 
+// [decision] allow: the clients' networks; an empty list is a mistake.
+TEST(Decision, Allow) {
+  const Config config =
+      Load("[decision]\naddress = \"127.0.0.1:8081\"\nallow = [\"10.0.0.0/8\", \"::1\"]\n");
+  ASSERT_EQ(config.decision->allow.size(), 2u);
+  EXPECT_TRUE(config.decision->allow[0].Contains(*IpAddress::Parse("10.1.2.3")));
+  EXPECT_FALSE(config.decision->allow[0].Contains(*IpAddress::Parse("11.1.2.3")));
+  EXPECT_TRUE(config.decision->allow[1].Contains(*IpAddress::Parse("::1")));
+  EXPECT_EQ(
+      Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = [\"nowhere\"]\n"),
+      std::vector<std::string>{
+          R"(t.toml:10:10: "allow" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got "nowhere")"});
+  EXPECT_EQ(Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = []\n"),
+            std::vector<std::string>{
+                R"(t.toml:10:9: "allow" lists no network: leave it out to accept any address)"});
+}
+
+// { not = [...] }: any value but these (what `tollgate import
+// envoy-ratelimit` makes of an entry without a value next to entries with
+// values); limit = 0 refuses every request.
+TEST(Descriptors, AnyValueButSome) {
+  const Config config = Load(R"(
+[[rules]]
+name = "per-ip"
+match = { domain = "edge", descriptor = { remote_address = { not = ["50.0.0.5", "50.0.0.9"] } } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 10
+window = "1s"
+[[rules]]
+name = "black"
+match = { domain = "edge", descriptor = { remote_address = "50.0.0.5" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 0
+window = "1s"
+)");
+  const RuleSet rules(config.rules);
+  const NoHeaders h;
+  const std::vector<DescriptorEntry> listed = {{"remote_address", "50.0.0.5"}};
+  const std::vector<DescriptorEntry> other = {{"remote_address", "50.0.0.1"}};
+  const std::vector<DescriptorEntry> unlisted_too = {{"remote_address", "50.0.0.9"}};
+  EXPECT_EQ(Hits(rules, Descriptor("edge", listed, h)), "black:descriptor=remote_address=50.0.0.5");
+  EXPECT_EQ(Hits(rules, Descriptor("edge", other, h)), "per-ip:descriptor=remote_address=50.0.0.1");
+  EXPECT_EQ(Hits(rules, Descriptor("edge", unlisted_too, h)), "");
+  EXPECT_EQ(config.rules[1].limit->windows[0].limit, 0);
+  const std::vector<std::string> errors = Errors(R"(
+[[rules]]
+name = "a"
+match = { domain = "edge", descriptor = { k = { not = [] } } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 1
+window = "1s"
+[[rules]]
+name = "b"
+match = { domain = "edge", descriptor = { k = "*" } }
+key = "descriptor"
+algorithm = "token_bucket"
+limit = 0
+window = "1s"
+[[rules]]
+name = "c"
+match = { domain = "edge", descriptor = { k = "*" } }
+key = "descriptor"
+algorithm = "fixed_window"
+limit = 0
+window = "1s"
+action = "delay"
+max_delay = "1s"
+)");
+  const std::vector<std::string> expected = {
+      R"(t.toml:11:47: "k" must be a value, "*" or { not = ["value", ...] })",
+      R"(t.toml:21:9: limit must be at least 1, got 0)",
+      R"(t.toml:28:9: limit = 0 refuses every request: it takes neither sync = "lease" nor action = "delay")",
+  };
+  EXPECT_EQ(errors, expected);
+}
+
 TEST(Decision, ErrorsArePlaced) {
   const std::vector<std::string> errors = Errors(R"(
 [decision]

@@ -26,36 +26,11 @@
 
 #include "redis_server.h"
 #include "rules/config.h"
+#include "tests/gateway/decision/decision_fixture.h"
 #include "tests/gateway/test_support.h"
 
 namespace tollgate::testing {
 namespace {
-
-const std::string kPython = "/usr/bin/python3";
-const std::string kScripts = TOLLGATE_DECISION_SCRIPTS;
-const std::string kStubs = TOLLGATE_RLS_STUBS;
-
-::testing::AssertionResult Contains(const std::string& out, const std::string& text) {
-  if (out.find(text) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "no \"" << text << "\" in:\n" << out;
-}
-
-::testing::AssertionResult Lacks(const std::string& out, const std::string& text) {
-  if (out.find(text) == std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << text << "\" in:\n" << out;
-}
-
-// One ShouldRateLimit call of rls_client.py (see there): domain "edge",
-// one descriptor per element of `descriptors` (a JSON array of entries,
-// e.g. [["path","/login"]]), then `more` (",\"hits_addend\":2").
-std::string RlsCall(const std::vector<std::string>& descriptors, const std::string& more = "") {
-  std::string call = "{\"domain\":\"edge\",\"descriptors\":[";
-  for (std::size_t i = 0; i < descriptors.size(); ++i) {
-    if (i > 0) call += ',';
-    call += descriptors[i].front() == '{' ? descriptors[i] : "{\"entries\":" + descriptors[i] + "}";
-  }
-  return call + "]" + more + "}";
-}
 
 // What `curl -si` printed, in a form that HTTP/1.1 and HTTP/2 share:
 // "status N", the header fields with lowercase names (HTTP/2 sends them so)
@@ -91,115 +66,6 @@ std::int64_t SampleOf(const std::string& metrics, const std::string& name) {
   const std::size_t value = at + 1 + name.size() + 1;
   return std::stoll(metrics.substr(value, metrics.find('\n', value) - value));
 }
-
-std::string Quote(const std::string& s) {
-  std::string out = "'";
-  for (const char c : s) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
-constexpr const char* kLogin = R"([["remote_address","10.0.0.1"],["path","/login"]])";
-// The same entries in another order, as Envoy sends them when its actions
-// are listed so.
-constexpr const char* kLoginReordered = R"([["path","/login"],["remote_address","10.0.0.1"]])";
-constexpr const char* kLoginOther = R"([["remote_address","10.0.0.2"],["path","/login"]])";
-
-constexpr const char* kRlsRules = R"(
-[[rules]]
-name = "login"
-match = { domain = "edge", descriptor = { remote_address = "*", path = "/login" } }
-key = "descriptor"
-algorithm = "fixed_window"
-limit = 3
-window = "1m"
-[[rules]]
-name = "tenant"
-match = { domain = "edge", descriptor = { tenant = "*" } }
-key = "descriptor"
-algorithm = "token_bucket"
-limit = 10
-window = "1s"
-[[rules]]
-name = "http-only"
-key = "global"
-algorithm = "fixed_window"
-limit = 1
-window = "1h"
-)";
-
-class DecisionService : public ::testing::Test {
- protected:
-  // A gateway (one thread, the echo upstream behind route "/") with a
-  // [decision] listener on a free port (`decision_keys` in its section),
-  // then `extra`; a ManualClock unless `clock` says otherwise.
-  void Start(const std::string& extra, const std::string& decision_keys = "",
-             TestClock clock = TestClock::kManual) {
-    if (!echo_) echo_ = StartEcho();
-    gateway_ = std::make_unique<TestGateway>(
-        BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + decision_keys + extra),
-        echo_->port(), clock);
-    ASSERT_NE(gateway_->server().decision_port(), 0);
-  }
-
-  // Start(), with the admin API's token (kAdminToken) configured.
-  void StartWithAdminToken(const std::string& extra) {
-    if (!echo_) echo_ = StartEcho();
-    std::string config = BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + extra);
-    config.replace(config.find("[admin]\n"), 8,
-                   "[admin]\ntoken_file = \"" + dir_.Write("token", kAdminToken) + "\"\n");
-    gateway_ = std::make_unique<TestGateway>(config, echo_->port(), TestClock::kManual);
-  }
-  // One admin API call with the token.
-  Response Admin(const std::string& method, const std::string& target,
-                 const std::string& body = "") {
-    Client admin(gateway_->admin_port());
-    admin.Send(method + " " + target + " HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " +
-               kAdminToken + "\r\nContent-Length: " + std::to_string(body.size()) +
-               "\r\n\r\n" + body);
-    return admin.Read();
-  }
-
-  std::uint16_t decision_port() { return gateway_->server().decision_port(); }
-
-  // rls_client.py with `calls`, each a JSON object; over TLS trusting
-  // `tls_cert` when given.
-  std::string Rls(const std::vector<std::string>& calls, const std::string& tls_cert = "") {
-    return Shell(RlsCommand(decision_port(), calls, tls_cert));
-  }
-  static std::string RlsCommand(std::uint16_t port, const std::vector<std::string>& calls,
-                                const std::string& tls_cert = "") {
-    std::string command = kPython + " " + kScripts + "/rls_client.py --stubs " + kStubs +
-                          (tls_cert.empty() ? "" : " --tls " + tls_cert) + " " +
-                          std::to_string(port);
-    for (const std::string& call : calls) command += " " + Quote(call);
-    return command;
-  }
-
-  // curl -si against the check endpoint with the header lines `headers`;
-  // `options` before them (e.g. --interface).
-  std::string Check(const std::vector<std::string>& headers, const std::string& options = "",
-                    const std::string& target = "/check") {
-    std::string command = "curl -si " + options;
-    for (const std::string& h : headers) command += " -H " + Quote(h);
-    return Shell(command + " http://127.0.0.1:" + std::to_string(decision_port()) + target);
-  }
-
-  std::string Metrics() {
-    Client admin(gateway_->admin_port());
-    return admin.Get("/metrics").body();
-  }
-
-  static constexpr const char* kAdminToken = "0123456789abcdef0123456789abcdef-admin";
-  TempDir dir_;
-  std::unique_ptr<gateway::EchoUpstream> echo_;
-  std::unique_ptr<TestGateway> gateway_;
-};
 
 // --- Envoy RLS ---
 

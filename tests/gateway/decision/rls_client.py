@@ -5,12 +5,15 @@ HTTP/2 to 127.0.0.1:PORT through the stubs that protoc and
 grpc_python_plugin generate from the project's own .proto files
 (gateway/decision/proto), which the build writes into --stubs DIR.
 
-`rls_client.py --stubs DIR [--tls CERT] PORT CALL...` makes the calls one
-after the other on one channel (over TLS with --tls, trusting the PEM
-certificate CERT, whose name must be `localhost`). Each CALL is a JSON object:
+`rls_client.py --stubs DIR [--tls CERT [--cert CERT --key KEY]] PORT CALL...`
+makes the calls one after the other on one channel (over TLS with --tls,
+trusting the PEM certificate CERT, whose name must be `localhost`; with
+--cert and --key presenting that client certificate). Each CALL is a JSON
+object:
 
   {"domain": "edge",
-   "descriptors": [{"entries": [["key", "value"], ...], "hits_addend": 3}],
+   "descriptors": [{"entries": [["key", "value"], ...], "hits_addend": 3,
+                    "limit": [5, "MINUTE"]}],   # the descriptor's own limit
    "hits_addend": 2,         # the request's; omitted: 0
    "unknown": true,          # unknown fields appended to the message
    "raw": "hex",             # these bytes as the message instead
@@ -43,13 +46,14 @@ def load_stubs(directory):
     sys.path.insert(0, directory)
     try:
         from envoy.service.ratelimit.v3 import rls_pb2, rls_pb2_grpc
+        from envoy.type.v3 import ratelimit_unit_pb2
     except ImportError as e:
         sys.exit("rls_client.py: no stubs generated from gateway/decision/proto (%s): build "
                  "the test (it runs protoc) and pass --stubs DIR" % e)
-    return rls_pb2, rls_pb2_grpc
+    return rls_pb2, rls_pb2_grpc, ratelimit_unit_pb2
 
 
-def build(rls_pb2, call):
+def build(rls_pb2, units, call):
     """The call's RateLimitRequest."""
     request = rls_pb2.RateLimitRequest(domain=call.get("domain", ""),
                                        hits_addend=call.get("hits_addend", 0))
@@ -59,6 +63,10 @@ def build(rls_pb2, call):
             descriptor.entries.add(key=key, value=value)
         if "hits_addend" in d:
             descriptor.hits_addend.value = d["hits_addend"]
+        if "limit" in d:
+            requests_per_unit, unit = d["limit"]
+            descriptor.limit.requests_per_unit = requests_per_unit
+            descriptor.limit.unit = units.RateLimitUnit.Value(unit)
     return request
 
 
@@ -91,13 +99,23 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--stubs", required=True)
     parser.add_argument("--tls")
+    parser.add_argument("--cert")
+    parser.add_argument("--key")
     parser.add_argument("port", type=int)
     parser.add_argument("calls", nargs="+")
     args = parser.parse_args()
-    rls_pb2, rls_pb2_grpc = load_stubs(args.stubs)
+    rls_pb2, rls_pb2_grpc, units = load_stubs(args.stubs)
     if args.tls:
         with open(args.tls, "rb") as f:
-            credentials = grpc.ssl_channel_credentials(root_certificates=f.read())
+            root = f.read()
+        chain = key = None
+        if args.cert:
+            with open(args.cert, "rb") as f:
+                chain = f.read()
+            with open(args.key, "rb") as f:
+                key = f.read()
+        credentials = grpc.ssl_channel_credentials(root_certificates=root, private_key=key,
+                                                   certificate_chain=chain)
         channel = grpc.secure_channel("localhost:%d" % args.port, credentials)
     else:
         channel = grpc.insecure_channel("127.0.0.1:%d" % args.port)
@@ -117,10 +135,10 @@ def main():
                     # Bytes as they are, past the stub's serializer.
                     method = channel.unary_unary(call.get("method", METHOD))
                     payload = (bytes.fromhex(call["raw"]) if "raw" in call else
-                               build(rls_pb2, call).SerializeToString() + UNKNOWN_FIELDS)
+                               build(rls_pb2, units, call).SerializeToString() + UNKNOWN_FIELDS)
                     reply = rls_pb2.RateLimitResponse.FromString(method(payload, timeout=10))
                 else:
-                    reply = stub.ShouldRateLimit(build(rls_pb2, call), timeout=10)
+                    reply = stub.ShouldRateLimit(build(rls_pb2, units, call), timeout=10)
                 lines = describe(i, rls_pb2, reply)
             except grpc.RpcError as e:
                 lines = ["%d code=%s details=%s" % (i, e.code().name, e.details())]

@@ -112,6 +112,34 @@ TEST(ParseRateLimitRequest, UnknownFieldsAreSkipped) {
   EXPECT_EQ(parsed.descriptors(0).entries(0).key(), "k");
 }
 
+// A descriptor's own limit (Envoy's RateLimitOverride) is read with the
+// window its unit stands for; one that cannot be decided is refused.
+TEST(ParseRateLimitRequest, DescriptorLimits) {
+  rls::RateLimitRequest request = Request("edge", {{{"k", "v"}}, {{"k", "w"}}});
+  auto* limit = request.mutable_descriptors(0)->mutable_limit();
+  limit->set_requests_per_unit(5);
+  limit->set_unit(::envoy::type::v3::MONTH);
+  rls::RateLimitRequest parsed;
+  ASSERT_EQ(ParseRateLimitRequest(Frame(request), parsed), "");
+  rules::DescriptorLimit read;
+  ASSERT_TRUE(DescriptorLimitOf(parsed.descriptors(0), read));
+  EXPECT_EQ(read.limit, 5);
+  EXPECT_EQ(read.window_ms, 30 * 86'400'000LL);
+  EXPECT_EQ(read.window, "30d");
+  EXPECT_FALSE(DescriptorLimitOf(parsed.descriptors(1), read));
+  limit->set_unit(::envoy::type::v3::UNKNOWN);
+  EXPECT_EQ(Parse(Frame(request)),
+            "descriptors[0].limit.unit: must be SECOND, MINUTE, HOUR, DAY, WEEK, MONTH or YEAR");
+  // 0 refuses every call, as in envoyproxy/ratelimit.
+  limit->set_unit(::envoy::type::v3::SECOND);
+  limit->set_requests_per_unit(0);
+  EXPECT_EQ(Parse(Frame(request)), "");
+  limit->set_unit(::envoy::type::v3::YEAR);
+  limit->set_requests_per_unit(4'000'000'000U);
+  EXPECT_NE(Parse(Frame(request)).find("descriptors[0].limit: limit 4000000000 with burst 0"),
+            std::string::npos);
+}
+
 TEST(DescriptorCost, DescriptorThenRequestThenOne) {
   rls::RateLimitRequest request = Request("edge", {{{"k", "v"}}, {{"k", "w"}}});
   EXPECT_EQ(DescriptorCost(request, request.descriptors(0)), 1);
