@@ -12,29 +12,50 @@ CMAKE_FLAGS ?=
 
 all: build
 
+# scripts/deps.sh TARGET installs what TARGET needs (run, test, bench,
+# fuzz); without one, everything but fuzz.
+DEPS ?=
+
 deps:
-	@scripts/deps.sh
+	@scripts/deps.sh $(DEPS)
 
 $(BUILD_DIR)/build.ninja $(BUILD_DIR)/Makefile:
 	cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
 
-build: deps $(BUILD_DIR)/Makefile
+# The whole tree: the binary, the tests and the benchmark programs (a build
+# directory that `make run` configured gets its tests turned on).
+build:
+	@scripts/deps.sh $(DEPS)
+	@test -f $(BUILD_DIR)/CMakeCache.txt || \
+	  cmake -S . -B $(BUILD_DIR) -DCMAKE_BUILD_TYPE=RelWithDebInfo $(CMAKE_FLAGS)
+	@grep -q '^TOLLGATE_TESTS:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt && \
+	  grep -q '^TOLLGATE_BENCH:BOOL=ON' $(BUILD_DIR)/CMakeCache.txt || \
+	  cmake -S . -B $(BUILD_DIR) -DTOLLGATE_TESTS=ON -DTOLLGATE_BENCH=ON
 	@scripts/dev_cert.sh
 	cmake --build $(BUILD_DIR) -j$(JOBS)
 
-run: build
+# Only the tollgate binary. A fresh build directory is configured without
+# the tests and benchmarks, whose libraries `scripts/deps.sh run` leaves out.
+run:
+	@scripts/deps.sh run
+	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake -S . -B $(BUILD_DIR) \
+	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_TESTS=OFF -DTOLLGATE_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD_DIR) -j$(JOBS) --target tollgate
 	scripts/run.sh $(BUILD_DIR)
 
-test: build
+test:
+	@$(MAKE) --no-print-directory build DEPS=test
 	cd $(BUILD_DIR) && ctest --output-on-failure -j$(JOBS) --timeout 300
 
-test-asan: deps
+test-asan:
+	@scripts/deps.sh test
 	@scripts/dev_cert.sh
 	cmake -S . -B $(ASAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_SANITIZE=ON -DTOLLGATE_BENCH=OFF
 	cmake --build $(ASAN_DIR) -j$(JOBS)
 	cd $(ASAN_DIR) && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j$(JOBS) --timeout 600
 
-test-tsan: deps
+test-tsan:
+	@scripts/deps.sh test
 	@scripts/dev_cert.sh
 	cmake -S . -B $(TSAN_DIR) -DCMAKE_BUILD_TYPE=Debug -DTOLLGATE_TSAN=ON -DTOLLGATE_BENCH=OFF
 	cmake --build $(TSAN_DIR) -j$(JOBS)
@@ -47,7 +68,8 @@ fuzz:
 	cmake --build $(FUZZ_DIR) -j$(JOBS) --target $(addprefix fuzz_,$(FUZZERS))
 	fuzz/run.sh $(FUZZ_DIR) $(FUZZ_SECONDS) $(FUZZERS)
 
-bench: build
+bench:
+	@$(MAKE) --no-print-directory build DEPS=bench
 	bench/run_all.sh $(BUILD_DIR)
 
 format:
