@@ -8,7 +8,7 @@ FUZZERS ?= request_head normalize config jwt replay
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps build run test test-asan test-tsan fuzz bench format tidy clean
+.PHONY: all deps build binary run install package test test-asan test-tsan fuzz bench format tidy clean
 
 all: build
 
@@ -36,12 +36,26 @@ build:
 
 # Only the tollgate binary. A fresh build directory is configured without
 # the tests and benchmarks, whose libraries `scripts/deps.sh run` leaves out.
-run:
-	@scripts/deps.sh run
+binary:
+	@scripts/deps.sh $(or $(DEPS),run)
 	@test -f $(BUILD_DIR)/CMakeCache.txt || cmake -S . -B $(BUILD_DIR) \
 	  -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTOLLGATE_TESTS=OFF -DTOLLGATE_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD_DIR) -j$(JOBS) --target tollgate
+
+run: binary
 	scripts/run.sh $(BUILD_DIR)
+
+# The binary, /etc/tollgate/tollgate.toml (under PREFIX unless it is /usr),
+# the systemd unit, man pages, bash completion and documentation. DESTDIR
+# stages the files elsewhere.
+PREFIX ?= /usr/local
+install: binary
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+# A Debian 12 package, $(BUILD_DIR)/tollgate_<version>_<arch>.deb.
+package:
+	@$(MAKE) --no-print-directory binary DEPS=package
+	cd $(BUILD_DIR) && cpack -G DEB
 
 test:
 	@$(MAKE) --no-print-directory build DEPS=test

@@ -3,6 +3,7 @@
 #   scripts/deps.sh run     build and run the tollgate binary (make run)
 #   scripts/deps.sh test    + what the tests build and start (make test)
 #   scripts/deps.sh bench   + the load generators and profilers (make bench)
+#   scripts/deps.sh package run's, + dpkg-shlibdeps and file (make package)
 #   scripts/deps.sh fuzz    + clang 14 and its fuzzing runtime (make fuzz)
 #   scripts/deps.sh         everything but fuzz (make deps)
 # It prints what it is about to install. It never stops, disables or
@@ -25,6 +26,7 @@ run=(
   libsystemd-dev           # sd_notify
   curl                     # the README's first requests
 )
+package=(dpkg-dev file)  # CPack's DEB generator: dpkg-shlibdeps finds the Depends
 # What `make test` builds (tests and benchmark binaries) and the real peers
 # the tests start.
 test=(
@@ -32,7 +34,7 @@ test=(
   redis-server redis-tools nginx-light nghttp2-client nghttp2-server
   prometheus chromium fonts-dejavu-core
   python3 python3-websockets python3-h2 python3-grpcio python3-protobuf
-  systemd groff-base man-db file dpkg-dev  # unit, man page and package tests
+  systemd groff-base man-db "${package[@]}"  # unit, man page and package tests
 )
 bench=(
   wrk valgrind strace linux-perf
@@ -45,9 +47,10 @@ case "$target" in
   test) packages=("${run[@]}" "${test[@]}") ;;
   bench) packages=("${run[@]}" "${test[@]}" "${bench[@]}") ;;
   fuzz) packages=("${run[@]}" "${fuzz[@]}") ;;
+  package) packages=("${run[@]}" "${package[@]}") ;;
   all) packages=("${run[@]}" "${test[@]}" "${bench[@]}") ;;
   *)
-    echo "usage: scripts/deps.sh [run|test|bench|fuzz]" >&2
+    echo "usage: scripts/deps.sh [run|test|bench|fuzz|package]" >&2
     exit 2
     ;;
 esac
