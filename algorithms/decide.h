@@ -1,5 +1,5 @@
 // The six rate-limit algorithms as pure functions, exactly as defined in
-// shared/spec/algorithms.md. No I/O, clock or locks; integer arithmetic only.
+// docs/algorithms.md. No I/O, clock or locks; integer arithmetic only.
 #pragma once
 
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Integer division as shared/spec/algorithms.md writes it (Lua's
+// Integer division as docs/algorithms.md writes it (Lua's
 // math.floor semantics), for the algorithms' C++ text.
 #pragma once
 
@@ -6,7 +6,7 @@
 
 namespace tollgate::algorithms {
 
-// ceil(a / b) for a >= 0, b > 0, as the spec writes it.
+// ceil(a / b) for a >= 0, b > 0, as docs/algorithms.md writes it.
 inline std::int64_t CeilDiv(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 // floor(a / b) for b > 0 and any sign of a.

@@ -1,5 +1,5 @@
 // Rate-limit parameters and decisions shared by every algorithm and store.
-// All times are integer milliseconds; see shared/spec/algorithms.md.
+// All times are integer milliseconds; see docs/algorithms.md.
 #pragma once
 
 #include <cstdint>

@@ -79,7 +79,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     seen_data = true;
     last_t = parsed.t_ms;
     const algorithms::Decision d = local.DecideNow({parsed.key, &spec, parsed.cost, parsed.t_ms});
-    // shared/spec/algorithms.md: remaining >= 0; retry_after_ms 0 when
+    // docs/algorithms.md: remaining >= 0; retry_after_ms 0 when
     // allowed, at least 1 when limited.
     FUZZ_CHECK(d.remaining >= 0 && d.delay_ms >= 0);
     FUZZ_CHECK(d.allowed ? d.retry_after_ms == 0 : d.retry_after_ms >= 1);

@@ -22,6 +22,7 @@
 #include "algorithms/lease.h"
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
+#include "gateway/ops/service_notify.h"
 #include "gateway/server.h"
 #include "gateway/tools/ctl.h"
 #include "gateway/tools/echo_upstream.h"
@@ -80,7 +81,7 @@ int CheckConfig(const std::string& path) {
 
 // SIGHUP: the file is read again; on any error the running configuration
 // stays in force and every problem is logged with its position.
-void Reload(const std::string& path, Server& server) {
+void ReloadFile(const std::string& path, Server& server) {
   rules::LoadResult loaded = rules::LoadConfigFile(path);
   if (!loaded.config) {
     for (const rules::ConfigError& e : loaded.errors) {
@@ -96,6 +97,14 @@ void Reload(const std::string& path, Server& server) {
     return;
   }
   spdlog::info("reload: {} is in force", path);
+}
+
+// A reload as the service manager sees it: RELOADING=1, then READY=1 once
+// the new configuration is in force or the old one stays.
+void Reload(const std::string& path, Server& server) {
+  NotifyServiceManager(ServiceState::kReloading);
+  ReloadFile(path, server);
+  NotifyServiceManager(ServiceState::kReady);
 }
 
 // [server] watch_config: the file's size and modification time, looked at
@@ -163,6 +172,7 @@ int Run(const std::string& path) {
           Reload(path, *server);
         } else if (!draining) {
           draining = true;
+          NotifyServiceManager(ServiceState::kStopping);
           spdlog::info("signal {}: draining (at most {} ms)", signal,
                        config->server.drain_timeout_ms);
           server->Drain();
@@ -190,6 +200,7 @@ int Run(const std::string& path) {
   for (std::uint16_t p : server->listener_ports()) ports += " " + std::to_string(p);
   spdlog::info("tollgate {} serving on port(s){} with {} thread(s); admin on port {}", kVersion,
                ports, server->thread_count(), server->admin_port());
+  NotifyServiceManager(ServiceState::kReady);
   std::thread waiter([&] {
     server->Wait();
     signals_io.stop();

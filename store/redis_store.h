@@ -1,7 +1,7 @@
 // RedisStore: rate-limit state in Redis, shared by every gateway that uses
 // the same Redis. Decisions run as Lua scripts (store/lua/, one per
 // algorithm and one for multi-window limits) that follow
-// shared/spec/algorithms.md exactly as the local store does.
+// docs/algorithms.md exactly as the local store does.
 //
 // One RedisStore per I/O thread: it owns `pool` hiredis asynchronous
 // connections (per master, on Redis Cluster: commands go to the master of

@@ -161,7 +161,7 @@ void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool a
                   LimitOutcome& outcome);
 
 // How long a delayed request waits before it is decided again. For
-// fixed_window (one window), the delayed-queue estimate of the spec: with
+// fixed_window (one window), the delayed-queue estimate of docs/algorithms.md: with
 // `queued` requests of this key already waiting, the request is ready at
 // (idx + 1) * W + floor(queued / L) * W, so that waiting requests spread
 // over the following windows. Otherwise the decision's retry_after_ms.

@@ -1,9 +1,9 @@
--- tollgate: shared helpers of every decision script (shared/spec/algorithms.md).
+-- tollgate: shared helpers of every decision script (docs/algorithms.md).
 -- All values are integers kept below 2^53, so doubles hold them exactly and
 -- math.floor after a division is an exact integer division.
 local ALG = {}
 
--- ceil(a / b) for a >= 0, b > 0, as the spec writes it.
+-- ceil(a / b) for a >= 0, b > 0, as docs/algorithms.md writes it.
 local function ceil_div(a, b) return math.floor((a + b - 1) / b) end
 
 -- floor(a / b) for b > 0.

@@ -1,4 +1,4 @@
-// Table tests: each formula of shared/spec/algorithms.md at its edges.
+// Table tests: each formula of docs/algorithms.md at its edges.
 #include <gtest/gtest.h>
 
 #include <vector>

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# make package: the .deb CPack builds from this build directory, its
+# control fields, contents and maintainer scripts (dpkg-deb), and the
+# binary and configuration it installs, unpacked into a temporary root
+# (dpkg -x) and run there under --check-config. Nothing is installed on
+# the machine.
+# usage: package_test.sh BUILD_DIR
+set -euo pipefail
+build=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+failed=0
+fail() {
+  echo "FAIL: $*"
+  failed=1
+}
+
+(cd "$work" && cpack -G DEB --config "$build/CPackConfig.cmake" -B "$work/out" >"$work/cpack.log") ||
+  { cat "$work/cpack.log"; exit 1; }
+deb=$(ls "$work"/out/tollgate_*.deb)
+echo "package: $(basename "$deb")"
+
+package=$(dpkg-deb -f "$deb" Package)
+depends=$(dpkg-deb -f "$deb" Depends)
+echo "Depends: $depends"
+[ "$package" = tollgate ] || fail "Package is \"$package\""
+for lib in libc6 libstdc++6 libssl3 libhiredis0.14 libnghttp2-14 libsystemd0 libprotobuf32 \
+  libyaml-cpp0.7 libspdlog1.10 libfmt9; do
+  grep -q "\b$lib\b" <<<"$depends" || fail "Depends lacks $lib"
+done
+if grep -q -- '-dev\b' <<<"$depends"; then fail "Depends names a -dev package"; fi
+
+dpkg-deb -c "$deb" | awk '{ print $NF }' >"$work/contents"
+for path in ./usr/bin/tollgate ./etc/tollgate/tollgate.toml ./lib/systemd/system/tollgate.service \
+  ./usr/share/man/man8/tollgate.8 ./usr/share/man/man5/tollgate.toml.5 \
+  ./usr/share/bash-completion/completions/tollgate ./usr/share/doc/tollgate/copyright \
+  ./usr/share/doc/tollgate/algorithms.md ./usr/share/doc/tollgate/examples/tollgate.toml; do
+  grep -qx -- "$path" "$work/contents" || fail "the package lacks $path"
+done
+if grep -q '^./usr/local\|^./usr/etc' "$work/contents"; then fail "files outside the Debian layout"; fi
+
+dpkg-deb -e "$deb" "$work/control"
+grep -qx /etc/tollgate/tollgate.toml "$work/control/conffiles" || fail "tollgate.toml is no conffile"
+grep -q 'useradd --system' "$work/control/postinst" || fail "postinst makes no system user"
+
+# The unpacked binary (its libraries are this machine's, as the Depends ask)
+# with the unpacked configuration.
+dpkg -x "$deb" "$work/root"
+"$work/root/usr/bin/tollgate" --version
+"$work/root/usr/bin/tollgate" --check-config "$work/root/etc/tollgate/tollgate.toml" ||
+  fail "the packaged configuration does not check"
+grep -q '^ExecStart=/usr/bin/tollgate --config /etc/tollgate/tollgate.toml$' \
+  "$work/root/lib/systemd/system/tollgate.service" || fail "the unit does not run /usr/bin/tollgate"
+exit $failed
