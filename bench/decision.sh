@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decision service ([decision], issue 30), two measurements:
+# The decision service ([decision]), two measurements:
 #
 # 1. Envoy RLS: ShouldRateLimit calls per second answered by tollgate with
 #    one thread, h2load (-c16 -m32 -t1) POSTing one RateLimitRequest framed
@@ -14,7 +14,7 @@
 #    time per call over h2load's counted window (/proc/PID/stat): h2load
 #    and tollgate (and redis-server) share the cores, so calls/s is partly
 #    theirs; CPU per call is tollgate's own cost.
-#    Goal (issue 30): >= 100k calls/s on the local store (envoyproxy/
+#    Goal: >= 100k calls/s on the local store (envoyproxy/
 #    ratelimit reports 9.1 µs of its own work per call, ~110k/s).
 #
 # 2. The cost of asking a service: nginx (1 worker) with `auth_request` to
@@ -273,7 +273,7 @@ checks=$(curl -sS "http://127.0.0.1:${admin[check]}/metrics" |
 
 report=$WORK/report.md
 {
-  echo "## Decision service (issue 30): Envoy RLS calls/s, nginx auth_request vs limit_req (bench/decision.sh)"
+  echo "## Decision service: Envoy RLS calls/s, nginx auth_request vs limit_req (bench/decision.sh)"
   echo
   echo "\`bench/decision.sh $rounds$([ "$instructions" = 1 ] && echo " --instructions")\` on $(nproc) cores, $(date -u +%Y-%m-%d), load average at its end $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine moves calls/s and req/s much more than the CPU figures)."
   echo

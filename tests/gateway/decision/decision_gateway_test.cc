@@ -1,4 +1,4 @@
-// The decision service (issue 30) with real peers: a gateway with a
+// The decision service (docs/decision-service.md) with real peers: a gateway with a
 // [decision] listener, asked by
 // - a real Envoy RLS client (rls_client.py: Debian's python3-grpcio under
 //   /usr/bin/python3, with the stubs that protoc and grpc_python_plugin
