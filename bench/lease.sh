@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Leased quotas (sync = "lease", README "Leased quotas"): one hot `global`
+# Leased quotas (sync = "lease", docs/redis.md, "Leased quotas"): one hot `global`
 # token bucket that lets everything through, through tollgate with
 # sync = "lease", with sync = "exact" (a script call per decision) and on
 # the local store, same wrk load, one worker each, alternating rounds; then
