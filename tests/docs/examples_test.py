@@ -4,7 +4,9 @@
 Every ```toml block of README.md and docs/*.md is marked on the line before
 it, either `<!-- example: conf/examples/NAME.toml -->` (a whole
 configuration: the block must be that file, byte for byte) or
-`<!-- fragment -->` (a part of one, not checked on its own). Then
+`<!-- fragment -->` (a part of one: it must be TOML) or
+`<!-- fragment, appended to conf/...toml -->` (a part that, appended to
+that configuration, must load with it). Then
 `tollgate --check-config` must accept every conf/examples/*.toml and the
 bundled conf/*.toml, run in a scratch directory holding the files they
 name (certificates and keys made with the openssl CLI, a JWT secret), as
@@ -17,8 +19,9 @@ import re
 import subprocess
 import sys
 import tempfile
+import tomllib
 
-MARK = re.compile(r"^<!-- (?:example: (\S+)|fragment) -->$")
+MARK = re.compile(r"^<!-- (?:example: (\S+)|fragment(?:, appended to (\S+))?) -->$")
 FENCE = re.compile(r"^\s*(```|~~~)")
 
 
@@ -42,7 +45,9 @@ def toml_blocks(path):
 
 
 def check_quotes(root):
+    """Problems, and the (name, text) of each fragment to load with its base."""
     problems = []
+    appended = []
     for doc in [root / "README.md"] + sorted((root / "docs").glob("*.md")):
         for number, marker, text in toml_blocks(doc):
             where = f"{doc.relative_to(root)}:{number}"
@@ -50,13 +55,24 @@ def check_quotes(root):
             if not m:
                 problems.append(f"{where}: a ```toml block without <!-- example: conf/examples/"
                                 "NAME.toml --> or <!-- fragment --> on the line before it")
-            elif m.group(1):
+            elif not m.group(1):
+                try:
+                    tomllib.loads(text)
+                except tomllib.TOMLDecodeError as e:
+                    problems.append(f"{where}: the fragment is not TOML: {e}")
+                if m.group(2):
+                    base = root / m.group(2)
+                    if not base.is_file():
+                        problems.append(f"{where}: {m.group(2)} does not exist")
+                    else:
+                        appended.append((where, base.read_text() + "\n" + text))
+            else:
                 example = root / m.group(1)
                 if not example.is_file():
                     problems.append(f"{where}: {m.group(1)} does not exist")
                 elif example.read_text() != text:
                     problems.append(f"{where}: the block differs from {m.group(1)}")
-    return problems
+    return problems, appended
 
 
 def make_files(scratch):
@@ -73,17 +89,22 @@ def make_files(scratch):
     cert("client-ca.pem", "client-ca.key", "/CN=Example Client CA")
 
 
-def check_configs(root, binary):
+def check_configs(root, binary, appended):
     problems = []
-    configs = sorted((root / "conf" / "examples").glob("*.toml")) + sorted((root / "conf").glob("*.toml"))
+    files = sorted((root / "conf" / "examples").glob("*.toml")) + sorted((root / "conf").glob("*.toml"))
     with tempfile.TemporaryDirectory() as scratch:
         scratch = pathlib.Path(scratch)
         make_files(scratch)
-        for config in configs:
+        configs = [(str(f.relative_to(root)), f) for f in files]
+        for n, (where, text) in enumerate(appended):
+            path = scratch / f"fragment-{n}.toml"
+            path.write_text(text)
+            configs.append((f"{where} (appended to its configuration)", path))
+        for name, config in configs:
             run = subprocess.run([binary, "--check-config", str(config)], cwd=scratch,
                                  capture_output=True, text=True, timeout=60)
             if run.returncode != 0:
-                problems.append(f"{config.relative_to(root)}: tollgate --check-config exited "
+                problems.append(f"{name}: tollgate --check-config exited "
                                 f"{run.returncode}:\n{run.stdout}{run.stderr}")
     return len(configs), problems
 
@@ -91,8 +112,8 @@ def check_configs(root, binary):
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
     binary = sys.argv[2]
-    problems = check_quotes(root)
-    count, config_problems = check_configs(root, binary)
+    problems, appended = check_quotes(root)
+    count, config_problems = check_configs(root, binary, appended)
     problems += config_problems
     for p in problems:
         print(p)
