@@ -111,7 +111,7 @@ def check_configs(root, binary, appended):
 
 def main():
     root = pathlib.Path(sys.argv[1]).resolve()
-    binary = sys.argv[2]
+    binary = str(pathlib.Path(sys.argv[2]).resolve())
     problems, appended = check_quotes(root)
     count, config_problems = check_configs(root, binary, appended)
     problems += config_problems
