@@ -1,5 +1,5 @@
 // The check in front of an upstream whose own rate limits tollgate learned
-// from its response headers (issue 7): a bucket's `remaining` counter, with
+// from its response headers (docs/protecting-upstreams.md): a bucket's `remaining` counter, with
 // an optional expiry set by the upstream's reset time, and a global block.
 // Pure functions over a small state value; no I/O, clock or locks. The Redis
 // scripts store/lua/protect/learned_{check,learn}.lua follow them line for

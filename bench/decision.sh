@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The decision service ([decision], issue 30), two measurements:
+# The decision service ([decision]), two measurements:
 #
 # 1. Envoy RLS: ShouldRateLimit calls per second answered by tollgate with
 #    one thread, h2load (-c16 -m32 -t1) POSTing one RateLimitRequest framed
@@ -14,12 +14,12 @@
 #    time per call over h2load's counted window (/proc/PID/stat): h2load
 #    and tollgate (and redis-server) share the cores, so calls/s is partly
 #    theirs; CPU per call is tollgate's own cost.
-#    Goal (issue 30): >= 100k calls/s on the local store (envoyproxy/
+#    Goal: >= 100k calls/s on the local store (envoyproxy/
 #    ratelimit reports 9.1 µs of its own work per call, ~110k/s).
 #
 # 2. The cost of asking a service: nginx (1 worker) with `auth_request` to
 #    tollgate's /check (1 thread, the per-IP token bucket that lets every
-#    request through, the README's nginx configuration) versus nginx with
+#    request through, docs/decision-service.md's nginx configuration) versus nginx with
 #    `limit_req` alone (the same limit: lib.sh's pass rule of
 #    bench/ratelimit.sh), and tollgate proxying with that rule itself, all
 #    in front of the same echo upstream, wrk -t1 -c64 in alternating
@@ -165,7 +165,7 @@ port[check]=$(free_port)
 start_decision "${port[check]}" "deny_status = 403" "[identity]
 trusted_proxies = [\"127.0.0.1/32\"]
 $PASS_ALL_RULE" check
-# The README's nginx configuration for /check (decision_gateway_test's),
+# docs/decision-service.md's nginx configuration for /check (decision_gateway_test's),
 # with lib.sh's proxy_pass to the upstream.
 NGINX_AUTH_SERVER="location = /.tollgate-check {
       internal;
@@ -195,7 +195,7 @@ NGINX_AUTH_LOCATION="auth_request /.tollgate-check;
       add_header RateLimit \$tollgate_ratelimit always;
       error_page 403 = @limited;"
 # Keep-alive connections to tollgate: 64, as many as wrk's connections
-# (lib.sh's upstream has 64 too), and the README's 16, with which nginx
+# (lib.sh's upstream has 64 too), and 16, fewer than the checks in flight, with which nginx
 # closes the connections beyond 16 after each check while more are in
 # flight, and connects again.
 for keepalive in 64 16; do
@@ -273,7 +273,7 @@ checks=$(curl -sS "http://127.0.0.1:${admin[check]}/metrics" |
 
 report=$WORK/report.md
 {
-  echo "## Decision service (issue 30): Envoy RLS calls/s, nginx auth_request vs limit_req (bench/decision.sh)"
+  echo "## Decision service: Envoy RLS calls/s, nginx auth_request vs limit_req (bench/decision.sh)"
   echo
   echo "\`bench/decision.sh $rounds$([ "$instructions" = 1 ] && echo " --instructions")\` on $(nproc) cores, $(date -u +%Y-%m-%d), load average at its end $(cut -d' ' -f1-3 /proc/loadavg) (other work on the machine moves calls/s and req/s much more than the CPU figures)."
   echo
@@ -308,7 +308,7 @@ report=$WORK/report.md
   echo
   echo "wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s} GET /api/hello, $rounds alternating rounds, medians; all in front of the same echo upstream (\`tollgate echo-upstream\`, 1 thread), nginx $(nginx -v 2>&1 | sed 's/.*\///') with 1 worker and upstream keep-alive, access logs off."
   echo "- *nginx limit_req*: \`limit_req_zone \$binary_remote_addr rate=1000000r/s\` + \`limit_req burst=1000000 nodelay\` (bench/ratelimit.sh's pass scenario);"
-  echo "- *nginx auth_request*: the README's configuration (\`auth_request /.tollgate-check\` with its \`auth_request_set\`/\`add_header\` lines, an internal location that \`proxy_pass\`es to tollgate's /check over HTTP/1.1 keep-alive connections, with X-Original-URI/-Method/-Host and X-Real-IP, X-Forwarded-For emptied; the upstream's \`keepalive\` 64 = wrk's connections, or 16, with which nginx closes the connections beyond 16 after each check while more are in flight and connects anew), tollgate with \`threads = 1\`, \`[decision] deny_status = 403\`, \`[identity] trusted_proxies = [\"127.0.0.1/32\"]\` and the same per-IP limit (token bucket 1000000/s, headers off); $checks checks answered in the run;"
+  echo "- *nginx auth_request*: docs/decision-service.md's configuration (\`auth_request /.tollgate-check\` with its \`auth_request_set\`/\`add_header\` lines, an internal location that \`proxy_pass\`es to tollgate's /check over HTTP/1.1 keep-alive connections, with X-Original-URI/-Method/-Host and X-Real-IP, X-Forwarded-For emptied; the upstream's \`keepalive\` 64 = wrk's connections, or 16, with which nginx closes the connections beyond 16 after each check while more are in flight and connects anew), tollgate with \`threads = 1\`, \`[decision] deny_status = 403\`, \`[identity] trusted_proxies = [\"127.0.0.1/32\"]\` and the same per-IP limit (token bucket 1000000/s, headers off); $checks checks answered in the run;"
   echo "- *tollgate proxy*: tollgate with that rule proxying itself (no nginx), for reference;"
   echo "- *wrk → tollgate /check*: wrk asking the same tollgate's /check with the headers nginx sends (X-Original-Method, X-Original-URI, X-Real-IP): the service alone."
   echo

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Leased quotas (sync = "lease", README "Leased quotas"): one hot `global`
+# Leased quotas (sync = "lease", docs/redis.md, "Leased quotas"): one hot `global`
 # token bucket that lets everything through, through tollgate with
 # sync = "lease", with sync = "exact" (a script call per decision) and on
 # the local store, same wrk load, one worker each, alternating rounds; then
@@ -84,7 +84,7 @@ report=$WORK/report.md
   echo "- lease ÷ exact, req/s: $(round_ratios exact lease 1 higher)."
   echo "- cold keys, lease ÷ exact, req/s: $(round_ratios exact_keys lease_keys 1 higher)."
   echo
-  echo "Goals (issue 29): lease ≥ 0.97× the local store's req/s; Redis commands per request ≤ 0.01; on cold keys lease within 5% of exact."
+  echo "Goals: lease ≥ 0.97× the local store's req/s; Redis commands per request ≤ 0.01; on cold keys lease within 5% of exact."
 } > "$report"
 cat "$report"
 write_results lease "$report"

@@ -56,7 +56,7 @@ if $admin_load; then
     echo "| 10 000 blocks + 10 000 overrides | $(col tollgate_loaded 1) | $(col tollgate_loaded 2) | $(col tollgate_loaded 3) |"
     echo
     echo "Loaded ÷ none, round by round (the two ran back to back in each round): req/s $(round_ratios tollgate_pass tollgate_loaded 1 higher); p99 $(round_ratios tollgate_pass tollgate_loaded 3 lower)."
-    echo "Goal (issue 31): unchanged within noise."
+    echo "Goal: unchanged within noise."
   } > "$report"
   cat "$report"
   write_results ratelimit_admin "$report"

@@ -1,7 +1,7 @@
 // ws_relay_probe: what a WebSocket tunnel's byte relay costs per message
 // with an epoll loop like nginx's and with io_uring, in one program, to tell
-// whether an io_uring relay engine in tollgate is worth building (issue 27:
-// tollgate's tunnels spend ~94% of their CPU per message in the kernel, with
+// whether an io_uring relay engine in tollgate is worth building
+// (tollgate's tunnels spend ~94% of their CPU per message in the kernel, with
 // the same 2 receives and 2 sends per message as nginx).
 //
 // A plain TCP relay, one thread: it accepts client connections on --listen,

@@ -138,8 +138,8 @@ struct HostBytes {
   bool dots = false;
 };
 
-// Eight bytes at a time (SWAR; a Host is short but read on every request):
-// a per-byte loop cost ~13 instructions a byte.
+// Eight bytes at a time (SWAR; a Host is short but read on every request),
+// cheaper than a per-byte loop (docs/performance.md).
 static_assert(std::endian::native == std::endian::little, "ScanHost reads words little-endian");
 constexpr std::uint64_t kOnes = 0x0101010101010101ULL;
 constexpr std::uint64_t kLow7 = 0x7F7F7F7F7F7F7F7FULL;

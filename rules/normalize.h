@@ -1,5 +1,5 @@
 // Canonical forms of a request's path and Host, so that rules and routes
-// match what an upstream that normalises would serve (issue 26): without
+// match what an upstream that normalises would serve: without
 // them `/%61pi/x`, `//api/x`, `/./api/x` and `/x/../api/x` pass a
 // `path_prefix = "/api"` rule untouched while the upstream serves `/api/x`,
 // and `api.example.com.` dodges a host rule.

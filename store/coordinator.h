@@ -1,5 +1,5 @@
 // What tollgate shares, besides rate-limit state, to protect upstreams
-// (README "Protecting upstreams"): the limits learned from an upstream's
+// (docs/protecting-upstreams.md): the limits learned from an upstream's
 // headers, the in-flight places of `max_inflight` rules, and the waiting
 // lines of `action = "delay"` rules. LocalCoordinator keeps them in this
 // process; RedisCoordinator (store/redis_coordinator.h) in Redis, shared by

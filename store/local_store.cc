@@ -75,10 +75,8 @@ constexpr std::uint32_t kReferenced = 1U << 31;
 constexpr std::uint32_t kNeverExpires = kReferenced - 1;
 
 // A shard's lock (BasicLockable). Taken and given back with one atomic
-// instruction each when no other thread wants it: std::mutex's calls into
-// pthread cost ~55 user-space instructions more per decision (a message of a
-// WebSocket tunnel with a `per = "message"` rule, bench/websocket.sh
-// --instructions). A thread that finds it taken waits in std::atomic::wait
+// instruction each when no other thread wants it, where std::mutex's calls
+// into pthread cost more per decision (docs/performance.md). A thread that finds it taken waits in std::atomic::wait
 // (libstdc++ spins briefly, then sleeps on a futex). The mutex of U.
 // Drepper's "Futexes Are Tricky": the state says whether anybody may be
 // asleep, so that an uncontended unlock wakes nobody.
@@ -509,8 +507,8 @@ algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
   assert(request.key_hash == 0 || request.key_hash == KeyHash(request.key));
   const std::uint64_t hash = request.key_hash != 0 ? request.key_hash : KeyHash(request.key);
   Shard& shard = partition.ShardFor(hash);
-  // Here rather than first thing in Shard::Decide: there it measured ~30%
-  // slower on 1M keys.
+  // Here rather than first thing in Shard::Decide, where it was slower on
+  // 1M keys (docs/performance.md).
   shard.Prefetch(static_cast<std::uint32_t>(hash));
   return shard.Decide(hash, request);
 }

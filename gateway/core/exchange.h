@@ -55,7 +55,7 @@ struct Exchange : ExchangeFacts {
   std::optional<store::InflightGuard> upstream_place;
 
   // A fresh exchange whose strings keep their storage (assigning a new
-  // Exchange moved seven strings: ~250 instructions per request).
+  // Exchange would move seven strings per request).
   void Reset() {
     static_cast<ExchangeFacts&>(*this) = ExchangeFacts();
     for (std::string* s :

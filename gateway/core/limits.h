@@ -47,9 +47,8 @@ struct LimitOutcome {
   std::vector<std::shared_ptr<const rules::RuleConfig>> overridden;
 
   // As a fresh LimitOutcome, keeping the vectors' and string's room (no
-  // object built and move-assigned per request: ~90 user-space
-  // instructions, bench/instructions.sh). Beside the fields: one added
-  // must be reset here too.
+  // object built and move-assigned per request). Beside the fields: one
+  // added must be reset here too.
   void Reset() {
     verdict = Verdict::kForward;
     shown = nullptr;

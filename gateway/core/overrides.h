@@ -1,4 +1,4 @@
-// Overrides set at run time through the admin API (README, "Admin API"):
+// Overrides set at run time through the admin API (docs/admin-api.md):
 // one key of a rate rule decided against other limits until a time (a
 // tenant raised, an abuser lowered). An overridden key is decided against a
 // state of its own, under the store key kOverrideKeyMark + its key, so that

@@ -76,8 +76,8 @@ void AppendJsonText(std::string_view text, std::string& out) {
 }
 
 // Writes into room reserved up front, through a raw pointer: the answer to a
-// limited request was ~30 appends to a string, each checking its capacity
-// (~380 instructions per 429). `room` must bound what is written (checked
+// limited request would be ~30 appends to a string, each checking its
+// capacity (docs/performance.md). `room` must bound what is written (checked
 // in debug builds); the string is cut to what was written at the end.
 class Writer {
  public:

@@ -12,7 +12,7 @@ bool IsCheckTarget(std::string_view target) {
 namespace {
 
 // The fields that describe the original request: nginx's names (the
-// README's auth_request setup sets them), or Traefik forwardAuth's when no
+// docs/decision-service.md's auth_request setup sets them), or Traefik forwardAuth's when no
 // X-Original-URI came. One set or the other, never mixed field by field:
 // a proxy that sets only X-Original-URI passes the client's own
 // X-Forwarded-Method/-Host on, which must not choose what is counted.

@@ -53,8 +53,8 @@ std::string_view Trim(std::string_view s) {
 }  // namespace
 
 // Inline, into the caller's Header: called per frame, and a call returning
-// an optional Header cost ~50 user-space instructions per message of a
-// tunnel with a message rule (bench/websocket.sh --instructions).
+// an optional Header cost more per message of a tunnel with a message rule
+// (docs/performance.md).
 inline bool FrameParser::ReadHeader(std::string_view data, Header& h) {
   if (data.size() < 2) return false;
   const auto b0 = static_cast<std::uint8_t>(data[0]);

@@ -65,9 +65,9 @@ struct Tunnel {
 
   // Runs `part` as a coroutine of its own. The parts are not joined with
   // Asio's awaitable operators (&&): their parallel_group connects a
-  // cancellation slot to every operation of every part (~300 user-space
-  // instructions more per message, bench/websocket.sh --instructions). A
-  // part that throws ends the tunnel; Join() rethrows it.
+  // cancellation slot to every operation of every part, a cost paid per
+  // message (docs/performance.md). A part that throws ends the tunnel;
+  // Join() rethrows it.
   void Spawn(Task<void> part) {
     Began();
     asio::co_spawn(joined.get_executor(), std::move(part), [this](std::exception_ptr e) {
@@ -170,9 +170,8 @@ bool Passed(Tunnel& t, bool in, std::size_t n, const ErrorCode& ec) {
 // One direction of a tunnel without message rules: `from` to `to`, what
 // `pending` holds first. Completion handlers, not a coroutine: resuming a
 // coroutine per read (Asio's awaitable machinery, a frame for each
-// operation's initiation) cost ~1,000 user-space instructions more per
-// relayed message, a third of the relay's (bench/websocket.sh
-// --instructions).
+// operation's initiation) is a large part of a relayed message's cost
+// (docs/performance.md).
 class BytePump {
  public:
   BytePump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
@@ -462,14 +461,14 @@ class MessageLimiter final : public BatchWaker {
   const MessageLimits& limits_;
   const GatewayState& state_;
   ThreadMetrics* metrics_;  // null: metrics are off
-  // Made once, its clocks and overrides current again for each Ask: making
-  // it per message cost ~30 user-space instructions more.
+  // Made once, its clocks and overrides current again for each Ask, rather
+  // than built per message.
   LimitContext context_;
   std::chrono::steady_clock::time_point asked_;  // when
   LimitOutcome outcome_;  // the message's, once all_ are decided
   std::vector<const rules::RuleHit*> all_;
   // store::KeyHash of all_'s keys: a tunnel's keys never change, so they
-  // are hashed once, not per message (~65 user-space instructions).
+  // are hashed once, not per message.
   std::vector<std::uint64_t> all_hashes_;
   std::vector<const rules::RuleHit*> again_;  // the delay rules still limiting
   DecisionBatch batch_;

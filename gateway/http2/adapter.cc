@@ -156,7 +156,7 @@ class StreamExchange final : private ClientWatch {
   Task<void> FailUpstream(ConnectFailure failure, const ErrorCode& ec);
   void RecordGrpc(int grpc_status);
   // RecordGrpc with the grpc-status among `fields`, looked up only for a
-  // gRPC call (a lookup in Beast's fields costs ~150 instructions).
+  // gRPC call (a lookup in Beast's fields is a search of every field).
   void RecordGrpcIn(const Fields& fields) {
     if (grpc_) RecordGrpc(GrpcStatusIn(fields));
   }

@@ -5,8 +5,8 @@
 // Asio tries every read at once before it waits for readiness, unless the
 // socket's last read found it exhausted, which for Asio means only the peer's
 // end of stream. A gateway's reads are mostly answers that have not arrived
-// yet: each costs a recv() that fails with EAGAIN (~0.25 µs here, one or two
-// per proxied request). After a read that took everything the socket held,
+// yet: each costs a recv() that fails with EAGAIN (one or two per proxied
+// request). After a read that took everything the socket held,
 // with edge-triggered epoll the next data or end of stream raises a new
 // event, so the read after it can wait for that event at once.
 //

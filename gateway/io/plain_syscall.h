@@ -3,8 +3,8 @@
 // Why: in a process with threads, glibc's send() and recvmsg() are
 // cancellation points, and each call turns asynchronous cancellation on and
 // off around the system call (__pthread_enable_asynccancel and
-// __pthread_disable_asynccancel, ~60 user-space instructions per call under
-// callgrind; a single-threaded nginx skips them). tollgate never cancels a
+// __pthread_disable_asynccancel; a single-threaded nginx skips them; their
+// cost is in docs/performance.md). tollgate never cancels a
 // thread, so syscall(2) does the same work: same arguments, same return
 // value, errno set the same way on failure. Thread-safe as the calls are.
 // Sanitizer builds keep glibc's calls: ASan checks the buffers and TSan

@@ -22,7 +22,7 @@ using Ref = SslCtxRef<TicketKeys>;
 // AES-`bits`-CBC fetched once for the process. EVP_aes_256_cbc()'s
 // legacy object would make OpenSSL 3 fetch the provider's implementation
 // by name again in every EVP_EncryptInit_ex/EVP_DecryptInit_ex, twice per
-// resumed handshake (about 5,000 instructions each time under callgrind).
+// resumed handshake (docs/performance.md).
 const EVP_CIPHER* FetchedCipher(int bits) {
   static EVP_CIPHER* const aes128 = EVP_CIPHER_fetch(nullptr, "AES-128-CBC", nullptr);
   static EVP_CIPHER* const aes256 = EVP_CIPHER_fetch(nullptr, "AES-256-CBC", nullptr);

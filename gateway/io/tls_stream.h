@@ -8,8 +8,8 @@
 // object and the socket, so every record is copied twice more (into Asio's
 // buffer, then into the pair), two 17 KiB buffers are zero-filled per
 // connection, and every read and write runs the engine's state machine
-// around OpenSSL's call: ~10k user-space instructions per kept-alive HTTPS
-// request beside SSL_read and SSL_write, where nginx spends ~5k. Here the
+// around OpenSSL's call, about twice what nginx spends beside SSL_read and
+// SSL_write per kept-alive HTTPS request (docs/performance.md). Here the
 // SSL object's BIO receives from the socket itself (into OpenSSL's own
 // read-ahead buffer, as nginx's socket BIO does) and writes into one output
 // buffer that the stream sends: the handshake's flight, the session tickets

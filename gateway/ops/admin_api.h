@@ -1,5 +1,5 @@
-// The admin API: JSON calls under /api/v1/ on the admin listener (README,
-// "Admin API"). Every call is authorized first (gateway/ops/admin_auth.h);
+// The admin API: JSON calls under /api/v1/ on the admin listener
+// (docs/admin-api.md). Every call is authorized first (gateway/ops/admin_auth.h);
 // errors are JSON objects {"error","message","status"} with a "field" when
 // one part of the call is wrong and the list of "rules" when the rule named
 // is unknown. Answers from the configuration in force and the configured

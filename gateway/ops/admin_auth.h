@@ -1,5 +1,5 @@
-// Who may call the admin API (/api/ on the admin listener; README, "Admin
-// API"). With a token configured ([admin] token_env / token_file), every
+// Who may call the admin API (/api/ on the admin listener;
+// docs/admin-api.md). With a token configured ([admin] token_env / token_file), every
 // call needs "Authorization: Bearer <token>", compared in constant time.
 // Without one, the API answers only on a loopback admin address, and only
 // calls that change nothing. Pure; thread-safe.

@@ -1,5 +1,5 @@
 // The admin API's way of naming one rule key: the query of
-// /api/v1/keys?rule=NAME&<part>=<value>... (README, "Admin API"), turned
+// /api/v1/keys?rule=NAME&<part>=<value>... (docs/admin-api.md), turned
 // into the store key the request path builds for such a request
 // (rules::BuildKey, the same function). Pure; thread-safe.
 #pragma once

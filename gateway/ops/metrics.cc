@@ -92,7 +92,7 @@ class Writer {
 void Histogram::Observe(double seconds) {
   // The first bucket without a search: every local store decision (no loop
   // time passes) falls there, one per message of a WebSocket tunnel with a
-  // message rule (~40 user-space instructions less).
+  // message rule.
   const std::size_t i =
       seconds <= kDurationBuckets.front()
           ? 0

@@ -142,8 +142,8 @@ class ThreadMetrics {
   std::array<std::atomic<std::uint64_t>, 2> decision_requests_{};  // [protocol]
   // Taken per limited request by this thread and once per second by the
   // sampler, each time for a lookup or a swap: a spin lock, an exchange and
-  // a store uncontended, where std::mutex cost ~55 user-space instructions
-  // per 429 (bench/instructions.sh).
+  // a store uncontended, cheaper per 429 than std::mutex's calls into
+  // pthread (docs/performance.md).
   class TallyLock {
    public:
     void lock() noexcept {

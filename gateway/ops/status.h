@@ -50,7 +50,7 @@ class StatusBoard {
     // made from leases in hand (store/lease_stats.h).
     std::vector<store::LeaseStats::Counts> leases;
   };
-  // The /status.json document (see README, "Status page").
+  // The /status.json document (see docs/metrics.md, "Status page").
   std::string RenderJson(const Context& context) const;
 
  private:

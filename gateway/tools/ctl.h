@@ -1,5 +1,5 @@
-// `tollgate ctl`: the admin API's command-line client (README, "Admin
-// API"): rules, keys, reset, block, unblock, blocks, override (set, list,
+// `tollgate ctl`: the admin API's command-line client
+// (docs/admin-api.md): rules, keys, reset, block, unblock, blocks, override (set, list,
 // remove). Prints tables for people, or the server's JSON with --json.
 #pragma once
 

@@ -2,7 +2,7 @@
 // (nested descriptors, every unit, unlimited, shadow_mode, entries without a
 // value) become [[rules]] that load next to a [decision] section, and what
 // has no translation is an error on its line. ImportEnvoyCli runs the real
-// binary (TOLLGATE_BINARY) on files the test writes: the README's example,
+// binary (TOLLGATE_BINARY) on files the test writes: docs/decision-service.md's example,
 // its output through `tollgate --check-config`, and the error path.
 #include "gateway/tools/import_envoy.h"
 
@@ -368,7 +368,7 @@ descriptors:
 }
 
 // The real binary: `tollgate import envoy-ratelimit config.yaml` on the
-// README's example prints the README's TOML (exit 0, nothing on stderr),
+// docs/decision-service.md's example prints its TOML (exit 0, nothing on stderr),
 // and that output appended to a configuration with [decision] passes
 // `tollgate --check-config`.
 constexpr const char* kReadmeYaml = R"yaml(domain: edge

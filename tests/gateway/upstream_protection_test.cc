@@ -1,4 +1,4 @@
-// Protecting upstreams (issue 7) through a real gateway in front of the echo
+// Protecting upstreams (docs/protecting-upstreams.md) through a real gateway in front of the echo
 // upstream's partner API (/_test/limited/..., its own fixed-window limit and
 // X-RateLimit-* headers): limits learned from the upstream, concurrency
 // limits per rule key and per upstream with clients aborting at random,

@@ -1,4 +1,4 @@
-// Rules for Envoy RLS descriptors (issue 30): match.domain and
+// Rules for Envoy RLS descriptors: match.domain and
 // match.descriptor, the key part "descriptor", the separation between RLS
 // rules and HTTP rules, and the configuration errors of these keys and of
 // [decision], each with its file:line:col.

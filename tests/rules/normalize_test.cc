@@ -1,6 +1,7 @@
-// Path and Host normalisation (issue 26, defect 2): the examples of the
-// issue, the choices documented in rules/normalize.h, idempotence and the
-// fast path's agreement with the full normaliser on generated inputs.
+// Path and Host normalisation: non-canonical paths that would pass
+// path_prefix rules (`/%61pi/x`, `//api/x`, ...), the choices documented in
+// rules/normalize.h, idempotence and the fast path's agreement with the full
+// normaliser on generated inputs.
 #include "rules/normalize.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The pure parts of the check endpoint (issue 30, gateway/decision/check.h):
+// The pure parts of the check endpoint (gateway/decision/check.h):
 // which targets it serves, how a check request becomes the original
 // request it describes, and deny_status.
 #include "gateway/decision/check.h"

@@ -1,4 +1,4 @@
-// The decision service (issue 30) with real peers: a gateway with a
+// The decision service (docs/decision-service.md) with real peers: a gateway with a
 // [decision] listener, asked by
 // - a real Envoy RLS client (rls_client.py: Debian's python3-grpcio under
 //   /usr/bin/python3, with the stubs that protoc and grpc_python_plugin
@@ -777,7 +777,7 @@ TEST_F(DecisionService, CheckOverHttp2HoldsADelayedRequest) {
 // --- nginx auth_request ---
 
 // nginx (Debian's nginx-light) in front of the echo upstream, asking the
-// check endpoint for each request with auth_request, as the README shows;
+// check endpoint for each request with auth_request, as docs/decision-service.md shows;
 // started in the foreground, its log on stderr.
 class Nginx {
  public:
@@ -819,7 +819,7 @@ http {
   uwsgi_temp_path )" + dir + R"(/uwsgi;
   scgi_temp_path )" + dir + R"(/scgi;
 
-  # --- the README's example, with the test's ports ---
+  # --- docs/decision-service.md's example, with the test's ports ---
   upstream tollgate_decision {
     server 127.0.0.1:)" + std::to_string(decision_port) + R"(;
     keepalive 64;

@@ -1,5 +1,5 @@
-// The pure parts of Envoy's RLS in the decision service (issue 30,
-// gateway/decision/rls.h): reading a ShouldRateLimit request from its gRPC
+// The pure parts of Envoy's RLS in the decision service
+// (gateway/decision/rls.h): reading a ShouldRateLimit request from its gRPC
 // message (framing, validation naming the field, unknown fields), each
 // descriptor's cost, current_limit's unit, and the answer built from the
 // verdicts (codes, statuses, the RateLimit and Retry-After fields, the

@@ -1,6 +1,6 @@
 // Misbehaving HTTP/2 clients against a tollgate process (the real binary,
 // so that /proc/PID/status is the gateway's alone) in front of the echo
-// upstream: the floods of README's HTTP/2 section (python3-h2 raw frames,
+// upstream: the floods of docs/http2-grpc.md (python3-h2 raw frames,
 // h2_peer.py) and a client that never opens its stream window
 // (h2_gateway_peer.py), each while other clients (h2load, curl) are served
 // on connections of their own by the same worker thread.

@@ -1,4 +1,4 @@
-// gRPC through the gateway to a real gRPC server (issue 28): grpcio's client
+// gRPC through the gateway to a real gRPC server (docs/http2-grpc.md): grpcio's client
 // (grpc_client.py) -> tollgate -> grpcio's server (grpc_upstream.py) over an
 // upstream with protocol = "h2c" (or "h2"), for the four kinds of call,
 // failures the upstream chooses, deadlines, and the answers tollgate gives
