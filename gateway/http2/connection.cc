@@ -104,6 +104,8 @@ std::string_view ToString(Http2CloseReason reason) {
       return "rapid_reset";
     case Http2CloseReason::kControlFlood:
       return "control_flood";
+    case Http2CloseReason::kHeaderFlood:
+      return "header_flood";
     case Http2CloseReason::kProtocolError:
       return "protocol_error";
     case Http2CloseReason::kIoError:
@@ -195,17 +197,19 @@ struct Http2Callbacks {
     s->header_bytes_ += name_size + value_size + kFieldOverhead;
     const bool trailer = frame->headers.cat != NGHTTP2_HCAT_REQUEST;
     if (s->header_bytes_ > c.options_.max_header_list_bytes) {
+      // Failing here makes nghttp2 decode the rest of the block without
+      // this callback and without its own field checks (HPACK's state
+      // needs the decoding; a reference to a stored value then costs a
+      // table lookup, not a pass over the value), and reset the stream.
       if (trailer) {
         c.CountPeerFault();
+        c.CountOversizedHeader();
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_ENHANCE_YOUR_CALM);
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      } else {
+        c.RespondHeaderTooLarge(*s);
       }
-      // The rest of the block is still decoded (HPACK's state needs it),
-      // each field in constant time and without being kept; 431 follows.
-      s->header_too_large_ = true;
-      return 0;
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
-    if (s->header_too_large_) return 0;
     if (trailer) {
       s->trailers_.insert(name, value);
       return 0;
@@ -302,6 +306,18 @@ struct Http2Callbacks {
         }
         return 0;
       }
+      case NGHTTP2_SETTINGS:
+        // A smaller table: nghttp2's next header block starts with the
+        // update, which a decoder may insist on (RFC 7541 §4.2). nghttp2's
+        // encoder uses at most the default size.
+        for (std::size_t i = 0; i < frame->settings.niv; ++i) {
+          if (frame->settings.iv[i].settings_id != NGHTTP2_SETTINGS_HEADER_TABLE_SIZE) continue;
+          const std::uint32_t size = std::min<std::uint32_t>(frame->settings.iv[i].value,
+                                                             NGHTTP2_DEFAULT_HEADER_TABLE_SIZE);
+          if (size < c.peer_table_size_) c.table_size_update_due_ = true;
+          c.peer_table_size_ = size;
+        }
+        return 0;
       case NGHTTP2_RST_STREAM:
         ++c.stats_.peer_resets;
         if (!c.resets_.Take(c.now_)) c.Calm(Http2CloseReason::kRapidReset);
@@ -324,6 +340,7 @@ struct Http2Callbacks {
   static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame,
                          void* user_data) {
     (void)user_data;
+    if (frame->hd.type == NGHTTP2_HEADERS) Self(user_data).table_size_update_due_ = false;
     if (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) return 0;
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
     Http2Stream* s = StreamOf(session, frame->hd.stream_id);
@@ -731,11 +748,13 @@ void Http2Connection::CountPeerFault() {
   if (!resets_.Take(now_)) Calm(Http2CloseReason::kRapidReset);
 }
 
-void Http2Connection::Dispatch(Http2Stream& s) {
-  if (s.header_too_large_) {
-    RespondHeaderTooLarge(s);
-    return;
+void Http2Connection::CountOversizedHeader() {
+  if (++oversized_headers_ > options_.max_oversized_headers) {
+    Calm(Http2CloseReason::kHeaderFlood);
   }
+}
+
+void Http2Connection::Dispatch(Http2Stream& s) {
   // RFC 9113 §8.3.1: a Host that names another authority is malformed.
   if (!s.host_.empty() && !s.authority_.empty() && !IEquals(s.host_, s.authority_)) {
     ++stats_.malformed;
@@ -762,16 +781,23 @@ void Http2Connection::Dispatch(Http2Stream& s) {
 void Http2Connection::RespondHeaderTooLarge(Http2Stream& s) {
   ++stats_.header_too_large;
   CountPeerFault();
+  CountOversizedHeader();
+  s.header_too_large_ = true;
   s.handler_ = Http2Stream::Handler::kDone;
   s.dispatched_ = true;
   ++busy_;
   s.in_.clear();
-  const std::array<nghttp2_nv, 1> nva{{{reinterpret_cast<std::uint8_t*>(const_cast<char*>(":status")),
-                                        reinterpret_cast<std::uint8_t*>(const_cast<char*>("431")),
-                                        7, 3, NGHTTP2_NV_FLAG_NONE}}};
+  // Nothing more is read of the request: OnHeader has nghttp2 skip the
+  // rest of the header block, which makes it reset the stream. A response
+  // submitted to nghttp2 would be dropped by that reset, so the 431 is
+  // written ahead of it by hand (unless a table size update is due first),
+  // and the reset is ours (NO_ERROR: the answer is complete; nghttp2 then
+  // adds no INTERNAL_ERROR of its own).
+  s.in_end_ = true;
   s.response_submitted_ = true;
   s.response_ended_ = true;
-  nghttp2_submit_response(session_, s.id_, nva.data(), nva.size(), nullptr);
+  if (!table_size_update_due_) http2_detail::AppendStatusOnlyResponse(pending_, s.id_, "431");
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
   if (header_too_large_fn_) header_too_large_fn_(s);
 }
 

@@ -30,8 +30,14 @@
 //   - The request header list (HPACK-decoded, RFC 7541's name + value + 32
 //     per field) is bounded by max_header_list_bytes, advertised as
 //     SETTINGS_MAX_HEADER_LIST_SIZE: a larger request header is answered 431
-//     by the connection itself (the handler never sees it); larger trailers
-//     reset the stream (ENHANCE_YOUR_CALM).
+//     by the connection itself (the handler never sees it), then the stream
+//     is reset (NO_ERROR); larger trailers reset the stream (ENHANCE_YOUR_CALM). Fields
+//     past the bound are neither checked nor kept: nghttp2 only decodes the
+//     rest of the block (HPACK's state needs it), without calling back, so
+//     a block of references to one large stored value costs table lookups,
+//     not the copies and character checks of the values. Beyond
+//     max_oversized_headers such blocks the connection ends (GOAWAY
+//     ENHANCE_YOUR_CALM).
 //   - A header block may span at most max_continuations CONTINUATION frames
 //     (CVE-2024-28182; Debian's nghttp2 1.52.0-1+deb12u2 has the option).
 //   - Request bodies: each stream's window (stream_window_bytes) is given
@@ -128,6 +134,9 @@ struct Http2Options {
   std::uint32_t max_concurrent_streams = 128;
   std::uint32_t max_header_list_bytes = 16'384;
   std::uint32_t max_continuations = 8;
+  // Header blocks over max_header_list_bytes a connection may send; the
+  // next one ends it.
+  std::uint32_t max_oversized_headers = 3;
   // SETTINGS_INITIAL_WINDOW_SIZE: what each stream may have buffered.
   std::uint32_t stream_window_bytes = 65'535;
   std::uint32_t connection_window_bytes = 1 << 20;
@@ -151,6 +160,7 @@ enum class Http2CloseReason {
   kClosed,         // Close()
   kRapidReset,     // reset budget exhausted: GOAWAY ENHANCE_YOUR_CALM
   kControlFlood,   // control-frame budget exhausted: GOAWAY ENHANCE_YOUR_CALM
+  kHeaderFlood,    // beyond max_oversized_headers: GOAWAY ENHANCE_YOUR_CALM
   kProtocolError,  // a connection error found by nghttp2 (GOAWAY sent)
   kIoError,        // a read or write failed or timed out
 };
@@ -408,7 +418,12 @@ class Http2Connection {
   void Calm(Http2CloseReason reason);
   // A stream error the peer caused; false when the reset budget is gone.
   void CountPeerFault();
+  // The request header of `stream` passed max_header_list_bytes: 431, and
+  // a strike against the connection.
   void RespondHeaderTooLarge(Http2Stream& stream);
+  // A header block passed max_header_list_bytes: beyond
+  // max_oversized_headers, GOAWAY ENHANCE_YOUR_CALM.
+  void CountOversizedHeader();
   void Dispatch(Http2Stream& stream);
   void DispatchReady();
   // Forgets `stream` once both its handler and nghttp2 are done with it.
@@ -434,6 +449,11 @@ class Http2Connection {
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
   std::size_t busy_ = 0;
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
+  std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
+  // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
+  // header block since (the next one carries the update).
+  bool table_size_update_due_ = false;
+  std::uint32_t peer_table_size_ = 4096;  // RFC 7541's initial size
   std::chrono::steady_clock::time_point idle_since_;
   std::chrono::steady_clock::time_point now_;  // of the current Feed
 

@@ -23,6 +23,27 @@ bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_e
   return true;
 }
 
+void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_view status) {
+  // RFC 7541 §6.2.2: literal without indexing, the name :status (static
+  // table index 8), a 3-byte value without Huffman coding.
+  constexpr char kStatusName = 0x08;
+  const std::size_t length = 2 + status.size();
+  const auto sid = static_cast<std::uint32_t>(id);
+  const char head[9] = {0,
+                        0,
+                        static_cast<char>(length),
+                        static_cast<char>(NGHTTP2_HEADERS),
+                        static_cast<char>(NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS),
+                        static_cast<char>((sid >> 24) & 0x7f),
+                        static_cast<char>((sid >> 16) & 0xff),
+                        static_cast<char>((sid >> 8) & 0xff),
+                        static_cast<char>(sid & 0xff)};
+  frames.append(head, sizeof head);
+  frames.push_back(kStatusName);
+  frames.push_back(static_cast<char>(status.size()));
+  frames.append(status);
+}
+
 int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max) {
   while (pending.size() < max) {
     const std::uint8_t* data = nullptr;

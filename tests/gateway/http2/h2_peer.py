@@ -637,6 +637,48 @@ def scenario_empty_data_flood(port):
     report_goaway(raw, sent)
 
 
+# An HPACK bomb: the first header block stores one 4,000-byte value in the
+# HPACK dynamic table (index 62); every later HEADERS frame (16 KiB, the
+# largest frame) is the four pseudo-header fields and then 1-byte references
+# to that value, about 64 MB of decoded fields a frame.
+BOMB_PATH = b"/hello"
+BOMB_PSEUDO = (b"\x82\x86"  # :method GET, :scheme http
+               + b"\x04" + bytes([len(BOMB_PATH)]) + BOMB_PATH  # :path, not indexed
+               + b"\x01\x09127.0.0.1")  # :authority, not indexed
+BOMB_VALUE = 4000
+
+
+def bomb_setup_block():
+    """The request that stores the value: a literal field with incremental
+    indexing and a new name ("x-bomb"), its value's length as HPACK's
+    7-bit-prefix integer."""
+    n = BOMB_VALUE - 127
+    return (BOMB_PSEUDO + b"\x40\x06x-bomb\x7f" + bytes([(n % 128) | 0x80, n // 128]) +
+            b"a" * BOMB_VALUE)
+
+
+def bomb_block():
+    return BOMB_PSEUDO + b"\xbe" * (16384 - len(BOMB_PSEUDO))
+
+
+def scenario_hpack_bomb(port):
+    """One stored value, then up to $BOMBS (300) bomb frames on new streams
+    until a GOAWAY: `goaway=CODE last_stream=ID sent=N` and how many
+    streams were answered 431 before it."""
+    raw = Raw(port)
+    raw.sock.sendall(HeadersFrame(1, data=bomb_setup_block(),
+                                  flags=["END_HEADERS", "END_STREAM"]).serialize())
+    raw.read_until(lambda: 1 in raw.ended or raw.goaway is not None, "the first answer")
+    check(raw.statuses.get(1) == "200", "the request that stores the value: %r" %
+          raw.statuses.get(1))
+    bombs = int(os.environ.get("BOMBS", "300"))
+    frames = [HeadersFrame(3 + 2 * i, data=bomb_block(), flags=["END_HEADERS", "END_STREAM"])
+              for i in range(bombs)]
+    sent = raw.flood(frames, batch=10, pause_after=2)
+    report_goaway(raw, sent)
+    print("answered_431=%d" % sum(v == "431" for v in raw.statuses.values()))
+
+
 def run(scenarios):
     """Runs the scenario named by argv[1] (scenario_NAME in `scenarios`, a
     module's globals()) against the port in argv[2]."""
