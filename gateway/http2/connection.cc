@@ -32,6 +32,8 @@ constexpr std::size_t kLingerBytes = 1 << 20;
 // Shutdown(): the final GOAWAY follows the notice after a PING round trip,
 // or after this long without the PING's ACK.
 constexpr auto kGoawayGrace = std::chrono::seconds(1);
+// SETTINGS_MAX_CONCURRENT_STREAMS's initial value: no limit (RFC 9113 §6.5.2).
+constexpr std::uint32_t kNoStreamLimit = 0xffffffff;
 // RFC 7541 §4.1: each field's size in a header list.
 constexpr std::size_t kFieldOverhead = 32;
 
@@ -149,9 +151,22 @@ struct Http2Callbacks {
     return *static_cast<Http2Connection*>(user_data);
   }
 
-  static int OnBeginFrame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user_data) {
+  static int OnBeginFrame(nghttp2_session* session, const nghttp2_frame_hd* hd,
+                          void* user_data) {
     Http2Connection& c = Self(user_data);
     switch (hd->type) {
+      case NGHTTP2_HEADERS:
+        // nghttp2 ignores a HEADERS frame on a stream id the peer has used
+        // before unless it knows the stream still (it forgets closed ones).
+        if (hd->stream_id % 2 == 1) {
+          if (hd->stream_id > c.highest_stream_) {
+            c.highest_stream_ = hd->stream_id;
+          } else if (nghttp2_session_find_stream(session, hd->stream_id) == nullptr &&
+                     !c.recent_resets_.Contains(hd->stream_id)) {
+            c.Terminate(Http2CloseReason::kProtocolError, NGHTTP2_PROTOCOL_ERROR);
+          }
+        }
+        break;
       case NGHTTP2_PING:
       case NGHTTP2_SETTINGS:
       case NGHTTP2_PRIORITY:
@@ -339,7 +354,10 @@ struct Http2Callbacks {
 
   static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame,
                          void* user_data) {
-    (void)user_data;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+      Self(user_data).recent_resets_.Add(frame->hd.stream_id);
+      return 0;
+    }
     if (frame->hd.type == NGHTTP2_HEADERS) Self(user_data).table_size_update_due_ = false;
     if (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) return 0;
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
@@ -582,6 +600,9 @@ Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
       read_buffer_(new std::uint8_t[kReadChunk]),
       resets_(options.reset_burst, options.resets_per_second),
       control_frames_(options.control_frame_burst, options.control_frames_per_second),
+      // A peer may still send on the streams reset while it had its
+      // largest number of streams open.
+      recent_resets_(2 * std::size_t{options.max_concurrent_streams}),
       write_wake_(executor_),
       read_wake_(executor_),
       done_wake_(executor_),
@@ -635,13 +656,22 @@ bool Http2Connection::Start() {
     session_ = nullptr;
     return false;
   }
+  // Once the peer has acknowledged SETTINGS, nghttp2 makes a stream beyond
+  // MAX_CONCURRENT_STREAMS a connection error, which drops the streams in
+  // flight: nghttp2 is given no limit, the peer is told ours (rewritten in
+  // the frame below), and OnBeginHeaders refuses the streams beyond it.
   const std::array<nghttp2_settings_entry, 4> settings{{
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kNoStreamLimit},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, options_.stream_window_bytes},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   }};
-  return http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes);
+  if (!http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes)) {
+    return false;
+  }
+  Pull();
+  return http2_detail::RewriteSetting(pending_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+                                      options_.max_concurrent_streams);
 }
 
 void Http2Connection::TaskDone() {
@@ -736,12 +766,16 @@ void Http2Connection::Fail(int nghttp2_error) {
   Kick();
 }
 
-void Http2Connection::Calm(Http2CloseReason reason) {
+void Http2Connection::Terminate(Http2CloseReason reason, std::uint32_t code) {
   if (terminating_) return;
   terminating_ = true;
   SetReason(reason);
-  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+  nghttp2_session_terminate_session(session_, code);
   Kick();
+}
+
+void Http2Connection::Calm(Http2CloseReason reason) {
+  Terminate(reason, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 void Http2Connection::CountPeerFault() {

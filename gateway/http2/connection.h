@@ -22,7 +22,8 @@
 //
 // Bounds (every one of them ends in bounded work):
 //   - max_concurrent_streams: advertised in SETTINGS; a stream beyond it is
-//     refused (REFUSED_STREAM), and streams whose handler still runs count
+//     refused (REFUSED_STREAM, also after the peer has acknowledged the
+//     SETTINGS: the streams already open go on), and streams whose handler still runs count
 //     even after the peer has reset them, so that resetting does not make
 //     room for more handlers (CVE-2023-44487's amplification). A stream
 //     whose response has ended no longer counts: its handler is only
@@ -60,6 +61,11 @@
 //     included, do not keep it open); each write has write_timeout; a
 //     handler's ReadBody/WriteBody have the timeout it gives them.
 //
+// A HEADERS frame that would open a stream with an id at or below one the
+// peer has used already is a connection error (PROTOCOL_ERROR, RFC 9113
+// §5.1.1), unless it is on a stream we reset lately (the peer may not have
+// seen the RST_STREAM yet).
+//
 // Requests are checked as RFC 9113 §8 says (nghttp2 checks the pseudo-header
 // set and order, connection-specific fields, TE other than "trailers",
 // upper-case names, content-length against the DATA received; this layer
@@ -85,6 +91,7 @@
 #include <vector>
 
 #include "gateway/http2/header_list.h"
+#include "gateway/http2/recent_ids.h"
 #include "gateway/io/net.h"
 
 struct nghttp2_session;
@@ -414,6 +421,8 @@ class Http2Connection {
   // nghttp2 failed fatally: a GOAWAY of our own after what is pending, no
   // more reading or pulling.
   void Fail(int nghttp2_error);
+  // GOAWAY `code`, then close.
+  void Terminate(Http2CloseReason reason, std::uint32_t code);
   // GOAWAY ENHANCE_YOUR_CALM, then close.
   void Calm(Http2CloseReason reason);
   // A stream error the peer caused; false when the reset budget is gone.
@@ -450,6 +459,7 @@ class Http2Connection {
   std::size_t busy_ = 0;
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
   std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
+  std::int32_t highest_stream_ = 0;  // the highest stream id the peer has sent HEADERS on
   // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
   // header block since (the next one carries the update).
   bool table_size_update_due_ = false;
@@ -465,6 +475,7 @@ class Http2Connection {
 
   http2_detail::TokenBucket resets_;
   http2_detail::TokenBucket control_frames_;
+  http2_detail::RecentIds recent_resets_;  // RST_STREAMs we sent
   http2_detail::Wakeup write_wake_;
   http2_detail::Wakeup read_wake_;  // output drained, or the end
   http2_detail::Wakeup done_wake_;  // a task ended

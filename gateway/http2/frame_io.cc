@@ -23,6 +23,26 @@ bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_e
   return true;
 }
 
+bool RewriteSetting(std::string& frames, std::uint16_t id, std::uint32_t value) {
+  constexpr std::size_t kHeader = 9;
+  constexpr std::size_t kEntry = 6;
+  if (frames.size() < kHeader || frames[3] != NGHTTP2_SETTINGS ||
+      (frames[4] & NGHTTP2_FLAG_ACK) != 0) {
+    return false;
+  }
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(frames[i]); };
+  const std::size_t length = (std::size_t{byte(0)} << 16) | (std::size_t{byte(1)} << 8) | byte(2);
+  const std::size_t end = std::min(frames.size(), kHeader + length);
+  for (std::size_t at = kHeader; at + kEntry <= end; at += kEntry) {
+    if (((byte(at) << 8) | byte(at + 1)) != id) continue;
+    for (std::size_t i = 0; i < 4; ++i) {
+      frames[at + 2 + i] = static_cast<char>((value >> (24 - 8 * i)) & 0xff);
+    }
+    return true;
+  }
+  return false;
+}
+
 void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_view status) {
   // RFC 7541 §6.2.2: literal without indexing, the name :status (static
   // table index 8), a 3-byte value without Huffman coding.

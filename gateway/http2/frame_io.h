@@ -25,6 +25,12 @@ namespace tollgate::gateway::http2_detail {
 bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_entry> settings,
                     std::uint32_t connection_window);
 
+// Sets setting `id` to `value` in the SETTINGS frame that begins `frames`
+// (frames taken from nghttp2, not yet sent), so that the peer is told a
+// value nghttp2 does not enforce itself. False when that frame has no such
+// setting.
+bool RewriteSetting(std::string& frames, std::uint16_t id, std::uint32_t value);
+
 // Appends a response HEADERS frame with END_STREAM for stream `id` whose
 // only field is `:status` `status` (three digits), written without nghttp2:
 // for a stream nghttp2 resets before it would send a response. Its field

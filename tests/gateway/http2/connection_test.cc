@@ -525,6 +525,23 @@ TEST(Http2Connection, StreamsBeyondTheLimitAreRefused) {
   EXPECT_NE(out.find("ok=128 refused=72"), std::string::npos) << out;
 }
 
+// A client that goes past the limit it has acknowledged loses only the
+// streams beyond it (REFUSED_STREAM), not the connection.
+TEST(Http2Connection, StreamsBeyondTheAcknowledgedLimitAreRefused) {
+  H2TestServer server;
+  const std::string out = Peer("beyond-acknowledged-limit", server.port());
+  EXPECT_NE(out.find("ok=128 refused=2"), std::string::npos) << out;
+}
+
+TEST(Http2Connection, HeadersOnALowerStreamIdIsAConnectionError) {
+  H2TestServer server;
+  const std::string out = Peer("reused-stream-id", server.port());
+  EXPECT_NE(out.find("status5=200 goaway=1 last_stream=5"), std::string::npos) << out;
+  ASSERT_TRUE(server.WaitForEnded(1));
+  EXPECT_EQ(server.ended()[0].reason, Http2CloseReason::kProtocolError)
+      << ToString(server.ended()[0].reason);
+}
+
 TEST(Http2Connection, ResetStreamsCountUntilTheirHandlersEnd) {
   H2TestServer server;
   EXPECT_NE(Peer("reset-keeps-count", server.port()).find("refused=10"), std::string::npos);

@@ -20,6 +20,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import hpack
+from h2.settings import SettingCodes
 from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, HeadersFrame,
                               PingFrame, RstStreamFrame, SettingsFrame)
 
@@ -176,6 +177,12 @@ class Client:
         if n:
             self.conn.increment_flow_control_window(n, stream_id=sid)
             self.flush()
+
+    def lift_stream_limit(self):
+        """h2 keeps to the server's SETTINGS_MAX_CONCURRENT_STREAMS itself:
+        lifted, as a careless client's."""
+        self.conn.remote_settings[SettingCodes.MAX_CONCURRENT_STREAMS] = 1 << 20
+        self.conn.remote_settings.acknowledge()
 
     def round_trip(self):
         """A PING and its ACK: everything sent before it has been read and
@@ -402,21 +409,51 @@ def scenario_client_reset(port):
     print("reset_sent=1")
 
 
-def scenario_too_many_streams(port):
-    """200 streams before the server's SETTINGS arrive: 128 are served
-    (once the gate opens, from another connection), 72 refused."""
-    c = Client(port)
-    sids = [c.request("GET", "/gate") for _ in range(200)]
-    c.wait(lambda: sum(c.streams[s].reset == REFUSED_STREAM for s in sids) >= 72,
-           "72 refusals")
+def gated_streams(c, port, n, refusals):
+    """Opens `n` streams to /gate on `c`, waits for `refusals` of them to be
+    refused, opens the gate from another connection and waits for all:
+    how many were served and how many refused."""
+    sids = [c.request("GET", "/gate") for _ in range(n)]
+    c.wait(lambda: sum(c.streams[s].reset == REFUSED_STREAM for s in sids) >= refusals,
+           "%d refusals" % refusals)
     other = Client(port)
     opener = other.request("GET", "/open-gate")
     other.wait_done(opener)
     c.wait_done(*sids)
     ok = sum(c.streams[s].status() == b"200" for s in sids)
-    refused = sum(c.streams[s].reset == REFUSED_STREAM for s in sids)
+    return ok, sum(c.streams[s].reset == REFUSED_STREAM for s in sids)
+
+
+def scenario_too_many_streams(port):
+    """200 streams before the server's SETTINGS arrive: 128 are served
+    (once the gate opens, from another connection), 72 refused."""
+    ok, refused = gated_streams(Client(port), port, 200, 72)
     check(ok == 128 and refused == 72, "ok=%d refused=%d" % (ok, refused))
     print("ok=%d refused=%d" % (ok, refused))
+
+
+def scenario_beyond_acknowledged_limit(port):
+    """130 streams after the server's SETTINGS (128 streams) are
+    acknowledged: the 2 beyond the limit are refused, the 128 are served
+    once the gate opens (from another connection), and no GOAWAY comes."""
+    c = Client(port)
+    c.round_trip()  # the server has our ACK of its SETTINGS
+    c.lift_stream_limit()
+    ok, refused = gated_streams(c, port, 130, 2)
+    check(not c.goaways, "GOAWAY: %r" % c.goaways)
+    print("ok=%d refused=%d" % (ok, refused))
+
+
+def scenario_reused_stream_id(port):
+    """Stream 5 is served, then a HEADERS frame opens stream 3 (below it,
+    never used): GOAWAY PROTOCOL_ERROR naming stream 5."""
+    raw = Raw(port)
+    raw.sock.sendall(raw.headers(5, "/hello").serialize())
+    raw.read_until(lambda: 5 in raw.ended, "stream 5's answer")
+    raw.sock.sendall(raw.headers(3, "/hello").serialize())
+    raw.read_until(lambda: raw.goaway is not None, "the GOAWAY")
+    print("status5=%s goaway=%d last_stream=%d" % (raw.statuses.get(5), raw.goaway[0],
+                                                   raw.goaway[1]))
 
 
 def scenario_reset_keeps_count(port):
