@@ -271,7 +271,7 @@ struct Http2Callbacks {
   }
 
   static int OnDataChunk(nghttp2_session* session, std::uint8_t, std::int32_t id,
-                         const std::uint8_t* data, std::size_t size, void*) {
+                         const std::uint8_t* data, std::size_t size, void* user_data) {
     // The connection's window goes back at once: only the stream's waits
     // for its handler.
     nghttp2_session_consume_connection(session, size);
@@ -279,6 +279,12 @@ struct Http2Callbacks {
     if (s == nullptr || s->handler_ == Http2Stream::Handler::kDone || s->Gone() ||
         s->header_too_large_) {
       nghttp2_session_consume_stream(session, id, size);
+      if (s != nullptr && s->discarding_ && !s->Gone()) {
+        s->discarded_ += size;
+        if (s->discarded_ > Self(user_data).options_.discard_bytes) {
+          Self(user_data).EndDiscard(*s);
+        }
+      }
       return 0;
     }
     // At most the stream's window: nghttp2 enforces it.
@@ -364,11 +370,9 @@ struct Http2Callbacks {
     Http2Stream* s = StreamOf(session, frame->hd.stream_id);
     if (s == nullptr) return 0;
     s->response_end_sent_ = true;
-    // The response is complete but the request is not: RFC 9113 §8.1 lets
-    // the server end the request with NO_ERROR, once the handler is done
-    // with it.
+    // The response is complete but the request is not.
     if (s->handler_ == Http2Stream::Handler::kDone && !s->in_end_) {
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_NO_ERROR);
+      Self(user_data).StartDiscard(*s);
     }
     return 0;
   }
@@ -871,7 +875,7 @@ void Http2Connection::OnHandlerDone(Http2Stream& s) {
       // Returned with its response unfinished.
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_INTERNAL_ERROR);
     } else if (s.response_end_sent_ && !s.in_end_) {
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
+      StartDiscard(s);
     }
     // Unread body: the stream's window goes back with it.
     if (s.in_.size() > 0) {
@@ -885,6 +889,13 @@ void Http2Connection::OnHandlerDone(Http2Stream& s) {
 }
 
 void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
+  if (s.discarding_ && !s.local_reset_ && error_code == NGHTTP2_NO_ERROR && !dead_) {
+    // The peer has ended the request it was still sending. Some clients
+    // (curl 7.88) then wait to read something before they report the
+    // response they have: a PING gives them that.
+    nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+    Kick();
+  }
   s.closed_ = true;
   if (error_code != NGHTTP2_NO_ERROR && s.reset_code_ == 0) s.reset_code_ = error_code;
   if (s.response_end_sent_ && s.handler_ == Http2Stream::Handler::kRunning && !s.finished_) {
@@ -899,6 +910,23 @@ void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
   MaybeErase(s);
 }
 
+void Http2Connection::StartDiscard(Http2Stream& s) {
+  if (s.discarding_ || s.Gone()) return;
+  // Resetting at once would be allowed (RFC 9113 §8.1), but a client still
+  // uploading may then lose the response it has been sent.
+  s.discarding_ = true;
+  s.discard_until_ = store::LoopNow() + options_.discard_timeout;
+  ++discarding_;
+  watchdog_.cancel();  // to schedule the end
+}
+
+void Http2Connection::EndDiscard(Http2Stream& s) {
+  if (s.Gone()) return;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
+  s.local_reset_ = true;
+  Kick();
+}
+
 void Http2Connection::MaybeErase(Http2Stream& s) {
   if (!s.closed_ || s.handler_ == Http2Stream::Handler::kRunning ||
       s.handler_ == Http2Stream::Handler::kReady) {
@@ -906,6 +934,7 @@ void Http2Connection::MaybeErase(Http2Stream& s) {
   }
   if (s.dispatched_ && --busy_ == 0) idle_since_ = store::LoopNow();
   if (s.finished_) --finished_;
+  if (s.discarding_) --discarding_;
   if (!dead_ && session_ != nullptr) nghttp2_session_set_stream_user_data(session_, s.id_, nullptr);
   streams_.erase(s.id_);
 }
@@ -971,6 +1000,16 @@ Task<void> Http2Connection::Watchdog() {
         Kick();
       } else {
         next = idle_end;
+      }
+    }
+    if (discarding_ > 0) {
+      for (const auto& [id, s] : streams_) {
+        if (!s->discarding_ || s->Gone()) continue;
+        if (now >= s->discard_until_) {
+          EndDiscard(*s);
+        } else {
+          next = std::min(next, s->discard_until_);
+        }
       }
     }
     if (notice_sent_ && !final_goaway_) {

@@ -44,7 +44,12 @@
 //   - Request bodies: each stream's window (stream_window_bytes) is given
 //     back to the peer only as its handler reads (ReadBody), so a slow
 //     handler slows only its own stream; the connection window is given
-//     back on arrival. So each stream buffers at most its window.
+//     back on arrival. So each stream buffers at most its window. A request
+//     still being sent when its response is complete and its handler done
+//     (a refusal, say) is read and dropped until it ends, for at most
+//     discard_bytes and discard_timeout, and only then reset (RST_STREAM
+//     NO_ERROR, RFC 9113 §8.1): a client that is still uploading when the
+//     reset comes may lose the response with it (curl 7.88 does).
 //   - Response bodies: WriteBody hands data to nghttp2 only as the peer's
 //     flow-control windows allow (a slow reader slows only its own stream),
 //     and the connection takes at most max_outbound_bytes of frames from
@@ -149,6 +154,11 @@ struct Http2Options {
   std::uint32_t connection_window_bytes = 1 << 20;
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds write_timeout{30'000};
+  // A request body still arriving after its response: dropped up to this
+  // much and this long (as an HTTP/1.1 session lingers), then the stream
+  // is reset (RST_STREAM NO_ERROR).
+  std::uint64_t discard_bytes = 64 << 20;
+  std::chrono::milliseconds discard_timeout{5'000};
   // Frames taken from nghttp2 per write (one frame may go past it).
   std::size_t max_outbound_bytes = 64 * 1024;
   std::uint32_t max_outbound_ack = 1000;
@@ -274,8 +284,8 @@ class Http2Stream {
   const Fields& trailers() const { return trailers_; }
   // The rest of the request body is not wanted (the response is complete
   // without it): a pending ReadBody and later ones fail with kStreamReset.
-  // Once the handler has returned, the peer is told to stop sending
-  // (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+  // Once the handler has returned and the response is sent, what the peer
+  // still sends is dropped (see the bounds above).
   void AbandonRequestBody();
 
   // Sends the response header: a 1xx (not 101) is interim and may be
@@ -354,6 +364,10 @@ class Http2Stream {
   bool writing_ = false;
   bool reading_ = false;
   bool body_abandoned_ = false;
+  // Response and handler done, the request body still arriving: dropped.
+  bool discarding_ = false;
+  std::uint64_t discarded_ = 0;
+  std::chrono::steady_clock::time_point discard_until_;
 
   Handler handler_ = Handler::kNone;
   bool dispatched_ = false;  // counted in the connection's busy streams
@@ -438,6 +452,11 @@ class Http2Connection {
   // Forgets `stream` once both its handler and nghttp2 are done with it.
   void MaybeErase(Http2Stream& stream);
   void CloseStream(Http2Stream& stream, std::uint32_t error_code);
+  // `stream`'s response is sent and its handler done, its request still
+  // arriving: dropped until it ends or the discard bounds end it
+  // (EndDiscard).
+  void StartDiscard(Http2Stream& stream);
+  void EndDiscard(Http2Stream& stream);
   void PostCancel(Http2Stream& stream);
   // The connection ends: socket closed, every stream woken.
   void Teardown(Http2CloseReason reason);
@@ -459,6 +478,7 @@ class Http2Connection {
   std::size_t busy_ = 0;
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
   std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
+  std::size_t discarding_ = 0;  // streams whose Http2Stream::discarding_ is set
   std::int32_t highest_stream_ = 0;  // the highest stream id the peer has sent HEADERS on
   // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
   // header block since (the next one carries the update).
