@@ -151,6 +151,9 @@ class StreamExchange final : private ClientWatch {
   // Writes answer_: an HTTP/2 response with tollgate's JSON body, or for a
   // gRPC call a trailers-only response whose grpc-status says it.
   Task<void> Reply();
+  // Ends a gRPC call whose response has begun with answer_'s status in
+  // the trailers.
+  void EndGrpcCall();
   // The upstream failed: the answer when the response has not begun, else
   // the stream is reset (the only signal left).
   Task<void> FailUpstream(ConnectFailure failure, const ErrorCode& ec);
@@ -435,6 +438,18 @@ Task<void> StreamExchange::Reply() {
                                                   Budget(config_.timeouts.client_body_ms));
   // A client that never opens its window gets a reset at client_body.
   if (ec == beast::error::timeout) stream_.Reset(Http2ErrorCode::kCancel);
+}
+
+void StreamExchange::EndGrpcCall() {
+  const GrpcStatus status = InfoOf(answer_.refusal).grpc;
+  Fields trailers;
+  trailers.set("grpc-status", std::to_string(static_cast<int>(status)));
+  wire_.clear();
+  AppendGrpcMessage(answer_, wire_);
+  trailers.set("grpc-message", wire_);
+  if (stream_.SubmitTrailers(trailers)) return;
+  ex_.error = InfoOf(answer_.refusal).code;
+  RecordGrpc(static_cast<int>(status));
 }
 
 Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
@@ -834,6 +849,11 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
       if (pumped_ == Pumped::kRunning || pumped_ == Pumped::kDone ||
           pumped_ == Pumped::kUpstreamFailed) {
         co_await FailUpstream(ConnectFailure::kNone, r.ec);
+      } else if (pumped_ == Pumped::kTooLarge && grpc_) {
+        // A call cut at max_body_bytes ends as a trailers-only answer
+        // would (RESOURCE_EXHAUSTED), not as a reset (CANCELLED).
+        answer_ = Refuse(Refusal::kBodyTooLarge);
+        EndGrpcCall();
       } else {
         // The client's request body failed while the response was flowing.
         stream_.Reset(Http2ErrorCode::kCancel);
