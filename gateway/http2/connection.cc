@@ -519,6 +519,7 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
   connection_.Kick();
   const auto deadline = store::LoopNow() + timeout;
   ErrorCode ec;
+  bool stalled = false;  // holds one of the connection's stall places
   for (;;) {
     // Taken: all of it (and, for the last piece, the end of the body).
     if (out_.data.size() == 0 && (!out_.last || out_.end_taken)) break;
@@ -530,8 +531,16 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
       ec = beast::error::timeout;
       break;
     }
+    if (!stalled && connection_.WindowClosed(*this)) {
+      if (!connection_.TakeStallPlace(*this)) {
+        ec = StateError();
+        break;
+      }
+      stalled = true;
+    }
     co_await write_wake_.Wait(deadline);
   }
+  if (stalled) --connection_.stalled_;
   if (ec) {
     // nghttp2 must not read the caller's buffer once this returns.
     out_.data = {};
@@ -918,6 +927,22 @@ void Http2Connection::StartDiscard(Http2Stream& s) {
   s.discard_until_ = store::LoopNow() + options_.discard_timeout;
   ++discarding_;
   watchdog_.cancel();  // to schedule the end
+}
+
+bool Http2Connection::WindowClosed(const Http2Stream& s) const {
+  return nghttp2_session_get_stream_remote_window_size(session_, s.id_) <= 0 ||
+         nghttp2_session_get_remote_window_size(session_) <= 0;
+}
+
+bool Http2Connection::TakeStallPlace(Http2Stream& s) {
+  if (stalled_ < options_.max_stalled_streams) {
+    ++stalled_;
+    return true;
+  }
+  ++stats_.stall_resets;
+  if (stall_bound_fn_) stall_bound_fn_(s);
+  s.Reset(Http2ErrorCode::kEnhanceYourCalm);
+  return false;
 }
 
 void Http2Connection::EndDiscard(Http2Stream& s) {

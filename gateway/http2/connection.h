@@ -54,7 +54,12 @@
 //     flow-control windows allow (a slow reader slows only its own stream),
 //     and the connection takes at most max_outbound_bytes of frames from
 //     nghttp2 per write, one write in flight; while that output is backed
-//     up, nothing more is read from the peer.
+//     up, nothing more is read from the peer. At most max_stalled_streams
+//     WriteBody calls of a connection wait on a closed window (the stream's
+//     or the connection's) at once: beyond that the stream is reset
+//     (ENHANCE_YOUR_CALM) at once, so that a peer that opens no window
+//     (SETTINGS_INITIAL_WINDOW_SIZE 0) cannot make every stream hold what
+//     its handler holds (an upstream connection) until the write timeout.
 //   - Floods: peer resets and stream errors the peer causes (malformed
 //     requests, 431s) drain a token bucket (reset_burst, refilled at
 //     resets_per_second); SETTINGS, PING, PRIORITY and empty DATA frames
@@ -159,6 +164,8 @@ struct Http2Options {
   // is reset (RST_STREAM NO_ERROR).
   std::uint64_t discard_bytes = 64 << 20;
   std::chrono::milliseconds discard_timeout{5'000};
+  // WriteBody calls that may wait on a closed flow-control window at once.
+  std::uint32_t max_stalled_streams = 16;
   // Frames taken from nghttp2 per write (one frame may go past it).
   std::size_t max_outbound_bytes = 64 * 1024;
   std::uint32_t max_outbound_ack = 1000;
@@ -189,6 +196,7 @@ struct Http2Stats {
   std::uint64_t peer_resets = 0;       // RST_STREAM received
   std::uint64_t malformed = 0;         // stream errors for malformed requests
   std::uint64_t header_too_large = 0;  // answered 431
+  std::uint64_t stall_resets = 0;      // reset beyond max_stalled_streams
 };
 
 // SubmitResponse's: whether a body follows (WriteBody, SubmitTrailers).
@@ -414,6 +422,10 @@ class Http2Connection {
     header_too_large_fn_ = std::move(fn);
   }
 
+  // `fn` runs for each stream reset because max_stalled_streams others
+  // wait on closed windows already (to log it).
+  void OnStallBound(std::function<void(Http2Stream&)> fn) { stall_bound_fn_ = std::move(fn); }
+
   // Streams whose handler runs or whose response is still being sent.
   std::size_t busy_streams() const { return busy_; }
   const Http2Stats& stats() const { return stats_; }
@@ -456,6 +468,12 @@ class Http2Connection {
   // arriving: dropped until it ends or the discard bounds end it
   // (EndDiscard).
   void StartDiscard(Http2Stream& stream);
+  // Whether `stream` can send no DATA now: its window or the connection's
+  // is closed.
+  bool WindowClosed(const Http2Stream& stream) const;
+  // WriteBody of `stream` is about to wait on a closed window: false (and
+  // the stream reset) when max_stalled_streams others wait so already.
+  bool TakeStallPlace(Http2Stream& stream);
   void EndDiscard(Http2Stream& stream);
   void PostCancel(Http2Stream& stream);
   // The connection ends: socket closed, every stream woken.
@@ -472,6 +490,7 @@ class Http2Connection {
   Http2Options options_;
   Http2Handler handler_;
   std::function<void(Http2Stream&)> header_too_large_fn_;
+  std::function<void(Http2Stream&)> stall_bound_fn_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<std::int32_t, std::unique_ptr<Http2Stream>> streams_;
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
@@ -479,6 +498,7 @@ class Http2Connection {
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
   std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
   std::size_t discarding_ = 0;  // streams whose Http2Stream::discarding_ is set
+  std::uint32_t stalled_ = 0;   // WriteBody calls waiting on a closed window
   std::int32_t highest_stream_ = 0;  // the highest stream id the peer has sent HEADERS on
   // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
   // header block since (the next one carries the update).

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
@@ -214,6 +215,47 @@ TEST(Http2GatewayStall, ZeroWindowStreamIsResetAtClientBody) {
   EXPECT_NE(others.find("status codes: 100 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos)
       << others;
   EXPECT_NE(others.find("hello from upstream\n"), std::string::npos) << others;
+}
+
+// Open descriptors of process `pid`.
+int Descriptors(int pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// A client with every window shut asking for 1 MB on 100 streams: at most
+// max_stalled_streams of them wait on the window (each holding an upstream
+// connection), the others are reset at once; the gateway holds that many
+// more descriptors, and h2load is served meanwhile.
+TEST(Http2GatewayStall, ZeroWindowStreamsHoldBoundedUpstreamConnections) {
+  TempDir dir;
+  auto echo = StartEcho();
+  Gateway gateway(dir, echo->port());
+  const int before = Descriptors(gateway.pid());
+  const int cap = static_cast<int>(gateway::Http2Options{}.max_stalled_streams);
+  int during = 0;
+  std::string served;
+  const std::string release = dir.path() + "/release";
+  const std::string out = PeerWhile(
+      "h2_gateway_peer.py", "zero-window-many", gateway.port(), "RELEASE=" + release,
+      [&](const std::string& line) {
+        if (line.rfind("stalled ", 0) != 0) return;
+        during = Descriptors(gateway.pid());
+        served = Shell("h2load -n 100 -c 2 -m 10 " + gateway.Url("/api/hello"));
+        dir.Write("release", "");
+      });
+  std::smatch held;
+  ASSERT_TRUE(std::regex_search(out, held, std::regex("held=([0-9]+) reset=([0-9]+)"))) << out;
+  EXPECT_LE(std::stoi(held[1]), cap) << out;
+  // One client connection, its upstream connections, and a few spare
+  // (the echo pool's idle ones).
+  EXPECT_LE(during - before, cap + 8) << "descriptors " << before << " before, " << during;
+  EXPECT_NE(served.find("status codes: 100 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos)
+      << served;
 }
 
 }  // namespace
