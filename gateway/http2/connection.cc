@@ -34,6 +34,8 @@ constexpr std::size_t kLingerBytes = 1 << 20;
 constexpr auto kGoawayGrace = std::chrono::seconds(1);
 // SETTINGS_MAX_CONCURRENT_STREAMS's initial value: no limit (RFC 9113 §6.5.2).
 constexpr std::uint32_t kNoStreamLimit = 0xffffffff;
+// RST_STREAMs a connection remembers at most (RecentIds).
+constexpr std::size_t kMaxRecentResets = 1024;
 // RFC 7541 §4.1: each field's size in a header list.
 constexpr std::size_t kFieldOverhead = 32;
 
@@ -614,8 +616,9 @@ Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
       resets_(options.reset_burst, options.resets_per_second),
       control_frames_(options.control_frame_burst, options.control_frames_per_second),
       // A peer may still send on the streams reset while it had its
-      // largest number of streams open.
-      recent_resets_(2 * std::size_t{options.max_concurrent_streams}),
+      // largest number of streams open (bounded: 4 bytes an id).
+      recent_resets_(std::min<std::size_t>(2 * std::size_t{options.max_concurrent_streams},
+                                           kMaxRecentResets)),
       write_wake_(executor_),
       read_wake_(executor_),
       done_wake_(executor_),
