@@ -144,6 +144,12 @@ class Worker {
     connections_->fetch_sub(1, std::memory_order_relaxed);
     if (draining_ && sessions_.empty()) FinishDrain();
   }
+  // An upstream connection held by a client connection beyond the one
+  // max_connections' descriptor budget reserves for each (an HTTP/2
+  // client's streams hold one each): it counts as a client connection
+  // does, so that accepting pauses before descriptors run out.
+  void HoldExtraUpstream() { connections_->fetch_add(1, std::memory_order_relaxed); }
+  void ReleaseExtraUpstream() { connections_->fetch_sub(1, std::memory_order_relaxed); }
   // The other workers of the process (not owned): asked to close an idle
   // keep-alive connection when this one has none to make room. Call before
   // serving.

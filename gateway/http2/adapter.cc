@@ -1,5 +1,7 @@
 #include "gateway/http2/adapter.h"
 
+#include <spdlog/spdlog.h>
+
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/write.hpp>
 #include <array>
@@ -86,6 +88,28 @@ int GrpcStatusIn(const Fields& fields) {
 
 }  // namespace
 
+// An upstream connection one of the adapter's streams holds, while it
+// lives: the second and later ones of a client connection count against
+// the descriptor budget (Worker::HoldExtraUpstream).
+class UpstreamHold {
+ public:
+  UpstreamHold(Worker& worker, std::size_t& held)
+      : worker_(worker), held_(held), extra_(++held_ > 1) {
+    if (extra_) worker_.HoldExtraUpstream();
+  }
+  ~UpstreamHold() {
+    --held_;
+    if (extra_) worker_.ReleaseExtraUpstream();
+  }
+  UpstreamHold(const UpstreamHold&) = delete;
+  UpstreamHold& operator=(const UpstreamHold&) = delete;
+
+ private:
+  Worker& worker_;
+  std::size_t& held_;
+  const bool extra_;
+};
+
 // One stream's request through the pipeline; lives on the heap for the
 // stream's handler (its members would make every coroutine frame of the
 // handler large).
@@ -151,6 +175,9 @@ class StreamExchange final : private ClientWatch {
   // Writes answer_: an HTTP/2 response with tollgate's JSON body, or for a
   // gRPC call a trailers-only response whose grpc-status says it.
   Task<void> Reply();
+  // Ends a gRPC call whose response has begun with answer_'s status in
+  // the trailers.
+  void EndGrpcCall();
   // The upstream failed: the answer when the response has not begun, else
   // the stream is reset (the only signal left).
   Task<void> FailUpstream(ConnectFailure failure, const ErrorCode& ec);
@@ -210,6 +237,20 @@ Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listen
       connection_(stream, Http2OptionsFor(*worker.Current()->state->config),
                   [this](Http2Stream& s) { return Serve(s); }) {
   connection_.OnHeaderTooLarge([this](Http2Stream&) { LogHeaderTooLarge(); });
+  connection_.OnStallBound([this](Http2Stream&) { WarnStallBound(); });
+}
+
+void Http2Adapter::WarnStallBound() {
+  thread_local std::chrono::steady_clock::time_point last{};
+  const auto now = std::chrono::steady_clock::now();
+  if (last != std::chrono::steady_clock::time_point{} && now - last < std::chrono::minutes(1)) {
+    return;
+  }
+  last = now;
+  spdlog::warn(
+      "HTTP/2 client {}: {} streams wait on windows it keeps closed (max_stalled_streams); "
+      "its further ones are reset (ENHANCE_YOUR_CALM)",
+      peer_ip_, Http2Options{}.max_stalled_streams);
 }
 
 void Http2Adapter::LogHeaderTooLarge() {
@@ -442,6 +483,18 @@ Task<void> StreamExchange::Reply() {
   if (ec == beast::error::timeout) stream_.Reset(Http2ErrorCode::kCancel);
 }
 
+void StreamExchange::EndGrpcCall() {
+  const GrpcStatus status = InfoOf(answer_.refusal).grpc;
+  Fields trailers;
+  trailers.set("grpc-status", std::to_string(static_cast<int>(status)));
+  wire_.clear();
+  AppendGrpcMessage(answer_, wire_);
+  trailers.set("grpc-message", wire_);
+  if (stream_.SubmitTrailers(trailers)) return;
+  ex_.error = InfoOf(answer_.refusal).code;
+  RecordGrpc(static_cast<int>(status));
+}
+
 Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
   const store::Clock& clock = *state().clock;
   auto& req = stream_.request();
@@ -500,7 +553,9 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
   req.version(11);
   if (chunked) req.set(http::field::transfer_encoding, "chunked");
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  std::optional<UpstreamHold> hold;  // while call.conn is this stream's
   for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
+    hold.reset();
     ConnectResult cr = TakePooled(call, attempt);
     if (!cr.connection) {
       cr = co_await ConnectUpstream(call, attempt, timeouts.upstream_connect_ms);
@@ -512,6 +567,7 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     }
     call.conn = std::move(cr.connection);
     if (stream_.cancelled()) co_return;
+    hold.emplace(worker_, adapter_.upstreams_held_);
     upstream_ = call.conn.get();
     wire_.clear();
     AppendWireHeader(req, wire_, forwarded_lines_);
@@ -840,6 +896,11 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
       if (pumped_ == Pumped::kRunning || pumped_ == Pumped::kDone ||
           pumped_ == Pumped::kUpstreamFailed) {
         co_await FailUpstream(ConnectFailure::kNone, r.ec);
+      } else if (pumped_ == Pumped::kTooLarge && grpc_) {
+        // A call cut at max_body_bytes ends as a trailers-only answer
+        // would (RESOURCE_EXHAUSTED), not as a reset (CANCELLED).
+        answer_ = Refuse(Refusal::kBodyTooLarge);
+        EndGrpcCall();
       } else {
         // The client's request body failed while the response was flowing.
         stream_.Reset(Http2ErrorCode::kCancel);

@@ -62,6 +62,9 @@ class Http2Adapter {
   Task<void> Serve(Http2Stream& stream);
   // The connection answered 431 itself: logged and counted like any answer.
   void LogHeaderTooLarge();
+  // A stream was reset beyond max_stalled_streams: a warning, at most one a
+  // minute per worker thread.
+  void WarnStallBound();
 
   Worker& worker_;
   std::size_t listener_;
@@ -70,6 +73,7 @@ class Http2Adapter {
   const rules::ClientCertificate* client_cert_;
   bool served_ = false;    // a stream has started
   bool draining_ = false;  // GOAWAY is on its way
+  std::size_t upstreams_held_ = 0;  // HTTP/1.1 upstream connections its streams hold
   Http2Connection connection_;
 };
 

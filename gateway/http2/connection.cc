@@ -32,6 +32,10 @@ constexpr std::size_t kLingerBytes = 1 << 20;
 // Shutdown(): the final GOAWAY follows the notice after a PING round trip,
 // or after this long without the PING's ACK.
 constexpr auto kGoawayGrace = std::chrono::seconds(1);
+// SETTINGS_MAX_CONCURRENT_STREAMS's initial value: no limit (RFC 9113 §6.5.2).
+constexpr std::uint32_t kNoStreamLimit = 0xffffffff;
+// RST_STREAMs a connection remembers at most (RecentIds).
+constexpr std::size_t kMaxRecentResets = 1024;
 // RFC 7541 §4.1: each field's size in a header list.
 constexpr std::size_t kFieldOverhead = 32;
 
@@ -104,6 +108,8 @@ std::string_view ToString(Http2CloseReason reason) {
       return "rapid_reset";
     case Http2CloseReason::kControlFlood:
       return "control_flood";
+    case Http2CloseReason::kHeaderFlood:
+      return "header_flood";
     case Http2CloseReason::kProtocolError:
       return "protocol_error";
     case Http2CloseReason::kIoError:
@@ -147,9 +153,22 @@ struct Http2Callbacks {
     return *static_cast<Http2Connection*>(user_data);
   }
 
-  static int OnBeginFrame(nghttp2_session*, const nghttp2_frame_hd* hd, void* user_data) {
+  static int OnBeginFrame(nghttp2_session* session, const nghttp2_frame_hd* hd,
+                          void* user_data) {
     Http2Connection& c = Self(user_data);
     switch (hd->type) {
+      case NGHTTP2_HEADERS:
+        // nghttp2 ignores a HEADERS frame on a stream id the peer has used
+        // before unless it knows the stream still (it forgets closed ones).
+        if (hd->stream_id % 2 == 1) {
+          if (hd->stream_id > c.highest_stream_) {
+            c.highest_stream_ = hd->stream_id;
+          } else if (nghttp2_session_find_stream(session, hd->stream_id) == nullptr &&
+                     !c.recent_resets_.Contains(hd->stream_id)) {
+            c.Terminate(Http2CloseReason::kProtocolError, NGHTTP2_PROTOCOL_ERROR);
+          }
+        }
+        break;
       case NGHTTP2_PING:
       case NGHTTP2_SETTINGS:
       case NGHTTP2_PRIORITY:
@@ -195,17 +214,19 @@ struct Http2Callbacks {
     s->header_bytes_ += name_size + value_size + kFieldOverhead;
     const bool trailer = frame->headers.cat != NGHTTP2_HCAT_REQUEST;
     if (s->header_bytes_ > c.options_.max_header_list_bytes) {
+      // Failing here makes nghttp2 decode the rest of the block without
+      // this callback and without its own field checks (HPACK's state
+      // needs the decoding; a reference to a stored value then costs a
+      // table lookup, not a pass over the value), and reset the stream.
       if (trailer) {
         c.CountPeerFault();
+        c.CountOversizedHeader();
         nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_ENHANCE_YOUR_CALM);
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+      } else {
+        c.RespondHeaderTooLarge(*s);
       }
-      // The rest of the block is still decoded (HPACK's state needs it),
-      // each field in constant time and without being kept; 431 follows.
-      s->header_too_large_ = true;
-      return 0;
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
     }
-    if (s->header_too_large_) return 0;
     if (trailer) {
       s->trailers_.insert(name, value);
       return 0;
@@ -252,7 +273,7 @@ struct Http2Callbacks {
   }
 
   static int OnDataChunk(nghttp2_session* session, std::uint8_t, std::int32_t id,
-                         const std::uint8_t* data, std::size_t size, void*) {
+                         const std::uint8_t* data, std::size_t size, void* user_data) {
     // The connection's window goes back at once: only the stream's waits
     // for its handler.
     nghttp2_session_consume_connection(session, size);
@@ -260,6 +281,12 @@ struct Http2Callbacks {
     if (s == nullptr || s->handler_ == Http2Stream::Handler::kDone || s->Gone() ||
         s->header_too_large_) {
       nghttp2_session_consume_stream(session, id, size);
+      if (s != nullptr && s->discarding_ && !s->Gone()) {
+        s->discarded_ += size;
+        if (s->discarded_ > Self(user_data).options_.discard_bytes) {
+          Self(user_data).EndDiscard(*s);
+        }
+      }
       return 0;
     }
     // At most the stream's window: nghttp2 enforces it.
@@ -302,6 +329,18 @@ struct Http2Callbacks {
         }
         return 0;
       }
+      case NGHTTP2_SETTINGS:
+        // A smaller table: nghttp2's next header block starts with the
+        // update, which a decoder may insist on (RFC 7541 §4.2). nghttp2's
+        // encoder uses at most the default size.
+        for (std::size_t i = 0; i < frame->settings.niv; ++i) {
+          if (frame->settings.iv[i].settings_id != NGHTTP2_SETTINGS_HEADER_TABLE_SIZE) continue;
+          const std::uint32_t size = std::min<std::uint32_t>(frame->settings.iv[i].value,
+                                                             NGHTTP2_DEFAULT_HEADER_TABLE_SIZE);
+          if (size < c.peer_table_size_) c.table_size_update_due_ = true;
+          c.peer_table_size_ = size;
+        }
+        return 0;
       case NGHTTP2_RST_STREAM:
         ++c.stats_.peer_resets;
         if (!c.resets_.Take(c.now_)) c.Calm(Http2CloseReason::kRapidReset);
@@ -323,17 +362,19 @@ struct Http2Callbacks {
 
   static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame,
                          void* user_data) {
-    (void)user_data;
+    if (frame->hd.type == NGHTTP2_RST_STREAM) {
+      Self(user_data).recent_resets_.Add(frame->hd.stream_id);
+      return 0;
+    }
+    if (frame->hd.type == NGHTTP2_HEADERS) Self(user_data).table_size_update_due_ = false;
     if (frame->hd.type != NGHTTP2_DATA && frame->hd.type != NGHTTP2_HEADERS) return 0;
     if ((frame->hd.flags & NGHTTP2_FLAG_END_STREAM) == 0) return 0;
     Http2Stream* s = StreamOf(session, frame->hd.stream_id);
     if (s == nullptr) return 0;
     s->response_end_sent_ = true;
-    // The response is complete but the request is not: RFC 9113 §8.1 lets
-    // the server end the request with NO_ERROR, once the handler is done
-    // with it.
+    // The response is complete but the request is not.
     if (s->handler_ == Http2Stream::Handler::kDone && !s->in_end_) {
-      nghttp2_submit_rst_stream(session, NGHTTP2_FLAG_NONE, s->id_, NGHTTP2_NO_ERROR);
+      Self(user_data).StartDiscard(*s);
     }
     return 0;
   }
@@ -480,6 +521,7 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
   connection_.Kick();
   const auto deadline = store::LoopNow() + timeout;
   ErrorCode ec;
+  bool stalled = false;  // holds one of the connection's stall places
   for (;;) {
     // Taken: all of it (and, for the last piece, the end of the body).
     if (out_.data.size() == 0 && (!out_.last || out_.end_taken)) break;
@@ -491,8 +533,16 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
       ec = beast::error::timeout;
       break;
     }
+    if (!stalled && connection_.WindowClosed(*this)) {
+      if (!connection_.TakeStallPlace(*this)) {
+        ec = StateError();
+        break;
+      }
+      stalled = true;
+    }
     co_await write_wake_.Wait(deadline);
   }
+  if (stalled) --connection_.stalled_;
   if (ec) {
     // nghttp2 must not read the caller's buffer once this returns.
     out_.data = {};
@@ -565,6 +615,10 @@ Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
       read_buffer_(new std::uint8_t[kReadChunk]),
       resets_(options.reset_burst, options.resets_per_second),
       control_frames_(options.control_frame_burst, options.control_frames_per_second),
+      // A peer may still send on the streams reset while it had its
+      // largest number of streams open (bounded: 4 bytes an id).
+      recent_resets_(std::min<std::size_t>(2 * std::size_t{options.max_concurrent_streams},
+                                           kMaxRecentResets)),
       write_wake_(executor_),
       read_wake_(executor_),
       done_wake_(executor_),
@@ -618,13 +672,22 @@ bool Http2Connection::Start() {
     session_ = nullptr;
     return false;
   }
+  // Once the peer has acknowledged SETTINGS, nghttp2 makes a stream beyond
+  // MAX_CONCURRENT_STREAMS a connection error, which drops the streams in
+  // flight: nghttp2 is given no limit, the peer is told ours (rewritten in
+  // the frame below), and OnBeginHeaders refuses the streams beyond it.
   const std::array<nghttp2_settings_entry, 4> settings{{
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, options_.max_concurrent_streams},
+      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, kNoStreamLimit},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, options_.stream_window_bytes},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, options_.max_header_list_bytes},
       {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
   }};
-  return http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes);
+  if (!http2_detail::SubmitSettings(session_, settings, options_.connection_window_bytes)) {
+    return false;
+  }
+  Pull();
+  return http2_detail::RewriteSetting(pending_, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS,
+                                      options_.max_concurrent_streams);
 }
 
 void Http2Connection::TaskDone() {
@@ -719,23 +782,29 @@ void Http2Connection::Fail(int nghttp2_error) {
   Kick();
 }
 
-void Http2Connection::Calm(Http2CloseReason reason) {
+void Http2Connection::Terminate(Http2CloseReason reason, std::uint32_t code) {
   if (terminating_) return;
   terminating_ = true;
   SetReason(reason);
-  nghttp2_session_terminate_session(session_, NGHTTP2_ENHANCE_YOUR_CALM);
+  nghttp2_session_terminate_session(session_, code);
   Kick();
+}
+
+void Http2Connection::Calm(Http2CloseReason reason) {
+  Terminate(reason, NGHTTP2_ENHANCE_YOUR_CALM);
 }
 
 void Http2Connection::CountPeerFault() {
   if (!resets_.Take(now_)) Calm(Http2CloseReason::kRapidReset);
 }
 
-void Http2Connection::Dispatch(Http2Stream& s) {
-  if (s.header_too_large_) {
-    RespondHeaderTooLarge(s);
-    return;
+void Http2Connection::CountOversizedHeader() {
+  if (++oversized_headers_ > options_.max_oversized_headers) {
+    Calm(Http2CloseReason::kHeaderFlood);
   }
+}
+
+void Http2Connection::Dispatch(Http2Stream& s) {
   // RFC 9113 §8.3.1: a Host that names another authority is malformed.
   if (!s.host_.empty() && !s.authority_.empty() && !IEquals(s.host_, s.authority_)) {
     ++stats_.malformed;
@@ -762,16 +831,23 @@ void Http2Connection::Dispatch(Http2Stream& s) {
 void Http2Connection::RespondHeaderTooLarge(Http2Stream& s) {
   ++stats_.header_too_large;
   CountPeerFault();
+  CountOversizedHeader();
+  s.header_too_large_ = true;
   s.handler_ = Http2Stream::Handler::kDone;
   s.dispatched_ = true;
   ++busy_;
   s.in_.clear();
-  const std::array<nghttp2_nv, 1> nva{{{reinterpret_cast<std::uint8_t*>(const_cast<char*>(":status")),
-                                        reinterpret_cast<std::uint8_t*>(const_cast<char*>("431")),
-                                        7, 3, NGHTTP2_NV_FLAG_NONE}}};
+  // Nothing more is read of the request: OnHeader has nghttp2 skip the
+  // rest of the header block, which makes it reset the stream. A response
+  // submitted to nghttp2 would be dropped by that reset, so the 431 is
+  // written ahead of it by hand (unless a table size update is due first),
+  // and the reset is ours (NO_ERROR: the answer is complete; nghttp2 then
+  // adds no INTERNAL_ERROR of its own).
+  s.in_end_ = true;
   s.response_submitted_ = true;
   s.response_ended_ = true;
-  nghttp2_submit_response(session_, s.id_, nva.data(), nva.size(), nullptr);
+  if (!table_size_update_due_) http2_detail::AppendStatusOnlyResponse(pending_, s.id_, "431");
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
   if (header_too_large_fn_) header_too_large_fn_(s);
 }
 
@@ -811,7 +887,7 @@ void Http2Connection::OnHandlerDone(Http2Stream& s) {
       // Returned with its response unfinished.
       nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_INTERNAL_ERROR);
     } else if (s.response_end_sent_ && !s.in_end_) {
-      nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
+      StartDiscard(s);
     }
     // Unread body: the stream's window goes back with it.
     if (s.in_.size() > 0) {
@@ -825,6 +901,13 @@ void Http2Connection::OnHandlerDone(Http2Stream& s) {
 }
 
 void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
+  if (s.discarding_ && !s.local_reset_ && error_code == NGHTTP2_NO_ERROR && !dead_) {
+    // The peer has ended the request it was still sending. Some clients
+    // (curl 7.88) then wait to read something before they report the
+    // response they have: a PING gives them that.
+    nghttp2_submit_ping(session_, NGHTTP2_FLAG_NONE, nullptr);
+    Kick();
+  }
   s.closed_ = true;
   if (error_code != NGHTTP2_NO_ERROR && s.reset_code_ == 0) s.reset_code_ = error_code;
   if (s.response_end_sent_ && s.handler_ == Http2Stream::Handler::kRunning && !s.finished_) {
@@ -839,6 +922,39 @@ void Http2Connection::CloseStream(Http2Stream& s, std::uint32_t error_code) {
   MaybeErase(s);
 }
 
+void Http2Connection::StartDiscard(Http2Stream& s) {
+  if (s.discarding_ || s.Gone()) return;
+  // Resetting at once would be allowed (RFC 9113 §8.1), but a client still
+  // uploading may then lose the response it has been sent.
+  s.discarding_ = true;
+  s.discard_until_ = store::LoopNow() + options_.discard_timeout;
+  ++discarding_;
+  watchdog_.cancel();  // to schedule the end
+}
+
+bool Http2Connection::WindowClosed(const Http2Stream& s) const {
+  return nghttp2_session_get_stream_remote_window_size(session_, s.id_) <= 0 ||
+         nghttp2_session_get_remote_window_size(session_) <= 0;
+}
+
+bool Http2Connection::TakeStallPlace(Http2Stream& s) {
+  if (stalled_ < options_.max_stalled_streams) {
+    ++stalled_;
+    return true;
+  }
+  ++stats_.stall_resets;
+  if (stall_bound_fn_) stall_bound_fn_(s);
+  s.Reset(Http2ErrorCode::kEnhanceYourCalm);
+  return false;
+}
+
+void Http2Connection::EndDiscard(Http2Stream& s) {
+  if (s.Gone()) return;
+  nghttp2_submit_rst_stream(session_, NGHTTP2_FLAG_NONE, s.id_, NGHTTP2_NO_ERROR);
+  s.local_reset_ = true;
+  Kick();
+}
+
 void Http2Connection::MaybeErase(Http2Stream& s) {
   if (!s.closed_ || s.handler_ == Http2Stream::Handler::kRunning ||
       s.handler_ == Http2Stream::Handler::kReady) {
@@ -846,6 +962,7 @@ void Http2Connection::MaybeErase(Http2Stream& s) {
   }
   if (s.dispatched_ && --busy_ == 0) idle_since_ = store::LoopNow();
   if (s.finished_) --finished_;
+  if (s.discarding_) --discarding_;
   if (!dead_ && session_ != nullptr) nghttp2_session_set_stream_user_data(session_, s.id_, nullptr);
   streams_.erase(s.id_);
 }
@@ -911,6 +1028,16 @@ Task<void> Http2Connection::Watchdog() {
         Kick();
       } else {
         next = idle_end;
+      }
+    }
+    if (discarding_ > 0) {
+      for (const auto& [id, s] : streams_) {
+        if (!s->discarding_ || s->Gone()) continue;
+        if (now >= s->discard_until_) {
+          EndDiscard(*s);
+        } else {
+          next = std::min(next, s->discard_until_);
+        }
       }
     }
     if (notice_sent_ && !final_goaway_) {

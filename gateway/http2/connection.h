@@ -22,7 +22,8 @@
 //
 // Bounds (every one of them ends in bounded work):
 //   - max_concurrent_streams: advertised in SETTINGS; a stream beyond it is
-//     refused (REFUSED_STREAM), and streams whose handler still runs count
+//     refused (REFUSED_STREAM, also after the peer has acknowledged the
+//     SETTINGS: the streams already open go on), and streams whose handler still runs count
 //     even after the peer has reset them, so that resetting does not make
 //     room for more handlers (CVE-2023-44487's amplification). A stream
 //     whose response has ended no longer counts: its handler is only
@@ -30,19 +31,35 @@
 //   - The request header list (HPACK-decoded, RFC 7541's name + value + 32
 //     per field) is bounded by max_header_list_bytes, advertised as
 //     SETTINGS_MAX_HEADER_LIST_SIZE: a larger request header is answered 431
-//     by the connection itself (the handler never sees it); larger trailers
-//     reset the stream (ENHANCE_YOUR_CALM).
+//     by the connection itself (the handler never sees it), then the stream
+//     is reset (NO_ERROR); larger trailers reset the stream (ENHANCE_YOUR_CALM). Fields
+//     past the bound are neither checked nor kept: nghttp2 only decodes the
+//     rest of the block (HPACK's state needs it), without calling back, so
+//     a block of references to one large stored value costs table lookups,
+//     not the copies and character checks of the values. Beyond
+//     max_oversized_headers such blocks the connection ends (GOAWAY
+//     ENHANCE_YOUR_CALM).
 //   - A header block may span at most max_continuations CONTINUATION frames
 //     (CVE-2024-28182; Debian's nghttp2 1.52.0-1+deb12u2 has the option).
 //   - Request bodies: each stream's window (stream_window_bytes) is given
 //     back to the peer only as its handler reads (ReadBody), so a slow
 //     handler slows only its own stream; the connection window is given
-//     back on arrival. So each stream buffers at most its window.
+//     back on arrival. So each stream buffers at most its window. A request
+//     still being sent when its response is complete and its handler done
+//     (a refusal, say) is read and dropped until it ends, for at most
+//     discard_bytes and discard_timeout, and only then reset (RST_STREAM
+//     NO_ERROR, RFC 9113 §8.1): a client that is still uploading when the
+//     reset comes may lose the response with it (curl 7.88 does).
 //   - Response bodies: WriteBody hands data to nghttp2 only as the peer's
 //     flow-control windows allow (a slow reader slows only its own stream),
 //     and the connection takes at most max_outbound_bytes of frames from
 //     nghttp2 per write, one write in flight; while that output is backed
-//     up, nothing more is read from the peer.
+//     up, nothing more is read from the peer. At most max_stalled_streams
+//     WriteBody calls of a connection wait on a closed window (the stream's
+//     or the connection's) at once: beyond that the stream is reset
+//     (ENHANCE_YOUR_CALM) at once, so that a peer that opens no window
+//     (SETTINGS_INITIAL_WINDOW_SIZE 0) cannot make every stream hold what
+//     its handler holds (an upstream connection) until the write timeout.
 //   - Floods: peer resets and stream errors the peer causes (malformed
 //     requests, 431s) drain a token bucket (reset_burst, refilled at
 //     resets_per_second); SETTINGS, PING, PRIORITY and empty DATA frames
@@ -53,6 +70,11 @@
 //     served no stream for that long (frames that open no stream, PING
 //     included, do not keep it open); each write has write_timeout; a
 //     handler's ReadBody/WriteBody have the timeout it gives them.
+//
+// A HEADERS frame that would open a stream with an id at or below one the
+// peer has used already is a connection error (PROTOCOL_ERROR, RFC 9113
+// §5.1.1), unless it is on a stream we reset lately (the peer may not have
+// seen the RST_STREAM yet).
 //
 // Requests are checked as RFC 9113 §8 says (nghttp2 checks the pseudo-header
 // set and order, connection-specific fields, TE other than "trailers",
@@ -79,6 +101,7 @@
 #include <vector>
 
 #include "gateway/http2/header_list.h"
+#include "gateway/http2/recent_ids.h"
 #include "gateway/io/net.h"
 
 struct nghttp2_session;
@@ -128,11 +151,21 @@ struct Http2Options {
   std::uint32_t max_concurrent_streams = 128;
   std::uint32_t max_header_list_bytes = 16'384;
   std::uint32_t max_continuations = 8;
+  // Header blocks over max_header_list_bytes a connection may send; the
+  // next one ends it.
+  std::uint32_t max_oversized_headers = 3;
   // SETTINGS_INITIAL_WINDOW_SIZE: what each stream may have buffered.
   std::uint32_t stream_window_bytes = 65'535;
   std::uint32_t connection_window_bytes = 1 << 20;
   std::chrono::milliseconds idle_timeout{60'000};
   std::chrono::milliseconds write_timeout{30'000};
+  // A request body still arriving after its response: dropped up to this
+  // much and this long (as an HTTP/1.1 session lingers), then the stream
+  // is reset (RST_STREAM NO_ERROR).
+  std::uint64_t discard_bytes = 64 << 20;
+  std::chrono::milliseconds discard_timeout{5'000};
+  // WriteBody calls that may wait on a closed flow-control window at once.
+  std::uint32_t max_stalled_streams = 16;
   // Frames taken from nghttp2 per write (one frame may go past it).
   std::size_t max_outbound_bytes = 64 * 1024;
   std::uint32_t max_outbound_ack = 1000;
@@ -151,6 +184,7 @@ enum class Http2CloseReason {
   kClosed,         // Close()
   kRapidReset,     // reset budget exhausted: GOAWAY ENHANCE_YOUR_CALM
   kControlFlood,   // control-frame budget exhausted: GOAWAY ENHANCE_YOUR_CALM
+  kHeaderFlood,    // beyond max_oversized_headers: GOAWAY ENHANCE_YOUR_CALM
   kProtocolError,  // a connection error found by nghttp2 (GOAWAY sent)
   kIoError,        // a read or write failed or timed out
 };
@@ -162,6 +196,7 @@ struct Http2Stats {
   std::uint64_t peer_resets = 0;       // RST_STREAM received
   std::uint64_t malformed = 0;         // stream errors for malformed requests
   std::uint64_t header_too_large = 0;  // answered 431
+  std::uint64_t stall_resets = 0;      // reset beyond max_stalled_streams
 };
 
 // SubmitResponse's: whether a body follows (WriteBody, SubmitTrailers).
@@ -257,8 +292,8 @@ class Http2Stream {
   const Fields& trailers() const { return trailers_; }
   // The rest of the request body is not wanted (the response is complete
   // without it): a pending ReadBody and later ones fail with kStreamReset.
-  // Once the handler has returned, the peer is told to stop sending
-  // (RST_STREAM NO_ERROR, RFC 9113 §8.1).
+  // Once the handler has returned and the response is sent, what the peer
+  // still sends is dropped (see the bounds above).
   void AbandonRequestBody();
 
   // Sends the response header: a 1xx (not 101) is interim and may be
@@ -337,6 +372,10 @@ class Http2Stream {
   bool writing_ = false;
   bool reading_ = false;
   bool body_abandoned_ = false;
+  // Response and handler done, the request body still arriving: dropped.
+  bool discarding_ = false;
+  std::uint64_t discarded_ = 0;
+  std::chrono::steady_clock::time_point discard_until_;
 
   Handler handler_ = Handler::kNone;
   bool dispatched_ = false;  // counted in the connection's busy streams
@@ -383,6 +422,10 @@ class Http2Connection {
     header_too_large_fn_ = std::move(fn);
   }
 
+  // `fn` runs for each stream reset because max_stalled_streams others
+  // wait on closed windows already (to log it).
+  void OnStallBound(std::function<void(Http2Stream&)> fn) { stall_bound_fn_ = std::move(fn); }
+
   // Streams whose handler runs or whose response is still being sent.
   std::size_t busy_streams() const { return busy_; }
   const Http2Stats& stats() const { return stats_; }
@@ -404,16 +447,34 @@ class Http2Connection {
   // nghttp2 failed fatally: a GOAWAY of our own after what is pending, no
   // more reading or pulling.
   void Fail(int nghttp2_error);
+  // GOAWAY `code`, then close.
+  void Terminate(Http2CloseReason reason, std::uint32_t code);
   // GOAWAY ENHANCE_YOUR_CALM, then close.
   void Calm(Http2CloseReason reason);
   // A stream error the peer caused; false when the reset budget is gone.
   void CountPeerFault();
+  // The request header of `stream` passed max_header_list_bytes: 431, and
+  // a strike against the connection.
   void RespondHeaderTooLarge(Http2Stream& stream);
+  // A header block passed max_header_list_bytes: beyond
+  // max_oversized_headers, GOAWAY ENHANCE_YOUR_CALM.
+  void CountOversizedHeader();
   void Dispatch(Http2Stream& stream);
   void DispatchReady();
   // Forgets `stream` once both its handler and nghttp2 are done with it.
   void MaybeErase(Http2Stream& stream);
   void CloseStream(Http2Stream& stream, std::uint32_t error_code);
+  // `stream`'s response is sent and its handler done, its request still
+  // arriving: dropped until it ends or the discard bounds end it
+  // (EndDiscard).
+  void StartDiscard(Http2Stream& stream);
+  // Whether `stream` can send no DATA now: its window or the connection's
+  // is closed.
+  bool WindowClosed(const Http2Stream& stream) const;
+  // WriteBody of `stream` is about to wait on a closed window: false (and
+  // the stream reset) when max_stalled_streams others wait so already.
+  bool TakeStallPlace(Http2Stream& stream);
+  void EndDiscard(Http2Stream& stream);
   void PostCancel(Http2Stream& stream);
   // The connection ends: socket closed, every stream woken.
   void Teardown(Http2CloseReason reason);
@@ -429,11 +490,20 @@ class Http2Connection {
   Http2Options options_;
   Http2Handler handler_;
   std::function<void(Http2Stream&)> header_too_large_fn_;
+  std::function<void(Http2Stream&)> stall_bound_fn_;
   nghttp2_session* session_ = nullptr;
   std::unordered_map<std::int32_t, std::unique_ptr<Http2Stream>> streams_;
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
   std::size_t busy_ = 0;
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
+  std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
+  std::size_t discarding_ = 0;  // streams whose Http2Stream::discarding_ is set
+  std::uint32_t stalled_ = 0;   // WriteBody calls waiting on a closed window
+  std::int32_t highest_stream_ = 0;  // the highest stream id the peer has sent HEADERS on
+  // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
+  // header block since (the next one carries the update).
+  bool table_size_update_due_ = false;
+  std::uint32_t peer_table_size_ = 4096;  // RFC 7541's initial size
   std::chrono::steady_clock::time_point idle_since_;
   std::chrono::steady_clock::time_point now_;  // of the current Feed
 
@@ -445,6 +515,7 @@ class Http2Connection {
 
   http2_detail::TokenBucket resets_;
   http2_detail::TokenBucket control_frames_;
+  http2_detail::RecentIds recent_resets_;  // RST_STREAMs we sent
   http2_detail::Wakeup write_wake_;
   http2_detail::Wakeup read_wake_;  // output drained, or the end
   http2_detail::Wakeup done_wake_;  // a task ended

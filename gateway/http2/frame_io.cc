@@ -23,6 +23,47 @@ bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_e
   return true;
 }
 
+bool RewriteSetting(std::string& frames, std::uint16_t id, std::uint32_t value) {
+  constexpr std::size_t kHeader = 9;
+  constexpr std::size_t kEntry = 6;
+  if (frames.size() < kHeader || frames[3] != NGHTTP2_SETTINGS ||
+      (frames[4] & NGHTTP2_FLAG_ACK) != 0) {
+    return false;
+  }
+  const auto byte = [&](std::size_t i) { return static_cast<std::uint8_t>(frames[i]); };
+  const std::size_t length = (std::size_t{byte(0)} << 16) | (std::size_t{byte(1)} << 8) | byte(2);
+  const std::size_t end = std::min(frames.size(), kHeader + length);
+  for (std::size_t at = kHeader; at + kEntry <= end; at += kEntry) {
+    if (((byte(at) << 8) | byte(at + 1)) != id) continue;
+    for (std::size_t i = 0; i < 4; ++i) {
+      frames[at + 2 + i] = static_cast<char>((value >> (24 - 8 * i)) & 0xff);
+    }
+    return true;
+  }
+  return false;
+}
+
+void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_view status) {
+  // RFC 7541 §6.2.2: literal without indexing, the name :status (static
+  // table index 8), a 3-byte value without Huffman coding.
+  constexpr char kStatusName = 0x08;
+  const std::size_t length = 2 + status.size();
+  const auto sid = static_cast<std::uint32_t>(id);
+  const char head[9] = {0,
+                        0,
+                        static_cast<char>(length),
+                        static_cast<char>(NGHTTP2_HEADERS),
+                        static_cast<char>(NGHTTP2_FLAG_END_STREAM | NGHTTP2_FLAG_END_HEADERS),
+                        static_cast<char>((sid >> 24) & 0x7f),
+                        static_cast<char>((sid >> 16) & 0xff),
+                        static_cast<char>((sid >> 8) & 0xff),
+                        static_cast<char>(sid & 0xff)};
+  frames.append(head, sizeof head);
+  frames.push_back(kStatusName);
+  frames.push_back(static_cast<char>(status.size()));
+  frames.append(status);
+}
+
 int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max) {
   while (pending.size() < max) {
     const std::uint8_t* data = nullptr;

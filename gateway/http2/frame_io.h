@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 
 #include "gateway/http2/connection.h"
 #include "gateway/io/net.h"
@@ -23,6 +24,20 @@ namespace tollgate::gateway::http2_detail {
 // than the 65,535 bytes it starts with. False when nghttp2 refuses them.
 bool SubmitSettings(nghttp2_session* session, std::span<const nghttp2_settings_entry> settings,
                     std::uint32_t connection_window);
+
+// Sets setting `id` to `value` in the SETTINGS frame that begins `frames`
+// (frames taken from nghttp2, not yet sent), so that the peer is told a
+// value nghttp2 does not enforce itself. False when that frame has no such
+// setting.
+bool RewriteSetting(std::string& frames, std::uint16_t id, std::uint32_t value);
+
+// Appends a response HEADERS frame with END_STREAM for stream `id` whose
+// only field is `:status` `status` (three digits), written without nghttp2:
+// for a stream nghttp2 resets before it would send a response. Its field
+// is a literal that is not indexed, so the HPACK encoder's table stays as
+// nghttp2 has it; but a block must not go out ahead of the one that carries
+// a table size update the peer's SETTINGS made due (RFC 7541 §4.2).
+void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_view status);
 
 // Appends the frames nghttp2 has to send to `pending` until it holds `max`
 // bytes (one frame may go past it) or nghttp2 has none left. Returns 0, or

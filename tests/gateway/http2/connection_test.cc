@@ -16,6 +16,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <regex>
 #include <set>
 #include <string>
 #include <thread>
@@ -477,6 +478,25 @@ TEST(Http2Connection, OversizedHeaderIsAnswered431) {
   EXPECT_NE(Peer("large-header", server.port()).find("too_large=431"), std::string::npos);
 }
 
+// A header block of references to one large stored value (an HPACK bomb)
+// is dropped at max_header_list_bytes, and after max_oversized_headers of
+// them the connection ends.
+TEST(Http2Connection, HpackBombEndsTheConnectionAfterAFewBlocks) {
+  H2TestServer server;
+  const std::string out = Peer("hpack-bomb", server.port());
+  const auto limit = Http2Options{}.max_oversized_headers;
+  EXPECT_NE(out.find("goaway=11 "), std::string::npos) << out;
+  // The last one may be answered before the GOAWAY or not.
+  std::smatch answered;
+  ASSERT_TRUE(std::regex_search(out, answered, std::regex("answered_431=([0-9]+)"))) << out;
+  EXPECT_GE(std::stoul(answered[1]), limit) << out;
+  EXPECT_LE(std::stoul(answered[1]), limit + 1) << out;
+  ASSERT_TRUE(server.WaitForEnded(1));
+  EXPECT_EQ(server.ended()[0].reason, Http2CloseReason::kHeaderFlood)
+      << ToString(server.ended()[0].reason);
+  EXPECT_EQ(server.ended()[0].stats.header_too_large, limit + 1);
+}
+
 TEST(Http2Connection, SlowHandlerSlowsOnlyItsStream) {
   H2TestServer server;
   const std::string out = Peer("slow-handler", server.port());
@@ -503,6 +523,23 @@ TEST(Http2Connection, StreamsBeyondTheLimitAreRefused) {
   H2TestServer server;
   const std::string out = Peer("too-many-streams", server.port());
   EXPECT_NE(out.find("ok=128 refused=72"), std::string::npos) << out;
+}
+
+// A client that goes past the limit it has acknowledged loses only the
+// streams beyond it (REFUSED_STREAM), not the connection.
+TEST(Http2Connection, StreamsBeyondTheAcknowledgedLimitAreRefused) {
+  H2TestServer server;
+  const std::string out = Peer("beyond-acknowledged-limit", server.port());
+  EXPECT_NE(out.find("ok=128 refused=2"), std::string::npos) << out;
+}
+
+TEST(Http2Connection, HeadersOnALowerStreamIdIsAConnectionError) {
+  H2TestServer server;
+  const std::string out = Peer("reused-stream-id", server.port());
+  EXPECT_NE(out.find("status5=200 goaway=1 last_stream=5"), std::string::npos) << out;
+  ASSERT_TRUE(server.WaitForEnded(1));
+  EXPECT_EQ(server.ended()[0].reason, Http2CloseReason::kProtocolError)
+      << ToString(server.ended()[0].reason);
 }
 
 TEST(Http2Connection, ResetStreamsCountUntilTheirHandlersEnd) {

@@ -7,12 +7,16 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
+
+#include <unistd.h>
 
 #include "gateway/http2/connection.h"
 #include "tests/gateway/test_support.h"
@@ -124,6 +128,12 @@ TEST_P(Http2GatewayFlood, EndsWithEnhanceYourCalmWhileOthersAreServed) {
   EXPECT_NE(served.find(kAllServed), std::string::npos) << served;
   const std::int64_t peak = StatusKiB(gateway.pid(), "VmHWM");
   EXPECT_LT(peak - before, 64 * kMiB) << "VmRSS " << before << " KiB before, peak " << peak;
+  if (std::string(GetParam()) == "hpack-bomb") {
+    // Stream 1 stores the value, each later one is a bomb: the GOAWAY
+    // comes with the one after max_oversized_headers of them.
+    const int limit = static_cast<int>(gateway::Http2Options{}.max_oversized_headers);
+    EXPECT_LE(std::stoi(goaway[2]), 1 + 2 * (limit + 1)) << out;
+  }
   if (std::string(GetParam()) == "rapid-reset") {
     // Every HEADERS+RST_STREAM pair takes a token of the reset budget; the
     // GOAWAY names the last stream the gateway took, so at most about
@@ -139,12 +149,51 @@ TEST_P(Http2GatewayFlood, EndsWithEnhanceYourCalmWhileOthersAreServed) {
 
 INSTANTIATE_TEST_SUITE_P(Floods, Http2GatewayFlood,
                          ::testing::Values("rapid-reset", "continuation-flood", "settings-flood",
-                                           "ping-flood", "empty-data-flood"),
+                                           "ping-flood", "empty-data-flood", "hpack-bomb"),
                          [](const auto& info) {
                            std::string name = info.param;
                            std::erase(name, '-');
                            return name;
                          });
+
+// CPU seconds (user and system) process `pid` has used, from
+// /proc/PID/stat.
+double CpuSeconds(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  std::int64_t ticks = 0;
+  // After the command: state is field 3, utime 14, stime 15.
+  for (int i = 3; i <= 15 && fields >> field; ++i) {
+    if (i >= 14) ticks += std::stoll(field);
+  }
+  return static_cast<double>(ticks) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// Eight HPACK-bomb connections at once (each block about 64 MB of decoded
+// fields): each ends after a few blocks, and the fields past
+// max_header_bytes are neither checked nor kept, so that the gateway's CPU
+// time for all of them stays small (bench/RESULTS.md has the cost of a
+// block before and after).
+TEST(Http2GatewayFlood, HpackBombsCostLittleWork) {
+  TempDir dir;
+  auto echo = StartEcho();
+  Gateway gateway(dir, echo->port());
+  const double before = CpuSeconds(gateway.pid());
+  const std::string peer = kPython + " " + kScripts + "/h2_peer.py hpack-bomb " +
+                           std::to_string(gateway.port());
+  const std::string out = Shell("for i in 1 2 3 4 5 6 7 8; do " + peer + " & done; wait");
+  const double used = CpuSeconds(gateway.pid()) - before;
+  std::size_t goaways = 0;
+  for (std::size_t at = 0; (at = out.find("goaway=11 ", at)) != std::string::npos; ++at) {
+    ++goaways;
+  }
+  EXPECT_EQ(goaways, 8u) << out;
+  EXPECT_LT(used, 0.3) << "CPU seconds: " << used << "\n" << out;
+  EXPECT_EQ(Shell("curl -sS --http2-prior-knowledge " + gateway.Url("/api/hello")),
+            "hello from upstream\n");
+}
 
 // A client that never opens a stream's window (SETTINGS_INITIAL_WINDOW_SIZE
 // 0, no WINDOW_UPDATE) on a response with a body: the stream is reset
@@ -166,6 +215,47 @@ TEST(Http2GatewayStall, ZeroWindowStreamIsResetAtClientBody) {
   EXPECT_NE(others.find("status codes: 100 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos)
       << others;
   EXPECT_NE(others.find("hello from upstream\n"), std::string::npos) << others;
+}
+
+// Open descriptors of process `pid`.
+int Descriptors(int pid) {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd")) {
+    ++n;
+  }
+  return n;
+}
+
+// A client with every window shut asking for 1 MB on 100 streams: at most
+// max_stalled_streams of them wait on the window (each holding an upstream
+// connection), the others are reset at once; the gateway holds that many
+// more descriptors, and h2load is served meanwhile.
+TEST(Http2GatewayStall, ZeroWindowStreamsHoldBoundedUpstreamConnections) {
+  TempDir dir;
+  auto echo = StartEcho();
+  Gateway gateway(dir, echo->port());
+  const int before = Descriptors(gateway.pid());
+  const int cap = static_cast<int>(gateway::Http2Options{}.max_stalled_streams);
+  int during = 0;
+  std::string served;
+  const std::string release = dir.path() + "/release";
+  const std::string out = PeerWhile(
+      "h2_gateway_peer.py", "zero-window-many", gateway.port(), "RELEASE=" + release,
+      [&](const std::string& line) {
+        if (line.rfind("stalled ", 0) != 0) return;
+        during = Descriptors(gateway.pid());
+        served = Shell("h2load -n 100 -c 2 -m 10 " + gateway.Url("/api/hello"));
+        dir.Write("release", "");
+      });
+  std::smatch held;
+  ASSERT_TRUE(std::regex_search(out, held, std::regex("held=([0-9]+) reset=([0-9]+)"))) << out;
+  EXPECT_LE(std::stoi(held[1]), cap) << out;
+  // One client connection, its upstream connections, and a few spare
+  // (the echo pool's idle ones).
+  EXPECT_LE(during - before, cap + 8) << "descriptors " << before << " before, " << during;
+  EXPECT_NE(served.find("status codes: 100 2xx, 0 3xx, 0 4xx, 0 5xx"), std::string::npos)
+      << served;
 }
 
 }  // namespace

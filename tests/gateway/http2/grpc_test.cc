@@ -290,6 +290,18 @@ TEST_F(Grpc, LimitedCallIsResourceExhausted) {
   EXPECT_TRUE(Counted("echo", 8, 2));
 }
 
+// A streaming call whose request passes max_body_bytes after the response
+// has begun ends RESOURCE_EXHAUSTED (the status of a call refused for its
+// size before it began), not CANCELLED.
+TEST_F(Grpc, StreamCutAtMaxBodyBytesIsResourceExhausted) {
+  Start("[limits]\nmax_body_bytes = 100\n");
+  const std::string out = Call("bidi 20");
+  EXPECT_TRUE(Contains(out, "0 reply=echo:ping 0\n"));
+  EXPECT_TRUE(Contains(
+      out, "0 code=RESOURCE_EXHAUSTED details=body_too_large: request body exceeds the limit\n"));
+  EXPECT_TRUE(Counted("echo", 8, 1));
+}
+
 // on_error = "deny" with Redis down: the call is refused before it goes
 // anywhere, UNAVAILABLE as the store's 503 would be.
 TEST_F(Grpc, StoreDownWithOnErrorDenyIsUnavailable) {

@@ -111,6 +111,32 @@ def scenario_zero_window(port):
     print("stalled_reset=%d" % sa.reset)
 
 
+def scenario_zero_window_many(port):
+    """A client whose windows start shut asks for 1 MB on $STREAMS (100)
+    streams at once and opens no window: each answer's header comes, its
+    body cannot. Once every stream has its header (and the streams the
+    gateway would not hold, their reset) `stalled held=N reset=M` is
+    printed, and the connection stays until the file $RELEASE exists."""
+    c = Client(port)
+    c.conn.update_settings({SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    c.flush()
+    c.round_trip()
+    c.lift_stream_limit()
+    n = int(os.environ.get("STREAMS", "100"))
+    sids = [c.request("GET", "/_test/bytes/1000000") for _ in range(n)]
+    c.no_ack.update(sids)
+    c.wait(lambda: all(c.streams[s].headers is not None or c.streams[s].done() for s in sids),
+           "every answer's header")
+    c.round_trip()
+    c.round_trip()
+    reset = sum(c.streams[s].reset is not None for s in sids)
+    print("stalled held=%d reset=%d" % (n - reset, reset), flush=True)
+    deadline = time.monotonic() + 30
+    while not os.path.exists(os.environ["RELEASE"]):
+        check(time.monotonic() < deadline, "never released")
+        time.sleep(0.01)
+
+
 class PingingRaw(Raw):
     """Raw frames, counting the ACKs of our PINGs."""
 

@@ -20,6 +20,7 @@ import h2.connection
 import h2.events
 import h2.exceptions
 import hpack
+from h2.settings import SettingCodes
 from hyperframe.frame import (ContinuationFrame, DataFrame, Frame, HeadersFrame,
                               PingFrame, RstStreamFrame, SettingsFrame)
 
@@ -176,6 +177,12 @@ class Client:
         if n:
             self.conn.increment_flow_control_window(n, stream_id=sid)
             self.flush()
+
+    def lift_stream_limit(self):
+        """h2 keeps to the server's SETTINGS_MAX_CONCURRENT_STREAMS itself:
+        lifted, as a careless client's."""
+        self.conn.remote_settings[SettingCodes.MAX_CONCURRENT_STREAMS] = 1 << 20
+        self.conn.remote_settings.acknowledge()
 
     def round_trip(self):
         """A PING and its ACK: everything sent before it has been read and
@@ -402,21 +409,51 @@ def scenario_client_reset(port):
     print("reset_sent=1")
 
 
-def scenario_too_many_streams(port):
-    """200 streams before the server's SETTINGS arrive: 128 are served
-    (once the gate opens, from another connection), 72 refused."""
-    c = Client(port)
-    sids = [c.request("GET", "/gate") for _ in range(200)]
-    c.wait(lambda: sum(c.streams[s].reset == REFUSED_STREAM for s in sids) >= 72,
-           "72 refusals")
+def gated_streams(c, port, n, refusals):
+    """Opens `n` streams to /gate on `c`, waits for `refusals` of them to be
+    refused, opens the gate from another connection and waits for all:
+    how many were served and how many refused."""
+    sids = [c.request("GET", "/gate") for _ in range(n)]
+    c.wait(lambda: sum(c.streams[s].reset == REFUSED_STREAM for s in sids) >= refusals,
+           "%d refusals" % refusals)
     other = Client(port)
     opener = other.request("GET", "/open-gate")
     other.wait_done(opener)
     c.wait_done(*sids)
     ok = sum(c.streams[s].status() == b"200" for s in sids)
-    refused = sum(c.streams[s].reset == REFUSED_STREAM for s in sids)
+    return ok, sum(c.streams[s].reset == REFUSED_STREAM for s in sids)
+
+
+def scenario_too_many_streams(port):
+    """200 streams before the server's SETTINGS arrive: 128 are served
+    (once the gate opens, from another connection), 72 refused."""
+    ok, refused = gated_streams(Client(port), port, 200, 72)
     check(ok == 128 and refused == 72, "ok=%d refused=%d" % (ok, refused))
     print("ok=%d refused=%d" % (ok, refused))
+
+
+def scenario_beyond_acknowledged_limit(port):
+    """130 streams after the server's SETTINGS (128 streams) are
+    acknowledged: the 2 beyond the limit are refused, the 128 are served
+    once the gate opens (from another connection), and no GOAWAY comes."""
+    c = Client(port)
+    c.round_trip()  # the server has our ACK of its SETTINGS
+    c.lift_stream_limit()
+    ok, refused = gated_streams(c, port, 130, 2)
+    check(not c.goaways, "GOAWAY: %r" % c.goaways)
+    print("ok=%d refused=%d" % (ok, refused))
+
+
+def scenario_reused_stream_id(port):
+    """Stream 5 is served, then a HEADERS frame opens stream 3 (below it,
+    never used): GOAWAY PROTOCOL_ERROR naming stream 5."""
+    raw = Raw(port)
+    raw.sock.sendall(raw.headers(5, "/hello").serialize())
+    raw.read_until(lambda: 5 in raw.ended, "stream 5's answer")
+    raw.sock.sendall(raw.headers(3, "/hello").serialize())
+    raw.read_until(lambda: raw.goaway is not None, "the GOAWAY")
+    print("status5=%s goaway=%d last_stream=%d" % (raw.statuses.get(5), raw.goaway[0],
+                                                   raw.goaway[1]))
 
 
 def scenario_reset_keeps_count(port):
@@ -635,6 +672,48 @@ def scenario_empty_data_flood(port):
     frames += [DataFrame(1, data=b"") for _ in range(20000)]
     sent = raw.flood(frames)
     report_goaway(raw, sent)
+
+
+# An HPACK bomb: the first header block stores one 4,000-byte value in the
+# HPACK dynamic table (index 62); every later HEADERS frame (16 KiB, the
+# largest frame) is the four pseudo-header fields and then 1-byte references
+# to that value, about 64 MB of decoded fields a frame.
+BOMB_PATH = b"/hello"
+BOMB_PSEUDO = (b"\x82\x86"  # :method GET, :scheme http
+               + b"\x04" + bytes([len(BOMB_PATH)]) + BOMB_PATH  # :path, not indexed
+               + b"\x01\x09127.0.0.1")  # :authority, not indexed
+BOMB_VALUE = 4000
+
+
+def bomb_setup_block():
+    """The request that stores the value: a literal field with incremental
+    indexing and a new name ("x-bomb"), its value's length as HPACK's
+    7-bit-prefix integer."""
+    n = BOMB_VALUE - 127
+    return (BOMB_PSEUDO + b"\x40\x06x-bomb\x7f" + bytes([(n % 128) | 0x80, n // 128]) +
+            b"a" * BOMB_VALUE)
+
+
+def bomb_block():
+    return BOMB_PSEUDO + b"\xbe" * (16384 - len(BOMB_PSEUDO))
+
+
+def scenario_hpack_bomb(port):
+    """One stored value, then up to $BOMBS (300) bomb frames on new streams
+    until a GOAWAY: `goaway=CODE last_stream=ID sent=N` and how many
+    streams were answered 431 before it."""
+    raw = Raw(port)
+    raw.sock.sendall(HeadersFrame(1, data=bomb_setup_block(),
+                                  flags=["END_HEADERS", "END_STREAM"]).serialize())
+    raw.read_until(lambda: 1 in raw.ended or raw.goaway is not None, "the first answer")
+    check(raw.statuses.get(1) == "200", "the request that stores the value: %r" %
+          raw.statuses.get(1))
+    bombs = int(os.environ.get("BOMBS", "300"))
+    frames = [HeadersFrame(3 + 2 * i, data=bomb_block(), flags=["END_HEADERS", "END_STREAM"])
+              for i in range(bombs)]
+    sent = raw.flood(frames, batch=10, pause_after=2)
+    report_goaway(raw, sent)
+    print("answered_431=%d" % sum(v == "431" for v in raw.statuses.values()))
 
 
 def run(scenarios):
