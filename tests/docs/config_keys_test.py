@@ -18,7 +18,7 @@ READER_FILES = ["rules/config.cc", "rules/rules_config.cc", "rules/config_reader
 # Calls whose string-literal arguments are keys of the table being read.
 KEY_CALL = re.compile(
     r"\b(?:String|Integer|DurationMs|Bool|Find|Require|Has|OneOf|Address|Strings|"
-    r"ReadPemFile|ReadSecret|ForTable|ForEachTable)\(((?:\w+,\s*)?\"[a-z_0-9]+\"(?:,\s*\"[a-z_0-9]+\")?)")
+    r"HeaderName|ReadPemFile|ReadSecret|ForTable|ForEachTable)\(((?:\w+,\s*)?\"[a-z_0-9]+\"(?:,\s*\"[a-z_0-9]+\")?)")
 # Keys listed for a check that they are absent: `for (const char* key : {"a", "b"})`.
 KEY_LIST = re.compile(r"for \(const char\* \w+\s*:\s*\{([^}]*)\}\)")
 LITERAL = re.compile(r"\"([a-z_0-9]+)\"")

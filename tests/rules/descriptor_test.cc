@@ -281,7 +281,7 @@ TEST(Decision, Allow) {
   EXPECT_EQ(
       Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = [\"nowhere\"]\n"),
       std::vector<std::string>{
-          R"(t.toml:10:10: "allow" must list CIDRs such as "10.0.0.0/8" or "::1/128"; got "nowhere")"});
+          R"(t.toml:10:10: "allow" must list CIDRs such as "10.0.0.0/8" or "::1/128": "nowhere" is not an IP address or network such as "203.0.113.0/24" or "2001:db8::/32")"});
   EXPECT_EQ(Errors("[decision]\naddress = \"127.0.0.1:8081\"\nallow = []\n"),
             std::vector<std::string>{
                 R"(t.toml:10:9: "allow" lists no network: leave it out to accept any address)"});
