@@ -4,6 +4,7 @@
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -26,6 +27,7 @@
 #include "gateway/server.h"
 #include "gateway/tools/ctl.h"
 #include "gateway/tools/echo_upstream.h"
+#include "gateway/tools/help.h"
 #include "gateway/tools/import_envoy.h"
 #include "gateway/tools/replay.h"
 #include "rules/config.h"
@@ -35,38 +37,18 @@
 namespace tollgate::gateway {
 namespace {
 
-constexpr std::string_view kUsage = R"(usage:
-  tollgate --config FILE            run the gateway
-  tollgate --check-config FILE      validate FILE; print every error as file:line:col
-  tollgate replay --algorithm NAME --limit L --window DURATION
-                  [--burst B] [--sub-windows N] [--nodelay]
-                  [--store local|redis] [--redis URL] < trace.csv
-  tollgate replay --config FILE --rule NAME [--store local|redis] [--redis URL] < trace.csv
-                                    decide a trace (t_ms,key[,cost]) with a virtual clock
-  tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
-                                    a fleet of N gateways deciding from leases, next to
-                                    one exact store (t_ms,key[,cost[,gateway]])
-  tollgate import envoy-ratelimit FILE
-                                    print the [[rules]] for an envoyproxy/ratelimit
-                                    configuration (YAML)
-  tollgate echo-upstream [--listen HOST:PORT] [--threads N]
-                                    run the bundled demo/benchmark upstream
-  tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
-                                    the admin API's client (tollgate ctl --help)
-  tollgate --version
-  tollgate --help
-
-signals: SIGTERM/SIGINT drain gracefully (a second one stops at once);
-         SIGHUP reloads the configuration file (on error the old one stays).
-)";
-
-int Usage(std::string_view problem) {
-  std::cerr << "tollgate: " << problem << "\n\n" << kUsage;
+// A usage error: one line saying what is wrong and where the help is.
+int Usage(std::string_view problem, std::string_view subcommand = "") {
+  std::cerr << UsageLine(subcommand, problem);
   return 2;
 }
 
+// A file-level error (the file cannot be read) has no position: it reads
+// "tollgate: cannot read FILE: REASON".
 void PrintErrors(const std::vector<rules::ConfigError>& errors) {
-  for (const rules::ConfigError& e : errors) std::cerr << e.ToString() << "\n";
+  for (const rules::ConfigError& e : errors) {
+    std::cerr << (e.line == 0 ? "tollgate: " : "") << e.ToString() << "\n";
+  }
 }
 
 int CheckConfig(const std::string& path) {
@@ -146,6 +128,25 @@ class ConfigWatcher {
   Signature seen_;
 };
 
+// The startup log's second line: every bound address, with or without TLS.
+std::string Addresses(const rules::Config& config, const Server& server) {
+  auto bound = [](const rules::ListenerConfig& l, std::uint16_t port) {
+    return fmt::format("{} ({})", rules::HostPort{l.address.host, port}.ToString(),
+                       l.tls() ? "tls" : "plain");
+  };
+  std::string text = "listening on";
+  const std::vector<std::uint16_t> ports = server.listener_ports();
+  for (std::size_t i = 0; i < ports.size() && i < config.listeners.size(); ++i) {
+    text += (i == 0 ? " " : ", ") + bound(config.listeners[i], ports[i]);
+  }
+  text +=
+      "; admin on " + rules::HostPort{config.admin.address.host, server.admin_port()}.ToString();
+  if (config.decision) {
+    text += "; decision on " + bound(config.decision->listener, server.decision_port());
+  }
+  return text;
+}
+
 int Run(const std::string& path) {
   rules::LoadResult loaded = rules::LoadConfigFile(path);
   if (!loaded.config) {
@@ -200,6 +201,7 @@ int Run(const std::string& path) {
   for (std::uint16_t p : server->listener_ports()) ports += " " + std::to_string(p);
   spdlog::info("tollgate {} serving on port(s){} with {} thread(s); admin on port {}", kVersion,
                ports, server->thread_count(), server->admin_port());
+  spdlog::info("{}", Addresses(*config, *server));
   NotifyServiceManager(ServiceState::kReady);
   std::thread waiter([&] {
     server->Wait();
@@ -275,8 +277,9 @@ int ReplayConfiguredRule(const std::string& file, const std::string& rule_name,
 // thing it cannot translate as FILE:LINE:COLUMN on stderr and exit 1; what
 // it leaves out as FILE:LINE:COLUMN: warning: on stderr either way.
 int Import(const std::vector<std::string>& args) {
+  auto usage = [](std::string_view problem) { return Usage(problem, "import"); };
   if (args.size() != 2 || args[0] != "envoy-ratelimit") {
-    return Usage("import takes envoy-ratelimit FILE");
+    return usage("import takes envoy-ratelimit FILE");
   }
   const std::string& file = args[1];
   std::ifstream in(file, std::ios::binary);
@@ -299,6 +302,7 @@ int Import(const std::vector<std::string>& args) {
 }
 
 int Replay(const std::vector<std::string>& args) {
+  auto usage = [](std::string_view problem) { return Usage(problem, "replay"); };
   std::optional<algorithms::Algorithm> algorithm;
   std::optional<std::string> config_file;
   std::optional<std::string> rule_name;
@@ -321,26 +325,26 @@ int Replay(const std::vector<std::string>& args) {
       continue;
     }
     const std::optional<std::string> v = value();
-    if (!v) return Usage(fmt::format("{} needs a value", a));
+    if (!v) return usage(fmt::format("{} needs a value", a));
     if (a == "--algorithm") {
       algorithm = algorithms::ParseAlgorithm(*v);
       if (!algorithm) {
-        return Usage(fmt::format("--algorithm must be one of {}; got \"{}\"",
+        return usage(fmt::format("--algorithm must be one of {}; got \"{}\"",
                                  algorithms::AlgorithmNames(), *v));
       }
     } else if (a == "--limit") {
       limit = ParseCount(*v);
-      if (!limit) return Usage(fmt::format("--limit must be an integer; got \"{}\"", *v));
+      if (!limit) return usage(fmt::format("--limit must be an integer; got \"{}\"", *v));
     } else if (a == "--window") {
       std::string problem;
       window_ms = rules::ReadPositiveDurationMs(*v, problem);
-      if (!window_ms) return Usage(fmt::format("--window {}; got \"{}\"", problem, *v));
+      if (!window_ms) return usage(fmt::format("--window {}; got \"{}\"", problem, *v));
     } else if (a == "--burst") {
       burst = ParseCount(*v);
-      if (!burst) return Usage(fmt::format("--burst must be an integer; got \"{}\"", *v));
+      if (!burst) return usage(fmt::format("--burst must be an integer; got \"{}\"", *v));
     } else if (a == "--sub-windows") {
       auto n = ParseCount(*v);
-      if (!n) return Usage(fmt::format("--sub-windows must be an integer; got \"{}\"", *v));
+      if (!n) return usage(fmt::format("--sub-windows must be an integer; got \"{}\"", *v));
       sub_windows = *n;
     } else if (a == "--config") {
       config_file = *v;
@@ -348,57 +352,57 @@ int Replay(const std::vector<std::string>& args) {
       rule_name = *v;
     } else if (a == "--store") {
       if (*v != "local" && *v != "redis") {
-        return Usage(fmt::format("--store must be \"local\" or \"redis\"; got \"{}\"", *v));
+        return usage(fmt::format("--store must be \"local\" or \"redis\"; got \"{}\"", *v));
       }
       store_kind = *v;
     } else if (a == "--redis") {
       redis_url = *v;
     } else if (a == "--sync") {
       if (*v != "exact" && *v != "lease") {
-        return Usage(fmt::format("--sync must be \"exact\" or \"lease\"; got \"{}\"", *v));
+        return usage(fmt::format("--sync must be \"exact\" or \"lease\"; got \"{}\"", *v));
       }
       lease.lease = *v == "lease";
     } else if (a == "--gateways") {
       lease.gateways = ParseCount(*v);
       if (!lease.gateways || *lease.gateways < 1 || *lease.gateways > LeaseReplay::kMaxGateways) {
-        return Usage(fmt::format("--gateways must be an integer from 1 to {}; got \"{}\"",
+        return usage(fmt::format("--gateways must be an integer from 1 to {}; got \"{}\"",
                                  LeaseReplay::kMaxGateways, *v));
       }
     } else if (a == "--lease-ttl") {
       std::string problem;
       lease.ttl_ms = rules::ReadPositiveDurationMs(*v, problem);
-      if (!lease.ttl_ms) return Usage(fmt::format("--lease-ttl {}; got \"{}\"", problem, *v));
+      if (!lease.ttl_ms) return usage(fmt::format("--lease-ttl {}; got \"{}\"", problem, *v));
     } else if (a == "--lease-max") {
       lease.max_units = ParseCount(*v);
       if (!lease.max_units || *lease.max_units < 1) {
-        return Usage(fmt::format("--lease-max must be a positive integer; got \"{}\"", *v));
+        return usage(fmt::format("--lease-max must be a positive integer; got \"{}\"", *v));
       }
     } else {
-      return Usage(fmt::format("unknown replay option \"{}\"", a));
+      return usage(fmt::format("unknown option {}", a));
     }
   }
-  if (redis_url && store_kind != "redis") return Usage("--redis goes with --store redis");
+  if (redis_url && store_kind != "redis") return usage("--redis goes with --store redis");
   if (!lease.lease && (lease.gateways || lease.ttl_ms || lease.max_units)) {
-    return Usage("--gateways, --lease-ttl and --lease-max go with --sync lease");
+    return usage("--gateways, --lease-ttl and --lease-max go with --sync lease");
   }
   if (lease.lease && store_kind == "redis") {
-    return Usage("--sync lease simulates the fleet and its Redis in the process: no --store redis");
+    return usage("--sync lease simulates the fleet and its Redis in the process: no --store redis");
   }
   std::optional<store::RedisAddress> redis;
   if (store_kind == "redis") {
     std::string error;
     redis = store::ParseRedisUrl(redis_url.value_or("redis://127.0.0.1:6379/0"), error);
-    if (!redis) return Usage("--redis: " + error);
+    if (!redis) return usage("--redis: " + error);
   }
   if (config_file || rule_name) {
-    if (!config_file || !rule_name) return Usage("--config and --rule go together");
+    if (!config_file || !rule_name) return usage("--config and --rule go together");
     if (algorithm || limit || window_ms || burst || nodelay) {
-      return Usage("--config/--rule take the limit from the file: no --algorithm, --limit, ...");
+      return usage("--config/--rule take the limit from the file: no --algorithm, --limit, ...");
     }
     return ReplayConfiguredRule(*config_file, *rule_name, redis, lease);
   }
   if (!algorithm || !limit || !window_ms) {
-    return Usage("replay needs --algorithm, --limit and --window (or --config and --rule)");
+    return usage("replay needs --algorithm, --limit and --window (or --config and --rule)");
   }
   algorithms::LimitParams p;
   p.algorithm = *algorithm;
@@ -408,9 +412,9 @@ int Replay(const std::vector<std::string>& args) {
   p.shaping = nodelay ? algorithms::Shaping::kNoDelay : algorithms::Shaping::kDelay;
   const bool bucket = p.algorithm == algorithms::Algorithm::kTokenBucket ||
                       p.algorithm == algorithms::Algorithm::kLeakyBucket;
-  if (burst && !bucket) return Usage("--burst applies to token_bucket and leaky_bucket only");
+  if (burst && !bucket) return usage("--burst applies to token_bucket and leaky_bucket only");
   if (nodelay && p.algorithm != algorithms::Algorithm::kLeakyBucket) {
-    return Usage("--nodelay applies to leaky_bucket only");
+    return usage("--nodelay applies to leaky_bucket only");
   }
   p.burst = burst.value_or(p.algorithm == algorithms::Algorithm::kTokenBucket ? p.limit : 0);
   ReplayOptions options;
@@ -422,6 +426,7 @@ int Replay(const std::vector<std::string>& args) {
 }
 
 int EchoUpstreamMain(const std::vector<std::string>& args) {
+  auto usage = [](std::string_view problem) { return Usage(problem, "echo-upstream"); };
   std::string listen = "127.0.0.1:9000";
   int threads = 1;
   for (std::size_t i = 0; i < args.size(); ++i) {
@@ -429,14 +434,14 @@ int EchoUpstreamMain(const std::vector<std::string>& args) {
       listen = args[++i];
     } else if (args[i] == "--threads" && i + 1 < args.size()) {
       auto n = ParseCount(args[++i]);
-      if (!n || *n < 1 || *n > 256) return Usage("--threads must be between 1 and 256");
+      if (!n || *n < 1 || *n > 256) return usage("--threads must be between 1 and 256");
       threads = static_cast<int>(*n);
     } else {
-      return Usage(fmt::format("unknown echo-upstream option \"{}\"", args[i]));
+      return usage(fmt::format("unknown option {}", args[i]));
     }
   }
   auto hp = rules::ParseHostPort(listen);
-  if (!hp) return Usage(fmt::format("--listen must be HOST:PORT; got \"{}\"", listen));
+  if (!hp) return usage(fmt::format("--listen must be HOST:PORT; got \"{}\"", listen));
   std::string error;
   auto upstream = EchoUpstream::Create(hp->host, hp->port, threads, error);
   if (!upstream) {
@@ -469,28 +474,40 @@ int Main(int argc, char** argv) {
   const std::string& command = args.front();
   const std::vector<std::string> rest(args.begin() + 1, args.end());
   if (command == "--help" || command == "-h") {
-    std::cout << kUsage;
+    std::cout << OverviewHelp();
     return 0;
   }
   if (command == "--version") {
     std::cout << "tollgate " << kVersion << "\n";
     return 0;
   }
+  if (command == "help") {
+    if (rest.empty()) {
+      std::cout << OverviewHelp();
+      return 0;
+    }
+    const std::optional<std::string> help = SubcommandHelp(rest.front());
+    if (!help || rest.size() > 1) return Usage(fmt::format("no help for \"{}\"", rest.back()));
+    std::cout << *help;
+    return 0;
+  }
+  // `tollgate SUBCOMMAND --help`, wherever --help stands.
+  if (const std::optional<std::string> help = SubcommandHelp(command);
+      help &&
+      std::ranges::any_of(rest, [](const std::string& a) { return a == "--help" || a == "-h"; })) {
+    std::cout << *help;
+    return 0;
+  }
   if (command == "replay") return Replay(rest);
   if (command == "import") return Import(rest);
   if (command == "echo-upstream") return EchoUpstreamMain(rest);
-  if (command == "ctl") {
-    if (rest.size() == 1 && (rest[0] == "--help" || rest[0] == "-h")) {
-      std::cout << kCtlUsage;
-      return 0;
-    }
-    return RunCtl(rest, std::cout, std::cerr);
-  }
+  if (command == "ctl") return RunCtl(rest, std::cout, std::cerr);
   if (command == "--config" || command == "--check-config") {
     if (rest.size() != 1) return Usage(command + " takes one FILE");
     return command == "--config" ? Run(rest.front()) : CheckConfig(rest.front());
   }
-  return Usage("unknown command \"" + command + "\"");
+  return Usage(command.starts_with("-") ? "unknown option " + command
+                                        : "unknown command \"" + command + "\"");
 }
 
 }  // namespace

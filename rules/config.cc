@@ -63,8 +63,8 @@ int CountPem(const std::string& file, std::string_view label) {
 }
 
 // A PEM file that must hold at least one `label` block.
-std::optional<std::string> ReadPemFile(TableReader& r, std::string_view key,
-                                       std::string_view label, std::string_view what) {
+std::optional<std::string> ReadPemFile(TableReader& r, std::string_view key, std::string_view label,
+                                       std::string_view what) {
   auto file = r.String(key);
   if (!file) return std::nullopt;
   const toml::value& at = *r.Find(key);
@@ -544,9 +544,8 @@ LoadResult Parse(std::istream& in, const std::string& name) {
 LoadResult LoadConfigFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
-    return {
-        std::nullopt,
-        {{path, 0, 0, fmt::format("cannot open configuration file: {}", std::strerror(errno))}}};
+    return {std::nullopt,
+            {{path, 0, 0, fmt::format("cannot read {}: {}", path, std::strerror(errno))}}};
   }
   std::ostringstream text;
   text << in.rdbuf();

@@ -5,6 +5,9 @@
 namespace tollgate::rules {
 
 std::string ConfigError::ToString() const {
+  // Line 0: an error of the whole file (it cannot be read), whose message
+  // names the file.
+  if (line == 0) return message;
   return fmt::format("{}:{}:{}: {}", file, line, column, message);
 }
 

@@ -23,7 +23,7 @@ struct ConfigError {
   std::uint32_t line = 0;
   std::uint32_t column = 0;
   std::string message;
-  std::string ToString() const;  // "file:line:col: message"
+  std::string ToString() const;  // "file:line:col: message"; line 0: the message
 };
 
 class ErrorList {

@@ -3,8 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <iterator>
 #include <span>
+
+#include "gateway/ops/metrics_writer.h"
+#include "gateway/ops/process_metrics.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -53,46 +55,11 @@ std::string Escape(std::string_view value) {
   return out;
 }
 
-class Writer {
- public:
-  explicit Writer(std::string& out) : out_(out) {}
-  void Family(std::string_view name, std::string_view type, std::string_view help) {
-    fmt::format_to(std::back_inserter(out_), "# HELP tollgate_{} {}\n# TYPE tollgate_{} {}\n", name,
-                   help, name, type);
-  }
-  // labels: `a="x",b="y"` (already escaped) or empty.
-  template <typename V>
-  void Sample(std::string_view name, std::string_view labels, V value) {
-    if (labels.empty()) {
-      fmt::format_to(std::back_inserter(out_), "tollgate_{} {}\n", name, value);
-    } else {
-      fmt::format_to(std::back_inserter(out_), "tollgate_{}{{{}}} {}\n", name, labels, value);
-    }
-  }
-  void Histogram(std::string_view name, std::string_view labels, const Histogram::Snapshot& h) {
-    const std::string prefix = labels.empty() ? std::string() : std::string(labels) + ",";
-    std::uint64_t cumulative = 0;
-    for (std::size_t i = 0; i < kDurationBuckets.size(); ++i) {
-      cumulative += h.buckets[i];
-      Sample(fmt::format("{}_bucket", name),
-             fmt::format("{}le=\"{}\"", prefix, kDurationBuckets[i]), cumulative);
-    }
-    cumulative += h.buckets.back();
-    Sample(fmt::format("{}_bucket", name), prefix + "le=\"+Inf\"", cumulative);
-    Sample(fmt::format("{}_sum", name), labels, h.sum);
-    Sample(fmt::format("{}_count", name), labels, cumulative);
-  }
-
- private:
-  std::string& out_;
-};
-
 }  // namespace
 
 void Histogram::Observe(double seconds) {
-  // The first bucket without a search: every local store decision (no loop
-  // time passes) falls there, one per message of a WebSocket tunnel with a
-  // message rule.
+  // The first bucket without a search: the common case of a time under
+  // its bound.
   const std::size_t i =
       seconds <= kDurationBuckets.front()
           ? 0
@@ -145,7 +112,9 @@ void ThreadMetrics::RecordUpstreamFailure(int upstream, UpstreamFailure failure)
 }
 
 void ThreadMetrics::RecordStore(StoreKindLabel store, double seconds) {
-  store_duration_[static_cast<int>(store)].Observe(seconds);
+  // The local store decides within the event loop's turn: no loop time
+  // passes, so there is nothing to observe.
+  if (store == StoreKindLabel::kRedis) redis_duration_.Observe(seconds);
 }
 
 void ThreadMetrics::RecordStoreError(StoreKindLabel store, StoreErrorKind kind) {
@@ -324,7 +293,7 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   std::lock_guard lock(mutex_);
   std::string out;
   out.reserve(64 * 1024);
-  Writer w(out);
+  MetricsWriter w(out, "tollgate_");
   const auto label = [](std::string_view key, std::string_view value) {
     return fmt::format("{}=\"{}\"", key, Escape(value));
   };
@@ -386,11 +355,11 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   }
 
   const int store = external.redis ? 1 : 0;
-  w.Family("store_duration_seconds", "histogram",
-           "Time to get a request's rate-limit decisions from the store.");
-  {
-    const Histogram::Snapshot h = Merged(
-        [&](const ThreadMetrics& t) -> const Histogram& { return t.store_duration_[store]; });
+  if (external.redis) {
+    w.Family("store_duration_seconds", "histogram",
+             "Time to get a request's rate-limit decisions from Redis.");
+    const Histogram::Snapshot h =
+        Merged([&](const ThreadMetrics& t) -> const Histogram& { return t.redis_duration_; });
     w.Histogram("store_duration_seconds", label("store", kStoreNames[store]), h);
   }
   w.Family("store_errors_total", "counter",
@@ -489,10 +458,10 @@ std::string Metrics::Render(const ExternalGauges& external) const {
     }
   }
   w.Family(
-      "tls_certificate_expiry_seconds", "gauge",
+      "tls_certificate_expiry_timestamp_seconds", "gauge",
       "When each listener certificate expires (Unix time, its notAfter), by certificate file.");
   for (const auto& [file, not_after] : external.certificate_expiry) {
-    w.Sample("tls_certificate_expiry_seconds", label("certificate", file), not_after);
+    w.Sample("tls_certificate_expiry_timestamp_seconds", label("certificate", file), not_after);
   }
 
   w.Family("websocket_connections", "gauge", "WebSocket tunnels open right now, by route.");
@@ -553,6 +522,9 @@ std::string Metrics::Render(const ExternalGauges& external) const {
   for (int k = 0; k < kAdminChanges; ++k) {
     w.Sample("admin_changes_total", label("kind", AdminChangeName(static_cast<AdminChange>(k))),
              admin_changes_[static_cast<std::size_t>(k)]);
+  }
+  if (const std::optional<ProcessStats> process = ReadProcessStats()) {
+    AppendProcessMetrics(*process, out);
   }
   return out;
 }

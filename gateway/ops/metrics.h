@@ -80,6 +80,7 @@ class ThreadMetrics {
   void RecordDecision(int rule, DecisionKind kind);
   void RecordUpstream(int upstream, double seconds);
   void RecordUpstreamFailure(int upstream, UpstreamFailure failure);
+  // The time the store took to decide (observed for Redis only).
   void RecordStore(StoreKindLabel store, double seconds);
   void RecordStoreError(StoreKindLabel store, StoreErrorKind kind);
   void RecordFallback(rules::StoreFailurePolicy policy);
@@ -128,11 +129,11 @@ class ThreadMetrics {
   std::unique_ptr<std::atomic<std::uint64_t>[]> decisions_;          // [rule][kind]
   std::unique_ptr<Histogram[]> upstream_duration_;                   // [upstream]
   std::unique_ptr<std::atomic<std::uint64_t>[]> upstream_failures_;  // [upstream][failure]
-  std::array<Histogram, 2> store_duration_;
+  Histogram redis_duration_;  // the local store's decisions take no loop time
   std::array<std::atomic<std::uint64_t>, 2 * kStoreErrorKinds> store_errors_{};
   std::array<std::atomic<std::uint64_t>, store::kFailurePolicies> fallbacks_{};
-  std::unique_ptr<std::atomic<std::int64_t>[]> connections_;      // [listener]
-  std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;  // [listener][result]
+  std::unique_ptr<std::atomic<std::int64_t>[]> connections_;              // [listener]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshakes_;          // [listener][result]
   std::unique_ptr<std::atomic<std::uint64_t>[]> tls_handshake_failures_;  // [listener][reason]
   std::atomic<std::int64_t> delayed_{0};
   std::unique_ptr<std::atomic<std::int64_t>[]> websockets_;        // [route]

@@ -553,12 +553,12 @@ int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream
       (args[i] == "--admin" ? admin : token_env) = args[i + 1];
       ++i;
     } else {
-      err << "tollgate ctl: unknown option \"" << args[i] << "\"\n\n" << kCtlUsage;
+      err << "tollgate ctl: unknown option " << args[i] << "; see 'tollgate ctl --help'\n";
       return 2;
     }
   }
   if (i == args.size()) {
-    err << "tollgate ctl: a command is needed\n\n" << kCtlUsage;
+    err << "tollgate ctl: a command is needed; see 'tollgate ctl --help'\n";
     return 2;
   }
   std::string command = args[i];
@@ -576,7 +576,7 @@ int RunCtl(const std::vector<std::string>& args, std::ostream& out, std::ostream
     request.reset();
   }
   if (!request) {
-    err << "tollgate ctl: " << problem << "\n\n" << kCtlUsage;
+    err << "tollgate ctl: " << problem << "; see 'tollgate ctl --help'\n";
     return 2;
   }
   AdminCall call;

@@ -31,6 +31,7 @@ expect() {
 expect "replay" re
 expect "--config --check-config" --c
 expect "echo-upstream" e
+expect "replay" help re
 expect "token_bucket two_bucket" replay --algorithm t
 expect "local redis" replay --store ''
 expect "exact lease" replay --sync ''

@@ -84,6 +84,31 @@ TEST(Metrics, CountWhatClientsSawInTheExpositionFormat) {
   EXPECT_EQ(promtool, "") << promtool;
 }
 
+// process_* as Prometheus client libraries export them, with plausible
+// values for this process (the gateway runs in it); the local store's
+// decisions take no time to observe, so no store_duration_seconds.
+TEST(Metrics, ProcessFiguresAndNoLocalStoreDuration) {
+  auto echo = StartEcho();
+  TestGateway gateway(BasicConfig(), echo->port());
+  Client client(gateway.port());
+  EXPECT_EQ(client.Get("/").result_int(), 200);
+  Client admin(gateway.admin_port());
+  const std::string text = admin.Get("/metrics").body();
+  const double now =
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+  EXPECT_GT(Sample(text, "process_cpu_seconds_total"), 0) << text;
+  EXPECT_GT(Sample(text, "process_resident_memory_bytes"), 1 << 20);
+  EXPECT_GE(Sample(text, "process_virtual_memory_bytes"),
+            Sample(text, "process_resident_memory_bytes"));
+  EXPECT_GT(Sample(text, "process_open_fds"), 3);
+  EXPECT_GE(Sample(text, "process_max_fds"), Sample(text, "process_open_fds"));
+  const double start = Sample(text, "process_start_time_seconds");
+  EXPECT_LE(start, now + 1);
+  EXPECT_GT(start, now - 3600);
+  EXPECT_NE(text.find("# TYPE process_cpu_seconds_total counter\n"), std::string::npos);
+  EXPECT_EQ(text.find("store_duration_seconds"), std::string::npos);
+}
+
 TEST(Metrics, UpstreamErrorsByKind) {
   auto echo = StartEcho();
   TestGateway gateway(BasicConfig(R"(

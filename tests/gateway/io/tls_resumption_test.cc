@@ -224,7 +224,7 @@ TEST_F(ResumptionTest, HandshakeAndCertificateMetricsAndTheStatusPage) {
   EXPECT_EQ(Sample(metrics, series + "\"failed\"}"), "1");
   const std::string not_after = Shell("date -d \"$(openssl x509 -noout -enddate -in " +
                                       pki_->server_cert() + " | cut -d= -f2)\" +%s");
-  EXPECT_EQ(Sample(metrics, "tollgate_tls_certificate_expiry_seconds{certificate=\"" +
+  EXPECT_EQ(Sample(metrics, "tollgate_tls_certificate_expiry_timestamp_seconds{certificate=\"" +
                                 pki_->server_cert() + "\"}") + "\n",
             not_after);
 

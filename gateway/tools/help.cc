@@ -1,0 +1,89 @@
+#include "gateway/tools/help.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "gateway/tools/ctl.h"
+
+namespace tollgate::gateway {
+namespace {
+
+struct Subcommand {
+  std::string_view name;
+  std::string_view synopsis;  // the overview's lines
+  std::string_view details;   // what its own help adds
+};
+
+constexpr std::array kSubcommands = {
+    Subcommand{"replay",
+               R"(  tollgate replay --algorithm NAME --limit L --window DURATION
+                  [--burst B] [--sub-windows N] [--nodelay]
+                  [--store local|redis] [--redis URL] < trace.csv
+  tollgate replay --config FILE --rule NAME [--store local|redis] [--redis URL] < trace.csv
+                                    decide a trace (t_ms,key[,cost]) with a virtual clock
+  tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
+                                    a fleet of N gateways deciding from leases, next to
+                                    one exact store (t_ms,key[,cost[,gateway]])
+)",
+               R"(--burst: token_bucket and leaky_bucket only; --nodelay: leaky_bucket only.
+--config/--rule: the rule's windows and cost from the file (no --algorithm, --limit, ...).
+--redis (with --store redis): default redis://127.0.0.1:6379/0.
+--sync lease: --gateways (default 1), --lease-ttl and --lease-max default to the
+rule's sync = "lease" keys, else to the built-in defaults.
+)"},
+    Subcommand{"import",
+               R"(  tollgate import envoy-ratelimit FILE
+                                    print the [[rules]] for an envoyproxy/ratelimit
+                                    configuration (YAML)
+)",
+               R"(What cannot be translated: FILE:LINE:COLUMN on stderr and exit 1; what is
+left out: FILE:LINE:COLUMN: warning: on stderr.
+)"},
+    Subcommand{"echo-upstream",
+               R"(  tollgate echo-upstream [--listen HOST:PORT] [--threads N]
+                                    run the bundled demo/benchmark upstream
+)",
+               R"(--listen: default 127.0.0.1:9000 (port 0: any free port); --threads: 1 to 256.
+)"},
+    Subcommand{"ctl",
+               R"(  tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
+                                    the admin API's client (tollgate ctl --help)
+)",
+               ""},
+};
+
+}  // namespace
+
+std::string OverviewHelp() {
+  std::string text = R"(usage:
+  tollgate --config FILE            run the gateway
+  tollgate --check-config FILE      validate FILE; print every error as file:line:col
+)";
+  for (const Subcommand& s : kSubcommands) text += s.synopsis;
+  text += R"(  tollgate help SUBCOMMAND, tollgate SUBCOMMAND --help
+                                    that subcommand's help
+  tollgate --version
+  tollgate --help
+
+signals: SIGTERM/SIGINT drain gracefully (a second one stops at once);
+         SIGHUP reloads the configuration file (on error the old one stays).
+)";
+  return text;
+}
+
+std::optional<std::string> SubcommandHelp(std::string_view subcommand) {
+  if (subcommand == "ctl") return std::string(kCtlUsage);
+  for (const Subcommand& s : kSubcommands) {
+    if (s.name == subcommand) return fmt::format("usage:\n{}\n{}", s.synopsis, s.details);
+  }
+  return std::nullopt;
+}
+
+std::string UsageLine(std::string_view subcommand, std::string_view problem) {
+  const std::string program =
+      subcommand.empty() ? std::string("tollgate") : fmt::format("tollgate {}", subcommand);
+  return fmt::format("{}: {}; see '{} --help'\n", program, problem, program);
+}
+
+}  // namespace tollgate::gateway
