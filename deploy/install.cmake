@@ -44,6 +44,8 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
               ${PROJECT_SOURCE_DIR}/docs/algorithms.md ${PROJECT_SOURCE_DIR}/docs/leases.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+# For editors that check TOML with a JSON Schema (docs/configuration.md).
+install(FILES ${PROJECT_SOURCE_DIR}/tollgate.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/tollgate.toml ${PROJECT_SOURCE_DIR}/conf/redis.toml
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 

@@ -31,6 +31,7 @@
 #include "gateway/tools/import_envoy.h"
 #include "gateway/tools/replay.h"
 #include "rules/config.h"
+#include "rules/config_schema.h"
 #include "rules/duration.h"
 #include "store/clock.h"
 
@@ -502,6 +503,13 @@ int Main(int argc, char** argv) {
   if (command == "import") return Import(rest);
   if (command == "echo-upstream") return EchoUpstreamMain(rest);
   if (command == "ctl") return RunCtl(rest, std::cout, std::cerr);
+  if (command == "schema") {
+    if (!rest.empty()) {
+      return Usage(fmt::format("unexpected argument \"{}\"", rest.front()), "schema");
+    }
+    std::cout << rules::ConfigSchemaJson();
+    return 0;
+  }
   if (command == "--config" || command == "--check-config") {
     if (rest.size() != 1) return Usage(command + " takes one FILE");
     return command == "--config" ? Run(rest.front()) : CheckConfig(rest.front());

@@ -1,6 +1,10 @@
 #include "rules/config_reader.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <algorithm>
+#include <fstream>
 
 namespace tollgate::rules {
 
@@ -70,15 +74,56 @@ std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_vie
   return d.ms;
 }
 
-TableReader::TableReader(const toml::value& table, ErrorList& errors)
-    : table_(table), errors_(errors) {}
+std::optional<std::vector<std::string>> ReadStringOrStrings(const toml::value& v,
+                                                            std::string_view name,
+                                                            ErrorList& errors) {
+  if (v.is_string()) return std::vector<std::string>{v.as_string().str};
+  if (!v.is_array()) {
+    errors.Add(v, fmt::format("\"{}\" must be a string or an array of strings; got {}", name,
+                              DescribeType(v)));
+    return std::nullopt;
+  }
+  std::vector<std::string> out;
+  for (const toml::value& item : v.as_array()) {
+    auto s = ReadString(item, name, errors);
+    if (!s) return std::nullopt;
+    out.push_back(*s);
+  }
+  return out;
+}
+
+void CheckReadable(const toml::value& at, const std::string& file, std::string_view what,
+                   ErrorList& errors) {
+  std::ifstream in(file);
+  if (!in) errors.Add(at, fmt::format("cannot read {} \"{}\"", what, file));
+}
+
+TableReader::TableReader(const toml::value& table, const TableSpec& spec, ErrorList& errors)
+    : table_(table), spec_(spec), errors_(errors) {}
+
+const KeySpec* TableReader::Spec(std::string_view key, std::initializer_list<KeyType> types) {
+  const KeySpec* spec = spec_.Find(key);
+  if (spec == nullptr) {
+    errors_.Add(table_, fmt::format("internal error: the reader reads \"{}\", which table \"{}\" "
+                                    "of rules/config_keys.cc does not list",
+                                    key, spec_.name));
+    return nullptr;
+  }
+  if (types.size() != 0 && std::find(types.begin(), types.end(), spec->type) == types.end()) {
+    errors_.Add(table_, fmt::format("internal error: the reader reads \"{}\" as another type "
+                                    "than table \"{}\" of rules/config_keys.cc lists",
+                                    key, spec_.name));
+    return nullptr;
+  }
+  return spec;
+}
 
 bool TableReader::Has(std::string_view key) const {
   return table_.is_table() && table_.as_table().count(std::string(key)) != 0;
 }
 
-const toml::value* TableReader::Find(std::string_view key) {
-  if (!table_.is_table()) return nullptr;
+const toml::value* TableReader::FindAs(std::string_view key, std::initializer_list<KeyType> types) {
+  if (Spec(key, types) == nullptr || !table_.is_table()) return nullptr;
   const auto& t = table_.as_table();
   auto it = t.find(std::string(key));
   if (it == t.end()) return nullptr;
@@ -86,36 +131,51 @@ const toml::value* TableReader::Find(std::string_view key) {
   return &it->second;
 }
 
+const toml::value* TableReader::Find(std::string_view key) { return FindAs(key, {}); }
+
 const toml::value* TableReader::Require(std::string_view key) {
+  const KeySpec* spec = Spec(key, {});
+  if (spec != nullptr && spec->presence == Presence::kOptional) {
+    errors_.Add(table_, fmt::format("internal error: the reader requires \"{}\", which table "
+                                    "\"{}\" of rules/config_keys.cc lists as optional",
+                                    key, spec_.name));
+  }
   const toml::value* v = Find(key);
   if (v == nullptr) errors_.Add(table_, fmt::format("missing required key \"{}\"", key));
   return v;
 }
 
+const TableSpec& TableReader::TableOf(std::string_view key) {
+  static constexpr TableSpec kNoTable{"none", {}};
+  const KeySpec* spec = Spec(key, {KeyType::kTable, KeyType::kTables, KeyType::kTableOrTables});
+  return spec != nullptr ? *spec->table : kNoTable;
+}
+
 std::optional<std::string> TableReader::String(std::string_view key) {
-  const toml::value* v = Find(key);
+  const toml::value* v = FindAs(key, {KeyType::kString});
   if (v == nullptr) return std::nullopt;
   return ReadString(*v, key, errors_);
 }
 
-std::optional<std::int64_t> TableReader::Integer(std::string_view key, std::int64_t min,
-                                                 std::int64_t max) {
-  const toml::value* v = Find(key);
+std::optional<std::int64_t> TableReader::Integer(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kInteger});
   if (v == nullptr) return std::nullopt;
   if (!v->is_integer()) {
     errors_.Add(*v, fmt::format("\"{}\" must be an integer; got {}", key, DescribeType(*v)));
     return std::nullopt;
   }
+  const KeySpec& spec = *spec_.Find(key);
   const std::int64_t n = v->as_integer();
-  if (n < min || n > max) {
-    errors_.Add(*v, fmt::format("\"{}\" must be between {} and {}; got {}", key, min, max, n));
+  if (n < spec.min || n > spec.max) {
+    errors_.Add(
+        *v, fmt::format("\"{}\" must be between {} and {}; got {}", key, spec.min, spec.max, n));
     return std::nullopt;
   }
   return n;
 }
 
 std::optional<bool> TableReader::Bool(std::string_view key) {
-  const toml::value* v = Find(key);
+  const toml::value* v = FindAs(key, {KeyType::kBool});
   if (v == nullptr) return std::nullopt;
   if (!v->is_boolean()) {
     errors_.Add(*v, fmt::format("\"{}\" must be true or false; got {}", key, DescribeType(*v)));
@@ -124,14 +184,14 @@ std::optional<bool> TableReader::Bool(std::string_view key) {
   return v->as_boolean();
 }
 
-std::optional<std::int64_t> TableReader::DurationMs(std::string_view key, std::int64_t min_ms) {
-  const toml::value* v = Find(key);
+std::optional<std::int64_t> TableReader::DurationMs(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kDuration});
   if (v == nullptr) return std::nullopt;
-  return ReadDurationMs(*v, key, errors_, min_ms);
+  return ReadDurationMs(*v, key, errors_, spec_.Find(key)->min);
 }
 
 std::optional<HostPort> TableReader::Address(std::string_view key) {
-  const toml::value* v = Find(key);
+  const toml::value* v = FindAs(key, {KeyType::kAddress});
   if (v == nullptr) return std::nullopt;
   auto text = ReadString(*v, key, errors_);
   if (!text) return std::nullopt;
@@ -143,16 +203,18 @@ std::optional<HostPort> TableReader::Address(std::string_view key) {
 }
 
 std::optional<std::string> TableReader::HeaderName(std::string_view key) {
-  std::optional<std::string> text = String(key);
-  if (!text || (!text->empty() &&
-                !CheckHeaderName(*Find(key), fmt::format("\"{}\"", key), *text, errors_))) {
+  const toml::value* v = FindAs(key, {KeyType::kHeaderName});
+  if (v == nullptr) return std::nullopt;
+  std::optional<std::string> text = ReadString(*v, key, errors_);
+  if (!text ||
+      (!text->empty() && !CheckHeaderName(*v, fmt::format("\"{}\"", key), *text, errors_))) {
     return std::nullopt;
   }
   return text;
 }
 
 std::optional<std::vector<std::string>> TableReader::Strings(std::string_view key) {
-  const toml::value* v = Find(key);
+  const toml::value* v = FindAs(key, {KeyType::kStrings});
   if (v == nullptr) return std::nullopt;
   if (!v->is_array()) {
     errors_.Add(*v,
@@ -173,10 +235,10 @@ std::optional<std::vector<std::string>> TableReader::Strings(std::string_view ke
   return out;
 }
 
-std::optional<std::string> TableReader::OneOf(std::string_view key,
-                                              std::span<const std::string_view> choices) {
-  const toml::value* v = Find(key);
+std::optional<std::string> TableReader::OneOf(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kChoice});
   if (v == nullptr) return std::nullopt;
+  const std::span<const std::string_view> choices = spec_.Find(key)->choices;
   auto s = ReadString(*v, key, errors_);
   if (!s) return std::nullopt;
   for (std::string_view c : choices) {
@@ -190,7 +252,10 @@ std::optional<std::string> TableReader::OneOf(std::string_view key,
 void TableReader::Finish() {
   if (!table_.is_table()) return;
   for (const auto& [key, value] : table_.as_table()) {
-    if (used_.count(key) == 0) errors_.Add(value, fmt::format("unknown key \"{}\"", key));
+    // Keys the table lists but the reader left unread mean nothing where
+    // they stand (a listener-wide TLS key in a second certificate): as unknown.
+    if (spec_.Find(key) == nullptr || used_.count(key) == 0)
+      errors_.Add(value, fmt::format("unknown key \"{}\"", key));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <toml.hpp>
 #include <vector>
 
+#include "rules/config_keys.h"
 #include "rules/duration.h"
 
 namespace tollgate::rules {
@@ -37,30 +38,34 @@ class ErrorList {
   std::vector<ConfigError> errors_;
 };
 
-// Reads the keys of one table. Finish() reports the keys nobody asked for.
+// Reads the keys of one table, as `spec` (rules/config_keys.h) lists them:
+// the typed readers take the range or choices from there. Finish() reports
+// the keys nobody asked for: those not in `spec`, and those `spec` has but
+// that mean nothing where they stand (the reader did not read them). Asking
+// for a key `spec` does not have, or as another type, is a mistake of the
+// reader: it is reported as an internal error, so that any test reading
+// that table sees it.
 class TableReader {
  public:
-  TableReader(const toml::value& table, ErrorList& errors);
+  TableReader(const toml::value& table, const TableSpec& spec, ErrorList& errors);
 
   bool Has(std::string_view key) const;
   // The raw value (marked as known), or nullptr when absent.
   const toml::value* Find(std::string_view key);
   // The value of a required key; reports it missing otherwise.
   const toml::value* Require(std::string_view key);
+  // The table of keys of `key`'s value (a table, or an array of tables).
+  const TableSpec& TableOf(std::string_view key);
 
   std::optional<std::string> String(std::string_view key);
-  std::optional<std::int64_t> Integer(std::string_view key, std::int64_t min, std::int64_t max);
+  std::optional<std::int64_t> Integer(std::string_view key);
   std::optional<bool> Bool(std::string_view key);
-  std::optional<std::int64_t> DurationMs(std::string_view key, std::int64_t min_ms = 0);
+  std::optional<std::int64_t> DurationMs(std::string_view key);
   std::optional<HostPort> Address(std::string_view key);
   // A string that is an HTTP field name (IsHeaderName), or empty (none).
   std::optional<std::string> HeaderName(std::string_view key);
   std::optional<std::vector<std::string>> Strings(std::string_view key);
-  std::optional<std::string> OneOf(std::string_view key, std::span<const std::string_view> choices);
-  std::optional<std::string> OneOf(std::string_view key,
-                                   std::initializer_list<std::string_view> choices) {
-    return OneOf(key, std::span(choices.begin(), choices.size()));
-  }
+  std::optional<std::string> OneOf(std::string_view key);
 
   void Finish();
 
@@ -68,7 +73,13 @@ class TableReader {
   ErrorList& errors() { return errors_; }
 
  private:
+  // `key`'s entry in spec_, checked to be of one of `types`; nullptr (and
+  // an internal error) otherwise.
+  const KeySpec* Spec(std::string_view key, std::initializer_list<KeyType> types);
+  const toml::value* FindAs(std::string_view key, std::initializer_list<KeyType> types);
+
   const toml::value& table_;
+  const TableSpec& spec_;
   ErrorList& errors_;
   std::set<std::string, std::less<>> used_;
 };
@@ -82,7 +93,21 @@ std::optional<std::string> ReadString(const toml::value& v, std::string_view nam
 // Reports `text` (read from `at`, as `what`) unless it is an HTTP field name.
 bool CheckHeaderName(const toml::value& at, std::string_view what, std::string_view text,
                      ErrorList& errors);
+// A string or an array of strings.
+std::optional<std::vector<std::string>> ReadStringOrStrings(const toml::value& v,
+                                                            std::string_view name,
+                                                            ErrorList& errors);
+// Reports `file` (read from `at`, named as `what`) unless it can be opened.
+void CheckReadable(const toml::value& at, const std::string& file, std::string_view what,
+                   ErrorList& errors);
 std::optional<std::int64_t> ReadDurationMs(const toml::value& v, std::string_view name,
                                            ErrorList& errors, std::int64_t min_ms = 0);
+
+// A route's or rule's path_prefix and host are kept in the canonical form
+// requests are matched in (rules/normalize.h); these say why one has none.
+inline constexpr char kNotCanonicalPath[] =
+    "\"path_prefix\" \"{}\" is not a valid path (a malformed escape, %00 or dot segments above "
+    "the root)";
+inline constexpr char kNotAHost[] = "\"host\" \"{}\" is not a valid host (an empty name or \"..\")";
 
 }  // namespace tollgate::rules

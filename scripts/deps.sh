@@ -34,6 +34,7 @@ test=(
   redis-server redis-tools nginx-light nghttp2-client nghttp2-server
   prometheus chromium fonts-dejavu-core
   python3 python3-websockets python3-h2 python3-grpcio python3-protobuf
+  python3-jsonschema  # tests/docs/schema_test.py
   systemd groff-base man-db "${package[@]}"  # unit, man page and package tests
 )
 bench=(

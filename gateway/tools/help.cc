@@ -46,6 +46,15 @@ left out: FILE:LINE:COLUMN: warning: on stderr.
 )",
                R"(--listen: default 127.0.0.1:9000 (port 0: any free port); --threads: 1 to 256.
 )"},
+    Subcommand{"schema",
+               R"(  tollgate schema                   print the configuration's JSON Schema
+)",
+               R"(The schema (JSON Schema draft-07) of the configuration file, made from the
+table of keys the reader checks: tollgate.schema.json holds it. Editors that
+check TOML with a JSON Schema (Taplo, VS Code's Even Better TOML) use it; see
+docs/configuration.md. It checks names, types, ranges and choices; what
+depends on several keys only tollgate --check-config checks.
+)"},
     Subcommand{"ctl",
                R"(  tollgate ctl [--admin URL] [--token-env NAME] [--json] COMMAND ...
                                     the admin API's client (tollgate ctl --help)

@@ -11,7 +11,7 @@ namespace tollgate::gateway {
 // Every subcommand's synopsis, the signals, and how to get more.
 std::string OverviewHelp();
 
-// SUBCOMMAND's help (replay, import, echo-upstream, ctl); nullopt for a
+// SUBCOMMAND's help (replay, import, echo-upstream, schema, ctl); nullopt for a
 // name that is not a subcommand.
 std::optional<std::string> SubcommandHelp(std::string_view subcommand);
 

@@ -34,7 +34,8 @@ dpkg-deb -c "$deb" | awk '{ print $NF }' >"$work/contents"
 for path in ./usr/bin/tollgate ./etc/tollgate/tollgate.toml ./lib/systemd/system/tollgate.service \
   ./usr/share/man/man8/tollgate.8 ./usr/share/man/man5/tollgate.toml.5 \
   ./usr/share/bash-completion/completions/tollgate ./usr/share/doc/tollgate/copyright \
-  ./usr/share/doc/tollgate/algorithms.md ./usr/share/doc/tollgate/examples/tollgate.toml; do
+  ./usr/share/doc/tollgate/algorithms.md ./usr/share/doc/tollgate/examples/tollgate.toml \
+  ./usr/share/tollgate/tollgate.schema.json; do
   grep -qx -- "$path" "$work/contents" || fail "the package lacks $path"
 done
 if grep -q '^./usr/local\|^./usr/etc' "$work/contents"; then fail "files outside the Debian layout"; fi

@@ -23,7 +23,7 @@ int Tollgate(const std::string& args, std::string& out) {
 TEST(Cli, SubcommandHelp) {
   std::string help;
   std::string flag;
-  for (const std::string sub : {"replay", "import", "echo-upstream", "ctl"}) {
+  for (const std::string sub : {"replay", "import", "echo-upstream", "schema", "ctl"}) {
     ASSERT_EQ(Tollgate("help " + sub, help), 0) << help;
     EXPECT_NE(help.find("tollgate " + sub), std::string::npos) << help;
     ASSERT_EQ(Tollgate(sub + " --help", flag), 0) << flag;
@@ -57,6 +57,7 @@ TEST(Cli, UsageErrorIsOneLine) {
        "tollgate import: import takes envoy-ratelimit FILE; see 'tollgate import --help'\n"},
       {"echo-upstream --foo",
        "tollgate echo-upstream: unknown option --foo; see 'tollgate echo-upstream --help'\n"},
+      {"schema x", "tollgate schema: unexpected argument \"x\"; see 'tollgate schema --help'\n"},
       {"ctl --foo", "tollgate ctl: unknown option --foo; see 'tollgate ctl --help'\n"},
       {"ctl", "tollgate ctl: a command is needed; see 'tollgate ctl --help'\n"},
   };
