@@ -1,6 +1,7 @@
 # `make install` (cmake --install) and `make package` (CPack: a Debian 12
 # .deb): the binary, the configuration of the packaged service, the
-# systemd unit, the man pages, bash completion and the documentation.
+# systemd unit, the man pages, bash completion, the documentation and the
+# Grafana dashboard and Prometheus alert rules.
 include(GNUInstallDirs)
 
 # Installing needs only the tollgate binary, not the tests and benchmarks
@@ -44,6 +45,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
               ${PROJECT_SOURCE_DIR}/docs/algorithms.md ${PROJECT_SOURCE_DIR}/docs/leases.md
         DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
+# The observability kit: a Grafana dashboard to import and Prometheus alert
+# rules to load (docs/metrics.md).
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/grafana/tollgate-dashboard.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate/grafana)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/prometheus/tollgate-alerts.yml
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate/prometheus)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/tollgate.toml ${PROJECT_SOURCE_DIR}/conf/redis.toml
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 
