@@ -1,6 +1,7 @@
 # `make install` (cmake --install) and `make package` (CPack: a Debian 12
 # .deb): the binary, the configuration of the packaged service, the
-# systemd unit, the man pages, bash completion and the documentation.
+# systemd unit, the man pages, bash completion, the documentation and the
+# Grafana dashboard and Prometheus alert rules.
 include(GNUInstallDirs)
 
 # Installing needs only the tollgate binary, not the tests and benchmarks
@@ -46,6 +47,12 @@ install(FILES ${PROJECT_SOURCE_DIR}/README.md ${PROJECT_SOURCE_DIR}/CHANGELOG.md
 install(FILES ${PROJECT_SOURCE_DIR}/LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} RENAME copyright)
 # For editors that check TOML with a JSON Schema (docs/configuration.md).
 install(FILES ${PROJECT_SOURCE_DIR}/tollgate.schema.json DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate)
+# The observability kit: a Grafana dashboard to import and Prometheus alert
+# rules to load (docs/metrics.md).
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/grafana/tollgate-dashboard.json
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate/grafana)
+install(FILES ${PROJECT_SOURCE_DIR}/deploy/prometheus/tollgate-alerts.yml
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/tollgate/prometheus)
 install(FILES ${PROJECT_SOURCE_DIR}/conf/tollgate.toml ${PROJECT_SOURCE_DIR}/conf/redis.toml
         DESTINATION ${CMAKE_INSTALL_DOCDIR}/examples)
 

@@ -1,5 +1,5 @@
 // Writes metric families in Prometheus's text exposition format 0.0.4
-// (gateway/ops/metrics.cc, gateway/ops/process_metrics.cc). Not thread-safe:
+// (gateway/ops/metric_families.cc, gateway/ops/process_metrics.cc). Not thread-safe:
 // one writer per scrape.
 #pragma once
 
@@ -9,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/ops/metrics.h"
+#include "gateway/ops/histogram.h"
 
 namespace tollgate::gateway {
 

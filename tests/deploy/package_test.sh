@@ -35,7 +35,9 @@ for path in ./usr/bin/tollgate ./etc/tollgate/tollgate.toml ./lib/systemd/system
   ./usr/share/man/man8/tollgate.8 ./usr/share/man/man5/tollgate.toml.5 \
   ./usr/share/bash-completion/completions/tollgate ./usr/share/doc/tollgate/copyright \
   ./usr/share/doc/tollgate/algorithms.md ./usr/share/doc/tollgate/examples/tollgate.toml \
-  ./usr/share/tollgate/tollgate.schema.json; do
+  ./usr/share/tollgate/tollgate.schema.json \
+  ./usr/share/tollgate/grafana/tollgate-dashboard.json \
+  ./usr/share/tollgate/prometheus/tollgate-alerts.yml; do
   grep -qx -- "$path" "$work/contents" || fail "the package lacks $path"
 done
 if grep -q '^./usr/local\|^./usr/etc' "$work/contents"; then fail "files outside the Debian layout"; fi
@@ -50,6 +52,11 @@ dpkg -x "$deb" "$work/root"
 "$work/root/usr/bin/tollgate" --version
 "$work/root/usr/bin/tollgate" --check-config "$work/root/etc/tollgate/tollgate.toml" ||
   fail "the packaged configuration does not check"
+# The packaged alert rules load and the dashboard is JSON.
+promtool check rules "$work/root/usr/share/tollgate/prometheus/tollgate-alerts.yml" >/dev/null ||
+  fail "the packaged alert rules do not check"
+/usr/bin/python3 -m json.tool "$work/root/usr/share/tollgate/grafana/tollgate-dashboard.json" \
+  >/dev/null || fail "the packaged dashboard is not JSON"
 grep -q '^ExecStart=/usr/bin/tollgate --config /etc/tollgate/tollgate.toml$' \
   "$work/root/lib/systemd/system/tollgate.service" || fail "the unit does not run /usr/bin/tollgate"
 exit $failed

@@ -11,6 +11,7 @@
 #include <regex>
 #include <thread>
 
+#include "prometheus_server.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -167,39 +168,15 @@ window = "1h"
   }
   ASSERT_EQ(limited, 35);
 
-  TempDir dir;
-  const std::string config = dir.Write("prometheus.yml", R"(global:
-  scrape_interval: 1s
-scrape_configs:
-  - job_name: tollgate
-    static_configs:
-      - targets: ["127.0.0.1:)" + std::to_string(gateway.admin_port()) +
-                                                             R"("]
-)");
-  // A free port for Prometheus's own API.
-  boost::asio::io_context io;
-  boost::asio::ip::tcp::acceptor probe(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
-  const std::uint16_t port = probe.local_endpoint().port();
-  probe.close();
-  Process prometheus({"/usr/bin/prometheus", "--config.file=" + config,
-                      "--storage.tsdb.path=" + dir.path() + "/data",
-                      "--web.listen-address=127.0.0.1:" + std::to_string(port)});
+  PrometheusServer prometheus(gateway.admin_port());
   double seen = -1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (std::chrono::steady_clock::now() < deadline && seen != limited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    try {
-      Client api(port, 2000);
-      const Response r = api.Get(
-          "/api/v1/query?query=tollgate_ratelimit_decisions_total%7Bdecision%3D%22limited%22%7D");
-      if (r.result_int() != 200) continue;
-      const auto json = boost::json::parse(r.body());
-      const auto& result = json.at("data").at("result").as_array();
-      if (result.empty()) continue;
-      seen = std::stod(std::string(result[0].at("value").as_array()[1].as_string()));
-    } catch (const std::exception&) {
-      // Prometheus is still starting.
-    }
+    const boost::json::value result =
+        prometheus.Query("tollgate_ratelimit_decisions_total{decision=\"limited\"}");
+    if (!result.is_array() || result.as_array().empty()) continue;
+    seen = std::stod(std::string(result.as_array()[0].at("value").as_array()[1].as_string()));
   }
   EXPECT_EQ(seen, limited);
 }

@@ -332,6 +332,22 @@ TEST(StatusPage, ChartsRenderInHeadlessChromium) {
     ys.insert((*it)[1]);
   }
   EXPECT_GE(ys.size(), 2u) << points;
+  // Both axes drawn and labelled with their units: time in seconds before
+  // now on x, requests per second on y, whose top tick is the chart's scale.
+  const std::size_t chart_end = dom.find("</svg>", static_cast<std::size_t>(m.position(0)));
+  ASSERT_NE(chart_end, std::string::npos);
+  const std::string chart = dom.substr(static_cast<std::size_t>(m.position(0)),
+                                       chart_end - static_cast<std::size_t>(m.position(0)));
+  for (const std::string& drawn :
+       {std::string(R"(<line class="axis x")"), std::string(R"(<line class="axis y")"),
+        std::string(R"(<text class="axis-label x"[^>]*>time \(s\)</text>)"),
+        std::string(R"(<text class="axis-label y"[^>]*>req/s</text>)"),
+        std::string(R"(<text class="tick-label x"[^>]*>-60</text>)"),
+        std::string(R"(<text class="tick-label x"[^>]*>now</text>)"),
+        std::string(R"(<text class="tick-label y"[^>]*>0</text>)"),
+        R"(<text class="tick-label y"[^>]*>)" + m[3].str() + "</text>"}) {
+    EXPECT_TRUE(std::regex_search(chart, std::regex(drawn))) << drawn << "\n" << chart;
+  }
   // The top-limited key links to its state in the admin API.
   EXPECT_NE(dom.find(R"(<a href="api/v1/keys?rule=per-ip&amp;ip=127.0.0.1")"), std::string::npos)
       << dom;
