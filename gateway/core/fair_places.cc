@@ -8,8 +8,7 @@ struct FairPlaces::Keeper final : store::PlaceKeeper {
   FairPlaces& places;
 };
 
-FairPlaces::FairPlaces(const FairQueueParams& params)
-    : params_(params), keeper_(std::make_shared<Keeper>(*this)) {}
+FairPlaces::FairPlaces() : keeper_(std::make_shared<Keeper>(*this)) {}
 
 std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
                                                            std::int64_t max) {
@@ -18,7 +17,7 @@ std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
   auto it = keys_.find(name);
   if (it == keys_.end()) {
     if (max <= 0) return std::nullopt;
-    it = keys_.try_emplace(name, params_).first;
+    it = keys_.try_emplace(name, FairQueueParams{}).first;
   }
   Key& k = it->second;
   // Those who wait go first, on the limit as it is now.
@@ -29,12 +28,14 @@ std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
   return store::InflightGuard(keeper_, std::move(name));
 }
 
-FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Waiter& waiter) {
+FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Waiter& waiter,
+                                      const FairQueueParams& params) {
   FairQueue::Waiter* pushed_out = nullptr;
   std::lock_guard lock(mutex_);
   waiter.key_ = std::string(key);
-  auto it = keys_.try_emplace(waiter.key_, params_).first;
+  auto it = keys_.try_emplace(waiter.key_, params).first;
   Key& k = it->second;
+  k.queue.set_params(params);
   k.max = max;
   const FairQueue::Pushed pushed = k.queue.Push(waiter, pushed_out);
   if (pushed != FairQueue::Pushed::kQueued) {

@@ -43,7 +43,7 @@ class FairPlaces {
     std::string key_;
   };
 
-  explicit FairPlaces(const FairQueueParams& params);
+  FairPlaces();
 
   // A place of `key` at once, when fewer than `max` are held and nobody
   // waits for one; nullopt otherwise. `max` is the key's limit from now on
@@ -53,7 +53,9 @@ class FairPlaces {
   // set); a place already free is granted at once (Notify). kQueued: the
   // waiter waits for Notify() or gives up with Leave; otherwise it was
   // refused. A lower-priority waiter pushed out to make room is notified.
-  FairQueue::Pushed Enqueue(std::string_view key, std::int64_t max, Waiter& waiter);
+  // `params` bound the key's queue (the configuration in force).
+  FairQueue::Pushed Enqueue(std::string_view key, std::int64_t max, Waiter& waiter,
+                            const FairQueueParams& params);
   // The waiter gives up (deadline, client gone). True when it had been
   // granted a place meanwhile: `waiter.place` holds it.
   bool Leave(Waiter& waiter);
@@ -78,7 +80,6 @@ class FairPlaces {
   void Dispatch(const std::string& name, Key& key);
   void ForgetIfIdle(std::unordered_map<std::string, Key>::iterator it);
 
-  const FairQueueParams params_;
   mutable std::mutex mutex_;
   std::unordered_map<std::string, Key> keys_;
   std::shared_ptr<Keeper> keeper_;  // guards hold it weakly

@@ -61,6 +61,8 @@ class FairQueue {
   enum class Pushed { kQueued, kFlowFull, kRoomFull };
 
   explicit FairQueue(const FairQueueParams& params) : params_(params) {}
+  // New bounds, for the pushes from now on (the waiters stay).
+  void set_params(const FairQueueParams& params) { params_ = params; }
   FairQueue(const FairQueue&) = delete;
   FairQueue& operator=(const FairQueue&) = delete;
   ~FairQueue();
@@ -100,7 +102,7 @@ class FairQueue {
 
   void Unlink(Waiter& waiter);
 
-  const FairQueueParams params_;
+  FairQueueParams params_;
   std::array<Level, kPriorityLevels> levels_;
   std::unordered_map<std::uint64_t, Flow> flows_;
   std::size_t total_ = 0;

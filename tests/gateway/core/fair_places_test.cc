@@ -12,6 +12,8 @@
 namespace tollgate::gateway {
 namespace {
 
+const FairQueueParams kParams{.max_per_flow = 1000, .max_total = 10'000};
+
 // A waiter that records when it was told, in the order it was told.
 struct RecordingWaiter final : FairPlaces::Waiter {
   std::vector<const RecordingWaiter*>* told = nullptr;
@@ -23,7 +25,7 @@ struct RecordingWaiter final : FairPlaces::Waiter {
 };
 
 TEST(FairPlacesTest, AGivenBackPlaceGoesToTheFairNextWaiter) {
-  FairPlaces places({});
+  FairPlaces places;
   std::vector<const RecordingWaiter*> told;
   auto first = places.TryAcquire("up", 1);
   ASSERT_TRUE(first);
@@ -34,7 +36,7 @@ TEST(FairPlacesTest, AGivenBackPlaceGoesToTheFairNextWaiter) {
   for (int i = 0; i < 4; ++i) {
     waiters[i].flow = flows[i];
     waiters[i].told = &told;
-    ASSERT_EQ(places.Enqueue("up", 1, waiters[i]), FairQueue::Pushed::kQueued);
+    ASSERT_EQ(places.Enqueue("up", 1, waiters[i], kParams), FairQueue::Pushed::kQueued);
   }
   EXPECT_TRUE(told.empty());
   first.reset();  // given back: handed on, never free
@@ -54,13 +56,13 @@ TEST(FairPlacesTest, AGivenBackPlaceGoesToTheFairNextWaiter) {
 }
 
 TEST(FairPlacesTest, ALeaverIsSkippedAndAGrantedLeaverKeepsItsPlace) {
-  FairPlaces places({});
+  FairPlaces places;
   auto held = places.TryAcquire("up", 1);
   RecordingWaiter a, b;
   a.flow = 1;
   b.flow = 2;
-  places.Enqueue("up", 1, a);
-  places.Enqueue("up", 1, b);
+  places.Enqueue("up", 1, a, kParams);
+  places.Enqueue("up", 1, b, kParams);
   EXPECT_FALSE(places.Leave(a));  // gave up before its turn
   held.reset();
   EXPECT_EQ(b.notified, 1);
@@ -71,10 +73,10 @@ TEST(FairPlacesTest, ALeaverIsSkippedAndAGrantedLeaverKeepsItsPlace) {
 }
 
 TEST(FairPlacesTest, ARaisedLimitGrantsWaiters) {
-  FairPlaces places({});
+  FairPlaces places;
   auto held = places.TryAcquire("up", 1);
   std::deque<RecordingWaiter> waiters(3);
-  for (auto& w : waiters) places.Enqueue("up", 1, w);
+  for (auto& w : waiters) places.Enqueue("up", 1, w, kParams);
   places.SetLimit("up", 3);
   EXPECT_EQ(waiters[0].notified, 1);
   EXPECT_EQ(waiters[1].notified, 1);
@@ -84,13 +86,14 @@ TEST(FairPlacesTest, ARaisedLimitGrantsWaiters) {
 }
 
 TEST(FairPlacesTest, AHigherPriorityNewcomerPushesOutALowWaiter) {
-  FairPlaces places({.max_per_flow = 10, .max_total = 1});
+  FairPlaces places;
+  const FairQueueParams one{.max_per_flow = 10, .max_total = 1};
   auto held = places.TryAcquire("up", 1);
   RecordingWaiter low, high;
   low.priority = Priority::kLow;
   high.priority = Priority::kHigh;
-  ASSERT_EQ(places.Enqueue("up", 1, low), FairQueue::Pushed::kQueued);
-  ASSERT_EQ(places.Enqueue("up", 1, high), FairQueue::Pushed::kQueued);
+  ASSERT_EQ(places.Enqueue("up", 1, low, one), FairQueue::Pushed::kQueued);
+  ASSERT_EQ(places.Enqueue("up", 1, high, one), FairQueue::Pushed::kQueued);
   EXPECT_EQ(low.notified, 1);
   EXPECT_FALSE(low.place);  // told, without a place: refused
   EXPECT_FALSE(places.Leave(low));
@@ -101,7 +104,7 @@ TEST(FairPlacesTest, AHigherPriorityNewcomerPushesOutALowWaiter) {
 // Threads take places directly or by waiting; never more than the limit
 // are held, and every waiter is served.
 TEST(FairPlacesTest, ThreadsNeverHoldMoreThanTheLimit) {
-  FairPlaces places({.max_per_flow = 1000, .max_total = 10'000});
+  FairPlaces places;
   constexpr std::int64_t kLimit = 3;
   std::atomic<int> in_use{0};
   std::atomic<int> most{0};
@@ -136,7 +139,7 @@ TEST(FairPlacesTest, ThreadsNeverHoldMoreThanTheLimit) {
         }
         ThreadWaiter w;
         w.flow = static_cast<std::uint64_t>(t);
-        ASSERT_EQ(places.Enqueue("up", kLimit, w), FairQueue::Pushed::kQueued);
+        ASSERT_EQ(places.Enqueue("up", kLimit, w, kParams), FairQueue::Pushed::kQueued);
         std::unique_lock lock(w.mutex);
         w.cv.wait(lock, [&] { return w.told; });
         lock.unlock();
