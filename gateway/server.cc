@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "gateway/core/block_table.h"
+#include "gateway/core/fair_places.h"
 #include "gateway/io/listen.h"
 #include "gateway/ops/admin.h"
 #include "gateway/ops/admin_api.h"
@@ -84,7 +85,7 @@ struct Server::Impl final : StateSource {
   BlockTable blocks;        // set by the admin API, read by admit
   OverrideTable overrides;  // likewise
   store::LocalCoordinator coordinator;
-  store::InflightTable inflight_upstreams;
+  FairPlaces upstream_places;
   std::unique_ptr<AccessLog> access_log;
   const store::Clock* clock = nullptr;
   std::atomic<std::shared_ptr<const GatewayState>> state;
@@ -202,7 +203,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->waiting_room = waiting_room.get();
   state->blocks = &blocks;
   state->overrides = &overrides;
-  state->inflight_upstreams = &inflight_upstreams;
+  state->upstream_places = &upstream_places;
   state->access_log = access_log.get();
   state->max_connections = config->limits.max_connections > 0
                                ? config->limits.max_connections

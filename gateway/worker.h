@@ -30,6 +30,8 @@
 
 namespace tollgate::gateway {
 
+class FairPlaces;
+
 // Everything built from one configuration, shared read-only by all workers.
 struct GatewayState {
   std::shared_ptr<const rules::Config> config;
@@ -44,7 +46,7 @@ struct GatewayState {
   WaitingRoom* waiting_room = nullptr;
   const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
   const OverrideTable* overrides = nullptr;  // likewise: overrides survive reloads
-  store::InflightTable* inflight_upstreams = nullptr;  // likewise: max_connections, by upstream
+  FairPlaces* upstream_places = nullptr;  // likewise: max_connections, by upstream
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,

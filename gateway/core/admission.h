@@ -140,6 +140,12 @@ class Admission {
   Task<bool> WaitForPlace(const GatewayState& state, PlaceWait& wait);
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
+  // Waits up to max_connections_delay for a place of `upstream`, in the
+  // fair order of state.upstream_places; true with it in ex.upstream_place.
+  Task<bool> WaitForUpstreamPlace(const GatewayState& state,
+                                  const rules::UpstreamConfig& upstream, Exchange& ex);
+  // The flow a waiting request belongs to: a hash of its client.
+  static std::uint64_t FlowOf(const rules::Identity& identity);
 
   Worker& worker_;
   rules::Evaluation evaluation_;  // reused between requests
@@ -151,6 +157,7 @@ class Admission {
   std::optional<rules::DescriptorLimit> descriptor_limit_;
   std::chrono::steady_clock::time_point asked_;  // when they were asked (metrics)
   std::string learned_bucket_;  // AdmitUpstream's, for Learn
+  std::uint64_t flow_ = 0;      // StartRequest's FlowOf, for the waits after it
 };
 
 }  // namespace tollgate::gateway

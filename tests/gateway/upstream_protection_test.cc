@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <boost/json/parse.hpp>
+#include <atomic>
 #include <future>
 #include <optional>
 #include <random>
@@ -377,6 +378,41 @@ TEST(UpstreamCap, WaitsForAPlaceWithinMaxConnectionsDelay) {
                       TestClock::kSteady);
   const std::vector<Response> rs = Burst(gateway.port(), 6, 1, "/_test/sleep/200");
   for (const Response& r : rs) EXPECT_EQ(r.result_int(), 200) << r;
+  EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
+}
+
+// Places go to waiting clients in turn, not to whoever polls at the right
+// moment: thirty clients of one address keep an upstream of two places
+// saturated, and a lone client of another address still gets every other
+// place. (Before, it waited out most of its max_connections_delay per
+// request while the crowd was served.) Counts, not times: how many
+// requests the crowd had served while the lone client had its five.
+TEST(UpstreamCap, ACrowdDoesNotStarveALoneClient) {
+  auto echo = StartEcho();
+  TestGateway gateway(Config("max_connections = 2\nmax_connections_delay = \"20s\"\n"),
+                      echo->port(), TestClock::kSteady);
+  std::atomic<bool> stop{false};
+  std::atomic<int> crowd_served{0};
+  std::vector<std::thread> crowd;
+  for (int c = 0; c < 30; ++c) {
+    crowd.emplace_back([&] {
+      Client client(gateway.port(), 30'000, "127.0.0.2");
+      while (!stop) {
+        if (client.Get("/_test/sleep/50").result_int() == 200) ++crowd_served;
+      }
+    });
+  }
+  // The crowd is waiting once it has had a few served.
+  while (crowd_served < 4) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  Client lone(gateway.port(), 30'000, "127.0.0.3");
+  const int before = crowd_served;
+  for (int i = 0; i < 5; ++i) EXPECT_EQ(lone.Get("/_test/sleep/50").result_int(), 200);
+  const int during = crowd_served - before;
+  stop = true;
+  for (auto& t : crowd) t.join();
+  // Fair turns: a few crowd requests per lone one (the other place, and
+  // those already holding one); polling let 66 to 760 through.
+  EXPECT_LE(during, 25);
   EXPECT_LE(PartnerStats(echo->port()).at("_max_concurrent").as_int64(), 2);
 }
 
