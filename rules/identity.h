@@ -51,10 +51,11 @@ class IdentityResolver {
   // Sets client_ip (the peer, or from X-Forwarded-For behind trusted
   // proxies) or unidentified_client.
   void FindClient(const IpAddress& peer, const HeaderLookup& headers, Identity& out) const;
+  // Whether `address` is in trusted_proxies.
+  bool Trusted(const IpAddress& address) const;
 
  private:
   IdentityResolver(const IdentityConfig& config, const store::Clock& clock);
-  bool Trusted(const IpAddress& address) const;
 
   IdentityConfig config_;
   const store::Clock& clock_;

@@ -49,17 +49,20 @@ struct Exchange : ExchangeFacts {
   std::string limit_key;  // kind of the shown rule's key
   std::string error;
   std::string ratelimit;
+  // X-Request-Id (gateway/core/request_id.h); empty until identify or an
+  // answer gives it one.
+  std::string request_id;
   // What admit decided, and the places it holds (max_inflight rules, the
   // upstream's max_connections) until Release().
   LimitOutcome limits;
   std::optional<store::InflightGuard> upstream_place;
 
   // A fresh exchange whose strings keep their storage (assigning a new
-  // Exchange would move seven strings per request).
+  // Exchange would move eight strings per request).
   void Reset() {
     static_cast<ExchangeFacts&>(*this) = ExchangeFacts();
     for (std::string* s :
-         {&method, &target, &user_agent, &referer, &limit_key, &error, &ratelimit}) {
+         {&method, &target, &user_agent, &referer, &limit_key, &error, &ratelimit, &request_id}) {
       s->clear();
     }
   }

@@ -1,6 +1,9 @@
 #include "gateway/core/identify.h"
 
+#include <iterator>
+
 #include "gateway/core/http_util.h"
+#include "gateway/core/request_id.h"
 #include "rules/normalize.h"
 
 namespace tollgate::gateway {
@@ -41,6 +44,23 @@ std::string_view Canonicalize(http::request_header<Fields>& req, std::string_vie
       return "the Host field is not a valid host";
   }
   return {};
+}
+
+void AssignRequestId(const rules::IdentityResolver& resolver, const rules::IpAddress& peer,
+                     Fields& fields, std::string& id) {
+  id.clear();
+  const auto [first, last] = fields.equal_range(kRequestIdField);
+  if (first == last) {
+    AppendNewRequestId(id);
+    fields.insert(kRequestIdField, id);
+    return;
+  }
+  if (std::next(first) == last && ValidRequestId(first->value()) && resolver.Trusted(peer)) {
+    id = first->value();
+    return;
+  }
+  AppendNewRequestId(id);
+  fields.set(kRequestIdField, id);
 }
 
 std::string_view FieldsLookup::Get(std::string_view name) const {

@@ -23,6 +23,12 @@ namespace tollgate::gateway {
 std::string_view Canonicalize(http::request_header<Fields>& req, std::string_view& host,
                               std::string& scratch);
 
+// Gives the request `fields` its ID (gateway/core/request_id.h) in `id`:
+// the single valid X-Request-Id of a peer in trusted_proxies is kept;
+// otherwise every X-Request-Id line is replaced by one with a new ID.
+void AssignRequestId(const rules::IdentityResolver& resolver, const rules::IpAddress& peer,
+                     Fields& fields, std::string& id);
+
 // Beast's fields as rules::HeaderLookup.
 class FieldsLookup final : public rules::HeaderLookup {
  public:

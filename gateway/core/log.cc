@@ -45,6 +45,7 @@ void LogExchange(const GatewayState& state, ThreadMetrics* metrics, std::string_
   r.ratelimit = ex.ratelimit;
   r.limit_key = ex.limit_key;
   r.retry_after_ms = ex.retry_after_ms;
+  r.request_id = ex.request_id;
   log->Write(r);
 }
 

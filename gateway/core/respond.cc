@@ -9,6 +9,7 @@
 #include <boost/beast/http/status.hpp>
 
 #include "gateway/core/exchange.h"
+#include "gateway/core/request_id.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -172,8 +173,24 @@ void PutRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Decisi
   out.Put("\r\n");
 }
 
-// {"error":"<code>","message":"<message>","status":<status>}; returns its
-// size.
+// The body's last member, when there is an ID: ,"request_id":"<id>". IDs
+// are visible ASCII (ValidRequestId): '"' and '\\' are all that need an
+// escape.
+constexpr std::string_view kRequestIdMember = R"(,"request_id":")";
+
+std::size_t RequestIdMemberSize(std::string_view request_id) {
+  return request_id.empty() ? 0 : kRequestIdMember.size() + EscapedNameSize(request_id) + 1;
+}
+
+void PutRequestIdMember(std::string_view request_id, Writer& out) {
+  if (request_id.empty()) return;
+  out.Put(kRequestIdMember);
+  out.PutEscapedName(request_id);
+  out.Put('"');
+}
+
+// {"error":"<code>","message":"<message>","status":<status>} and the
+// request ID; returns its size.
 std::size_t AppendErrorBody(const Answer& answer, std::string& out) {
   const std::size_t body_at = out.size();
   out += R"({"error":")";
@@ -182,6 +199,10 @@ std::size_t AppendErrorBody(const Answer& answer, std::string& out) {
   AppendJsonText(answer.Message(), out);
   out += R"(","status":)";
   AppendInt(answer.Status(), out);
+  if (!answer.request_id.empty()) {
+    Writer writer(out, RequestIdMemberSize(answer.request_id));
+    PutRequestIdMember(answer.request_id, writer);
+  }
   out += "}\n";
   return out.size() - body_at;
 }
@@ -190,17 +211,19 @@ constexpr std::string_view kLimitedBodyStart = R"({"error":"rate_limited","rule"
 constexpr std::string_view kLimitedBodyRetry = R"(","retry_after_ms":)";
 constexpr std::string_view kLimitedBodyEnd = "}\n";
 
-std::size_t LimitedBodySize(const rules::RuleConfig& rule, const fmt::format_int& retry_after_ms) {
+std::size_t LimitedBodySize(const rules::RuleConfig& rule, const fmt::format_int& retry_after_ms,
+                            std::string_view request_id) {
   return kLimitedBodyStart.size() + EscapedNameSize(rule.name) + kLimitedBodyRetry.size() +
-         retry_after_ms.size() + kLimitedBodyEnd.size();
+         retry_after_ms.size() + RequestIdMemberSize(request_id) + kLimitedBodyEnd.size();
 }
 
 void PutLimitedBody(const rules::RuleConfig& rule, const fmt::format_int& retry_after_ms,
-                    Writer& out) {
+                    std::string_view request_id, Writer& out) {
   out.Put(kLimitedBodyStart);
   out.PutEscapedName(rule.name);
   out.Put(kLimitedBodyRetry);
   out.Put(std::string_view(retry_after_ms.data(), retry_after_ms.size()));
+  PutRequestIdMember(request_id, out);
   out.Put(kLimitedBodyEnd);
 }
 
@@ -249,7 +272,8 @@ Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decisi
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
     return AppendLimitedResponse(*answer.rule, answer.decision,
-                                 persistence == Persistence::kKeepAlive, out, answer.Status());
+                                 persistence == Persistence::kKeepAlive, out, answer.Status(),
+                                 answer.request_id);
   }
   const unsigned status = answer.Status();
   out += "HTTP/1.1 ";
@@ -266,6 +290,7 @@ std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::str
     AppendInt(answer.retry_after_s, out);
     out += "\r\n";
   }
+  AppendRequestIdLine(answer.request_id, out);
   if (persistence == Persistence::kClose) out += "Connection: close\r\n";
   out += "\r\n";
   const std::size_t body_size = AppendErrorBody(answer, out);
@@ -292,15 +317,17 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 }
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
-                                  bool keep_alive, std::string& out, unsigned status) {
+                                  bool keep_alive, std::string& out, unsigned status,
+                                  std::string_view request_id) {
   if (status == 0) status = rule.status;
   const fmt::format_int retry_after_ms(d.retry_after_ms);
-  const std::size_t body_size = LimitedBodySize(rule, retry_after_ms);
+  const std::size_t body_size = LimitedBodySize(rule, retry_after_ms, request_id);
   const std::string_view reason = boost::beast::http::obsolete_reason(
       static_cast<boost::beast::http::status>(status));
   // The status line and fixed fields (~150 bytes with the longest reason),
-  // two integers, the rate-limit fields and the body.
-  Writer writer(out, 256 + reason.size() + RateLimitHeadersRoom(rule) + body_size);
+  // two integers, the ID's field, the rate-limit fields and the body.
+  Writer writer(out, 256 + reason.size() + kRequestIdField.size() + request_id.size() +
+                         RateLimitHeadersRoom(rule) + body_size);
   writer.Put("HTTP/1.1 ");
   writer.PutInt(status);
   writer.Put(' ');
@@ -310,19 +337,26 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithm
   writer.Put("\r\nContent-Length: ");
   writer.PutInt(static_cast<std::int64_t>(body_size));
   writer.Put("\r\n");
+  if (!request_id.empty()) {
+    writer.Put(kRequestIdField);
+    writer.Put(": ");
+    writer.Put(request_id);
+    writer.Put("\r\n");
+  }
   if (!keep_alive) writer.Put("Connection: close\r\n");
   if (rule.headers != rules::RateLimitHeaders::kNone) PutRateLimitHeaders(rule, d, writer);
   writer.Put("\r\n");
-  PutLimitedBody(rule, retry_after_ms, writer);
+  PutLimitedBody(rule, retry_after_ms, request_id, writer);
   return body_size;
 }
 
 std::size_t AppendAnswerBody(const Answer& answer, std::string& out) {
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
     const fmt::format_int retry_after_ms(answer.decision.retry_after_ms);
-    const std::size_t body_size = LimitedBodySize(*answer.rule, retry_after_ms);
+    const std::size_t body_size =
+        LimitedBodySize(*answer.rule, retry_after_ms, answer.request_id);
     Writer writer(out, body_size);
-    PutLimitedBody(*answer.rule, retry_after_ms, writer);
+    PutLimitedBody(*answer.rule, retry_after_ms, answer.request_id, writer);
     return body_size;
   }
   return AppendErrorBody(answer, out);

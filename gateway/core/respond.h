@@ -71,6 +71,10 @@ struct Answer {
   // rate-limit fields and the body come from them).
   const rules::RuleConfig* rule = nullptr;
   algorithms::Decision decision;
+  // The request's ID (gateway/core/request_id.h), for the X-Request-Id
+  // field and the body's "request_id"; empty: neither. The adapter sets it
+  // before rendering; it refers to the exchange's storage.
+  std::string_view request_id;
 
   unsigned Status() const { return status != 0 ? status : InfoOf(refusal).status; }
   std::string_view Message() const { return message.empty() ? InfoOf(refusal).message : message; }
@@ -91,9 +95,9 @@ enum class Persistence { kKeepAlive, kClose };
 
 // Appends `answer` as a whole HTTP/1.1 response (header and body) to `out`;
 // returns the body's size. Errors:
-// {"error":"<code>","message":"<message>","status":<status>} as JSON, with
-// Server, Content-Type, Content-Length, Retry-After and Connection: close
-// as the case may be. kRateLimited: AppendLimitedResponse.
+// {"error":"<code>","message":"<message>","status":<status>,
+// "request_id":"<id>"} as JSON, with Server, Content-Type, Content-Length,
+// Retry-After, X-Request-Id and Connection: close as the case may be. kRateLimited: AppendLimitedResponse.
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out);
 
 // The pieces of an answer for adapters that frame their own fields (HTTP/2):
@@ -119,12 +123,14 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
                             std::string& out);
 
 // Appends the whole answer to a limited request: the rule's status,
-// Retry-After, the rate-limit fields and the JSON body
-// {"error":"rate_limited","rule":...,"retry_after_ms":...}. Returns the
-// body's size. `status`: 0 for the rule's own (the check endpoint's
-// deny_status replaces it).
+// Retry-After, X-Request-Id (unless `request_id` is empty), the rate-limit
+// fields and the JSON body
+// {"error":"rate_limited","rule":...,"retry_after_ms":...,"request_id":...}.
+// Returns the body's size. `status`: 0 for the rule's own (the check
+// endpoint's deny_status replaces it).
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
                                   const algorithms::Decision& decision, bool keep_alive,
-                                  std::string& out, unsigned status = 0);
+                                  std::string& out, unsigned status = 0,
+                                  std::string_view request_id = {});
 
 }  // namespace tollgate::gateway

@@ -1,6 +1,7 @@
 #include "gateway/decision/check.h"
 
 #include "gateway/core/identify.h"
+#include "gateway/core/request_id.h"
 #include "gateway/worker.h"
 
 namespace tollgate::gateway {
@@ -121,15 +122,18 @@ Admit FinishCheck(const GatewayState& state, Admit admit, Answer& answer) {
   return admit;
 }
 
-void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string& out) {
+void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string_view request_id,
+                              std::string& out) {
+  AppendRequestIdLine(request_id, out);
   if (outcome.shown != nullptr && outcome.shown->headers == rules::RateLimitHeaders::kAll) {
     AppendRateLimitHeaders(*outcome.shown, outcome.shown_decision, out);
   }
 }
 
-void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out) {
+void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence,
+                        std::string_view request_id, std::string& out) {
   out += "HTTP/1.1 200 OK\r\nServer: tollgate\r\nContent-Length: 0\r\n";
-  AppendCheckAllowedFields(outcome, out);
+  AppendCheckAllowedFields(outcome, request_id, out);
   if (persistence == Persistence::kClose) out += "Connection: close\r\n";
   out += "\r\n";
 }

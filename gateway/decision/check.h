@@ -74,12 +74,14 @@ Admit StartCheck(const GatewayState& state, Admission& admission, http::request_
 Admit FinishCheck(const GatewayState& state, Admit admit, Answer& answer);
 
 // The header lines ("Name: value\r\n") of the "allowed" answer besides
-// its status: the rate-limit fields of the rule `outcome` shows (when its
-// headers say so).
-void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string& out);
+// its status: X-Request-Id and the rate-limit fields of the rule `outcome`
+// shows (when its headers say so).
+void AppendCheckAllowedFields(const LimitOutcome& outcome, std::string_view request_id,
+                              std::string& out);
 
 // Appends the whole "allowed" answer as HTTP/1.1: 200, no body,
 // AppendCheckAllowedFields.
-void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence, std::string& out);
+void AppendCheckAllowed(const LimitOutcome& outcome, Persistence persistence,
+                        std::string_view request_id, std::string& out);
 
 }  // namespace tollgate::gateway

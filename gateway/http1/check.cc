@@ -27,7 +27,8 @@ Task<void> Session::Check(HeadParser& head, Exchange& ex) {
     co_return;
   }
   wire_.clear();
-  AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive, wire_);
+  AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive,
+                     ex.request_id, wire_);
   ex.status = 200;
   ErrorCode ec;
   if (!TryWriteWire(stream_, ec, ex.close)) {

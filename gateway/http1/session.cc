@@ -9,6 +9,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
+#include "gateway/core/request_id.h"
 #include "gateway/io/handshake_failure.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/read_util.h"
@@ -273,6 +274,7 @@ Task<bool> Session::ServeOne() {
   }
 
   const auto& req = head.get();
+  AssignRequestId(*generation_->state->identity, peer_address_, head.get(), ex.request_id);
   if (const AccessLog* log = generation_->state->access_log; log != nullptr && log->enabled()) {
     ex.method = req.method_string();
     ex.target = req.target();
@@ -387,6 +389,7 @@ Task<ClientWatch::Held> Session::Hold(std::chrono::milliseconds wait) {
 
 bool Session::StartReply(Exchange& ex, ErrorCode& ec) {
   wire_.clear();
+  answer_.request_id = EnsureRequestId(ex.request_id);
   const std::size_t body =
       AppendAnswer(answer_, ex.close ? Persistence::kClose : Persistence::kKeepAlive, wire_);
   NoteAnswer(answer_, body, ex);

@@ -14,6 +14,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
+#include "gateway/core/request_id.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/decision/check.h"
@@ -339,6 +340,7 @@ Task<void> StreamExchange::Run([[maybe_unused]] std::unique_ptr<StreamExchange> 
   ex_.started = start.steady;
   ex_.version = 20;
   auto& req = stream_.request();
+  AssignRequestId(*state().identity, adapter_.peer_address_, req, ex_.request_id);
   grpc_ = IsGrpc(req[http::field::content_type]);
   std::int64_t budget_ms = config_.timeouts.request_ms;
   if (grpc_) {
@@ -429,7 +431,7 @@ Task<void> StreamExchange::Check() {
   head.set(http::field::server, "tollgate");
   head.set(http::field::content_length, "0");
   extra_headers_.clear();
-  AppendCheckAllowedFields(ex_.limits, extra_headers_);
+  AppendCheckAllowedFields(ex_.limits, ex_.request_id, extra_headers_);
   AddHeaderLines(extra_headers_, head);
   if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
   response_started_ = true;
@@ -448,6 +450,8 @@ Task<void> StreamExchange::Reply() {
   http::response_header<Fields> head;
   head.set(http::field::server, "tollgate");
   extra_headers_.clear();
+  answer_.request_id = ex_.request_id;
+  AppendRequestIdLine(answer_.request_id, extra_headers_);
   if (answer_.refusal == Refusal::kRateLimited && answer_.rule != nullptr) {
     AppendRateLimitHeaders(*answer_.rule, answer_.decision, extra_headers_);
   }

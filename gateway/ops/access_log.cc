@@ -42,11 +42,11 @@ std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
-      "upstream={} in={} rl={}{}{}{}{}{}",
+      "upstream={} in={} rl={} request_id={}{}{}{}{}{}",
       r.client, CommonLogTime(), EscapeLogText(r.method), EscapeLogText(r.target), r.version / 10,
       r.version % 10, r.status, r.bytes_out, EscapeLogText(OrDash(r.referer)),
       EscapeLogText(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
-      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit),
+      OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit), OrDash(r.request_id),
       r.limit_key.empty() ? "" : " key=", r.limit_key,
       r.retry_after_ms < 0 ? "" : fmt::format(" retry_after_ms={}", r.retry_after_ms),
       r.error.empty() ? "" : " error=", r.error);
@@ -83,6 +83,7 @@ std::string FormatJson(const AccessRecord& r) {
   if (!r.ratelimit.empty()) o["ratelimit"] = ValidUtf8(r.ratelimit);
   if (!r.limit_key.empty()) o["limit_key"] = ValidUtf8(r.limit_key);
   if (r.retry_after_ms >= 0) o["retry_after_ms"] = r.retry_after_ms;
+  if (!r.request_id.empty()) o["request_id"] = r.request_id;
   std::string line = boost::json::serialize(o);
   line.pop_back();  // the closing brace
   line += fmt::format(",\"duration_s\":{:.3f}", r.duration_s);

@@ -43,6 +43,9 @@ struct AccessRecord {
   // never the key's value; and the wait it announced when it limited.
   std::string_view limit_key;
   std::int64_t retry_after_ms = -1;  // < 0: not limited
+  // X-Request-Id: visible ASCII only (gateway/core/request_id.h), written
+  // as it is.
+  std::string_view request_id;
 };
 
 class AccessLog {

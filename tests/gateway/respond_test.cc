@@ -289,6 +289,62 @@ TEST(Answer, AnotherStatusAndMessageEscapedInJson) {
   EXPECT_NE(out.find(R"("message":"a \"quoted\\ text\u0001")"), std::string::npos) << out;
 }
 
+// The request's ID: an X-Request-Id field and the body's last member,
+// '"' and '\\' escaped (a trusted proxy's ID may hold them).
+TEST(Answer, TheRequestIdInTheFieldAndTheBody) {
+  Answer answer = Refuse(Refusal::kBadGateway);
+  answer.request_id = "0123456789abcdef0123456789abcdef";
+  std::string out;
+  const std::size_t body = AppendAnswer(answer, Persistence::kKeepAlive, out);
+  const std::string json =
+      R"({"error":"bad_gateway","message":"the upstream is unavailable","status":502,)"
+      R"("request_id":"0123456789abcdef0123456789abcdef"})"
+      "\n";
+  EXPECT_EQ(out, "HTTP/1.1 502 Bad Gateway\r\n"
+                 "Server: tollgate\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Content-Length: " +
+                     std::to_string(json.size()) +
+                     "\r\n"
+                     "X-Request-Id: 0123456789abcdef0123456789abcdef\r\n"
+                     "\r\n" +
+                     json);
+  EXPECT_EQ(body, json.size());
+
+  const Rule rule(R"(
+[[rules]]
+name = "per-ip"
+key = "ip"
+algorithm = "fixed_window"
+limit = 20
+window = "1m"
+headers = "none"
+)");
+  Answer limited = gateway::Limited(rule.get(), Limited(1500, 1500));
+  limited.request_id = R"(edge"1\x)";
+  out.clear();
+  const std::size_t limited_body = AppendAnswer(limited, Persistence::kClose, out);
+  const std::string limited_json =
+      R"({"error":"rate_limited","rule":"per-ip","retry_after_ms":1500,)"
+      R"("request_id":"edge\"1\\x"})"
+      "\n";
+  EXPECT_EQ(out, "HTTP/1.1 429 Too Many Requests\r\n"
+                 "Server: tollgate\r\n"
+                 "Content-Type: application/json\r\n"
+                 "Retry-After: 2\r\n"
+                 "Content-Length: " +
+                     std::to_string(limited_json.size()) +
+                     "\r\n"
+                     "X-Request-Id: edge\"1\\x\r\n"
+                     "Connection: close\r\n"
+                     "\r\n" +
+                     limited_json);
+  EXPECT_EQ(limited_body, limited_json.size());
+  std::string alone;
+  EXPECT_EQ(AppendAnswerBody(limited, alone), limited_json.size());
+  EXPECT_EQ(alone, limited_json);
+}
+
 TEST(Answer, EveryRefusalHasACodeAStatusAndAMessage) {
   for (int i = 0; i <= static_cast<int>(Refusal::kGatewayTimeout); ++i) {
     const RefusalInfo& info = InfoOf(static_cast<Refusal>(i));

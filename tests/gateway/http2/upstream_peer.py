@@ -20,6 +20,8 @@ DELAY seconds (so that requests overlap), except as the scenario says:
               body (or "hello PATH" when it has none), sent as flow control
               allows, then trailers: x-echo-bytes (the body's length) and
               x-trailer: done
+  headers     the body is the request's header fields as a JSON object
+              (name: value, pseudo-headers included)
 
 After each event the counters are written to STATS_FILE as JSON
 (connections, streams, refused, max_concurrent: the most streams open at
@@ -86,6 +88,7 @@ def serve(sock, scenario, stats_path):
         goaway_here = scenario == "goaway" and not state["goaway_sent"]
         state["goaway_sent"] = state["goaway_sent"] or goaway_here
     paths = {}       # stream id -> path, requests not yet answered
+    heads = {}       # stream id -> request header fields (headers)
     bodies = {}      # stream id -> request body so far (echo)
     sending = {}     # stream id -> [response body left, trailers] (echo)
     due = []         # (time, stream id) answers scheduled
@@ -95,6 +98,8 @@ def serve(sock, scenario, stats_path):
 
     def answer(stream_id):
         body = ("hello " + paths.pop(stream_id)).encode()
+        if scenario == "headers":
+            body = json.dumps(heads.pop(stream_id, {})).encode()
         if scenario == "echo":
             body = bytes(bodies.pop(stream_id, b"")) or body
             conn.send_headers(stream_id, [(":status", "200")])
@@ -184,6 +189,8 @@ def serve(sock, scenario, stats_path):
                     count(stats_path, "refused")
                     continue
                 paths[sid] = headers.get(":path", "")
+                if scenario == "headers":
+                    heads[sid] = headers
                 received.append(sid)
                 if goaway_here and len(received) == 4 and last_stream is None:
                     # Written by hand: h2's close_connection() would forbid
