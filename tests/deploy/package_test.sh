@@ -2,7 +2,9 @@
 # make package: the .deb CPack builds from this build directory, its
 # control fields, contents and maintainer scripts (dpkg-deb), and the
 # binary and configuration it installs, unpacked into a temporary root
-# (dpkg -x) and run there under --check-config. Nothing is installed on
+# (dpkg -x) and run there: under --check-config, then serving with the
+# packaged configuration, only its addresses moved to free loopback ports,
+# in front of the packaged binary's echo upstream. Nothing is installed on
 # the machine.
 # usage: package_test.sh BUILD_DIR
 set -euo pipefail
@@ -59,4 +61,42 @@ promtool check rules "$work/root/usr/share/tollgate/prometheus/tollgate-alerts.y
   >/dev/null || fail "the packaged dashboard is not JSON"
 grep -q '^ExecStart=/usr/bin/tollgate --config /etc/tollgate/tollgate.toml$' \
   "$work/root/lib/systemd/system/tollgate.service" || fail "the unit does not run /usr/bin/tollgate"
+
+# The packaged binary serving with the packaged configuration: the listener,
+# admin and upstream addresses moved to free loopback ports, nothing else.
+free_port() {
+  local port
+  while :; do
+    port=$((20000 + RANDOM % 12000))
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then echo "$port"; return; fi
+  done
+}
+wait_port() {
+  for _ in $(seq 200); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.05
+  done
+  return 1
+}
+listen=$(free_port) admin=$(free_port) upstream=$(free_port)
+sed -e "s/\"0.0.0.0:8080\"/\"127.0.0.1:$listen\"/" -e "s/\"127.0.0.1:9090\"/\"127.0.0.1:$admin\"/" \
+  -e "s/\"127.0.0.1:9000\"/\"127.0.0.1:$upstream\"/" "$work/root/etc/tollgate/tollgate.toml" \
+  >"$work/served.toml"
+[ "$(diff "$work/root/etc/tollgate/tollgate.toml" "$work/served.toml" | grep -c '^>')" = 3 ] ||
+  fail "the packaged configuration's addresses are not where this test expects them"
+"$work/root/usr/bin/tollgate" echo-upstream --listen "127.0.0.1:$upstream" 2>/dev/null &
+echo_pid=$!
+"$work/root/usr/bin/tollgate" --config "$work/served.toml" >"$work/served.log" 2>&1 &
+gateway_pid=$!
+if wait_port "$listen" && wait_port "$admin"; then
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$admin/readyz")" = 200 ] ||
+    fail "the packaged gateway is not ready"
+  [ "$(curl -s -o /dev/null -w '%{http_code}' "http://127.0.0.1:$listen/api/hello")" = 200 ] ||
+    fail "the packaged gateway does not proxy"
+else
+  fail "the packaged gateway did not listen"; cat "$work/served.log"
+fi
+kill -TERM "$gateway_pid"
+wait "$gateway_pid" || fail "the packaged gateway did not stop cleanly on SIGTERM"
+kill "$echo_pid"; wait "$echo_pid" 2>/dev/null || true
 exit $failed
