@@ -35,7 +35,8 @@ namespace {
 // What `curl -si` printed, in a form that HTTP/1.1 and HTTP/2 share:
 // "status N", the header fields with lowercase names (HTTP/2 sends them so)
 // sorted, but those that only one protocol has (Connection, Keep-Alive),
-// then an empty line and the body.
+// then an empty line and the body; each answer's own X-Request-Id, in its
+// field and its body, is written "<id>".
 std::string Normalized(const std::string& curl_out) {
   std::istringstream in(curl_out);
   std::string line;
@@ -43,6 +44,7 @@ std::string Normalized(const std::string& curl_out) {
   const std::size_t space = line.find(' ');
   std::string out = "status " + line.substr(space + 1, 3) + "\n";
   std::vector<std::string> fields;
+  std::string id;  // each answer's own X-Request-Id, written as <id>
   while (std::getline(in, line) && line != "\r" && !line.empty()) {
     if (line.back() == '\r') line.pop_back();
     const std::size_t colon = line.find(':');
@@ -50,11 +52,19 @@ std::string Normalized(const std::string& curl_out) {
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (name == "connection" || name == "keep-alive") continue;
+    if (name == "x-request-id") {
+      id = line.substr(colon + 2);
+      line.replace(colon + 2, std::string::npos, "<id>");
+    }
     fields.push_back(name + line.substr(colon));
   }
   std::sort(fields.begin(), fields.end());
   for (const std::string& f : fields) out += f + "\n";
   std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const std::size_t at = id.empty() ? std::string::npos : body.find(id);
+      at != std::string::npos) {
+    body.replace(at, id.size(), "<id>");
+  }
   return out + "\n" + body;
 }
 
@@ -552,7 +562,7 @@ TEST_F(DecisionService, CheckWithCurl) {
   EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
   EXPECT_TRUE(Contains(limited,
                        "\r\n\r\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
-                       "\"retry_after_ms\":20000}\n"));
+                       "\"retry_after_ms\":20000,\"request_id\":\""));
   // Another client of the trusted proxy, by X-Real-IP.
   EXPECT_TRUE(Contains(Check({"X-Original-URI: /api/items", "X-Real-IP: 192.0.2.2"}),
                        "RateLimit: \"per-ip\";r=1;t=20\r\n"));
@@ -706,14 +716,14 @@ TEST_F(DecisionService, CheckOverHttp2AnswersAsOverHttp1) {
   EXPECT_TRUE(Contains(Normalized(http2[1]), "ratelimit: \"per-ip\";r=0;t=20\n"));
   EXPECT_TRUE(Contains(Normalized(http2[2]),
                        "status 403\n"
-                       "content-length: 64\n"
+                       "content-length: 112\n"
                        "content-type: application/json\n"
                        "ratelimit-policy: \"per-ip\";q=2;w=60\n"
                        "ratelimit: \"per-ip\";r=0;t=20\n"
                        "retry-after: 20\n"));
   EXPECT_TRUE(Contains(Normalized(http2[2]),
                        "\n\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
-                       "\"retry_after_ms\":20000}\n"));
+                       "\"retry_after_ms\":20000,\"request_id\":\"<id>\"}\n"));
   EXPECT_TRUE(Contains(Normalized(http2[3]), "status 200\n"));
   EXPECT_TRUE(Lacks(Normalized(http2[3]), "ratelimit"));
   EXPECT_TRUE(Contains(Normalized(http2[4]), "status 400\n"));
