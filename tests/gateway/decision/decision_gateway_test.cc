@@ -28,6 +28,8 @@
 #include "rules/config.h"
 #include "tests/gateway/decision/decision_fixture.h"
 #include "tests/gateway/test_support.h"
+#include "tests/support/net.h"
+#include "tests/support/prometheus.h"
 
 namespace tollgate::testing {
 namespace {
@@ -66,15 +68,6 @@ std::string Normalized(const std::string& curl_out) {
     body.replace(at, id.size(), "<id>");
   }
   return out + "\n" + body;
-}
-
-// The value of the sample `name` (with its labels) in a Prometheus text;
-// -1 when there is none.
-std::int64_t SampleOf(const std::string& metrics, const std::string& name) {
-  const std::size_t at = metrics.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  const std::size_t value = at + 1 + name.size() + 1;
-  return std::stoll(metrics.substr(value, metrics.find('\n', value) - value));
 }
 
 // --- Envoy RLS ---
@@ -424,7 +417,7 @@ window = "1h"
     EXPECT_TRUE(Lacks(out, "UNAVAILABLE"));
     ok += gateway_ok;
     Client metrics(fleet[g]->admin_port());
-    EXPECT_GT(SampleOf(metrics.Get("/metrics").body(),
+    EXPECT_GT(IntSample(metrics.Get("/metrics").body(),
                        "tollgate_store_fallback_total{policy=\"share\"}"),
               0);
   }
@@ -778,10 +771,10 @@ TEST_F(DecisionService, CheckOverHttp2HoldsADelayedRequest) {
   // was refused.
   const std::string metrics = Metrics();
   const std::string rule = "tollgate_ratelimit_decisions_total{rule=\"queue\",decision=";
-  const std::int64_t delayed = SampleOf(metrics, rule + "\"delayed\"}");
+  const std::int64_t delayed = IntSample(metrics, rule + "\"delayed\"}");
   EXPECT_GE(delayed, 2) << metrics;
-  EXPECT_EQ(SampleOf(metrics, rule + "\"allowed\"}") + delayed, 5);
-  EXPECT_EQ(SampleOf(metrics, rule + "\"limited\"}"), 0);
+  EXPECT_EQ(IntSample(metrics, rule + "\"allowed\"}") + delayed, 5);
+  EXPECT_EQ(IntSample(metrics, rule + "\"limited\"}"), 0);
 }
 
 // --- nginx auth_request ---
