@@ -19,6 +19,7 @@
 
 #include "prometheus_server.h"
 #include "redis_server.h"
+#include "net.h"
 #include "tests/gateway/test_support.h"
 
 namespace tollgate::testing {

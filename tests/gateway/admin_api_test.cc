@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "gateway/ops/admin_auth.h"
+#include "admin.h"
 #include "redis_server.h"
 #include "test_support.h"
 
@@ -15,9 +16,6 @@ namespace tollgate::testing {
 namespace {
 
 namespace json = boost::json;
-
-constexpr std::string_view kToken = "0123456789abcdef0123456789abcdef-admin";
-
 
 // Rules of each kind: a header key, a composite key with two windows, a
 // single token_bucket window (Redis keeps its state in another format), and
@@ -54,18 +52,6 @@ std::string AdminConfig(const std::string& admin) {
   return config;
 }
 
-Response Call(std::uint16_t port, const std::string& method, const std::string& target,
-              const std::string& headers = "", const std::string& body = "") {
-  Client client(port);
-  client.Send(method + " " + target + " HTTP/1.1\r\nHost: admin\r\n" + headers +
-              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  return client.Read(method == "HEAD");
-}
-
-std::string Bearer(std::string_view token) {
-  return "Authorization: Bearer " + std::string(token) + "\r\n";
-}
-
 json::object Body(const Response& res) {
   EXPECT_EQ(res[http::field::content_type], "application/json") << res.body();
   boost::system::error_code ec;
@@ -80,13 +66,13 @@ json::object Body(const Response& res) {
 class TokenFile : public ::testing::Test {
  protected:
   TempDir dir_;
-  std::string file_ = dir_.Write("token", std::string(kToken) + "\n");
+  std::string file_ = dir_.Write("token", std::string(kAdminToken) + "\n");
 };
 
 TEST(AdminApiNoToken, LoopbackAnswersReadsAndRefusesChanges) {
   auto echo = StartEcho();
   TestGateway gateway(AdminConfig("address = \"127.0.0.1:0\""), echo->port());
-  const Response rules = Call(gateway.admin_port(), "GET", "/api/v1/rules");
+  const Response rules = AdminRequest(gateway.admin_port(), "GET", "/api/v1/rules");
   ASSERT_EQ(rules.result_int(), 200) << rules.body();
   const json::object doc = Body(rules);
   const json::array& list = doc.at("rules").as_array();
@@ -102,7 +88,7 @@ TEST(AdminApiNoToken, LoopbackAnswersReadsAndRefusesChanges) {
             R"("burst":10}])");
   EXPECT_EQ(json::serialize(list[3]), R"({"name":"conn","key":["ip"],"max_inflight":3})");
 
-  const Response change = Call(gateway.admin_port(), "DELETE", "/api/v1/rules");
+  const Response change = AdminRequest(gateway.admin_port(), "DELETE", "/api/v1/rules");
   EXPECT_EQ(change.result_int(), 403);
   EXPECT_EQ(Body(change).at("error"), "forbidden");
 }
@@ -110,12 +96,12 @@ TEST(AdminApiNoToken, LoopbackAnswersReadsAndRefusesChanges) {
 TEST(AdminApiNoToken, NonLoopbackAddressRefusesEverything) {
   auto echo = StartEcho();
   TestGateway gateway(AdminConfig("address = \"0.0.0.0:0\""), echo->port());
-  const Response res = Call(gateway.admin_port(), "GET", "/api/v1/rules");
+  const Response res = AdminRequest(gateway.admin_port(), "GET", "/api/v1/rules");
   EXPECT_EQ(res.result_int(), 403);
   EXPECT_EQ(Body(res).at("error"), "forbidden");
   // What the admin listener offered before stays as it was.
-  EXPECT_EQ(Call(gateway.admin_port(), "GET", "/healthz").result_int(), 200);
-  EXPECT_EQ(Call(gateway.admin_port(), "GET", "/metrics").result_int(), 200);
+  EXPECT_EQ(AdminRequest(gateway.admin_port(), "GET", "/healthz").result_int(), 200);
+  EXPECT_EQ(AdminRequest(gateway.admin_port(), "GET", "/metrics").result_int(), 200);
 }
 
 TEST_F(TokenFile, EveryCallNeedsTheToken) {
@@ -123,25 +109,25 @@ TEST_F(TokenFile, EveryCallNeedsTheToken) {
   TestGateway gateway(AdminConfig("address = \"0.0.0.0:0\"\ntoken_file = \"" + file_ + "\""),
                       echo->port());
   const std::uint16_t port = gateway.admin_port();
-  const Response none = Call(port, "GET", "/api/v1/rules");
+  const Response none = AdminRequest(port, "GET", "/api/v1/rules");
   EXPECT_EQ(none.result_int(), 401);
   EXPECT_EQ(none[http::field::www_authenticate], "Bearer");
   EXPECT_EQ(Body(none).at("error"), "unauthorized");
-  EXPECT_EQ(Call(port, "GET", "/api/v1/rules", Bearer("wrong")).result_int(), 401);
-  EXPECT_EQ(Call(port, "GET", "/api/v1/rules", Bearer(std::string(kToken) + "x")).result_int(),
+  EXPECT_EQ(AdminRequest(port, "GET", "/api/v1/rules", Bearer("wrong")).result_int(), 401);
+  EXPECT_EQ(AdminRequest(port, "GET", "/api/v1/rules", Bearer(std::string(kAdminToken) + "x")).result_int(),
             401);
-  EXPECT_EQ(Call(port, "GET", "/api/v1/rules", "Authorization: Basic " + std::string(kToken) +
+  EXPECT_EQ(AdminRequest(port, "GET", "/api/v1/rules", "Authorization: Basic " + std::string(kAdminToken) +
                                                    "\r\n")
                 .result_int(),
             401);
-  EXPECT_EQ(Call(port, "GET", "/api/v1/rules", Bearer(kToken)).result_int(), 200);
-  EXPECT_EQ(Call(port, "GET", "/api/v1/rules",
-                 "Authorization: bearer " + std::string(kToken) + "\r\n")
+  EXPECT_EQ(AdminRequest(port, "GET", "/api/v1/rules", Bearer(kAdminToken)).result_int(), 200);
+  EXPECT_EQ(AdminRequest(port, "GET", "/api/v1/rules",
+                 "Authorization: bearer " + std::string(kAdminToken) + "\r\n")
                 .result_int(),
             200);
   // The status page and /metrics keep working without it.
-  EXPECT_EQ(Call(port, "GET", "/metrics").result_int(), 200);
-  EXPECT_EQ(Call(port, "GET", "/status.json").result_int(), 200);
+  EXPECT_EQ(AdminRequest(port, "GET", "/metrics").result_int(), 200);
+  EXPECT_EQ(AdminRequest(port, "GET", "/status.json").result_int(), 200);
 }
 
 TEST_F(TokenFile, RoutingAndErrorsAreJson) {
@@ -149,23 +135,23 @@ TEST_F(TokenFile, RoutingAndErrorsAreJson) {
   TestGateway gateway(AdminConfig("address = \"127.0.0.1:0\"\ntoken_file = \"" + file_ + "\""),
                       echo->port());
   const std::uint16_t port = gateway.admin_port();
-  const Response unknown = Call(port, "GET", "/api/v1/nothing", Bearer(kToken));
+  const Response unknown = AdminRequest(port, "GET", "/api/v1/nothing", Bearer(kAdminToken));
   EXPECT_EQ(unknown.result_int(), 404);
   EXPECT_EQ(Body(unknown).at("error"), "not_found");
-  const Response method = Call(port, "POST", "/api/v1/rules", Bearer(kToken), "{}");
+  const Response method = AdminRequest(port, "POST", "/api/v1/rules", Bearer(kAdminToken), "{}");
   EXPECT_EQ(method.result_int(), 405);
   EXPECT_EQ(method[http::field::allow], "GET, HEAD");
   EXPECT_EQ(Body(method).at("error"), "method_not_allowed");
   // Refused on its announced length, before it is sent.
   Client client(port);
-  client.Send("PUT /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kToken) +
+  client.Send("PUT /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kAdminToken) +
               "Content-Length: " + std::to_string(64 * 1024 + 1) + "\r\n\r\n");
   const Response large = client.Read();
   EXPECT_EQ(large.result_int(), 413);
   EXPECT_EQ(Body(large).at("error"), "body_too_large");
   // Headers beyond the limit: 431, then the connection closes.
   Client headers(port);
-  headers.Send("GET /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kToken) +
+  headers.Send("GET /api/v1/rules HTTP/1.1\r\nHost: admin\r\n" + Bearer(kAdminToken) +
                "X-Filler: " + std::string(64 * 1024, 'a') + "\r\n\r\n");
   const Response too_many = headers.Read();
   EXPECT_EQ(too_many.result_int(), 431);
@@ -174,11 +160,11 @@ TEST_F(TokenFile, RoutingAndErrorsAreJson) {
 }
 
 TEST(AdminApiConfig, TokenFromTheEnvironmentAndItsLength) {
-  setenv("TOLLGATE_TEST_ADMIN_TOKEN", std::string(kToken).c_str(), 1);
+  setenv("TOLLGATE_TEST_ADMIN_TOKEN", std::string(kAdminToken).c_str(), 1);
   rules::LoadResult loaded = rules::LoadConfigText(
       WithEchoPort(AdminConfig("token_env = \"TOLLGATE_TEST_ADMIN_TOKEN\""), 9), "admin.toml");
   ASSERT_TRUE(loaded.errors.empty()) << loaded.errors.front().ToString();
-  EXPECT_EQ(loaded.config->admin.token, kToken);
+  EXPECT_EQ(loaded.config->admin.token, kAdminToken);
 
   setenv("TOLLGATE_TEST_ADMIN_TOKEN", "too-short", 1);
   loaded = rules::LoadConfigText(
@@ -221,7 +207,7 @@ TEST_P(AdminKeys, InspectAndResetAKey) {
   for (int i = 0; i < 2; ++i) {
     ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
   }
-  const Response fixed = Call(admin, "GET", "/api/v1/keys?rule=per-key&header:x-api-key=k1");
+  const Response fixed = AdminRequest(admin, "GET", "/api/v1/keys?rule=per-key&header:x-api-key=k1");
   ASSERT_EQ(fixed.result_int(), 200) << fixed.body();
   json::object doc = Body(fixed);
   EXPECT_EQ(doc.at("rule"), "per-key");
@@ -231,12 +217,12 @@ TEST_P(AdminKeys, InspectAndResetAKey) {
   EXPECT_EQ(json::serialize(doc.at("windows")),
             R"([{"algorithm":"fixed_window","limit":3,"window":"1m","remaining":1,)"
             R"("reset_ms":20000,"retry_after_ms":0,"state":{"count":2}}])");
-  doc = Body(Call(admin, "GET", "/api/v1/keys?rule=tokens&header%3AX-Api-Key=k1"));
+  doc = Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=tokens&header%3AX-Api-Key=k1"));
   EXPECT_EQ(json::serialize(doc.at("windows")),
             R"([{"algorithm":"token_bucket","limit":10,"window":"10s","remaining":8,)"
             R"("reset_ms":2000,"retry_after_ms":0,)"
             R"("state":{"level":80000,"units_per_token":10000}}])");
-  doc = Body(Call(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=127.0.0.1&route=/"));
+  doc = Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=127.0.0.1&route=/"));
   EXPECT_EQ(doc.at("key"), "ip=127.0.0.1 route=/");
   EXPECT_EQ(Window(doc, 0).at("remaining"), 3);
   EXPECT_EQ(Window(doc, 0).at("reset_ms"), 1000);
@@ -246,47 +232,45 @@ TEST_P(AdminKeys, InspectAndResetAKey) {
   EXPECT_EQ(json::serialize(Window(doc, 0).at("state")), R"({"log_length":2})");
   EXPECT_EQ(json::serialize(Window(doc, 1).at("state")), R"({"log_length":2})");
   // A key never seen is fresh.
-  doc = Body(Call(admin, "GET", "/api/v1/keys?rule=per-key&header:X-Api-Key=other"));
+  doc = Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=per-key&header:X-Api-Key=other"));
   EXPECT_EQ(Window(doc, 0).at("remaining"), 3);
 
   ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
   ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);
   gateway.clock().Advance(5000);
-  doc = Body(Call(admin, "GET", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1"));
+  doc = Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1"));
   EXPECT_EQ(doc.at("limited"), true);
   EXPECT_EQ(Window(doc, 0).at("remaining"), 0);
   EXPECT_EQ(Window(doc, 0).at("retry_after_ms"), 15000);
 
   // DELETE needs a token; with one it resets the key, and the key's
   // requests pass again.
-  EXPECT_EQ(Call(admin, "DELETE", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1").result_int(),
+  EXPECT_EQ(AdminRequest(admin, "DELETE", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1").result_int(),
             403);
   EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);
 }
 
 TEST_P(AdminKeys, ResetWithAToken) {
   TempDir dir;
-  const std::string token = dir.Write("token", std::string(kToken));
+  const std::string token = dir.Write("token", std::string(kAdminToken));
   auto echo = StartEcho();
-  std::string config = Config();
-  config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token + "\"\n");
-  TestGateway gateway(config, echo->port());
+  TestGateway gateway(WithAdminTokenFile(Config(), token), echo->port());
   const std::uint16_t admin = gateway.admin_port();
   Client client(gateway.port());
   for (int i = 0; i < 3; ++i) ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
   ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);
   const std::string url = "/api/v1/keys?rule=per-key&header:X-Api-Key=k1";
-  EXPECT_EQ(Call(admin, "DELETE", url, Bearer("wrong-token")).result_int(), 401);
+  EXPECT_EQ(AdminRequest(admin, "DELETE", url, Bearer("wrong-token")).result_int(), 401);
   EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 429);  // nothing changed
-  const Response reset = Call(admin, "DELETE", url, Bearer(kToken));
+  const Response reset = AdminRequest(admin, "DELETE", url, Bearer(kAdminToken));
   ASSERT_EQ(reset.result_int(), 200) << reset.body();
   EXPECT_EQ(Body(reset).at("reset"), true);
-  EXPECT_EQ(Window(Body(Call(admin, "GET", url, Bearer(kToken))), 0).at("remaining"), 3);
+  EXPECT_EQ(Window(Body(AdminRequest(admin, "GET", url, Bearer(kAdminToken))), 0).at("remaining"), 3);
   gateway.clock().Advance(1000);  // per-ip-route's 5 per second are used up too
   EXPECT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
   // Another rule's state of the same key is left alone.
   const json::object tokens =
-      Body(Call(admin, "GET", "/api/v1/keys?rule=tokens&header:X-Api-Key=k1", Bearer(kToken)));
+      Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=tokens&header:X-Api-Key=k1", Bearer(kAdminToken)));
   EXPECT_EQ(Window(tokens, 0).at("remaining"), 5);  // 6 taken, 1 refilled
 }
 
@@ -294,7 +278,7 @@ TEST_P(AdminKeys, BadQueriesNameTheField) {
   auto echo = StartEcho();
   TestGateway gateway(Config(), echo->port());
   const std::uint16_t admin = gateway.admin_port();
-  const Response unknown = Call(admin, "GET", "/api/v1/keys?rule=nope&user=alice");
+  const Response unknown = AdminRequest(admin, "GET", "/api/v1/keys?rule=nope&user=alice");
   EXPECT_EQ(unknown.result_int(), 404);
   json::object doc = Body(unknown);
   EXPECT_EQ(doc.at("error"), "unknown_rule");
@@ -312,17 +296,17 @@ TEST_P(AdminKeys, BadQueriesNameTheField) {
            {"rule=per-key&header:X-Api-Key=", "header:X-Api-Key"},
            {"rule=conn&ip=127.0.0.1", "rule"},
        }) {
-    const Response res = Call(admin, "GET", "/api/v1/keys?" + c.query);
+    const Response res = AdminRequest(admin, "GET", "/api/v1/keys?" + c.query);
     EXPECT_EQ(res.result_int(), 400) << c.query;
     doc = Body(res);
     EXPECT_EQ(doc.at("field").as_string(), c.field) << c.query << ": " << res.body();
   }
   // An IPv6 client is keyed by its /64 network: either form names it.
-  EXPECT_EQ(Body(Call(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=2001:db8::1&route=/"))
+  EXPECT_EQ(Body(AdminRequest(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=2001:db8::1&route=/"))
                 .at("key"),
             "ip=2001:db8::/64 route=/");
   EXPECT_EQ(
-      Call(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=2001:db8::/64&route=/").result_int(),
+      AdminRequest(admin, "GET", "/api/v1/keys?rule=per-ip-route&ip=2001:db8::/64&route=/").result_int(),
       200);
 }
 
@@ -377,12 +361,12 @@ TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
   const std::uint16_t admin = binary.admin;
   const std::string port_text = serving.substr(serving.find("port(s) ") + 8);
   const auto port = static_cast<std::uint16_t>(std::stoi(port_text));
-  const std::string who = "by token " + gateway::TokenFingerprint(kToken) + " from 127.0.0.1:";
+  const std::string who = "by token " + gateway::TokenFingerprint(kAdminToken) + " from 127.0.0.1:";
 
-  EXPECT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer("wrong"), R"({"user":"x","ttl":"1m"})")
+  EXPECT_EQ(AdminRequest(admin, "PUT", "/api/v1/blocks", Bearer("wrong"), R"({"user":"x","ttl":"1m"})")
                 .result_int(),
             401);
-  ASSERT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer(kToken), R"({"user":"mallory","ttl":"1m"})")
+  ASSERT_EQ(AdminRequest(admin, "PUT", "/api/v1/blocks", Bearer(kAdminToken), R"({"user":"mallory","ttl":"1m"})")
                 .result_int(),
             200);
   std::string line = LineWith(gateway, "admin change: ");
@@ -392,7 +376,7 @@ TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
 
   Client client(port);
   ASSERT_EQ(client.Get("/x", "X-Api-Key: k1\r\n").result_int(), 200);
-  ASSERT_EQ(Call(admin, "DELETE", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1", Bearer(kToken))
+  ASSERT_EQ(AdminRequest(admin, "DELETE", "/api/v1/keys?rule=per-key&header:X-Api-Key=k1", Bearer(kAdminToken))
                 .result_int(),
             200);
   line = LineWith(gateway, "admin change: ");
@@ -408,13 +392,13 @@ TEST_F(TokenFile, ChangesAreAuditedAndCounted) {
             std::string::npos)
       << line;
 
-  ASSERT_EQ(Call(admin, "DELETE", "/api/v1/blocks?id=user:mallory", Bearer(kToken)).result_int(),
+  ASSERT_EQ(AdminRequest(admin, "DELETE", "/api/v1/blocks?id=user:mallory", Bearer(kAdminToken)).result_int(),
             200);
   line = LineWith(gateway, "admin change: ");
   EXPECT_NE(line.find("admin change: unblock id=user:mallory " + who), std::string::npos) << line;
   EXPECT_NE(line.find("; after: null"), std::string::npos) << line;
 
-  const std::string metrics = Call(admin, "GET", "/metrics").body();
+  const std::string metrics = AdminRequest(admin, "GET", "/metrics").body();
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"reset\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"block\"} 1\n"), std::string::npos);
   EXPECT_NE(metrics.find("tollgate_admin_changes_total{kind=\"unblock\"} 1\n"), std::string::npos);
@@ -431,7 +415,7 @@ TEST_F(TokenFile, AuditLinesEscapeWhatTheCallerWrote) {
   ASSERT_FALSE(binary.serving.empty());
   Process& gateway = *binary.process;
   const std::uint16_t admin = binary.admin;
-  ASSERT_EQ(Call(admin, "PUT", "/api/v1/blocks", Bearer(kToken),
+  ASSERT_EQ(AdminRequest(admin, "PUT", "/api/v1/blocks", Bearer(kAdminToken),
                  R"({"user":"eve\n[2026-12-02 01:02:03.456] [tollgate] [info] admin change: )"
                  R"(unblock id=user:\"mallory\\","ttl":"1m"})")
                 .result_int(),

@@ -11,6 +11,7 @@
 #include <functional>
 #include <thread>
 
+#include "admin.h"
 #include "redis_server.h"
 #include "test_support.h"
 
@@ -18,8 +19,6 @@ namespace tollgate::testing {
 namespace {
 
 namespace json = boost::json;
-
-constexpr std::string_view kToken = "0123456789abcdef0123456789abcdef-admin";
 
 // Clients name themselves through X-Forwarded-For (127.0.0.1 is a trusted
 // proxy) and X-User-Id; every request passes the rule unless blocked.
@@ -40,22 +39,16 @@ class Blocks : public ::testing::Test {
   // A gateway's configuration with the admin token and `store` (a [store]
   // section, or nothing for the local store).
   std::string Config(const std::string& store = "") {
-    std::string config = BasicConfig(store + kIdentity);
-    config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_ + "\"\n");
-    return config;
+    return WithAdminTokenFile(BasicConfig(store + kIdentity), token_);
   }
 
   TempDir dir_;
-  std::string token_ = dir_.Write("token", std::string(kToken));
+  std::string token_ = dir_.Write("token", std::string(kAdminToken));
 };
 
 Response Admin(std::uint16_t port, const std::string& method, const std::string& target,
                const std::string& body = "", bool token = true) {
-  Client client(port);
-  client.Send(method + " " + target + " HTTP/1.1\r\nHost: admin\r\n" +
-              (token ? "Authorization: Bearer " + std::string(kToken) + "\r\n" : "") +
-              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  return client.Read();
+  return AdminRequest(port, method, target, token ? Bearer() : "", body);
 }
 
 // A request from `client_ip` (through the trusted proxy), with `headers`.

@@ -12,6 +12,7 @@
 #include <functional>
 #include <thread>
 
+#include "admin.h"
 #include "redis_server.h"
 #include "test_support.h"
 
@@ -19,8 +20,6 @@ namespace tollgate::testing {
 namespace {
 
 namespace json = boost::json;
-
-constexpr std::string_view kToken = "0123456789abcdef0123456789abcdef-admin";
 
 // Users name themselves with X-User-Id (127.0.0.1 is a trusted proxy,
 // which may pass it on). "per-user" allows 3 an hour, so
@@ -49,12 +48,8 @@ max_inflight = 3
 )";
 
 Response Admin(std::uint16_t port, const std::string& method, const std::string& target,
-               const std::string& body = "", const std::string& token = std::string(kToken)) {
-  Client client(port);
-  client.Send(method + " " + target + " HTTP/1.1\r\nHost: admin\r\n" +
-              (token.empty() ? "" : "Authorization: Bearer " + token + "\r\n") +
-              "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body);
-  return client.Read();
+               const std::string& body = "", const std::string& token = std::string(kAdminToken)) {
+  return AdminRequest(port, method, target, token.empty() ? "" : Bearer(token), body);
 }
 
 json::value Parsed(const Response& res) {
@@ -104,13 +99,11 @@ class Overrides : public ::testing::TestWithParam<bool> {
       store = RedisStoreSection("url = \"" + redis_->url() + "\"", "deny", "500ms",
                                 "time = \"client\"\n");
     }
-    std::string config = BasicConfig(store + kRules);
-    config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_ + "\"\n");
-    return config;
+    return WithAdminTokenFile(BasicConfig(store + kRules), token_);
   }
 
   TempDir dir_;
-  std::string token_ = dir_.Write("token", std::string(kToken));
+  std::string token_ = dir_.Write("token", std::string(kAdminToken));
   std::unique_ptr<RedisServer> redis_;
 };
 
@@ -340,9 +333,8 @@ TEST_P(Overrides, BadInputAndCallsWithoutTheTokenChangeNothing) {
   // Over 64 KiB: 413, refused on its announced length (the body is not
   // sent: the listener closes without reading it).
   Client client(admin);
-  client.Send("PUT /api/v1/overrides HTTP/1.1\r\nHost: admin\r\nAuthorization: Bearer " +
-              std::string(kToken) + "\r\nContent-Length: " + std::to_string(64 * 1024 + 1) +
-              "\r\n\r\n");
+  client.Send("PUT /api/v1/overrides HTTP/1.1\r\nHost: admin\r\n" + Bearer() +
+              "Content-Length: " + std::to_string(64 * 1024 + 1) + "\r\n\r\n");
   const Response large = client.Read();
   EXPECT_EQ(large.result_int(), 413);
   EXPECT_EQ(Parsed(large).at("error"), "body_too_large");
@@ -354,7 +346,7 @@ TEST_P(Overrides, BadInputAndCallsWithoutTheTokenChangeNothing) {
 
   // Without the token, or with another: 401, for changes and reads.
   EXPECT_EQ(Admin(admin, "PUT", "/api/v1/overrides", good, "").result_int(), 401);
-  EXPECT_EQ(Admin(admin, "PUT", "/api/v1/overrides", good, std::string(kToken) + "x").result_int(),
+  EXPECT_EQ(Admin(admin, "PUT", "/api/v1/overrides", good, std::string(kAdminToken) + "x").result_int(),
             401);
   EXPECT_EQ(Admin(admin, "GET", "/api/v1/overrides", "", "").result_int(), 401);
 
@@ -407,12 +399,13 @@ TEST(OverridesNoToken, ListedButNotChanged) {
 TEST(OverridesOnRedis, SharedByEveryGateway) {
   RedisServer redis;
   TempDir dir;
-  const std::string token = dir.Write("token", std::string(kToken));
+  const std::string token = dir.Write("token", std::string(kAdminToken));
   auto echo = StartEcho();
-  std::string config = BasicConfig(
-      RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "500ms", "time = \"client\"\n") +
-      kRules);
-  config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token + "\"\n");
+  const std::string config = WithAdminTokenFile(
+      BasicConfig(RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "500ms",
+                                    "time = \"client\"\n") +
+                  kRules),
+      token);
   TestGateway a(config, echo->port());
   TestGateway b(config, echo->port());
   ASSERT_EQ(

@@ -5,12 +5,11 @@
 
 #include <boost/json/parse.hpp>
 
+#include "admin.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
 namespace {
-
-constexpr const char* kToken = "0123456789abcdef0123456789abcdef-admin";
 
 constexpr const char* kRules = R"(
 [[rules]]
@@ -28,15 +27,14 @@ max_inflight = 3
 class Ctl : public ::testing::Test {
  protected:
   Ctl() {
-    std::string config = BasicConfig(kRules);
-    config.replace(config.find("[admin]\n"), 8, "[admin]\ntoken_file = \"" + token_ + "\"\n");
-    gateway_ = std::make_unique<TestGateway>(config, echo_->port());
+    gateway_ = std::make_unique<TestGateway>(WithAdminTokenFile(BasicConfig(kRules), token_),
+                                             echo_->port());
   }
   // Runs `tollgate ctl <args>` against the gateway, with the token in the
   // environment unless `token` is false; the exit code, output in `out`.
   int Run(const std::string& args, std::string& out, bool token = true) {
     out.clear();
-    return RunCommand(std::string(token ? "TOLLGATE_ADMIN_TOKEN=" + std::string(kToken) + " "
+    return RunCommand(std::string(token ? "TOLLGATE_ADMIN_TOKEN=" + std::string(kAdminToken) + " "
                                         : "env -u TOLLGATE_ADMIN_TOKEN ") +
                           TOLLGATE_BINARY + " ctl --admin http://127.0.0.1:" +
                           std::to_string(gateway_->admin_port()) + " " + args,
@@ -44,7 +42,7 @@ class Ctl : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::string token_ = dir_.Write("token", kToken);
+  std::string token_ = dir_.Write("token", std::string(kAdminToken));
   std::unique_ptr<gateway::EchoUpstream> echo_ = StartEcho();
   std::unique_ptr<TestGateway> gateway_;
 };

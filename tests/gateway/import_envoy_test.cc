@@ -15,9 +15,12 @@
 #include "algorithms/limit.h"
 #include "rules/config.h"
 #include "tests/gateway/test_support.h"
+#include "tests/support/files.h"
 
 namespace tollgate::gateway {
 namespace {
+
+using testing::ReadFile;
 
 constexpr const char* kBase = R"([[listeners]]
 address = "127.0.0.1:8080"
@@ -426,13 +429,6 @@ limit = 1000
 window = "1h"
 action = "dry_run"
 )toml";
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
 struct CommandRun {
   int code = -1;

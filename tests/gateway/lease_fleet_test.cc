@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "redis_server.h"
+#include "prometheus.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -155,16 +156,6 @@ class LeaseFleet : public ::testing::Test {
   std::vector<std::uint16_t> admin_ports_;
 };
 
-// The value of the first sample in a Prometheus text whose name and labels
-// begin with `name`; -1 when there is none.
-std::int64_t Sample(const std::string& metrics, const std::string& name) {
-  const std::size_t at = metrics.find("\n" + name);
-  if (at == std::string::npos) return -1;
-  const std::size_t end = metrics.find('\n', at + 1);
-  const std::size_t space = metrics.rfind(' ', end);
-  return std::stoll(metrics.substr(space + 1, end - space - 1));
-}
-
 // A window rule of 300 an hour on a global key, leased by the fleet: at most
 // 300 admitted, at least 90% of it, far fewer script calls than requests.
 void ExpectAnHourOf300(LeaseFleet& fleet, RedisServer& redis, const std::string& algorithm);
@@ -220,13 +211,13 @@ sync = "lease"
   // Every gateway counts the fleet (a heartbeat a second).
   for (int g = 0; g < kGateways; ++g) {
     EXPECT_TRUE(ReadyzShows(g, "\"gateways\":3")) << Admin(g, "/readyz");
-    EXPECT_EQ(Sample(Admin(g, "/metrics"), "tollgate_cluster_gateways"), 3);
+    EXPECT_EQ(IntSample(Admin(g, "/metrics"), "tollgate_cluster_gateways"), 3);
   }
   // Leases taken while Redis answers.
   for (int g = 0; g < kGateways; ++g) EXPECT_EQ(Send(g, "/leased", 10), 10);
   std::int64_t in_hand = 0;
   for (int g = 0; g < kGateways; ++g) {
-    in_hand += Sample(Admin(g, "/metrics"), "tollgate_lease_units_in_hand{rule=\"leased\"}");
+    in_hand += IntSample(Admin(g, "/metrics"), "tollgate_lease_units_in_hand{rule=\"leased\"}");
   }
   redis_.Kill();
   // The shares are decided on each gateway's steady clock, in its hours.
@@ -248,7 +239,7 @@ sync = "lease"
   EXPECT_GE(leased, 300);
   EXPECT_LE(leased, 300 + in_hand) << "in hand when Redis failed: " << in_hand;
   for (int g = 0; g < kGateways; ++g) {
-    EXPECT_GT(Sample(Admin(g, "/metrics"), "tollgate_store_fallback_total{policy=\"share\"}"), 0);
+    EXPECT_GT(IntSample(Admin(g, "/metrics"), "tollgate_store_fallback_total{policy=\"share\"}"), 0);
   }
 }
 
@@ -257,10 +248,10 @@ sync = "lease"
 // background renewal started by the last request lands within that).
 std::int64_t SettledInHand(LeaseFleet& fleet, int g, const std::string& rule) {
   const std::string name = "tollgate_lease_units_in_hand{rule=\"" + rule + "\"}";
-  std::int64_t last = Sample(fleet.Admin(g, "/metrics"), name);
+  std::int64_t last = IntSample(fleet.Admin(g, "/metrics"), name);
   for (int i = 0; i < 50; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    const std::int64_t now = Sample(fleet.Admin(g, "/metrics"), name);
+    const std::int64_t now = IntSample(fleet.Admin(g, "/metrics"), name);
     if (now == last) return now;
     last = now;
   }

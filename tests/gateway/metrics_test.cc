@@ -11,6 +11,7 @@
 #include <regex>
 #include <thread>
 
+#include "prometheus.h"
 #include "prometheus_server.h"
 #include "test_support.h"
 
@@ -35,13 +36,6 @@ algorithm = "fixed_window"
 limit = 2
 window = "1m"
 )";
-
-// The value of the first sample whose line starts with `series`.
-double Sample(const std::string& text, const std::string& series) {
-  const std::size_t at = text.find("\n" + series + " ");
-  if (at == std::string::npos) return -1;
-  return std::stod(text.substr(at + series.size() + 2));
-}
 
 TEST(Metrics, CountWhatClientsSawInTheExpositionFormat) {
   auto echo = StartEcho();

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <vector>
 
+#include "files.h"
+
 namespace tollgate::gateway {
 namespace {
 
@@ -17,11 +19,9 @@ using algorithms::Algorithm;
 using algorithms::LimitParams;
 using algorithms::Shaping;
 
-std::string ReadFile(const std::string& name) {
-  std::ifstream in(std::string(TOLLGATE_REPLAY_DIR) + "/" + name);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
+// A file of the replay directory.
+std::string ReadReplayFile(const std::string& name) {
+  return testing::ReadFile(std::string(TOLLGATE_REPLAY_DIR) + "/" + name);
 }
 
 struct Golden {
@@ -34,13 +34,13 @@ void PrintTo(const Golden& golden, std::ostream* os) { *os << golden.file; }
 class ReplayGolden : public ::testing::TestWithParam<Golden> {};
 
 TEST_P(ReplayGolden, MatchesTheRecordedDecisions) {
-  std::istringstream in(ReadFile("trace.csv"));
+  std::istringstream in(ReadReplayFile("trace.csv"));
   std::ostringstream out;
   std::ostringstream err;
   ReplayOptions options;
   options.windows = {GetParam().params};
   EXPECT_EQ(RunReplay(options, in, out, err), 0) << err.str();
-  EXPECT_EQ(out.str(), ReadFile(GetParam().file));
+  EXPECT_EQ(out.str(), ReadReplayFile(GetParam().file));
   EXPECT_NE(err.str().find("alice: allowed"), std::string::npos);
 }
 

@@ -12,7 +12,6 @@
 
 #include <algorithm>
 #include <boost/json/parse.hpp>
-#include <fstream>
 #include <regex>
 #include <set>
 #include <sstream>
@@ -20,6 +19,7 @@
 #include <thread>
 #include <vector>
 
+#include "files.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -115,13 +115,6 @@ algorithm = "fixed_window"
 limit = 1
 window = "1m"
 )";
-}
-
-std::string ReadAll(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 class RequestIdTest : public ::testing::Test {
@@ -230,7 +223,7 @@ TEST_F(RequestIdTest, TheAccessLogShowsTheId) {
   ASSERT_EQ(Received(Get(kProxy, "/_test/headers", "X-Request-Id: edge-1\r\n")), "edge-1");
   const std::string refused = AnswerId(Get(kStranger, "/none"));
   gateway_.reset();  // the log is flushed
-  const std::string log = ReadAll(log_);
+  const std::string log = ReadFile(log_);
   for (const std::string& id : {sent, std::string("edge-1"), refused}) {
     EXPECT_NE(log.find(" rl=- request_id=" + id), std::string::npos) << id << "\n" << log;
   }
@@ -241,7 +234,7 @@ TEST_F(RequestIdTest, TheJsonAccessLogShowsTheId) {
   ASSERT_EQ(Received(Get(kProxy, "/_test/headers", "X-Request-Id: edge-2\r\n")), "edge-2");
   const std::string refused = AnswerId(Get(kStranger, "/none"));
   gateway_.reset();
-  std::istringstream lines(ReadAll(log_));
+  std::istringstream lines(ReadFile(log_));
   std::vector<std::string> ids;
   for (std::string line; std::getline(lines, line);) {
     ids.emplace_back(json::parse(line).at("request_id").as_string());

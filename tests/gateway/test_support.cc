@@ -265,12 +265,6 @@ std::int64_t PortPeer::Stat(const std::string& key) const {
   return value == nullptr ? 0 : value->as_int64();
 }
 
-std::uint16_t UnusedPort() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
-
 std::uint16_t WaitForPort(Process& gateway) { return WaitForPorts(gateway).first; }
 
 std::pair<std::uint16_t, std::uint16_t> WaitForPorts(Process& gateway) {

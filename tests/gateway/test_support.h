@@ -154,8 +154,4 @@ class PortPeer {
   std::uint16_t port_ = 0;
 };
 
-// A loopback port nothing listens on (the kernel just gave it out and it
-// was closed).
-std::uint16_t UnusedPort();
-
 }  // namespace tollgate::testing

@@ -9,6 +9,7 @@
 #include <boost/beast/http.hpp>
 
 #include "test_support.h"
+#include "tls_config.h"
 
 namespace tollgate::testing {
 namespace {
@@ -151,15 +152,6 @@ LargePost PostLargeThenRead(Stream& stream) {
   return result;
 }
 
-// BasicConfig(extra) with its listener terminating TLS with `cert`, `key`.
-std::string TlsConfig(const std::string& cert, const std::string& key, const std::string& extra) {
-  std::string config = BasicConfig(extra);
-  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
-                 "address = \"127.0.0.1:0\"\ntls = { cert = \"" + cert + "\", key = \"" + key +
-                     "\" }");
-  return config;
-}
-
 // A client context that verifies the gateway with `cert`.
 ssl::context TrustingClient(const std::string& cert) {
   ssl::context ctx(ssl::context::tls_client);
@@ -179,7 +171,7 @@ TEST(Tls, RefusalWithTheBodyUnreadReachesTheClient) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "localhost");
   auto echo = StartEcho();
-  TestGateway gateway(TlsConfig(cert, key, kLimitedRoute), echo->port());
+  TestGateway gateway(TlsConfig(TlsTable(cert, key), kLimitedRoute), echo->port());
   asio::io_context io;
   ssl::context ctx = TrustingClient(cert);
   for (int i = 0; i < 3; ++i) {
@@ -209,7 +201,7 @@ TEST(Tls, SlowRequestHeadIsAnswered408) {
   TempDir dir;
   auto [cert, key] = MakeCertificate(dir, "localhost");
   auto echo = StartEcho();
-  TestGateway gateway(TlsConfig(cert, key, "[timeouts]\nclient_header = \"300ms\"\n"),
+  TestGateway gateway(TlsConfig(TlsTable(cert, key), "[timeouts]\nclient_header = \"300ms\"\n"),
                       echo->port());
   asio::io_context io;
   ssl::context ctx = TrustingClient(cert);

@@ -17,6 +17,7 @@
 #include <sstream>
 #include <thread>
 
+#include "prometheus.h"
 #include "test_support.h"
 
 namespace tollgate::testing {
@@ -75,16 +76,6 @@ int Count(const std::string& text, const std::string& needle) {
     ++n;
   }
   return n;
-}
-
-// The value of the first sample whose line starts with `name` in a
-// Prometheus exposition; -1 when absent.
-double Sample(const std::string& text, const std::string& name) {
-  std::istringstream in(text);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name + " ", 0) == 0) return std::stod(line.substr(name.size() + 1));
-  }
-  return -1;
 }
 
 // A raw upstream for one tunnel: answers kKey's handshake with 101 and

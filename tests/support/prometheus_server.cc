@@ -4,6 +4,7 @@
 
 #include <boost/json/parse.hpp>
 
+#include "net.h"
 #include "tests/gateway/test_support.h"
 
 namespace tollgate::testing {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tests/gateway/test_support.h"
+#include "tests/support/admin.h"
 
 namespace tollgate::testing {
 
@@ -101,19 +102,15 @@ class DecisionService : public ::testing::Test {
   // Start(), with the admin API's token (kAdminToken) configured.
   void StartWithAdminToken(const std::string& extra) {
     if (!echo_) echo_ = StartEcho();
-    std::string config = BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + extra);
-    config.replace(config.find("[admin]\n"), 8,
-                   "[admin]\ntoken_file = \"" + dir_.Write("token", kAdminToken) + "\"\n");
-    gateway_ = std::make_unique<TestGateway>(config, echo_->port(), TestClock::kManual);
+    gateway_ = std::make_unique<TestGateway>(
+        WithAdminTokenFile(BasicConfig("[decision]\naddress = \"127.0.0.1:0\"\n" + extra),
+                           dir_.Write("token", std::string(kAdminToken))),
+        echo_->port(), TestClock::kManual);
   }
   // One admin API call with the token.
   Response Admin(const std::string& method, const std::string& target,
                  const std::string& body = "") {
-    Client admin(gateway_->admin_port());
-    admin.Send(method + " " + target + " HTTP/1.1\r\nHost: a\r\nAuthorization: Bearer " +
-               kAdminToken + "\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n" +
-               body);
-    return admin.Read();
+    return AdminRequest(gateway_->admin_port(), method, target, Bearer(), body);
   }
 
   std::uint16_t decision_port() { return gateway_->server().decision_port(); }
@@ -146,7 +143,6 @@ class DecisionService : public ::testing::Test {
     return admin.Get("/metrics").body();
   }
 
-  static inline constexpr const char* kAdminToken = "0123456789abcdef0123456789abcdef-admin";
   TempDir dir_;
   std::unique_ptr<gateway::EchoUpstream> echo_;
   std::unique_ptr<TestGateway> gateway_;

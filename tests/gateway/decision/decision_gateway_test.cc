@@ -28,6 +28,8 @@
 #include "rules/config.h"
 #include "tests/gateway/decision/decision_fixture.h"
 #include "tests/gateway/test_support.h"
+#include "tests/support/net.h"
+#include "tests/support/prometheus.h"
 
 namespace tollgate::testing {
 namespace {
@@ -35,7 +37,8 @@ namespace {
 // What `curl -si` printed, in a form that HTTP/1.1 and HTTP/2 share:
 // "status N", the header fields with lowercase names (HTTP/2 sends them so)
 // sorted, but those that only one protocol has (Connection, Keep-Alive),
-// then an empty line and the body.
+// then an empty line and the body; each answer's own X-Request-Id, in its
+// field and its body, is written "<id>".
 std::string Normalized(const std::string& curl_out) {
   std::istringstream in(curl_out);
   std::string line;
@@ -43,6 +46,7 @@ std::string Normalized(const std::string& curl_out) {
   const std::size_t space = line.find(' ');
   std::string out = "status " + line.substr(space + 1, 3) + "\n";
   std::vector<std::string> fields;
+  std::string id;  // each answer's own X-Request-Id, written as <id>
   while (std::getline(in, line) && line != "\r" && !line.empty()) {
     if (line.back() == '\r') line.pop_back();
     const std::size_t colon = line.find(':');
@@ -50,21 +54,20 @@ std::string Normalized(const std::string& curl_out) {
     std::transform(name.begin(), name.end(), name.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (name == "connection" || name == "keep-alive") continue;
+    if (name == "x-request-id") {
+      id = line.substr(colon + 2);
+      line.replace(colon + 2, std::string::npos, "<id>");
+    }
     fields.push_back(name + line.substr(colon));
   }
   std::sort(fields.begin(), fields.end());
   for (const std::string& f : fields) out += f + "\n";
   std::string body((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (const std::size_t at = id.empty() ? std::string::npos : body.find(id);
+      at != std::string::npos) {
+    body.replace(at, id.size(), "<id>");
+  }
   return out + "\n" + body;
-}
-
-// The value of the sample `name` (with its labels) in a Prometheus text;
-// -1 when there is none.
-std::int64_t SampleOf(const std::string& metrics, const std::string& name) {
-  const std::size_t at = metrics.find("\n" + name + " ");
-  if (at == std::string::npos) return -1;
-  const std::size_t value = at + 1 + name.size() + 1;
-  return std::stoll(metrics.substr(value, metrics.find('\n', value) - value));
 }
 
 // --- Envoy RLS ---
@@ -414,7 +417,7 @@ window = "1h"
     EXPECT_TRUE(Lacks(out, "UNAVAILABLE"));
     ok += gateway_ok;
     Client metrics(fleet[g]->admin_port());
-    EXPECT_GT(SampleOf(metrics.Get("/metrics").body(),
+    EXPECT_GT(IntSample(metrics.Get("/metrics").body(),
                        "tollgate_store_fallback_total{policy=\"share\"}"),
               0);
   }
@@ -552,7 +555,7 @@ TEST_F(DecisionService, CheckWithCurl) {
   EXPECT_TRUE(Contains(limited, "RateLimit: \"per-ip\";r=0;t=20\r\n"));
   EXPECT_TRUE(Contains(limited,
                        "\r\n\r\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
-                       "\"retry_after_ms\":20000}\n"));
+                       "\"retry_after_ms\":20000,\"request_id\":\""));
   // Another client of the trusted proxy, by X-Real-IP.
   EXPECT_TRUE(Contains(Check({"X-Original-URI: /api/items", "X-Real-IP: 192.0.2.2"}),
                        "RateLimit: \"per-ip\";r=1;t=20\r\n"));
@@ -706,14 +709,14 @@ TEST_F(DecisionService, CheckOverHttp2AnswersAsOverHttp1) {
   EXPECT_TRUE(Contains(Normalized(http2[1]), "ratelimit: \"per-ip\";r=0;t=20\n"));
   EXPECT_TRUE(Contains(Normalized(http2[2]),
                        "status 403\n"
-                       "content-length: 64\n"
+                       "content-length: 112\n"
                        "content-type: application/json\n"
                        "ratelimit-policy: \"per-ip\";q=2;w=60\n"
                        "ratelimit: \"per-ip\";r=0;t=20\n"
                        "retry-after: 20\n"));
   EXPECT_TRUE(Contains(Normalized(http2[2]),
                        "\n\n{\"error\":\"rate_limited\",\"rule\":\"per-ip\","
-                       "\"retry_after_ms\":20000}\n"));
+                       "\"retry_after_ms\":20000,\"request_id\":\"<id>\"}\n"));
   EXPECT_TRUE(Contains(Normalized(http2[3]), "status 200\n"));
   EXPECT_TRUE(Lacks(Normalized(http2[3]), "ratelimit"));
   EXPECT_TRUE(Contains(Normalized(http2[4]), "status 400\n"));
@@ -768,10 +771,10 @@ TEST_F(DecisionService, CheckOverHttp2HoldsADelayedRequest) {
   // was refused.
   const std::string metrics = Metrics();
   const std::string rule = "tollgate_ratelimit_decisions_total{rule=\"queue\",decision=";
-  const std::int64_t delayed = SampleOf(metrics, rule + "\"delayed\"}");
+  const std::int64_t delayed = IntSample(metrics, rule + "\"delayed\"}");
   EXPECT_GE(delayed, 2) << metrics;
-  EXPECT_EQ(SampleOf(metrics, rule + "\"allowed\"}") + delayed, 5);
-  EXPECT_EQ(SampleOf(metrics, rule + "\"limited\"}"), 0);
+  EXPECT_EQ(IntSample(metrics, rule + "\"allowed\"}") + delayed, 5);
+  EXPECT_EQ(IntSample(metrics, rule + "\"limited\"}"), 0);
 }
 
 // --- nginx auth_request ---

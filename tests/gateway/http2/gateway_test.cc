@@ -19,6 +19,8 @@
 #include <vector>
 
 #include "tests/gateway/test_support.h"
+#include "tests/support/files.h"
+#include "tests/support/net.h"
 
 namespace tollgate::testing {
 namespace {
@@ -96,13 +98,6 @@ std::string PeerWhile(const std::string& scenario, std::uint16_t port, const std
   return ShellWhile(env + " " + kPython + " " + kScripts + "/h2_gateway_peer.py " + scenario +
                         " " + std::to_string(port) + " 2>&1",
                     on_line);
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 std::string Metrics(TestGateway& gateway) {

@@ -22,6 +22,8 @@
 #include <vector>
 
 #include "tests/gateway/test_support.h"
+#include "tests/support/files.h"
+#include "tests/support/net.h"
 
 namespace tollgate::testing {
 namespace {
@@ -36,13 +38,6 @@ constexpr const char* kH2c = "protocol = \"h2c\"";
 std::string GrpcClient(std::uint16_t port) {
   return kPython + " " + kScripts + "/grpc_client.py --stubs " + kStubs + " " +
          std::to_string(port) + " ";
-}
-
-std::string ReadFile(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
 }
 
 ::testing::AssertionResult Contains(const std::string& out, const std::string& text) {

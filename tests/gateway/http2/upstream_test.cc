@@ -25,11 +25,13 @@
 
 #include "gateway/io/tls.h"
 #include "tests/gateway/test_support.h"
+#include "tests/support/net.h"
 
 namespace tollgate::gateway {
 namespace {
 
 using namespace std::chrono_literals;
+using testing::UnusedPort;
 
 const std::string kPython = "/usr/bin/python3";
 const std::string kPeer = std::string(TOLLGATE_HTTP2_SCRIPTS) + "/upstream_peer.py";
@@ -269,13 +271,6 @@ class PeerServer {
   testing::Process process_;
   std::uint16_t port_ = 0;
 };
-
-// A port nothing listens on (the kernel just gave it out and it was closed).
-std::uint16_t UnusedPort() {
-  asio::io_context io;
-  tcp::acceptor acceptor(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), 0));
-  return acceptor.local_endpoint().port();
-}
 
 // nghttpd (nghttp2-server) over TLS, serving `dir`, uploads echoed back.
 class Nghttpd {

@@ -76,16 +76,7 @@ void TestPki::Revoke(const ClientCert& cert) { OpenSslCa("-revoke " + cert.cert)
 void TestPki::WriteCrl() { OpenSslCa("-gencrl -out " + crl_); }
 
 std::string TlsTable(const TestPki& pki, const std::string& extra) {
-  return "tls = { cert = \"" + pki.server_cert() + "\", key = \"" + pki.server_key() + "\"" +
-         (extra.empty() ? "" : ", " + extra) + " }";
-}
-
-std::string TlsConfig(const std::string& tls, const std::string& more, int threads) {
-  std::string config = BasicConfig(more);
-  config.replace(config.find("address = \"127.0.0.1:0\""), 23,
-                 "address = \"127.0.0.1:0\"\n" + tls);
-  config.replace(config.find("threads = 1"), 11, "threads = " + std::to_string(threads));
-  return config;
+  return TlsTable(pki.server_cert(), pki.server_key(), extra);
 }
 
 }  // namespace tollgate::testing

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "../test_support.h"
+#include "tests/support/tls_config.h"
 
 namespace tollgate::testing {
 
@@ -42,10 +43,7 @@ class TestPki {
 };
 
 // A "tls" table for a listener: the server certificate and `extra`
-// (client_ca = ..., client_cert = ..., ...).
+// (client_ca = ..., client_cert = ..., ...); for TlsConfig.
 std::string TlsTable(const TestPki& pki, const std::string& extra);
-
-// BasicConfig(`more`) with `tls` on its listener and `threads` threads.
-std::string TlsConfig(const std::string& tls, const std::string& more = "", int threads = 1);
 
 }  // namespace tollgate::testing

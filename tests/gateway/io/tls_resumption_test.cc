@@ -10,6 +10,7 @@
 #include <boost/json/parse.hpp>
 #include <string>
 
+#include "prometheus.h"
 #include "test_pki.h"
 
 namespace tollgate::testing {
@@ -187,14 +188,6 @@ TEST_F(ResumptionTest, GeneratedTicketKeysRotate) {
   EXPECT_TRUE(Fresh(Connect(gateway.port(), Resume::kTls13, session, "")));
 }
 
-// The value of `series` (name and labels) in a scrape; "" when absent.
-std::string Sample(const std::string& metrics, const std::string& series) {
-  const std::size_t at = metrics.find(series + " ");
-  if (at == std::string::npos) return "";
-  const std::size_t start = at + series.size() + 1;
-  return metrics.substr(start, metrics.find('\n', start) - start);
-}
-
 TEST_F(ResumptionTest, HandshakeAndCertificateMetricsAndTheStatusPage) {
   TestGateway gateway(Config("client_ca = \"" + pki_->ca_file() + "\", client_cert = \"require\"", 2),
                       echo_->port());
@@ -219,12 +212,12 @@ TEST_F(ResumptionTest, HandshakeAndCertificateMetricsAndTheStatusPage) {
   Client admin(gateway.admin_port());
   const std::string metrics = admin.Get("/metrics").body();
   const std::string series = "tollgate_tls_handshakes_total{listener=\"127.0.0.1:0\",result=";
-  EXPECT_EQ(Sample(metrics, series + "\"ok\"}"), "1") << metrics;
-  EXPECT_EQ(Sample(metrics, series + "\"resumed\"}"), "3");
-  EXPECT_EQ(Sample(metrics, series + "\"failed\"}"), "1");
+  EXPECT_EQ(SampleText(metrics, series + "\"ok\"}"), "1") << metrics;
+  EXPECT_EQ(SampleText(metrics, series + "\"resumed\"}"), "3");
+  EXPECT_EQ(SampleText(metrics, series + "\"failed\"}"), "1");
   const std::string not_after = Shell("date -d \"$(openssl x509 -noout -enddate -in " +
                                       pki_->server_cert() + " | cut -d= -f2)\" +%s");
-  EXPECT_EQ(Sample(metrics, "tollgate_tls_certificate_expiry_timestamp_seconds{certificate=\"" +
+  EXPECT_EQ(SampleText(metrics, "tollgate_tls_certificate_expiry_timestamp_seconds{certificate=\"" +
                                 pki_->server_cert() + "\"}") + "\n",
             not_after);
 
