@@ -155,8 +155,9 @@ void ThreadMetrics::AddWebSockets(int route, int delta) {
   c.store(c.load(std::memory_order_relaxed) + delta, std::memory_order_relaxed);
 }
 
-void ThreadMetrics::AddWebSocketBytes(int route, bool in, std::uint64_t bytes) {
-  auto& c = websocket_bytes_[route * 2 + (in ? 0 : 1)];
+void ThreadMetrics::AddWebSocketBytes(int route, TunnelDirection direction,
+                                      std::uint64_t bytes) {
+  auto& c = websocket_bytes_[route * 2 + (direction == TunnelDirection::kIn ? 0 : 1)];
   c.store(c.load(std::memory_order_relaxed) + bytes, std::memory_order_relaxed);
 }
 
