@@ -6,27 +6,15 @@
 #include <sys/socket.h>
 
 #include <atomic>
-#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
 
-#include "gateway/core/block_table.h"
-#include "gateway/core/fair_places.h"
 #include "gateway/io/listen.h"
-#include "gateway/ops/admin.h"
-#include "gateway/ops/admin_api.h"
-#include "gateway/ops/admin_blocks.h"
-#include "gateway/ops/admin_overrides.h"
-#include "gateway/ops/membership.h"
-#include "gateway/ops/status.h"
-#include "gateway/worker.h"
+#include "gateway/server_state.h"
 #include "store/failover_store.h"
-#include "store/lease_stats.h"
 #include "store/leasing_store.h"
-#include "store/local_store.h"
 #include "store/redis_coordinator.h"
-#include "store/redis_store.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -47,10 +35,6 @@ std::int64_t DescriptorLimit() {
   return static_cast<std::int64_t>(std::min<rlim_t>(limit.rlim_cur, rlim_t{1} << 30));
 }
 
-double UnixSeconds() {
-  return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
 std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort& hp,
                                      std::string& error) {
   tcp::resolver resolver(io);
@@ -65,135 +49,6 @@ std::optional<tcp::endpoint> Resolve(asio::io_context& io, const rules::HostPort
 }
 
 }  // namespace
-
-struct Server::Impl final : StateSource {
-  // Shared by every configuration: counters survive reloads.
-  std::unique_ptr<store::LocalStore> store;
-  store::RedisHealth redis_health;
-  // What the workers' LeasingStores count (sync = "lease").
-  store::LeaseStats lease_stats;
-  // The live gateways on this Redis (Membership counts them): on_error =
-  // "share" divides limits by it.
-  store::FleetSize fleet;
-  // Redis's clock as the heartbeat last read it (time = "server"): where
-  // the local fallback's windows begin and end.
-  store::RedisClockOffset redis_clock_offset;
-  std::optional<store::RedisClock> redis_clock;
-  std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
-  std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
-  std::unique_ptr<WaitingRoom> waiting_room;
-  BlockTable blocks;        // set by the admin API, read by admit
-  OverrideTable overrides;  // likewise
-  store::LocalCoordinator coordinator;
-  FairPlaces upstream_places;
-  std::unique_ptr<AccessLog> access_log;
-  const store::Clock* clock = nullptr;
-  std::atomic<std::shared_ptr<const GatewayState>> state;
-  std::atomic<std::uint64_t> generation_number{1};
-  // Client connections, every worker's: declared before the workers, whose
-  // sessions count themselves out as the workers are destroyed.
-  std::atomic<std::int64_t> connections{0};
-  // Per worker with Redis and metrics: what its store decorators count.
-  // Declared before the workers, whose decorators count into them.
-  std::vector<std::unique_ptr<StoreFailureCounter>> store_failures;
-  std::vector<std::unique_ptr<Worker>> workers;
-  // The admin API's own connection to Redis (on the first worker's thread,
-  // as the admin listener), apart from the request path's: its calls are
-  // counted in a health of their own, not in /readyz's.
-  store::RedisHealth admin_redis_health;
-  std::unique_ptr<store::RedisStore> admin_redis;
-  std::unique_ptr<AdminBlocks> admin_blocks;        // used on the admin thread only
-  std::unique_ptr<AdminOverrides> admin_overrides;  // likewise
-  std::unique_ptr<Membership> membership;           // likewise; with Redis only
-  std::unique_ptr<AdminApi> api;                    // likewise
-  std::unique_ptr<AdminServer> admin;
-  std::vector<std::thread> threads;
-  std::vector<std::uint16_t> ports;
-  std::uint16_t decision_port = 0;
-  std::atomic<bool> serving{false};
-
-  std::uint64_t generation() const override {
-    return generation_number.load(std::memory_order_acquire);
-  }
-  std::shared_ptr<const GatewayState> Load() const override { return state.load(); }
-
-  std::string RenderMetrics() const {
-    ExternalGauges external;
-    external.local_store_keys = static_cast<std::int64_t>(store->KeyCount());
-    // Evictions by rule, for the rules of the store in force (rules that
-    // share a metric label, past kMaxNames, add up).
-    const std::shared_ptr<const GatewayState> current = state.load();
-    const std::vector<rules::RuleConfig>& rules = current->config->rules;
-    std::map<int, std::uint64_t> by_rule;
-    for (std::size_t i = 0; i < rules.size() && i < current->rule_ids.size(); ++i) {
-      if (rules[i].limit == nullptr) continue;
-      by_rule[current->rule_ids[i]] += store->Stats(current->rule_set->partitions()[i]).evictions;
-    }
-    external.local_store_rule_evictions.assign(by_rule.begin(), by_rule.end());
-    external.redis = state.load()->config->store.kind == rules::StoreKind::kRedis;
-    external.redis_circuits_open = redis_health.circuits_open.load(std::memory_order_relaxed);
-    external.redis_batched_decisions = redis_health.coalesced.load(std::memory_order_relaxed);
-    if (membership != nullptr) external.cluster_gateways = fleet.Get();
-    for (const auto& tls : current->listener_tls) {
-      if (tls == nullptr) continue;
-      for (const CertificateInfo& c : tls->certificates()) {
-        external.certificate_expiry.emplace_back(c.file, c.not_after_unix);
-      }
-    }
-    external.leases = lease_stats.Snapshot();
-    return metrics->Render(external);
-  }
-
-  std::string RenderStatus() const {
-    StatusBoard::Context context;
-    const std::shared_ptr<const GatewayState> current = state.load();
-    context.config = current->config.get();
-    context.generation = generation();
-    const AdminServer::Readiness r = Readiness();
-    context.ready = r.ready;
-    context.store_json = r.store_json;
-    context.version = kVersion;
-    context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
-    context.leases = lease_stats.Snapshot();
-    const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*current->config);
-    for (std::size_t i = 0; i < current->listener_tls.size() && i < listeners.size(); ++i) {
-      if (current->listener_tls[i] == nullptr) continue;
-      for (const CertificateInfo& c : current->listener_tls[i]->certificates()) {
-        context.certificates.push_back(
-            {listeners[i]->address.ToString(), c.file, c.subject, c.not_after_unix});
-      }
-    }
-    return status->RenderJson(context);
-  }
-
-  // Not ready while draining, or when Redis is unreachable from every
-  // connection and on_error = "deny" (requests would all get 503).
-  AdminServer::Readiness Readiness() const {
-    AdminServer::Readiness r;
-    r.ready = serving.load();
-    const rules::StoreConfig& config = state.load()->config->store;
-    if (config.kind == rules::StoreKind::kLocal) {
-      r.store_json = fmt::format("{{\"kind\":\"local\",\"keys\":{}}}", store->KeyCount());
-      return r;
-    }
-    const std::int64_t up = redis_health.connections_up.load(std::memory_order_relaxed);
-    const std::int64_t open = redis_health.circuits_open.load(std::memory_order_relaxed);
-    const bool redis_ok = up > 0 && open < up;
-    if (!redis_ok && config.on_error == rules::StoreFailurePolicy::kDeny) r.ready = false;
-    r.store_json = fmt::format(
-        "{{\"kind\":\"redis\",\"available\":{},\"connections_up\":{},\"circuits_open\":{},"
-        "\"timeouts\":{},\"unavailable\":{},\"coalesced\":{},\"gateways\":{}}}",
-        redis_ok, up, open, redis_health.timeouts.load(std::memory_order_relaxed),
-        redis_health.unavailable.load(std::memory_order_relaxed),
-        redis_health.coalesced.load(std::memory_order_relaxed), fleet.Get());
-    return r;
-  }
-
-  // Everything a configuration needs besides sockets: resolved upstreams,
-  // TLS contexts, identity, rules. nullptr with `error` on failure.
-  std::shared_ptr<const GatewayState> Build(std::shared_ptr<const rules::Config> config,
-                                            std::string& error);
-};
 
 std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const rules::Config> config,
                                                         std::string& error) {
@@ -324,7 +179,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
   std::shared_ptr<const GatewayState> state = impl->Build(config, error);
   if (!state) return nullptr;
   impl->state.store(state);
-  if (impl->metrics) impl->metrics->ConfigInForce(UnixSeconds());
+  if (impl->metrics) impl->metrics->ConfigInForce(Server::Impl::UnixSeconds());
   const rules::StoreConfig& store_config = config->store;
   if (store_config.kind == rules::StoreKind::kRedis) {
     bool fatal = false;
@@ -434,7 +289,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     handlers.metrics = [raw] { return raw->RenderMetrics(); };
     handlers.status = [raw] { return raw->RenderStatus(); };
     handlers.sample = [raw] {
-      raw->status->Sample(static_cast<std::int64_t>(UnixSeconds() * 1000));
+      raw->status->Sample(static_cast<std::int64_t>(Server::Impl::UnixSeconds() * 1000));
     };
   }
   if (store_config.kind == rules::StoreKind::kRedis) {
@@ -495,7 +350,7 @@ bool Server::ReloadConfig(std::shared_ptr<const rules::Config> config, std::stri
   if (!state) return false;
   impl_->state.store(state);
   impl_->generation_number.fetch_add(1, std::memory_order_acq_rel);
-  if (impl_->metrics) impl_->metrics->ConfigInForce(UnixSeconds());
+  if (impl_->metrics) impl_->metrics->ConfigInForce(Server::Impl::UnixSeconds());
   return true;
 }
 
@@ -506,7 +361,7 @@ bool Server::Reload(std::shared_ptr<const rules::Config> config, std::string& er
 }
 
 void Server::RecordReload(bool success, std::string_view error) {
-  if (impl_->metrics) impl_->metrics->RecordReload(success, UnixSeconds(), error);
+  if (impl_->metrics) impl_->metrics->RecordReload(success, Server::Impl::UnixSeconds(), error);
 }
 
 void Server::Start() {

@@ -4,8 +4,12 @@
 
 namespace tollgate::store {
 
-LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket, bool log)
-    : ttl_ms_(ttl_ms), bucket_(bucket), log_(log), period_start_(now_ms) {}
+LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, LeaseRefill refill,
+                     LeaseStamps stamps)
+    : ttl_ms_(ttl_ms),
+      bucket_(refill == LeaseRefill::kHeldBack),
+      log_(stamps == LeaseStamps::kKept),
+      period_start_(now_ms) {}
 
 void LeaseHand::Release(Held& held, std::int64_t now, Releases& releases) {
   in_hand_ -= held.left;

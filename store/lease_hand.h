@@ -20,6 +20,13 @@ namespace tollgate::store {
 // take (LeasingStore uses the Redis store's timeout).
 inline constexpr std::int64_t kDefaultLeaseGraceMs = 20;
 
+// Whether a limit's leases hold refill back in the shared state until they
+// return: a token or leaky bucket's (algorithms::HasBucketLease).
+enum class LeaseRefill { kFree, kHeldBack };
+// Whether a lease keeps its admission times (Held::used_at): a
+// sliding_log's (algorithms::HasLogLease).
+enum class LeaseStamps { kNone, kKept };
+
 class LeaseHand {
  public:
   // Units per lease_ttl from which a key is renewed in the background and
@@ -67,11 +74,9 @@ class LeaseHand {
     std::int64_t last_use = 0;
   };
 
-  // `ttl_ms`: lease_ttl; `bucket`: a token or leaky bucket's lease, which
-  // holds refill back in the shared state until it returns; `log`: a
-  // sliding_log's (algorithms::HasLogLease), whose admission times are kept
-  // per lease (Held::used_at).
-  LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, bool bucket, bool log);
+  // `ttl_ms`: lease_ttl; `refill` and `stamps`: what the limit's leases
+  // keep besides units.
+  LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, LeaseRefill refill, LeaseStamps stamps);
 
   Use use() const { return {period_start_, used_now_, used_before_, last_use_}; }
   // Takes over a forgotten hand's use (a new hand only).

@@ -19,8 +19,8 @@ struct LeasingStore::Spec {
   LeaseStats::Rule* stats;
   // A bucket lease holds refill back in Redis until it returns: given back
   // even when spent (see docs/leases.md).
-  bool bucket = false;
-  bool log = false;         // algorithms::HasLogLease
+  LeaseRefill refill = LeaseRefill::kFree;
+  LeaseStamps stamps = LeaseStamps::kNone;
   std::size_t entries = 0;  // keys tracked under it
 };
 
@@ -32,7 +32,7 @@ struct LeasingStore::Waiter {
 
 struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   Entry(std::int64_t now, const Spec& spec)
-      : hand(now, spec.limit.lease->ttl_ms, spec.bucket, spec.log) {}
+      : hand(now, spec.limit.lease->ttl_ms, spec.refill, spec.stamps) {}
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
   std::string key;  // the rule key (entries_'s key views it)
@@ -108,8 +108,10 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
     spec = std::make_unique<Spec>();
     spec->limit = limit;
     spec->stats = &stats_.For(limit.lease->rule);
-    spec->bucket = algorithms::HasBucketLease(limit.windows);
-    spec->log = algorithms::HasLogLease(limit.windows);
+    spec->refill = algorithms::HasBucketLease(limit.windows) ? LeaseRefill::kHeldBack
+                                                             : LeaseRefill::kFree;
+    spec->stamps =
+        algorithms::HasLogLease(limit.windows) ? LeaseStamps::kKept : LeaseStamps::kNone;
   }
   // Lease parameters may change without the fingerprint (a reload).
   spec->limit.lease = limit.lease;

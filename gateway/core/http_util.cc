@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "rules/duration.h"
 #include "rules/identity.h"
 
 namespace tollgate::gateway {
@@ -64,19 +65,11 @@ Spelling CompareName(std::string_view name, std::string_view canonical) {
   return result;
 }
 
-// tchar (RFC 9110 §5.6.2).
-bool IsToken(std::string_view s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char c) {
-    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
-           std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
-  });
-}
-
 // A Forwarded parameter's value (RFC 7239 §4): a token as it is, anything
 // else quoted; an IPv6 node in brackets ("[2001:db8::1]").
 void AppendForwardedValue(std::string_view value, bool node, std::string& out) {
   const bool v6 = node && value.find(':') != std::string_view::npos;
-  if (!v6 && IsToken(value)) {
+  if (!v6 && rules::IsHeaderName(value)) {  // a token (RFC 9110 §5.6.2)
     out.append(value);
     return;
   }
@@ -405,78 +398,6 @@ void PrepareForwardedLines(Fields& fields, std::string_view client_ip, Scheme sc
   if (!f.forwarded.empty()) AppendLine("Forwarded", f.forwarded, lines);
 }
 
-namespace {
-
-// Start lines are short: "HTTP/1.1" and the separators, or the status code.
-constexpr std::size_t kStartLineOverhead = 16;
-
-// What AppendFields appends.
-std::size_t FieldsSize(const Fields& fields, std::string_view extra) {
-  std::size_t size = extra.size() + 2;
-  for (const auto& f : fields) size += f.name_string().size() + f.value().size() + 4;
-  return size;
-}
-
-// "Name: value\r\n" per field, `extra` (whole lines) and the empty line that
-// ends the header, `size` (FieldsSize's) bytes. The block is sized once and
-// copied into, rather than the four pieces of each field appended (each
-// append checks the string's capacity).
-void AppendFields(const Fields& fields, std::string& out, std::string_view extra,
-                  std::size_t size) {
-  const std::size_t start = out.size();
-  out.resize(start + size);
-  char* at = out.data() + start;
-  // copy_n, not memcpy: an empty view (`extra` by default) may have no data
-  // pointer, which memcpy must not be given.
-  const auto put = [&at](std::string_view s) { at = std::copy_n(s.data(), s.size(), at); };
-  for (const auto& f : fields) {
-    put(f.name_string());
-    put(": ");
-    put(f.value());
-    put("\r\n");
-  }
-  put(extra);
-  put("\r\n");
-}
-
-void AppendVersion(unsigned version, std::string& out) {
-  out.append("HTTP/");
-  out.push_back(static_cast<char>('0' + version / 10));
-  out.push_back('.');
-  out.push_back(static_cast<char>('0' + version % 10));
-}
-
-}  // namespace
-
-void AppendWireHeader(const http::request_header<Fields>& header, std::string& out,
-                      std::string_view extra) {
-  // Sized once: the start line's pieces and the fields grew it two or three
-  // times (a copy each time).
-  const std::size_t fields_size = FieldsSize(header, extra);
-  out.reserve(out.size() + header.method_string().size() + header.target().size() +
-              kStartLineOverhead + fields_size);
-  out.append(header.method_string().data(), header.method_string().size());
-  out.push_back(' ');
-  out.append(header.target().data(), header.target().size());
-  out.push_back(' ');
-  AppendVersion(header.version(), out);
-  out.append("\r\n");
-  AppendFields(header, out, extra, fields_size);
-}
-
-void AppendWireHeader(const http::response_header<Fields>& header, std::string& out,
-                      std::string_view extra) {
-  const std::size_t fields_size = FieldsSize(header, extra);
-  out.reserve(out.size() + header.reason().size() + kStartLineOverhead + fields_size);
-  AppendVersion(header.version(), out);
-  out.push_back(' ');
-  out.append(std::to_string(header.result_int()));
-  out.push_back(' ');
-  out.append(header.reason().data(), header.reason().size());
-  out.append("\r\n");
-  AppendFields(header, out, extra, fields_size);
-}
-
 bool IsIdempotent(http::verb method) {
   switch (method) {
     case http::verb::get:
@@ -504,34 +425,6 @@ http::response<http::string_body> MakeErrorResponse(http::status status, std::st
   res.body() += '\n';
   res.prepare_payload();
   return res;
-}
-
-void AppendChunkSizeLine(std::size_t size, std::string& out) {
-  std::array<char, 18> line{};
-  const auto [p, ec] = std::to_chars(line.data(), line.data() + 16, size, 16);
-  out.append(line.data(), p);
-  out += "\r\n";
-}
-
-void AppendLastChunk(const Fields& trailers, std::string& out) {
-  out += "0\r\n";
-  for (const auto& field : trailers) {
-    out.append(field.name_string());
-    out += ": ";
-    out.append(field.value());
-    out += "\r\n";
-  }
-  out += "\r\n";
-}
-
-void AddHeaderLines(std::string_view lines, Fields& fields) {
-  while (!lines.empty()) {
-    const std::size_t end = lines.find("\r\n");
-    const std::string_view line = lines.substr(0, end);
-    const std::size_t colon = line.find(": ");
-    fields.insert(line.substr(0, colon), line.substr(colon + 2));
-    lines.remove_prefix(end + 2);
-  }
 }
 
 }  // namespace tollgate::gateway

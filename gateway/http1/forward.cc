@@ -2,6 +2,7 @@
 
 #include "gateway/core/http_util.h"
 #include "gateway/core/upstream_call.h"
+#include "gateway/core/wire_header.h"
 #include "gateway/http1/session.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/http2/upstream_pool.h"

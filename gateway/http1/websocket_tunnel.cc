@@ -13,8 +13,8 @@
 #include <span>
 #include <vector>
 
-#include "gateway/core/admission.h"
-#include "gateway/core/limits.h"
+#include "gateway/core/message_admission.h"
+#include "gateway/http1/websocket_relay.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/relay.h"
 #include "gateway/ops/metrics.h"
@@ -32,253 +32,6 @@ bool HasToken(std::string_view value, std::string_view token) {
     if (beast::iequals(t, token)) return true;
   }
   return false;
-}
-
-template <typename Fn>
-auto Visit(AnyStream& stream, Fn&& fn) {
-  return std::visit(std::forward<Fn>(fn), stream);
-}
-
-// One tunnel's shared state; lives in RunTunnel's frame while its three
-// parts (two directions and the watchdog) run: coroutines (Spawn) or
-// completion handlers (BytePump, FramedPump), counted in `running`.
-struct Tunnel {
-  Tunnel(AnyStream& c, AnyStream& u, const TunnelOptions& o)
-      : client(c),
-        upstream(u),
-        options(o),
-        watchdog(Lowest(c).get_executor()),
-        pause(Lowest(c).get_executor()),
-        joined(Lowest(c).get_executor()) {}
-
-  // Ends the tunnel: pending reads and writes on both streams complete
-  // with operation_aborted, the watchdog and a held message wake; each
-  // part sees `stopped` before it would start anything else.
-  void Stop() {
-    if (stopped) return;
-    stopped = true;
-    Lowest(client).cancel();
-    Lowest(upstream).cancel();
-    watchdog.cancel();
-    pause.cancel();
-  }
-
-  // Runs `part` as a coroutine of its own. The parts are not joined with
-  // Asio's awaitable operators (&&): their parallel_group connects a
-  // cancellation slot to every operation of every part, a cost paid per
-  // message (docs/performance.md). A part that throws ends the tunnel;
-  // Join() rethrows it.
-  void Spawn(Task<void> part) {
-    Began();
-    asio::co_spawn(joined.get_executor(), std::move(part), [this](std::exception_ptr e) {
-      if (e) Fail(e);
-      Ended();
-    });
-  }
-
-  // A part threw `e`: the tunnel ends, and Join() rethrows it.
-  void Fail(std::exception_ptr e) {
-    if (!failure) failure = e;
-    Stop();
-  }
-
-  // A part begins, or one has ended.
-  void Began() { ++running; }
-  void Ended() {
-    if (--running == 0) joined.cancel();
-  }
-
-  // Until every part has ended: they refer to the tunnel and to what
-  // RunTunnel holds.
-  Task<void> Join() {
-    while (running > 0) {
-      joined.expires_at(Timer::time_point::max());
-      co_await joined.async_wait(kUseTuple);
-    }
-    if (failure) std::rethrow_exception(failure);
-  }
-
-  AnyStream& client;
-  AnyStream& upstream;
-  const TunnelOptions& options;
-  Timer watchdog;
-  Timer pause;  // a message held by a delay or shaping rule
-  Timer joined;  // woken when the last part ends
-  int running = 0;  // parts not ended yet
-  std::exception_ptr failure;  // the first part's that threw
-  std::chrono::steady_clock::time_point last_activity = store::LoopNow();
-  bool stopped = false;
-  bool holding = false;  // a message is held: no idleness
-  // Set when tollgate ends the tunnel: its close frame for the client,
-  // which the upstream-to-client direction sends at the end of a frame.
-  std::string client_close;
-  TunnelResult result;
-};
-
-// Writes what of `data` the socket takes now, without waiting: the bytes
-// taken (`ec` set on failure). A tunnel's message nearly always fits, and
-// then needs no asynchronous operation, whose initiation, posted
-// completion and coroutine resumption were most of the relay's user-space
-// cost per message. Over TLS the bytes taken may be encrypted into records
-// the socket did not all take (Flushed() false): an asynchronous write of
-// the rest, even of nothing, sends them first.
-std::size_t WriteNow(AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
-  if (auto* plain = std::get_if<TcpStream>(&to)) return plain->TryWrite(data, ec);
-  auto& tls = std::get<TlsStream>(to);
-  return tls.unsent() == 0 ? tls.TryWrite(data, ec) : 0;
-}
-
-// Nothing taken by WriteNow waits to be sent.
-bool Flushed(AnyStream& to) {
-  auto* tls = std::get_if<TlsStream>(&to);
-  return tls == nullptr || tls->unsent() == 0;
-}
-
-// Writes `data` whole to `to` within the idle time, asynchronously: what
-// WriteNow left. The bytes written.
-Task<std::size_t> WriteLater(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
-  Lowest(to).expires_after(t.options.idle);
-  auto [error, n] =
-      co_await Visit(to, [&](auto& s) { return asio::async_write(s, data, kUseTuple); });
-  ec = error;
-  co_return n;
-}
-
-// WriteNow, then WriteLater for the rest. For what does not go per message;
-// a relay's hot path spells it out, without this coroutine's frame.
-Task<std::size_t> Write(Tunnel& t, AnyStream& to, asio::const_buffer data, ErrorCode& ec) {
-  std::size_t sent = WriteNow(to, data, ec);
-  if (!ec && (sent < data.size() || !Flushed(to))) {
-    sent += co_await WriteLater(t, to, data + sent, ec);
-  }
-  co_return sent;
-}
-
-// `n` of the peers' bytes went on: counts them. False when the tunnel ends
-// (the write failed, or a part stopped the tunnel meanwhile).
-bool Passed(Tunnel& t, bool in, std::size_t n, const ErrorCode& ec) {
-  if (n > 0) {
-    t.last_activity = store::LoopNow();
-    (in ? t.result.bytes_in : t.result.bytes_out) += n;
-    if (t.options.metrics != nullptr) {
-      t.options.metrics->AddWebSocketBytes(t.options.route_metric, in, n);
-    }
-  }
-  return !ec && !t.stopped;
-}
-
-// One direction of a tunnel without message rules: `from` to `to`, what
-// `pending` holds first. Completion handlers, not a coroutine: resuming a
-// coroutine per read (Asio's awaitable machinery, a frame for each
-// operation's initiation) is a large part of a relayed message's cost
-// (docs/performance.md).
-class BytePump {
- public:
-  BytePump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
-        bool in)
-      : t_(t), from_(from), pending_(pending), to_(to), buffer_(buffer), in_(in) {}
-  BytePump(const BytePump&) = delete;
-  BytePump& operator=(const BytePump&) = delete;
-
-  // A part of `t` until the direction ends, which stops the tunnel.
-  void Start() {
-    t_.Began();
-    if (pending_.size() > 0) {
-      Send(pending_.data());
-    } else {
-      Read();
-    }
-  }
-
- private:
-  struct OnRead {
-    BytePump* pump;
-    void operator()(const ErrorCode& ec, std::size_t n) const { pump->Received(ec, n); }
-  };
-  struct OnWritten {
-    BytePump* pump;
-    void operator()(const ErrorCode& ec, std::size_t n) const {
-      pump->Sent(pump->sent_ + n, ec);
-    }
-  };
-
-  void Read() {
-    if (t_.stopped) {
-      End();
-      return;
-    }
-    Lowest(from_).expires_never();
-    Visit(from_, [this](auto& s) {
-      s.async_read_some(asio::buffer(buffer_, kRelayChunk), OnRead{this});
-    });
-  }
-
-  void Received(const ErrorCode& ec, std::size_t n) {
-    // End of stream, reset, or TLS truncation: the tunnel ends once what
-    // came with it went on.
-    read_failed_ = static_cast<bool>(ec);
-    if (t_.stopped || (read_failed_ && n == 0)) {
-      End();
-      return;
-    }
-    if (n == 0) {
-      Read();
-      return;
-    }
-    t_.last_activity = store::LoopNow();
-    Send(asio::const_buffer(buffer_, n));
-  }
-
-  // Writes `data` whole within the idle time: at once when the socket
-  // takes it (WriteNow), the rest asynchronously.
-  void Send(asio::const_buffer data) {
-    ErrorCode ec;
-    sent_ = WriteNow(to_, data, ec);
-    if (ec || (sent_ == data.size() && Flushed(to_))) {
-      Sent(sent_, ec);
-      return;
-    }
-    Lowest(to_).expires_after(t_.options.idle);
-    Visit(to_, [&](auto& s) { asio::async_write(s, data + sent_, OnWritten{this}); });
-  }
-
-  void Sent(std::size_t n, const ErrorCode& ec) {
-    if (pending_.size() > 0) pending_.consume(pending_.size());
-    if (!Passed(t_, in_, n, ec) || read_failed_) {
-      End();
-      return;
-    }
-    Read();
-  }
-
-  void End() {
-    t_.Stop();
-    t_.Ended();
-  }
-
-  Tunnel& t_;
-  AnyStream& from_;
-  beast::flat_buffer& pending_;
-  AnyStream& to_;
-  char* buffer_;  // kRelayChunk bytes
-  bool in_;
-  bool read_failed_ = false;
-  std::size_t sent_ = 0;  // of the write under way, by WriteNow
-};
-
-// Ends the tunnel once no byte went either way for the idle time.
-Task<void> Watch(Tunnel& t) {
-  while (!t.stopped) {
-    if (t.holding) t.last_activity = store::LoopNow();
-    const auto due = t.last_activity + t.options.idle;
-    if (store::LoopNow() >= due) {
-      t.result.error = "websocket_idle";
-      t.Stop();
-      break;
-    }
-    t.watchdog.expires_at(due);
-    co_await t.watchdog.async_wait(kUseTuple);
-  }
 }
 
 // Counts a tunnel in tollgate_websocket_connections while it is open.
@@ -313,167 +66,19 @@ constexpr Ending kTooBig{CloseCode::kMessageTooBig, "message_too_big", "websocke
 constexpr Ending kProtocolError{CloseCode::kProtocolError, "protocol_error",
                                 "websocket_protocol_error"};
 
-// Decides the client's data messages by the tunnel's message rules, through
-// the worker's store, as a request's rate rules are decided (gateway/core/
-// limits.h), and holds a message that delay rules do not allow yet.
-class MessageLimiter final : public BatchWaker {
- public:
-  MessageLimiter(const TunnelOptions& options, const Executor& executor)
-      : limits_(options.messages),
-        state_(*limits_.state),
-        metrics_(options.metrics),
-        context_(MakeLimitContext(state_, *limits_.store, metrics_)),
-        timer_(executor) {
-    context_.describe = false;  // one log line per tunnel, not per message
-    for (const rules::RuleHit& hit : limits_.hits) {
-      all_.push_back(&hit);
-      all_hashes_.push_back(store::KeyHash(hit.key));
-    }
-    batch_.set_waker(this);
+// The access log's word and close frame for a message the limiter refused;
+// nullopt when it may go on.
+std::optional<Ending> EndingOf(MessageVerdict verdict) {
+  switch (verdict) {
+    case MessageVerdict::kRateLimited:
+      return kRateLimited;
+    case MessageVerdict::kStoreUnavailable:
+      return kStoreUnavailable;
+    case MessageVerdict::kPass:
+      break;
   }
-  MessageLimiter(const MessageLimiter&) = delete;
-  MessageLimiter& operator=(const MessageLimiter&) = delete;
-
-  // Starts deciding the message about to start. True when that is all (the
-  // store answered inline and the message needs no wait, the usual case
-  // with the local store: no coroutine): `ending` is the decision, nullopt
-  // when it may go on. False: Admit() finishes the decision.
-  bool AdmitNow(std::optional<Ending>& ending) {
-    Ask(all_, all_hashes_);
-    if (!batch_.done()) return false;
-    Settle();
-    if (outcome_.verdict == Verdict::kDelay || outcome_.delay_ms > 0) return false;
-    ending = Refusal(outcome_);
-    return true;
-  }
-
-  // What AdmitNow left: the store's answer, any wait the message has to
-  // make, and the decision after it (nullopt: it may go on).
-  Task<std::optional<Ending>> Admit(Tunnel& t) {
-    if (!batch_.done()) {
-      co_await AwaitBatch();
-      Settle();
-    }
-    if (outcome_.verdict == Verdict::kDelay) {
-      // (GCC 12 miscompiles co_await inside conditions, && and ?: : each
-      // is a statement of its own.)
-      const bool turn = co_await WaitForTurn(t, outcome_.delayed);
-      if (!turn) co_return kRateLimited;
-    } else if (const std::optional<Ending> refused = Refusal(outcome_)) {
-      co_return refused;
-    }
-    if (outcome_.delay_ms > 0) {
-      co_await Hold(t, outcome_.delay_ms);
-    }
-    co_return std::nullopt;
-  }
-
- private:
-  void Wake() override { timer_.cancel(); }
-
-  static std::optional<Ending> Refusal(const LimitOutcome& outcome) {
-    if (outcome.verdict == Verdict::kStoreUnavailable) return kStoreUnavailable;
-    if (outcome.verdict == Verdict::kReject) return kRateLimited;
-    return std::nullopt;
-  }
-
-  // Asks the store about `hits` (`key_hashes`: their keys' hashes, or
-  // empty); the answers may come inline.
-  void Ask(const std::vector<const rules::RuleHit*>& hits,
-           std::span<const std::uint64_t> key_hashes = {}) {
-    RestampLimitContext(state_, context_);
-    asked_ = store::LoopNow();
-    batch_.Start(context_, hits, 0, key_hashes);
-  }
-
-  // Awaits every answer Ask() did not get inline. Never cut short: the
-  // store writes into the batch until then.
-  Task<void> AwaitBatch() {
-    while (!batch_.done()) {
-      timer_.expires_at(Timer::time_point::max());
-      co_await timer_.async_wait(kUseTuple);
-    }
-  }
-
-  void RecordStore() {
-    if (metrics_ != nullptr) {
-      metrics_->RecordStore(context_.store_kind,
-                            std::chrono::duration<double>(store::LoopNow() - asked_).count());
-    }
-  }
-
-  // The batch of all the rules is done: what it means for the message.
-  void Settle() {
-    RecordStore();
-    FinishLimits(context_, all_, batch_, outcome_);
-  }
-
-  // Asks about `hits` and awaits every answer.
-  Task<void> Decide(const std::vector<const rules::RuleHit*>& hits) {
-    Ask(hits);
-    if (!batch_.done()) {
-      co_await AwaitBatch();
-    }
-    RecordStore();
-  }
-
-  // Sleeps `ms` with the client unread; false when the tunnel ended.
-  Task<bool> Hold(Tunnel& t, std::int64_t ms) {
-    if (t.stopped) co_return false;
-    t.holding = true;
-    t.pause.expires_after(Ms(ms));
-    co_await t.pause.async_wait(kUseTuple);
-    t.holding = false;
-    t.last_activity = store::LoopNow();
-    co_return !t.stopped;
-  }
-
-  // Until the delay rules that limited the message allow it: each wait is
-  // the longest retry_after among those still limiting, and the message is
-  // refused once the next wait would pass the smallest max_delay. Only
-  // these rules are decided again: the others counted the message already.
-  Task<bool> WaitForTurn(Tunnel& t, const std::vector<DelayedHit>& delayed) {
-    const store::Clock& clock = *state_.clock;
-    const std::int64_t start = clock.NowMs();
-    std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
-    std::int64_t wait = 0;
-    again_.clear();
-    for (const DelayedHit& d : delayed) {
-      deadline = std::min(deadline, start + d.hit->rule->max_delay_ms);
-      wait = std::max(wait, d.decision.retry_after_ms);
-      again_.push_back(d.hit);
-    }
-    for (;;) {
-      if (clock.NowMs() + wait > deadline) co_return false;
-      const bool held = co_await Hold(t, std::max<std::int64_t>(1, wait));
-      if (!held) co_return false;
-      co_await Decide(again_);
-      wait = 0;
-      for (std::size_t i = 0; i < again_.size(); ++i) {
-        // The store's decision, or what on_error answered for it.
-        const algorithms::Decision& d = batch_.result(i).decision;
-        if (!d.allowed) wait = std::max(wait, std::max<std::int64_t>(1, d.retry_after_ms));
-      }
-      if (wait == 0) co_return true;
-    }
-  }
-
-  const MessageLimits& limits_;
-  const GatewayState& state_;
-  ThreadMetrics* metrics_;  // null: metrics are off
-  // Made once, its clocks and overrides current again for each Ask, rather
-  // than built per message.
-  LimitContext context_;
-  std::chrono::steady_clock::time_point asked_;  // when
-  LimitOutcome outcome_;  // the message's, once all_ are decided
-  std::vector<const rules::RuleHit*> all_;
-  // store::KeyHash of all_'s keys: a tunnel's keys never change, so they
-  // are hashed once, not per message.
-  std::vector<std::uint64_t> all_hashes_;
-  std::vector<const rules::RuleHit*> again_;  // the delay rules still limiting
-  DecisionBatch batch_;
-  Timer timer_;  // woken by the batch's last answer
-};
+  return std::nullopt;
+}
 
 // A masking key for tollgate's close frame to the upstream (RFC 6455 §5.3
 // wants it unpredictable).
@@ -525,13 +130,13 @@ Task<void> Linger(Tunnel& t) {
 class FramedPump {
  public:
   FramedPump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
-             bool in, FrameParser frames, MessageLimiter* limiter)
+             TunnelDirection direction, FrameParser frames, MessageLimiter* limiter)
       : t_(t),
         from_(from),
         pending_(pending),
         to_(to),
         buffer_(buffer),
-        in_(in),
+        direction_(direction),
         frames_(frames),
         limiter_(limiter) {}
   FramedPump(const FramedPump&) = delete;
@@ -567,7 +172,7 @@ class FramedPump {
       End();
       return;
     }
-    if (!in_ && !t_.client_close.empty() && frames_.at_frame_end()) {
+    if (direction_ == TunnelDirection::kOut && !t_.client_close.empty() && frames_.at_frame_end()) {
       Spawn(CloseClient());
       return;
     }
@@ -599,8 +204,8 @@ class FramedPump {
   void Continue(bool ok) {
     // Close() cancels the read that waits for the upstream: the close
     // frame for the client is due.
-    const bool woken = read_error_ == asio::error::operation_aborted && !in_ &&
-                       !t_.client_close.empty();
+    const bool woken = read_error_ == asio::error::operation_aborted &&
+                       direction_ == TunnelDirection::kOut && !t_.client_close.empty();
     if (!ok || (read_error_ && !woken)) {
       End();
       return;
@@ -610,7 +215,7 @@ class FramedPump {
 
   // The bytes of `data` (at the start of `buffer_`) are to pass.
   void Begin(std::string_view data) {
-    if (!in_ && !t_.client_close.empty()) {
+    if (direction_ == TunnelDirection::kOut && !t_.client_close.empty()) {
       // tollgate is closing: only the rest of the frame under way goes on.
       data = data.substr(0, frames_.at_frame_end()
                                 ? 0
@@ -633,7 +238,9 @@ class FramedPump {
       if (step.event == FrameEvent::kNeedMore) {
         all_parsed_ = true;
       } else if (step.event == FrameEvent::kMessageStart) {
-        if (!limiter_->AdmitNow(ending_)) return Stall::kAdmit;
+        MessageVerdict verdict = MessageVerdict::kPass;
+        if (!limiter_->AdmitNow(verdict)) return Stall::kAdmit;
+        ending_ = EndingOf(verdict);
       } else {
         ending_ = step.event == FrameEvent::kTooBig ? kTooBig : kProtocolError;
       }
@@ -642,7 +249,7 @@ class FramedPump {
       ErrorCode ec;
       const std::size_t n = WriteNow(to_, Unsent(), ec);
       sent_ += n;
-      if (!Passed(t_, in_, n, ec)) return Stall::kFailed;
+      if (!Passed(t_, direction_, n, ec)) return Stall::kFailed;
       if (sent_ < parsed_ || !Flushed(to_)) return Stall::kWrite;
     }
     if (ending_) return Stall::kEnding;
@@ -667,14 +274,14 @@ class FramedPump {
         co_return false;
       }
       if (stall == Stall::kAdmit) {
-        const std::optional<Ending> ending = co_await limiter_->Admit(t_);
+        const MessageVerdict verdict = co_await limiter_->Admit(t_);
         if (t_.stopped) co_return false;
-        ending_ = ending;
+        ending_ = EndingOf(verdict);
       } else {
         ErrorCode ec;
         const std::size_t n = co_await WriteLater(t_, to_, Unsent(), ec);
         sent_ += n;
-        if (!Passed(t_, in_, n, ec)) co_return false;
+        if (!Passed(t_, direction_, n, ec)) co_return false;
       }
       stall = PassNow();
     }
@@ -729,7 +336,7 @@ class FramedPump {
 
   void End() {
     // Once tollgate closes, the other direction ends the tunnel.
-    if (!in_ || t_.client_close.empty()) t_.Stop();
+    if (direction_ == TunnelDirection::kOut || t_.client_close.empty()) t_.Stop();
     t_.Ended();
   }
 
@@ -738,7 +345,7 @@ class FramedPump {
   beast::flat_buffer& pending_;
   AnyStream& to_;
   char* buffer_;  // kRelayChunk bytes: `held_` of them wait at its front
-  bool in_;
+  TunnelDirection direction_;
   FrameParser frames_;
   MessageLimiter* limiter_;  // client to upstream only
   std::size_t held_ = 0;
@@ -801,8 +408,8 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
   const auto up = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
   if (options.messages.hits.empty()) {
-    BytePump in(t, client, client_buffer, upstream, up.get(), true);
-    BytePump out(t, upstream, upstream_buffer, client, down, false);
+    BytePump in(t, client, client_buffer, upstream, up.get(), TunnelDirection::kIn);
+    BytePump out(t, upstream, upstream_buffer, client, down, TunnelDirection::kOut);
     in.Start();
     out.Start();
     t.Spawn(Watch(t));
@@ -810,12 +417,13 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
     co_return t.result;
   }
   const MessageLimits& limits = options.messages;
-  MessageLimiter limiter(options, Lowest(client).get_executor());
+  MessageLimiter limiter(limits.hits, *limits.state, *limits.store, options.metrics,
+                         Lowest(client).get_executor());
   const auto max_message =
       static_cast<std::uint64_t>(limits.state->config->limits.max_websocket_message_bytes);
-  FramedPump in(t, client, client_buffer, upstream, up.get(), true,
+  FramedPump in(t, client, client_buffer, upstream, up.get(), TunnelDirection::kIn,
                 FrameParser(FrameSender::kClient, max_message, limits.compression), &limiter);
-  FramedPump out(t, upstream, upstream_buffer, client, down, false,
+  FramedPump out(t, upstream, upstream_buffer, client, down, TunnelDirection::kOut,
                  FrameParser(FrameSender::kServer, max_message, limits.compression), nullptr);
   in.Start();
   out.Start();

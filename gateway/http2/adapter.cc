@@ -17,6 +17,7 @@
 #include "gateway/core/request_id.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/upstream_call.h"
+#include "gateway/core/wire_header.h"
 #include "gateway/decision/check.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/http2/upstream_pool.h"

@@ -34,8 +34,6 @@ constexpr std::size_t kLingerBytes = 1 << 20;
 constexpr auto kGoawayGrace = std::chrono::seconds(1);
 // SETTINGS_MAX_CONCURRENT_STREAMS's initial value: no limit (RFC 9113 §6.5.2).
 constexpr std::uint32_t kNoStreamLimit = 0xffffffff;
-// RST_STREAMs a connection remembers at most (RecentIds).
-constexpr std::size_t kMaxRecentResets = 1024;
 // RFC 7541 §4.1: each field's size in a header list.
 constexpr std::size_t kFieldOverhead = 32;
 
@@ -131,16 +129,6 @@ Task<void> Wakeup::Wait(std::chrono::steady_clock::time_point deadline) {
   notified_ = false;
 }
 
-bool TokenBucket::Take(std::chrono::steady_clock::time_point now) {
-  if (last_ != std::chrono::steady_clock::time_point{}) {
-    const double elapsed = std::chrono::duration<double>(now - last_).count();
-    if (elapsed > 0) tokens_ = std::min(burst_, tokens_ + elapsed * per_second_);
-  }
-  last_ = now;
-  if (tokens_ < 1) return false;
-  tokens_ -= 1;
-  return true;
-}
 
 }  // namespace http2_detail
 
@@ -164,7 +152,7 @@ struct Http2Callbacks {
           if (hd->stream_id > c.highest_stream_) {
             c.highest_stream_ = hd->stream_id;
           } else if (nghttp2_session_find_stream(session, hd->stream_id) == nullptr &&
-                     !c.recent_resets_.Contains(hd->stream_id)) {
+                     !c.flood_.ResetLately(hd->stream_id)) {
             c.Terminate(Http2CloseReason::kProtocolError, NGHTTP2_PROTOCOL_ERROR);
           }
         }
@@ -172,7 +160,7 @@ struct Http2Callbacks {
       case NGHTTP2_PING:
       case NGHTTP2_SETTINGS:
       case NGHTTP2_PRIORITY:
-        if (!c.control_frames_.Take(c.now_)) c.Calm(Http2CloseReason::kControlFlood);
+        if (!c.flood_.ControlFrame(c.now_)) c.Calm(Http2CloseReason::kControlFlood);
         break;
       default:
         break;
@@ -318,7 +306,7 @@ struct Http2Callbacks {
       }
       case NGHTTP2_DATA: {
         const std::size_t payload = frame->hd.length - frame->data.padlen;
-        if (payload == 0 && !end_stream && !c.control_frames_.Take(c.now_)) {
+        if (payload == 0 && !end_stream && !c.flood_.ControlFrame(c.now_)) {
           c.Calm(Http2CloseReason::kControlFlood);
         }
         if (end_stream) {
@@ -343,7 +331,7 @@ struct Http2Callbacks {
         return 0;
       case NGHTTP2_RST_STREAM:
         ++c.stats_.peer_resets;
-        if (!c.resets_.Take(c.now_)) c.Calm(Http2CloseReason::kRapidReset);
+        if (!c.flood_.PeerFault(c.now_)) c.Calm(Http2CloseReason::kRapidReset);
         return 0;
       case NGHTTP2_PING:
         // The ACK of Shutdown()'s PING: streams the peer opened before it
@@ -363,7 +351,7 @@ struct Http2Callbacks {
   static int OnFrameSend(nghttp2_session* session, const nghttp2_frame* frame,
                          void* user_data) {
     if (frame->hd.type == NGHTTP2_RST_STREAM) {
-      Self(user_data).recent_resets_.Add(frame->hd.stream_id);
+      Self(user_data).flood_.SentReset(frame->hd.stream_id);
       return 0;
     }
     if (frame->hd.type == NGHTTP2_HEADERS) Self(user_data).table_size_update_due_ = false;
@@ -542,7 +530,7 @@ Task<ErrorCode> Http2Stream::WriteBody(asio::const_buffer data, BodyEnd end,
     }
     co_await write_wake_.Wait(deadline);
   }
-  if (stalled) --connection_.stalled_;
+  if (stalled) connection_.flood_.ReturnStallPlace();
   if (ec) {
     // nghttp2 must not read the caller's buffer once this returns.
     out_.data = {};
@@ -613,12 +601,7 @@ Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
       options_(options),
       handler_(std::move(handler)),
       read_buffer_(new std::uint8_t[kReadChunk]),
-      resets_(options.reset_burst, options.resets_per_second),
-      control_frames_(options.control_frame_burst, options.control_frames_per_second),
-      // A peer may still send on the streams reset while it had its
-      // largest number of streams open (bounded: 4 bytes an id).
-      recent_resets_(std::min<std::size_t>(2 * std::size_t{options.max_concurrent_streams},
-                                           kMaxRecentResets)),
+      flood_(options),
       write_wake_(executor_),
       read_wake_(executor_),
       done_wake_(executor_),
@@ -795,13 +778,11 @@ void Http2Connection::Calm(Http2CloseReason reason) {
 }
 
 void Http2Connection::CountPeerFault() {
-  if (!resets_.Take(now_)) Calm(Http2CloseReason::kRapidReset);
+  if (!flood_.PeerFault(now_)) Calm(Http2CloseReason::kRapidReset);
 }
 
 void Http2Connection::CountOversizedHeader() {
-  if (++oversized_headers_ > options_.max_oversized_headers) {
-    Calm(Http2CloseReason::kHeaderFlood);
-  }
+  if (!flood_.OversizedHeader()) Calm(Http2CloseReason::kHeaderFlood);
 }
 
 void Http2Connection::Dispatch(Http2Stream& s) {
@@ -938,10 +919,7 @@ bool Http2Connection::WindowClosed(const Http2Stream& s) const {
 }
 
 bool Http2Connection::TakeStallPlace(Http2Stream& s) {
-  if (stalled_ < options_.max_stalled_streams) {
-    ++stalled_;
-    return true;
-  }
+  if (flood_.TakeStallPlace()) return true;
   ++stats_.stall_resets;
   if (stall_bound_fn_) stall_bound_fn_(s);
   s.Reset(Http2ErrorCode::kEnhanceYourCalm);

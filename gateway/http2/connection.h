@@ -4,13 +4,12 @@
 // written out (nghttp2_session_mem_send); no nghttp2 I/O callbacks, no
 // second event loop, no thread.
 //
-// Not wired into the listeners yet: the protocol-independent request
-// pipeline (gateway/core/) will hand each Http2Stream to it. How the
-// listeners will get here:
-//   - TLS: after the handshake, ALPN selected "h2": construct an
-//     Http2Connection over the stream and co_await Run().
-//   - Cleartext with prior knowledge: the HTTP/1.1 session, having read the
-//     first bytes, sees MatchHttp2Preface() == kYes (kPrefix: read more), and
+// The listeners get here through the HTTP/1.1 session, which hands the
+// connection to an Http2Adapter (gateway/http2/adapter.h), the owner of the
+// Http2Connection and its handlers:
+//   - TLS: after the handshake, ALPN selected "h2".
+//   - Cleartext with prior knowledge: the session, having read the first
+//     bytes, sees MatchHttp2Preface() == kYes (kPrefix: read more), and
 //     passes the bytes it has read to Run(); the connection parses the
 //     preface itself.
 //   - Drain: Shutdown() (GOAWAY, in-flight streams finish, then close);
@@ -100,8 +99,9 @@
 #include <utility>
 #include <vector>
 
+#include "gateway/http2/flood_guard.h"
 #include "gateway/http2/header_list.h"
-#include "gateway/http2/recent_ids.h"
+#include "gateway/http2/options.h"
 #include "gateway/io/net.h"
 
 struct nghttp2_session;
@@ -146,34 +146,6 @@ enum class Http2Errc {
 };
 const boost::system::error_category& Http2Category();
 ErrorCode MakeErrorCode(Http2Errc e);
-
-struct Http2Options {
-  std::uint32_t max_concurrent_streams = 128;
-  std::uint32_t max_header_list_bytes = 16'384;
-  std::uint32_t max_continuations = 8;
-  // Header blocks over max_header_list_bytes a connection may send; the
-  // next one ends it.
-  std::uint32_t max_oversized_headers = 3;
-  // SETTINGS_INITIAL_WINDOW_SIZE: what each stream may have buffered.
-  std::uint32_t stream_window_bytes = 65'535;
-  std::uint32_t connection_window_bytes = 1 << 20;
-  std::chrono::milliseconds idle_timeout{60'000};
-  std::chrono::milliseconds write_timeout{30'000};
-  // A request body still arriving after its response: dropped up to this
-  // much and this long (as an HTTP/1.1 session lingers), then the stream
-  // is reset (RST_STREAM NO_ERROR).
-  std::uint64_t discard_bytes = 64 << 20;
-  std::chrono::milliseconds discard_timeout{5'000};
-  // WriteBody calls that may wait on a closed flow-control window at once.
-  std::uint32_t max_stalled_streams = 16;
-  // Frames taken from nghttp2 per write (one frame may go past it).
-  std::size_t max_outbound_bytes = 64 * 1024;
-  std::uint32_t max_outbound_ack = 1000;
-  std::uint32_t reset_burst = 200;
-  std::uint32_t resets_per_second = 20;
-  std::uint32_t control_frame_burst = 1000;
-  std::uint32_t control_frames_per_second = 100;
-};
 
 // Why a connection ended (logs, metrics, tests).
 enum class Http2CloseReason {
@@ -242,21 +214,6 @@ struct BodySource {
   bool end_taken = false;   // nghttp2 has taken the end
   bool trailers_pending = false;
   std::vector<std::pair<std::string, std::string>> trailers;
-};
-
-// A token bucket: `burst` tokens, refilled at `per_second`.
-class TokenBucket {
- public:
-  TokenBucket(std::uint32_t burst, std::uint32_t per_second)
-      : burst_(burst), per_second_(per_second), tokens_(burst) {}
-  // False when empty.
-  bool Take(std::chrono::steady_clock::time_point now);
-
- private:
-  double burst_;
-  double per_second_;
-  double tokens_;
-  std::chrono::steady_clock::time_point last_{};
 };
 
 }  // namespace http2_detail
@@ -496,9 +453,7 @@ class Http2Connection {
   std::vector<std::int32_t> ready_;  // complete request headers seen by this Feed
   std::size_t busy_ = 0;
   std::size_t finished_ = 0;  // streams whose Http2Stream::finished_ is set
-  std::uint32_t oversized_headers_ = 0;  // header blocks over max_header_list_bytes
   std::size_t discarding_ = 0;  // streams whose Http2Stream::discarding_ is set
-  std::uint32_t stalled_ = 0;   // WriteBody calls waiting on a closed window
   std::int32_t highest_stream_ = 0;  // the highest stream id the peer has sent HEADERS on
   // The peer's SETTINGS shrank the HPACK table and nghttp2 has sent no
   // header block since (the next one carries the update).
@@ -513,9 +468,7 @@ class Http2Connection {
   std::string writing_;  // the write in flight
   std::unique_ptr<std::uint8_t[]> read_buffer_;
 
-  http2_detail::TokenBucket resets_;
-  http2_detail::TokenBucket control_frames_;
-  http2_detail::RecentIds recent_resets_;  // RST_STREAMs we sent
+  http2_detail::FloodGuard flood_;
   http2_detail::Wakeup write_wake_;
   http2_detail::Wakeup read_wake_;  // output drained, or the end
   http2_detail::Wakeup done_wake_;  // a task ended

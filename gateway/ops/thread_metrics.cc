@@ -94,8 +94,10 @@ void ThreadMetrics::AddWebSockets(int route, int delta) {
   Add<std::int64_t>(counters_.websockets[route], delta);
 }
 
-void ThreadMetrics::AddWebSocketBytes(int route, bool in, std::uint64_t bytes) {
-  Add(counters_.websocket_bytes[route * 2 + (in ? 0 : 1)], bytes);
+void ThreadMetrics::AddWebSocketBytes(int route, TunnelDirection direction,
+                                      std::uint64_t bytes) {
+  Add(counters_.websocket_bytes[route * 2 + (direction == TunnelDirection::kIn ? 0 : 1)],
+      bytes);
 }
 
 void ThreadMetrics::AddHttp2Streams(int delta) {

@@ -74,6 +74,10 @@ struct ThreadCounters {
   std::array<std::atomic<std::uint64_t>, 2> decision_requests{};  // [protocol]
 };
 
+// A WebSocket tunnel's direction: kIn client to upstream, kOut upstream to
+// client (the `direction` label of tollgate_websocket_bytes_total).
+enum class TunnelDirection { kIn, kOut };
+
 // One worker's metrics. Record*() only from the owning thread.
 class ThreadMetrics {
  public:
@@ -90,10 +94,9 @@ class ThreadMetrics {
   void RecordTlsHandshakeFailure(int listener, HandshakeFailure reason);
   void AddDelayed(int delta);
   // WebSocket tunnels open on `route` (+1 when one opens, -1 when it closes)
-  // and the bytes they carried: `in` client to upstream, else upstream to
-  // client.
+  // and the bytes they carried in `direction`.
   void AddWebSockets(int route, int delta);
-  void AddWebSocketBytes(int route, bool in, std::uint64_t bytes);
+  void AddWebSocketBytes(int route, TunnelDirection direction, std::uint64_t bytes);
   // HTTP/2 streams being served (+1 when one starts, -1 when it ends).
   void AddHttp2Streams(int delta);
   // A gRPC call on `route` ended with `grpc_status`; codes outside 0..16

@@ -33,8 +33,10 @@ class Fleet final : private store::LeaseHand::Releases {
       : windows_(options.windows),
         ttl_ms_(options.lease->ttl_ms),
         max_units_(options.lease->max_units),
-        bucket_(algorithms::HasBucketLease(windows_)),
-        log_(algorithms::HasLogLease(windows_)),
+        refill_(algorithms::HasBucketLease(windows_) ? store::LeaseRefill::kHeldBack
+                                                     : store::LeaseRefill::kFree),
+        stamps_(algorithms::HasLogLease(windows_) ? store::LeaseStamps::kKept
+                                                  : store::LeaseStamps::kNone),
         hands_(static_cast<std::size_t>(gateways)) {}
 
   // Gateway `g`'s decision of `cost` units of `key` at `now`.
@@ -81,7 +83,7 @@ class Fleet final : private store::LeaseHand::Releases {
   store::LeaseHand& Hand(std::int64_t g, const std::string& key, std::int64_t now) {
     auto& hands = hands_[static_cast<std::size_t>(g)];
     auto it = hands.find(key);
-    if (it == hands.end()) it = hands.try_emplace(key, now, ttl_ms_, bucket_, log_).first;
+    if (it == hands.end()) it = hands.try_emplace(key, now, ttl_ms_, refill_, stamps_).first;
     return it->second;
   }
 
@@ -122,8 +124,8 @@ class Fleet final : private store::LeaseHand::Releases {
   std::vector<algorithms::LimitParams> windows_;
   std::int64_t ttl_ms_;
   std::int64_t max_units_;
-  bool bucket_;
-  bool log_;
+  store::LeaseRefill refill_;
+  store::LeaseStamps stamps_;
   std::unordered_map<std::string, algorithms::LeaseState> states_;
   std::vector<std::unordered_map<std::string, store::LeaseHand>> hands_;  // by gateway
   std::priority_queue<Due, std::vector<Due>, std::greater<>> due_;

@@ -7,6 +7,7 @@
 #include <chrono>
 
 #include "store/redis/connection.h"
+#include "store/redis/sync_connection.h"
 #include "store/redis_store.h"
 
 namespace tollgate::store {

@@ -5,48 +5,12 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
-#include <csignal>
-#include <mutex>
+
+#include "store/redis/sync_connection.h"
 
 namespace tollgate::store {
 namespace asio = boost::asio;
 using namespace redis;
-
-void redis::IgnoreSigpipe() {
-  static std::once_flag once;
-  std::call_once(once, [] { std::signal(SIGPIPE, SIG_IGN); });
-}
-
-std::optional<std::string> CheckRedis(const RedisOptions& options, bool& fatal) {
-  fatal = false;
-  // A cluster: its first seed that answers stands for it (every node loads
-  // the scripts again when the gateway connects to it).
-  const RedisAddress& a = options.nodes.empty() ? options.address : options.nodes[0];
-  SyncConnection c(a, options.connect_timeout_ms);
-  if (!c.Connected()) return c.ConnectError();
-  const std::string& where = c.Where();
-  std::string text;
-  for (const Command& handshake : HandshakeCommands(a)) {
-    auto r = c.Run(handshake, text);
-    if (text.empty()) continue;
-    fatal = r != nullptr;
-    if (handshake.front() == "AUTH") {
-      return fmt::format("{}: authentication failed: {}", where, text);
-    }
-    return fmt::format("{}: cannot select database {}: {}", where, a.db, text);
-  }
-  for (int i = 0; i < kRedisScriptCount; ++i) {
-    auto r = c.Run(ScriptLoad(i), text);
-    if (!text.empty()) {
-      fatal = r != nullptr && text.rfind("NOAUTH", 0) == 0;
-      return fmt::format("{}: cannot load the {} script: {}", where, kRedisScripts[i].name, text);
-    }
-    if (r->type != REDIS_REPLY_STRING || std::string_view(r->str, r->len) != ScriptSha(i)) {
-      return fmt::format("{}: SCRIPT LOAD answered an unexpected digest", where);
-    }
-  }
-  return std::nullopt;
-}
 
 RedisStore::Connection::Connection(Shared& shared, RedisStore& owner, const RedisAddress& address)
     : shared_(shared), owner_(owner), address_(address), timer_(shared.io), retry_(shared.io) {
@@ -60,7 +24,6 @@ RedisStore::Connection::~Connection() {
   if (ac_ != nullptr) redisAsyncFree(ac_);
   FailAll(StoreStatus::kUnavailable);
   if (up_) shared_.health.connections_up.fetch_sub(1, std::memory_order_relaxed);
-  if (open_) shared_.health.circuits_open.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void RedisStore::Connection::Submit(Pending p) {
@@ -246,7 +209,7 @@ void RedisStore::Connection::HandleReply(redisReply* reply) {
     ScriptFailed(p, *reply, "the decision script");
     return;
   }
-  Success();
+  breaker_.Success();
   if (p.done) return;
   p.done = true;
   for (std::size_t i = 0; i < n; ++i) {
@@ -265,7 +228,7 @@ void RedisStore::Connection::HandleCount(Pending& p, const redisReply& reply) {
       result.texts.emplace_back(reply.element[i]->str, reply.element[i]->len);
     }
     if (i == reply.elements) {
-      Success();
+      breaker_.Success();
       if (!p.done) p.values->OnValues(result);
       return;
     }
@@ -274,7 +237,7 @@ void RedisStore::Connection::HandleCount(Pending& p, const redisReply& reply) {
     ScriptFailed(p, reply, "an upstream-protection or admin script");
     return;
   }
-  Success();
+  breaker_.Success();
   if (!p.done && p.count != nullptr) p.count->OnCount({StoreStatus::kOk, reply.integer});
 }
 
@@ -285,7 +248,7 @@ void RedisStore::Connection::ScriptFailed(Pending& p, const redisReply& reply,
     error_logged_ = true;
     spdlog::error("redis: {} failed: {}", what, ErrorText(reply));
   }
-  Failure(NowMs());
+  breaker_.Failure(NowMs());
   Fail(p, StoreStatus::kError);
 }
 
@@ -307,7 +270,7 @@ void RedisStore::Connection::HandleLeaseTakes(Pending& p, const redisReply& repl
     ScriptFailed(p, reply, "the lease take script");
     return;
   }
-  Success();
+  breaker_.Success();
   if (p.done) return;
   p.done = true;
   ValuesResult result;
@@ -351,24 +314,6 @@ void RedisStore::Connection::SendUnsent() {
     p.key_hashes.clear();
     Submit(std::move(p));
   }
-}
-
-void RedisStore::Connection::Success() {
-  failures_ = 0;
-  if (open_) {
-    open_ = false;
-    shared_.health.circuits_open.fetch_sub(1, std::memory_order_relaxed);
-    spdlog::info("redis: circuit closed");
-  }
-}
-
-void RedisStore::Connection::Failure(std::int64_t now) {
-  if (++failures_ >= shared_.options.breaker_failures && !open_) {
-    open_ = true;
-    shared_.health.circuits_open.fetch_add(1, std::memory_order_relaxed);
-    spdlog::warn("redis: circuit open after {} failures in a row", failures_);
-  }
-  if (open_) open_until_ = now + shared_.options.breaker_open_ms;
 }
 
 void RedisStore::Connection::Lost(const char* why) {
@@ -466,7 +411,7 @@ void RedisStore::Connection::ExpireOverdue() {
       }
       shared_.health.timeouts.fetch_add(std::max<std::size_t>(1, p.waiters.size()),
                                         std::memory_order_relaxed);
-      Failure(now);
+      breaker_.Failure(now);
       // Taken out first: a sink may queue another decision (which may
       // join an unsent call, or append to a queue).
       Pending overdue{p.kind, p.count, p.deadline};

@@ -1,11 +1,11 @@
-// Internal to the Redis store: connections to Redis. The asynchronous
-// connection (RedisStore::Connection: hiredis on the thread's io_context,
-// pipelining, the batching queue, deadlines, the circuit breaker,
-// reconnecting with backoff, the handshake and script loads on every
-// connection) and the blocking one of startup checks (SyncConnection).
+// Internal to the Redis store: the asynchronous connection to Redis
+// (RedisStore::Connection: hiredis on the thread's io_context, pipelining,
+// the batching queue, deadlines, reconnecting with backoff, the handshake
+// and script loads on every connection) behind its circuit breaker
+// (breaker.h). The blocking connection of startup checks is in
+// sync_connection.h.
 #pragma once
 
-#include <fmt/format.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
 
@@ -26,6 +26,7 @@
 
 #include "store/clock.h"
 #include "store/redis/batch.h"
+#include "store/redis/breaker.h"
 #include "store/redis/protocol.h"
 #include "store/redis_options.h"
 #include "store/redis_store.h"
@@ -35,57 +36,9 @@ namespace redis {
 
 using Steady = std::chrono::steady_clock;
 
-// hiredis writes with plain write(): a connection Redis has closed would
-// raise SIGPIPE, whose default action ends the process. Ignored once, before
-// the first connection, so such a write fails with EPIPE like any other.
-void IgnoreSigpipe();
-
 // The gateway's clock (one reading per handler on its threads), on which
 // command deadlines and the retry timer are set.
 inline std::int64_t NowMs() { return SteadyClock().NowMs(); }
-
-// A blocking connection for startup checks (never on an I/O thread).
-class SyncConnection {
- public:
-  SyncConnection(const RedisAddress& a, std::int64_t timeout_ms)
-      : where_(fmt::format("redis {}:{}", a.host, a.port)),
-        c_(redisConnectWithTimeout(a.host.c_str(), a.port, Timeval(timeout_ms)), &redisFree) {
-    IgnoreSigpipe();
-    if (c_ && c_->err == 0) redisSetTimeout(c_.get(), Timeval(timeout_ms));
-  }
-  bool Connected() const { return c_ && c_->err == 0; }
-  std::string ConnectError() const {
-    return fmt::format("{}: cannot connect: {}", where_, c_ ? c_->errstr : "out of memory");
-  }
-  const std::string& Where() const { return where_; }
-  // The reply (null when the connection failed); `text` is set to the
-  // error when there is one.
-  std::unique_ptr<redisReply, void (*)(void*)> Run(const Command& args, std::string& text) {
-    std::vector<const char*> argv;
-    std::vector<std::size_t> lens;
-    for (const std::string& s : args) {
-      argv.push_back(s.data());
-      lens.push_back(s.size());
-    }
-    auto* r = static_cast<redisReply*>(
-        redisCommandArgv(c_.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
-    std::unique_ptr<redisReply, void (*)(void*)> reply(r, &freeReplyObject);
-    text.clear();
-    if (!reply) {
-      text = c_->errstr;
-    } else if (reply->type == REDIS_REPLY_ERROR) {
-      text = std::string(ErrorText(*reply));
-    }
-    return reply;
-  }
-
- private:
-  static timeval Timeval(std::int64_t ms) {
-    return timeval{ms / 1000, static_cast<suseconds_t>(ms % 1000 * 1000)};
-  }
-  std::string where_;
-  std::unique_ptr<redisContext, decltype(&redisFree)> c_;
-};
 
 }  // namespace redis
 
@@ -120,10 +73,7 @@ class RedisStore::Connection {
         pending_.size() - setup_pending_ + unsent_.size() >= shared_.options.max_pending) {
       return false;
     }
-    if (!open_) return true;
-    if (now < open_until_) return false;
-    open_until_ = now + shared_.options.breaker_open_ms;
-    return true;
+    return breaker_.Allow(now);
   }
 
   // Sends `p` (a decision or a count) and awaits its reply until its
@@ -173,10 +123,6 @@ class RedisStore::Connection {
   // Writes the queued decisions' script calls (Queue).
   void SendUnsent();
 
-  // The circuit breaker.
-  void Success();
-  void Failure(std::int64_t now);
-
   // The connection is gone (hiredis frees the context after this).
   void Lost(const char* why);
   // Closes the connection from outside hiredis's callbacks.
@@ -209,13 +155,11 @@ class RedisStore::Connection {
   bool reading_ = false;
   bool writing_ = false;
   bool up_ = false;
-  bool open_ = false;
   bool shutting_down_ = false;
   bool error_logged_ = false;
   std::vector<std::int64_t> lease_values_;  // HandleLeaseTakes's, reused
-  int failures_ = 0;
-  std::int64_t open_until_ = 0;
   std::int64_t backoff_ms_ = 0;
+  redis::CircuitBreaker breaker_{shared_.options, shared_.health};
 };
 
 }  // namespace tollgate::store
