@@ -82,7 +82,8 @@ user root;
 worker_processes 1;
 pid $1/nginx.pid;
 error_log $1/error.log crit;
-events { worker_connections 4096; }
+worker_rlimit_nofile ${NGINX_NOFILE:-8192};
+events { worker_connections ${NGINX_WORKER_CONNECTIONS:-4096}; }
 http {
   access_log off;
   client_body_temp_path $1/body;

@@ -39,6 +39,7 @@ test=(
 bench=(
   wrk valgrind strace linux-perf
   liburing-dev  # bench/ws_relay_probe.cc only (the io_uring relay probe)
+  haproxy  # bench/idle_memory.sh: the HTTP/1.1 anchor beside nginx
 )
 fuzz=(clang-14 libclang-rt-14-dev)
 
