@@ -16,6 +16,8 @@
 
 namespace tollgate::gateway {
 
+class ResponseBodyObserver;
+
 // Every field of an Exchange but the strings (Exchange::Reset assigns a
 // fresh one).
 struct ExchangeFacts {
@@ -38,6 +40,9 @@ struct ExchangeFacts {
   // holds until the exchange is logged.
   std::string_view route;
   std::string_view upstream;
+  // Sees the upstream response's body (gateway/core/response_filter.h);
+  // null: nothing does. Not owned.
+  ResponseBodyObserver* body_observer = nullptr;
   bool close = false;  // the connection ends after this exchange
 };
 

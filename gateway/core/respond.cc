@@ -227,18 +227,6 @@ void PutLimitedBody(const rules::RuleConfig& rule, const fmt::format_int& retry_
   out.Put(kLimitedBodyEnd);
 }
 
-// gRPC's percent-encoding of grpc-message: bytes outside 0x20..0x7E and '%'.
-void AppendPercentEncoded(std::string_view text, std::string& out) {
-  for (const char c : text) {
-    const auto byte = static_cast<unsigned char>(c);
-    if (byte < 0x20 || byte > 0x7e || c == '%') {
-      out += fmt::format("%{:02X}", static_cast<unsigned>(byte));
-    } else {
-      out += c;
-    }
-  }
-}
-
 }  // namespace
 
 const RefusalInfo& InfoOf(Refusal refusal) { return kRefusals[static_cast<std::size_t>(refusal)]; }
@@ -267,6 +255,23 @@ Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decisi
   answer.rule = &rule;
   answer.decision = decision;
   return answer;
+}
+
+bool RefuseBody(BodyFailure failure, Answer& answer) {
+  switch (failure) {
+    case BodyFailure::kTooLarge:
+      answer = Refuse(Refusal::kBodyTooLarge);
+      return true;
+    case BodyFailure::kTimeout:
+      answer = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
+      return true;
+    case BodyFailure::kMalformed:
+      answer = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
+      return true;
+    case BodyFailure::kClientGone:
+      break;
+  }
+  return false;
 }
 
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
@@ -369,18 +374,29 @@ std::int64_t RetryAfterSeconds(const Answer& answer) {
   return std::max<std::int64_t>(0, answer.retry_after_s);
 }
 
+void AppendGrpcPercentEncoded(std::string_view text, std::string& out) {
+  for (const char c : text) {
+    const auto byte = static_cast<unsigned char>(c);
+    if (byte < 0x20 || byte > 0x7e || c == '%') {
+      out += fmt::format("%{:02X}", static_cast<unsigned>(byte));
+    } else {
+      out += c;
+    }
+  }
+}
+
 void AppendGrpcMessage(const Answer& answer, std::string& out) {
   out += InfoOf(answer.refusal).code;
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
     out += ": rule \"";
-    AppendPercentEncoded(answer.rule->name, out);
+    AppendGrpcPercentEncoded(answer.rule->name, out);
     out += "\", retry after ";
     AppendInt(answer.decision.retry_after_ms, out);
     out += " ms";
     return;
   }
   out += ": ";
-  AppendPercentEncoded(answer.Message(), out);
+  AppendGrpcPercentEncoded(answer.Message(), out);
 }
 
 }  // namespace tollgate::gateway

@@ -91,6 +91,13 @@ Answer Limited(const rules::RuleConfig& rule, const algorithms::Decision& decisi
 inline constexpr std::string_view kBodyTimeoutMessage = "request body not received in time";
 inline constexpr std::string_view kBadBodyMessage = "malformed request body";
 
+// How reading a client's request body failed, in any protocol: each
+// adapter knows which of its errors is which; the answers are RefuseBody's.
+enum class BodyFailure : std::uint8_t { kTooLarge, kTimeout, kMalformed, kClientGone };
+// The answer to `failure` into `answer`: 413, 408 or 400; false for
+// kClientGone, which has nobody to answer.
+bool RefuseBody(BodyFailure failure, Answer& answer);
+
 enum class Persistence { kKeepAlive, kClose };
 
 // Appends `answer` as a whole HTTP/1.1 response (header and body) to `out`;
@@ -111,6 +118,9 @@ std::int64_t RetryAfterSeconds(const Answer& answer);
 // call the rule and the wait (rate_limited: rule "anonymous", retry after
 // 52280 ms).
 void AppendGrpcMessage(const Answer& answer, std::string& out);
+// `text` percent-encoded as grpc-message requires (bytes outside
+// 0x20..0x7E, and '%'), appended to `out`.
+void AppendGrpcPercentEncoded(std::string_view text, std::string& out);
 
 // What answering `answer` with a body of `body_bytes` means for the access
 // log and metrics: its status and size, and its error code (a limited

@@ -1,12 +1,11 @@
 #include "gateway/decision/rls_call.h"
 
-#include <fmt/format.h>
-
 #include <memory>
 #include <vector>
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/grpc_status.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/respond.h"
@@ -87,20 +86,10 @@ Task<ClientWatch::Held> RlsCall::Hold(std::chrono::milliseconds wait) {
 
 void RlsCall::Fail(GrpcStatus status, std::string_view message) {
   http::response_header<Fields> head;
-  head.result(http::status::ok);
   head.set(http::field::server, "tollgate");
-  head.set(http::field::content_type, "application/grpc");
-  head.set("grpc-status", std::to_string(static_cast<int>(status)));
   std::string encoded;
-  for (const char c : message) {
-    // gRPC's percent-encoding: printable ASCII but '%' as it is.
-    if (c >= 0x20 && c <= 0x7e && c != '%') {
-      encoded += c;
-    } else {
-      encoded += fmt::format("%{:02X}", static_cast<unsigned char>(c));
-    }
-  }
-  head.set("grpc-message", encoded);
+  AppendGrpcPercentEncoded(message, encoded);
+  SetGrpcTrailersOnly(head, static_cast<int>(status), encoded);
   stream_.SubmitResponse(head, Http2Body::kNone);
   ex_.status = 200;
   if (status != GrpcStatus::kOk && ex_.error.empty()) {

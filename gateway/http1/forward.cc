@@ -1,6 +1,8 @@
 #include <boost/asio/write.hpp>
 
+#include "gateway/core/forward.h"
 #include "gateway/core/http_util.h"
+#include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
 #include "gateway/http1/session.h"
@@ -8,7 +10,6 @@
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
-#include "store/loop_time.h"
 
 // The forward phase of the HTTP/1.1 adapter: the request to the upstream
 // (buffered, or its body relayed as it comes), the response back (buffered
@@ -16,13 +17,6 @@
 // 101 opens.
 namespace tollgate::gateway {
 namespace {
-
-// The upstream has answered in full (or failed): both scales at one read.
-void MarkUpstreamEnd(const store::Clock& clock, Exchange& ex) {
-  const store::Instant end = clock.Now();
-  ex.upstream_end_ms = end.ms;
-  ex.upstream_ended = end.steady;
-}
 
 // Bodies up to this size are read whole and written with their header in one
 // write; larger or chunked bodies are streamed through the relay buffer.
@@ -67,9 +61,9 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   const bool expects_continue =
       has_body && beast::iequals(req[http::field::expect], "100-continue");
 
-  PrepareForwardedRequest(
-      req, peer_ip_, generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp);
-  if (config_->server.via) req.set(http::field::via, "1.1 tollgate");
+  PrepareForwardedHead(*config_, req, peer_ip_,
+                       generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp,
+                       ClientProtocol::kHttp1);
   req.version(11);
   if (chunked) req.chunked(true);
   if (websocket_) {
@@ -95,26 +89,19 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
           stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
     }
     if (ec) {
-      ex.close = true;
-      if (ec == beast::error::timeout) {
-        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
-        co_await Reply(ex);
-      } else if (!IsClientGone(ec)) {
-        answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
-        co_await Reply(ex);
-      }
+      co_await FailBody(ec, ex);
       co_return;
     }
     ex.bytes_in = whole_->get().body().size();
   }
 
   const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
-  if (upstream.max_connections > 0 || upstream.learn_limits) {
+  if (AdmitsUpstream(upstream)) {
     // A buffered body took the header with it (Beast's move empties the
     // target it leaves behind).
     const std::string_view target = whole_ ? whole_->get().target() : req.target();
-    const Admit admit = co_await admission_.AdmitUpstream(
-        *generation_->state, upstream, route.name, target.substr(0, target.find('?')), ex, answer_);
+    const Admit admit = co_await admission_.AdmitUpstream(*generation_->state, upstream, route.name,
+                                                          UpstreamPath(target), ex, answer_);
     if (admit != Admit::kAdmitted) {
       if (!buffered) CloseWithBodyUnread(ex);  // an unread body would be taken for the next request
       co_await Reply(ex);
@@ -122,12 +109,7 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
     }
   }
 
-  const store::Instant upstream_start = clock.Now();
-  ex.upstream_start_ms = upstream_start.ms;
-  ex.upstream_started = upstream_start.steady;
-  if (worker_.metrics() != nullptr) {
-    ex.upstream_metric = generation_->state->upstream_ids[route.upstream_index];
-  }
+  MarkUpstreamStart(*generation_->state, route.upstream_index, worker_.metrics() != nullptr, ex);
   if (http2 != nullptr) {
     co_await ForwardHttp2(*http2, head, upstream, ex);
     co_return;
@@ -148,23 +130,20 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   if (websocket_ && res_head_->get().result() == http::status::switching_protocols) {
     // The tunnel holds the upstream place (and the session the
     // max_inflight ones) until it closes.
-    co_await OpenTunnel(call, req[http::field::sec_websocket_key], ex);
+    co_await OpenTunnel(call, upstream, req[http::field::sec_websocket_key], ex);
     co_return;
   }
 
   // The response as the client sees it.
   auto& res = res_head_->get();
-  if (upstream.learn_limits) {
-    admission_.Learn(*generation_->state, upstream, res.result_int(), res);
-  }
+  // (The parser's flags: the framing fields go with the hop-by-hop ones.)
   bool upstream_reusable = res_head_->keep_alive();
   const bool res_chunked = res_head_->chunked();
   const auto res_length = res_head_->content_length();
   const bool no_body = res_head_->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
-  ex.status = res.result_int();
-  RemoveHopByHop(res);
-  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
+  ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
+                          extra_headers_);
   res.version(11);
   if (until_close) {
     upstream_reusable = false;
@@ -185,16 +164,13 @@ Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, E
   // An HTTP/1.1 response keeps the connection unless it says otherwise, and
   // its Connection field went with the hop-by-hop ones.
   if (ex.close) res.insert(http::field::connection, "close");
-  extra_headers_.clear();
-  if (ex.limits.shown != nullptr) {
-    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
-  }
 
   const RelayTimeouts to_client{Budget(timeouts.upstream_response_ms, ex),
                                 Budget(timeouts.client_body_ms, ex), SteadyDeadline(ex)};
   bool complete = false;
   if (no_body) {
     MarkUpstreamEnd(clock, ex);
+    ResponseFilter(ex).End();
     wire_.clear();
     AppendWireHeader(res.base(), wire_, extra_headers_);
     ErrorCode wec;
@@ -266,18 +242,7 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
       co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), to_upstream);
   ex.bytes_in = relayed.bytes;
   if (relayed.failure == RelayFailure::kRead) {
-    ex.close = true;
-    if (relayed.ec == http::error::body_limit) {
-      CloseWithBodyUnread(ex);  // the rest of it
-      answer_ = Refuse(Refusal::kBodyTooLarge);
-      co_await Reply(ex);
-    } else if (relayed.ec == beast::error::timeout) {
-      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
-      co_await Reply(ex);
-    } else if (!IsClientGone(relayed.ec)) {
-      answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
-      co_await Reply(ex);
-    }
+    co_await FailBody(relayed.ec, ex);
     co_return false;
   }
   ErrorCode ec = relayed.ec;
@@ -291,6 +256,19 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
     co_return false;
   }
   co_return true;
+}
+
+BodyFailure Session::BodyFailureOf(const ErrorCode& ec) {
+  if (ec == http::error::body_limit) return BodyFailure::kTooLarge;
+  if (ec == beast::error::timeout) return BodyFailure::kTimeout;
+  return IsClientGone(ec) ? BodyFailure::kClientGone : BodyFailure::kMalformed;
+}
+
+Task<void> Session::FailBody(const ErrorCode& ec, Exchange& ex) {
+  ex.close = true;
+  const BodyFailure failure = BodyFailureOf(ec);
+  if (failure == BodyFailure::kTooLarge) CloseWithBodyUnread(ex);  // the rest of it
+  if (RefuseBody(failure, answer_)) co_await Reply(ex);
 }
 
 Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
@@ -319,6 +297,9 @@ Task<bool> Session::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_c
     co_await FailUpstream(call, ConnectFailure::kNone, rec, ex);
     co_return false;
   }
+  const ResponseFilter filter(ex);
+  filter.Body(body.get().body());
+  filter.End();
   wire_.clear();
   AppendWireHeader(body.get().base(), wire_, extra_headers_);
   wire_.append(body.get().body());
@@ -339,18 +320,24 @@ Task<bool> Session::RespondStreamed(ForwardCall& call, const RelayTimeouts& to_c
   AddHeaderLines(extra_headers_, res_head_->get());
   ResponseParser<http::buffer_body> streamed{std::move(*res_head_)};
   streamed.body_limit(boost::none);
+  const ResponseFilter filter(ex);
   RelayResult relayed =
-      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client);
+      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client,
+                     [filter](const char* data, std::size_t size) { filter.Body(data, size); });
   MarkUpstreamEnd(clock, ex);
   ex.bytes_out = relayed.bytes;
-  if (relayed.failure == RelayFailure::kNone) co_return true;
+  if (relayed.failure == RelayFailure::kNone) {
+    filter.End();
+    co_return true;
+  }
   // Headers are out: the only honest signal left is closing the connection.
   ex.close = true;
   if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
   co_return false;
 }
 
-Task<void> Session::OpenTunnel(ForwardCall& call, std::string_view key, Exchange& ex) {
+Task<void> Session::OpenTunnel(ForwardCall& call, const rules::UpstreamConfig& upstream,
+                               std::string_view key, Exchange& ex) {
   MarkUpstreamEnd(*generation_->state->clock, ex);
   ex.close = true;  // the connection is the tunnel's now, or failed
   auto& res = res_head_->get();
@@ -361,16 +348,9 @@ Task<void> Session::OpenTunnel(ForwardCall& call, std::string_view key, Exchange
     co_await Reply(ex);
     co_return;
   }
-  ex.status = 101;
-  RemoveHopByHop(res);
-  res.set(http::field::upgrade, "websocket");
-  res.set(http::field::connection, "Upgrade");
-  if (config_->server.via) res.set(http::field::via, "1.1 tollgate");
+  ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
+                          extra_headers_, ResponseKind::kWebSocketUpgrade);
   res.version(11);
-  extra_headers_.clear();
-  if (ex.limits.shown != nullptr) {
-    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
-  }
   wire_.clear();
   AppendWireHeader(res.base(), wire_, extra_headers_);
   ErrorCode ec;

@@ -1,11 +1,12 @@
+#include "gateway/core/forward.h"
 #include "gateway/core/http_util.h"
+#include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
 #include "gateway/http1/session.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
-#include "store/loop_time.h"
 
 // The forward phase of the HTTP/1.1 adapter towards an upstream with
 // protocol = "h2" or "h2c": the request goes out as one stream of the
@@ -63,18 +64,7 @@ Task<bool> Session::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exc
         stream_, [&](auto& s) { return http::async_read_some(s, buffer_, body, kUseTuple); });
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
-      ex.close = true;
-      if (ec == http::error::body_limit) {
-        CloseWithBodyUnread(ex);  // the rest of it
-        answer_ = Refuse(Refusal::kBodyTooLarge);
-      } else if (ec == beast::error::timeout) {
-        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
-      } else if (IsClientGone(ec)) {
-        co_return false;
-      } else {
-        answer_ = RefuseWith(Refusal::kBadRequest, kBadBodyMessage);
-      }
-      co_await Reply(ex);
+      co_await FailBody(ec, ex);
       co_return false;
     }
     const std::size_t got = kRelayChunk - piece.size;
@@ -97,12 +87,10 @@ Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamC
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   const store::Clock& clock = *generation_->state->clock;
   auto& res = up.response();
-  if (upstream.learn_limits) {
-    admission_.Learn(*generation_->state, upstream, res.result_int(), res);
-  }
-  ex.status = res.result_int();
+  ResponseFilter filter(ex);
+  filter.Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp2, res,
+              extra_headers_);
   res.version(11);
-  if (config_->server.via) res.set(http::field::via, "2 tollgate");
   const bool has_body = up.response_has_body();
   const bool has_length = res.find(http::field::content_length) != res.end();
   // Without the upstream's length the body is chunked; so is a body whose
@@ -121,22 +109,16 @@ Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamC
   }
   if (worker_.draining()) ex.close = true;
   if (ex.close) res.set(http::field::connection, "close");
-  extra_headers_.clear();
-  if (ex.limits.shown != nullptr) {
-    AppendRateLimitHeaders(*ex.limits.shown, ex.limits.shown_decision, extra_headers_);
-  }
   wire_.clear();
   AppendWireHeader(res, wire_, extra_headers_);
-  const auto mark_end = [&] {
-    const store::Instant end = clock.Now();
-    ex.upstream_end_ms = end.ms;
-    ex.upstream_ended = end.steady;
-  };
   // The header goes out at once (the reader of a streamed response wants
   // it before the first piece), then each piece of the body as it comes.
   char* buffer = RelayBuffer();
   for (bool end = !has_body;;) {
-    if (end) mark_end();
+    if (end) {
+      MarkUpstreamEnd(clock, ex);
+      filter.End();
+    }
     ErrorCode wec;
     if (!TryWriteWire(stream_, wec, end && ex.close)) {
       wec = co_await WriteWire(stream_, Budget(timeouts.client_body_ms, ex));
@@ -156,6 +138,7 @@ Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamC
       co_return;
     }
     ex.bytes_out += r.bytes;
+    filter.Body(buffer, r.bytes);
     end = r.end;
     wire_.clear();
     if (framed && r.bytes > 0) AppendChunkSizeLine(r.bytes, wire_);

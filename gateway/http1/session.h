@@ -83,6 +83,10 @@ class Session final : private ClientWatch {
   Task<bool> SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex);
   // Connects, relays the request body as it comes, reads the response header.
   Task<bool> SendStreamed(ForwardCall& call, HeadParser& head, Exchange& ex);
+  // A request body that failed to arrive (`ec`): the connection closes,
+  // after RefuseBody's answer when the client is still there.
+  static BodyFailure BodyFailureOf(const ErrorCode& ec);
+  Task<void> FailBody(const ErrorCode& ec, Exchange& ex);
   // Answers 502 or 504 for a failed upstream exchange.
   Task<void> FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                           Exchange& ex);
@@ -94,7 +98,8 @@ class Session final : private ClientWatch {
   // Sec-WebSocket-Accept for `key` (502 when wrong), sends the 101 on and
   // runs the tunnel (websocket_tunnel.h) until it closes. The upstream
   // connection is never pooled again.
-  Task<void> OpenTunnel(ForwardCall& call, std::string_view key, Exchange& ex);
+  Task<void> OpenTunnel(ForwardCall& call, const rules::UpstreamConfig& upstream,
+                        std::string_view key, Exchange& ex);
   // --- forward to an HTTP/2 upstream (forward_http2.cc) ---
   // The exchange as one stream of `pool`'s: the request header from `head`
   // (or whole_, which holds a request read whole with its body), the body

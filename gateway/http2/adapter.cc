@@ -2,20 +2,23 @@
 
 #include <spdlog/spdlog.h>
 
+#include <array>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/write.hpp>
-#include <array>
 #include <charconv>
 #include <memory>
 #include <optional>
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/forward.h"
+#include "gateway/core/grpc_status.h"
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
 #include "gateway/core/respond.h"
+#include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
 #include "gateway/decision/check.h"
@@ -24,7 +27,6 @@
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
 #include "gateway/worker.h"
-#include "store/loop_time.h"
 
 namespace tollgate::gateway {
 
@@ -88,6 +90,14 @@ int GrpcStatusIn(const Fields& fields) {
   return ec == std::errc() && p == v.data() + v.size() ? status : -1;
 }
 
+// How a client's request body on a stream failed: `ec` from ReadBody, or
+// none when it went past max_body_bytes. Any error but the timeout is the
+// stream reset or the connection gone: nobody left to answer.
+BodyFailure StreamBodyFailure(const ErrorCode& ec) {
+  if (!ec) return BodyFailure::kTooLarge;
+  return ec == beast::error::timeout ? BodyFailure::kTimeout : BodyFailure::kClientGone;
+}
+
 }  // namespace
 
 // An upstream connection one of the adapter's streams holds, while it
@@ -145,8 +155,9 @@ class StreamExchange final : private ClientWatch {
  private:
   // How sending the request body ended.
   enum class BodySent { kDone, kClientFailed, kUpstreamFailed };
-  // How the request body pump of an HTTP/2 upstream exchange ended.
-  enum class Pumped { kRunning, kDone, kClientGone, kClientTimeout, kTooLarge, kUpstreamFailed };
+  // How the request body pump of an HTTP/2 upstream exchange ended
+  // (kBodyFailed: as body_failure_ says).
+  enum class Pumped { kRunning, kDone, kBodyFailed, kUpstreamFailed };
 
   const GatewayState& state() const { return *generation_->state; }
   // The check endpoint (gateway/decision/check.h's phases) in place of
@@ -225,6 +236,7 @@ class StreamExchange final : private ClientWatch {
   Http2UpstreamStream* upstream_stream_ = nullptr;  // likewise, to an HTTP/2 upstream
   Pumped pumped_ = Pumped::kDone;
   ErrorCode pump_ec_;  // the upstream's error when pumped_ is kUpstreamFailed
+  BodyFailure body_failure_ = BodyFailure::kClientGone;  // when pumped_ is kBodyFailed
   std::optional<http2_detail::Wakeup> pump_end_;
 };
 
@@ -463,11 +475,8 @@ Task<void> StreamExchange::Reply() {
   if (grpc_) {
     // Trailers-only (gRPC over HTTP/2): the status in the only header.
     const GrpcStatus status = InfoOf(answer_.refusal).grpc;
-    head.result(http::status::ok);
-    head.set(http::field::content_type, "application/grpc");
-    head.set("grpc-status", std::to_string(static_cast<int>(status)));
     AppendGrpcMessage(answer_, wire_);
-    head.set("grpc-message", wire_);
+    SetGrpcTrailersOnly(head, static_cast<int>(status), wire_);
     if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
     response_started_ = true;
     NoteAnswer(answer_, 0, ex_);
@@ -501,26 +510,20 @@ void StreamExchange::EndGrpcCall() {
 }
 
 Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
-  const store::Clock& clock = *state().clock;
   auto& req = stream_.request();
   const bool expects_continue =
       stream_.has_body() && beast::iequals(req[http::field::expect], "100-continue");
   const Scheme scheme =
       state().listener_tls[adapter_.listener_] ? Scheme::kHttps : Scheme::kHttp;
   Http2UpstreamPool* http2_pool = generation_->http2_pools[route.upstream_index].get();
-  if (http2_pool != nullptr) {
-    PrepareForwardedRequest(req, adapter_.peer_ip_, scheme);
-  } else {
-    // An HTTP/1.1 upstream gets the header only as AppendWireHeader's text.
-    PrepareForwardedLines(req, adapter_.peer_ip_, scheme, forwarded_lines_);
-  }
-  if (config_.server.via) req.set(http::field::via, "2 tollgate");
+  // An HTTP/1.1 upstream gets the header only as AppendWireHeader's text.
+  PrepareForwardedHead(config_, req, adapter_.peer_ip_, scheme, ClientProtocol::kHttp2,
+                       http2_pool != nullptr ? nullptr : &forwarded_lines_);
 
   const rules::UpstreamConfig& upstream = config_.upstreams[route.upstream_index];
-  if (upstream.max_connections > 0 || upstream.learn_limits) {
-    const std::string_view target = req.target();
-    const Admit admit = co_await admission_.AdmitUpstream(
-        state(), upstream, route.name, target.substr(0, target.find('?')), ex_, answer_);
+  if (AdmitsUpstream(upstream)) {
+    const Admit admit = co_await admission_.AdmitUpstream(state(), upstream, route.name,
+                                                          UpstreamPath(req.target()), ex_, answer_);
     if (admit != Admit::kAdmitted) {
       co_await Reply();
       co_return;
@@ -532,12 +535,7 @@ Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
     stream_.SubmitResponse(interim, Http2Body::kNone);
   }
 
-  const store::Instant upstream_start = clock.Now();
-  ex_.upstream_start_ms = upstream_start.ms;
-  ex_.upstream_started = upstream_start.steady;
-  if (worker_.metrics() != nullptr) {
-    ex_.upstream_metric = state().upstream_ids[route.upstream_index];
-  }
+  MarkUpstreamStart(state(), route.upstream_index, worker_.metrics() != nullptr, ex_);
   if (http2_pool != nullptr) {
     co_await ExchangeHttp2(*http2_pool, upstream);
   } else {
@@ -615,17 +613,9 @@ Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, b
   for (;;) {
     const Http2Read r =
         co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk), Budget(timeouts.client_body_ms));
-    if (r.ec) {
-      if (r.ec == beast::error::timeout) {
-        answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
-        co_await Reply();
-      }
-      co_return BodySent::kClientFailed;
-    }
-    ex_.bytes_in += r.bytes;
-    if (ex_.bytes_in > limit) {
-      answer_ = Refuse(Refusal::kBodyTooLarge);
-      co_await Reply();
+    if (!r.ec) ex_.bytes_in += r.bytes;
+    if (r.ec || ex_.bytes_in > limit) {
+      if (RefuseBody(StreamBodyFailure(r.ec), answer_)) co_await Reply();
       co_return BodySent::kClientFailed;
     }
     // Chunked framing around the piece, which is not copied; the last
@@ -671,20 +661,15 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   const store::Clock& clock = *state().clock;
   auto& res = res_head_->get();
-  if (upstream.learn_limits) admission_.Learn(state(), upstream, res.result_int(), res);
+  // (The parser's flags: the framing fields go with the hop-by-hop ones.)
   const bool reusable = res_head_->keep_alive();
   const bool no_body = res_head_->is_done();
-  ex_.status = res.result_int();
-  RemoveHopByHop(res);
-  if (config_.server.via) res.set(http::field::via, "1.1 tollgate");
-  extra_headers_.clear();
-  if (ex_.limits.shown != nullptr) {
-    AppendRateLimitHeaders(*ex_.limits.shown, ex_.limits.shown_decision, extra_headers_);
-  }
+  ResponseFilter filter(ex_);
+  filter.Head(state(), &admission_, upstream, UpstreamProtocol::kHttp1, res, extra_headers_);
   AddHeaderLines(extra_headers_, res);
   if (no_body) {
-    ex_.upstream_end_ms = clock.NowMs();
-    ex_.upstream_ended = store::LoopNow();
+    MarkUpstreamEnd(clock, ex_);
+    filter.End();
     if (!stream_.SubmitResponse(res, Http2Body::kNone)) {
       response_started_ = true;
       RecordGrpcIn(res);
@@ -731,8 +716,7 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
     const bool done = body.is_done();
     Fields trailers;
     if (done) {
-      ex_.upstream_end_ms = clock.NowMs();
-      ex_.upstream_ended = store::LoopNow();
+      MarkUpstreamEnd(clock, ex_);
       std::size_t i = 0;
       for (const auto& field : body.get()) {
         if (i++ >= header_fields) trailers.insert(field.name_string(), field.value());
@@ -740,6 +724,8 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
     }
     const bool has_trailers = trailers.begin() != trailers.end();
     ex_.bytes_out += got;
+    filter.Body(buffer, got);
+    if (done) filter.End();
     if (got > 0 || (done && !has_trailers)) {
       const ErrorCode wec = co_await stream_.WriteBody(
           asio::buffer(buffer, got), done && !has_trailers ? BodyEnd::kLast : BodyEnd::kMore,
@@ -790,13 +776,9 @@ Task<void> StreamExchange::ExchangeHttp2(Http2UpstreamPool& pool,
   if (ec) {
     co_await StopPump(up);
     upstream_stream_ = nullptr;
-    if (stream_.cancelled() || pumped_ == Pumped::kClientGone) co_return;
-    if (pumped_ == Pumped::kClientTimeout) {
-      answer_ = RefuseWith(Refusal::kRequestTimeout, kBodyTimeoutMessage);
-      co_await Reply();
-    } else if (pumped_ == Pumped::kTooLarge) {
-      answer_ = Refuse(Refusal::kBodyTooLarge);
-      co_await Reply();
+    if (stream_.cancelled()) co_return;
+    if (pumped_ == Pumped::kBodyFailed) {
+      if (RefuseBody(body_failure_, answer_)) co_await Reply();
     } else {
       co_await FailUpstream(ConnectFailure::kNone,
                             pumped_ == Pumped::kUpstreamFailed ? pump_ec_ : ec);
@@ -817,13 +799,10 @@ Task<void> StreamExchange::PumpRequestBody(Http2UpstreamStream& up) {
   for (;;) {
     const Http2Read r = co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk),
                                                   Budget(timeouts.client_body_ms));
-    if (r.ec) {
-      end = r.ec == beast::error::timeout ? Pumped::kClientTimeout : Pumped::kClientGone;
-      break;
-    }
-    ex_.bytes_in += r.bytes;
-    if (ex_.bytes_in > limit) {
-      end = Pumped::kTooLarge;
+    if (!r.ec) ex_.bytes_in += r.bytes;
+    if (r.ec || ex_.bytes_in > limit) {
+      end = Pumped::kBodyFailed;
+      body_failure_ = StreamBodyFailure(r.ec);
       break;
     }
     Fields trailers;
@@ -869,17 +848,12 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
   const store::Clock& clock = *state().clock;
   auto& res = up.response();
-  if (upstream.learn_limits) admission_.Learn(state(), upstream, res.result_int(), res);
-  ex_.status = res.result_int();
-  if (config_.server.via) res.set(http::field::via, "2 tollgate");
-  extra_headers_.clear();
-  if (ex_.limits.shown != nullptr) {
-    AppendRateLimitHeaders(*ex_.limits.shown, ex_.limits.shown_decision, extra_headers_);
-  }
+  ResponseFilter filter(ex_);
+  filter.Head(state(), &admission_, upstream, UpstreamProtocol::kHttp2, res, extra_headers_);
   AddHeaderLines(extra_headers_, res);
   const auto mark_end = [&] {
-    ex_.upstream_end_ms = clock.NowMs();
-    ex_.upstream_ended = store::LoopNow();
+    MarkUpstreamEnd(clock, ex_);
+    filter.End();
   };
   if (!up.response_has_body()) {
     mark_end();
@@ -901,7 +875,8 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
       if (pumped_ == Pumped::kRunning || pumped_ == Pumped::kDone ||
           pumped_ == Pumped::kUpstreamFailed) {
         co_await FailUpstream(ConnectFailure::kNone, r.ec);
-      } else if (pumped_ == Pumped::kTooLarge && grpc_) {
+      } else if (pumped_ == Pumped::kBodyFailed && body_failure_ == BodyFailure::kTooLarge &&
+                 grpc_) {
         // A call cut at max_body_bytes ends as a trailers-only answer
         // would (RESOURCE_EXHAUSTED), not as a reset (CANCELLED).
         answer_ = Refuse(Refusal::kBodyTooLarge);
@@ -913,6 +888,7 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
       co_return;
     }
     ex_.bytes_out += r.bytes;
+    filter.Body(buffer, r.bytes);
     const Fields& trailers = up.trailers();
     const bool has_trailers = r.end && trailers.begin() != trailers.end();
     if (r.bytes > 0 || (r.end && !has_trailers)) {

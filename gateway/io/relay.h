@@ -41,12 +41,20 @@ struct RelayTimeouts {
   }
 };
 
+// What Relay calls with each piece of the body it has read, before writing
+// it: nothing, unless the caller passes its own callable.
+struct NoPieceHook {
+  void operator()(const char* /*data*/, std::size_t /*size*/) const {}
+};
+
 // Writes the header of `parser`'s message to `out`, then the body as it is
-// read from `in`. `buffer` holds kRelayChunk bytes.
-template <bool kIsRequest>
+// read from `in`, each piece shown to `on_piece` first. `buffer` holds
+// kRelayChunk bytes.
+template <bool kIsRequest, typename OnPiece = NoPieceHook>
 Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
                         http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
-                        AnyStream& out, char* buffer, RelayTimeouts timeouts) {
+                        AnyStream& out, char* buffer, RelayTimeouts timeouts,
+                        OnPiece on_piece = {}) {
   RelayResult result;
   http::serializer<kIsRequest, http::buffer_body, Fields> serializer{parser.get()};
   auto& body = parser.get().body();
@@ -78,6 +86,7 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
       // yet"; a zero-size piece would be serialized as the last chunk.
       body.data = body.size > 0 ? buffer : nullptr;
       body.more = !parser.is_done();
+      if (body.size > 0) on_piece(buffer, body.size);
     } else {
       body.data = nullptr;
       body.size = 0;
