@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <new>
 
 #include "algorithms/integer.h"
 #include "algorithms/state.h"
@@ -13,15 +12,6 @@ namespace {
 
 using std::int64_t;
 
-template <typename T>
-T& As(std::byte* state) {
-  return *std::launder(reinterpret_cast<T*>(state));
-}
-template <typename T>
-const T& As(const std::byte* state) {
-  return *std::launder(reinterpret_cast<const T*>(state));
-}
-
 // What a window says about a request before anything is consumed.
 struct Snapshot {
   int64_t remaining;
@@ -29,9 +19,10 @@ struct Snapshot {
 };
 
 // Elapsed time since `last_ms`, clamped so that multiplying it by L cannot
-// overflow: no bucket needs more than ceil((B+1)*W/L) + 1 ms to refill/drain.
+// overflow: no bucket needs more than ceil(2*(B+1)*W/L) + 1 ms to refill or
+// drain, debt of a settle included (settle.h).
 int64_t ClampedElapsed(const LimitParams& p, int64_t last_ms, int64_t now_ms) {
-  const int64_t cap = CeilDiv((p.burst + 1) * p.window_ms, p.limit) + 1;
+  const int64_t cap = CeilDiv(2 * (p.burst + 1) * p.window_ms, p.limit) + 1;
   return std::clamp<int64_t>(now_ms - last_ms, 0, cap);
 }
 
@@ -52,9 +43,14 @@ void TokenConsume(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t 
   s.last_ms = std::max(s.last_ms, now_ms);
 }
 
+// Whole tokens; 0 while a settle's debt keeps the level below empty.
+int64_t TokenRemaining(const LimitParams& p, int64_t level) {
+  return level > 0 ? level / p.window_ms : 0;
+}
+
 Snapshot TokenPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
   const int64_t level = TokenLevel(p, s, now_ms);
-  return {level / p.window_ms, CeilDiv(p.burst * p.window_ms - level, p.limit)};
+  return {TokenRemaining(p, level), CeilDiv(p.burst * p.window_ms - level, p.limit)};
 }
 
 // The single-window decision in one pass: the level is computed once (the
@@ -74,7 +70,7 @@ Decision TokenDecideFused(const LimitParams& p, BucketState& s, int64_t now_ms, 
   } else {
     d.retry_after_ms = CeilDiv(need - level, p.limit);
   }
-  d.remaining = level / p.window_ms;
+  d.remaining = TokenRemaining(p, level);
   d.reset_ms = CeilDiv(p.burst * p.window_ms - level, p.limit);
   d.window = 0;
   d.window_reset_ms = d.reset_ms;
@@ -131,7 +127,8 @@ void FixedConsume(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int
 
 Snapshot FixedPeek(const LimitParams& p, const FixedWindowState& s, int64_t now_ms) {
   const int64_t index = FloorDiv(now_ms, p.window_ms);
-  return {p.limit - FixedCount(s, index), (index + 1) * p.window_ms - now_ms};
+  // 0, not below, while a settle's charge counts above the limit.
+  return {std::max<int64_t>(0, p.limit - FixedCount(s, index)), (index + 1) * p.window_ms - now_ms};
 }
 
 // ---- sliding_log --------------------------------------------------------
@@ -322,7 +319,7 @@ Snapshot SubPeek(const SubWindowView<Count>& v, int64_t now_ms) {
     if (++pos == n) pos = 0;
   }
   const int64_t reset = newest_used >= lo ? (newest_used + n) * sub_ms - now_ms : 0;
-  return {v.p.limit - total, reset};
+  return {std::max<int64_t>(0, v.p.limit - total), reset};
 }
 
 // The single-window decision in one pass (three divisions instead of ten).
@@ -365,7 +362,7 @@ bool SubDecideFused(SubWindowView<Count>& v, int64_t now_ms, int64_t cost, Decis
       }
     }
   }
-  d.remaining = p.limit - total;
+  d.remaining = std::max<int64_t>(0, p.limit - total);
   d.window = 0;
   int64_t pos = newest_pos;
   for (int64_t j = index; j > index - n; --j) {
@@ -580,9 +577,14 @@ WindowView Inspect(const LimitParams& window, std::byte* state, int64_t now_ms) 
       break;
     }
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingLog:
+      view.level = FixedCount(As<FixedWindowState>(state), FloorDiv(now_ms, window.window_ms));
+      break;
     case Algorithm::kSubWindow:
-      // Their remaining is exactly the limit less what the window counts.
+      view.level = WithSubWindow(window, state,
+                                 [&](auto& v) { return v.Total(FloorDiv(now_ms, v.sub_ms())); });
+      break;
+    case Algorithm::kSlidingLog:
+      // Its remaining is exactly the limit less what the window counts.
       view.level = window.limit - s.remaining;
       break;
   }
