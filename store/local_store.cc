@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "algorithms/decide.h"
+#include "algorithms/settle.h"
 #include "algorithms/state.h"
 #include "algorithms/validate.h"
 
@@ -76,10 +77,10 @@ constexpr std::uint32_t kNeverExpires = kReferenced - 1;
 
 // A shard's lock (BasicLockable). Taken and given back with one atomic
 // instruction each when no other thread wants it, where std::mutex's calls
-// into pthread cost more per decision (docs/performance.md). A thread that finds it taken waits in std::atomic::wait
-// (libstdc++ spins briefly, then sleeps on a futex). The mutex of U.
-// Drepper's "Futexes Are Tricky": the state says whether anybody may be
-// asleep, so that an uncontended unlock wakes nobody.
+// into pthread cost more per decision (docs/performance.md). A thread that finds it taken waits in
+// std::atomic::wait (libstdc++ spins briefly, then sleeps on a futex). The mutex of U. Drepper's
+// "Futexes Are Tricky": the state says whether anybody may be asleep, so that an uncontended unlock
+// wakes nobody.
 class ShardLock {
  public:
   void lock() {
@@ -120,6 +121,25 @@ class alignas(64) LocalStore::Shard {
   }
 
   algorithms::Decision Decide(std::uint64_t hash, const DecideRequest& r) {
+    return Apply(hash, r, [&](std::span<std::byte* const> states) {
+      return algorithms::Decide(r.limit->windows, states, r.now_ms, r.cost);
+    });
+  }
+
+  algorithms::Decision Settle(std::uint64_t hash, const SettleRequest& s) {
+    const DecideRequest r{s.reservation.key, s.reservation.limit, 0, s.now_ms,
+                          s.reservation.partition};
+    return Apply(hash, r, [&](std::span<std::byte* const> states) {
+      return algorithms::Settle(r.limit->windows, states, s.reservation.now_ms, s.now_ms,
+                                s.reservation.cost, s.actual);
+    });
+  }
+
+  // Runs `step` (a decision or a settle) on the states of `r`'s key at
+  // r.now_ms under the shard's lock, and keeps the key until the reset_ms
+  // of what it returns.
+  template <typename Step>
+  algorithms::Decision Apply(std::uint64_t hash, const DecideRequest& r, Step&& step) {
     std::lock_guard lock(mutex_);
     if (!based_) {
       based_ = true;
@@ -130,7 +150,7 @@ class alignas(64) LocalStore::Shard {
     if (i == kNoSlot) {
       // Out of memory: decide on a fresh state rather than fail the request.
       algorithms::OwnedState fresh(r.limit->windows, r.now_ms);
-      return algorithms::Decide(r.limit->windows, fresh.windows(), r.now_ms, r.cost);
+      return step(fresh.windows());
     }
     std::byte* pointers[algorithms::kMaxWindows];
     std::byte* state = slots_[i].entry->states();
@@ -138,15 +158,13 @@ class alignas(64) LocalStore::Shard {
       pointers[w] = state;
       state += algorithms::StateSize(r.limit->windows[w]);
     }
-    const algorithms::Decision d = algorithms::Decide(
-        r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()), r.now_ms,
-        r.cost);
+    const algorithms::Decision d =
+        step(std::span<std::byte* const>(pointers, r.limit->windows.size()));
     slots_[i].meta = kReferenced | Tick(r.now_ms + d.reset_ms);
     return d;
   }
 
-  void Inspect(std::uint64_t hash, const DecideRequest& r,
-               std::span<algorithms::WindowView> out) {
+  void Inspect(std::uint64_t hash, const DecideRequest& r, std::span<algorithms::WindowView> out) {
     std::lock_guard lock(mutex_);
     const std::size_t i = Find(static_cast<std::uint32_t>(hash), r.key);
     if (i == kNoSlot || slots_[i].entry->fingerprint != r.limit->fingerprint) {
@@ -523,6 +541,17 @@ bool LocalStore::Erase(std::string_view key, std::uint32_t partition) {
   const Partition& p = *directory_.load(std::memory_order_acquire)[partition];
   const std::uint64_t hash = KeyHash(key);
   return p.ShardFor(hash).Erase(hash, key);
+}
+
+algorithms::Decision LocalStore::SettleNow(const SettleRequest& request) {
+  const DecideRequest& r = request.reservation;
+  const Partition& partition = *directory_.load(std::memory_order_acquire)[r.partition];
+  const std::uint64_t hash = r.key_hash != 0 ? r.key_hash : KeyHash(r.key);
+  return partition.ShardFor(hash).Settle(hash, request);
+}
+
+void LocalStore::Settle(const SettleRequest& request, DecisionSink& sink) {
+  sink.OnDecision(StoreResult{StoreStatus::kOk, ResultSource::kPrimary, SettleNow(request)});
 }
 
 void LocalStore::Decide(const DecideRequest& request, DecisionSink& sink) {

@@ -50,6 +50,9 @@ class RespWriter {
 // string of ','-separated fused decisions, or decide.lua's array of 7
 // integers per decision.
 bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision* out);
+// One decision of decide.lua's (or settle.lua's) 7 integers.
+inline constexpr std::size_t kDecisionValues = 7;
+algorithms::Decision DecisionOfValues(const std::int64_t* v);
 // The first of the lease takes left in `text` (lease_take.lua's reply: one
 // string, the takes separated by ',', each its integers separated by ' ')
 // appended to `values`, removed from `text` with its ','; false if it is
@@ -84,9 +87,7 @@ inline bool FusedTokenBucket(const LimitSpec& limit) {
 }
 
 // The number of arguments WriteDecideParams() writes for `limit`.
-inline std::size_t DecideParamCount(const LimitSpec& limit) {
-  return 3 + 6 * limit.windows.size();
-}
+inline std::size_t DecideParamCount(const LimitSpec& limit) { return 3 + 6 * limit.windows.size(); }
 
 // The number of RESP arguments WriteEvalshaHead() writes for `limit`
 // (decide.lua).
