@@ -25,16 +25,17 @@ constexpr bool kCanSettle[] = {
 static_assert(std::size(kCanSettle) == kAlgorithmCount);
 
 // The difference to settle, `actual - reserved`, as a refund (> 0 when
-// actual < reserved) and a charge (> 0 when actual > reserved). A charge
-// is first bounded by twice the capacity: no window keeps more than one
-// capacity of debt, and the bound keeps charge * W below 2^51.
+// actual < reserved) and a charge (> 0 when actual > reserved), each first
+// bounded by twice the capacity: no window keeps more than one capacity of
+// debt, and the bound keeps refund * W and charge * W below 2^51 (a refund
+// within the preconditions is at most one capacity anyway).
 struct Difference {
   int64_t refund;
   int64_t charge;
 };
 
 Difference Split(const LimitParams& p, int64_t reserved, int64_t actual) {
-  if (actual <= reserved) return {reserved - actual, 0};
+  if (actual <= reserved) return {std::min(reserved - actual, 2 * Capacity(p)), 0};
   return {0, std::min(actual - reserved, 2 * Capacity(p))};
 }
 

@@ -13,7 +13,7 @@ local reserved_at = t - tonumber(ARGV[a])
 local reserved = tonumber(ARGV[a + 1])
 local actual = tonumber(ARGV[a + 2])
 
--- A charge beyond the reservation counts at most twice the capacity.
+-- A charge (or a refund) counts at most twice the capacity.
 local function capacity(p)
   if p.algorithm == 'token_bucket' then return p.burst end
   if p.algorithm == 'leaky_bucket' then return p.burst + 1 end
@@ -115,7 +115,7 @@ for i = 1, count do
   end
   local refund, charge = 0, 0
   if actual <= reserved then
-    refund = reserved - actual
+    refund = math.min(reserved - actual, 2 * capacity(p))
   else
     charge = math.min(actual - reserved, 2 * capacity(p))
   end

@@ -229,6 +229,21 @@ TEST(SettleTwoBucket, ChargeToTheReservationsCountOrTheCurrent) {
   EXPECT_EQ(d.remaining, 0);
 }
 
+TEST(Settle, AnyDifferenceOverflowsNothing) {
+  // Outside the preconditions too (a reservation above the capacity, a
+  // negative actual cost): both are bounded before any product.
+  for (int a = 0; a < kAlgorithmCount; ++a) {
+    const auto algorithm = static_cast<Algorithm>(a);
+    if (!CanSettle(algorithm)) continue;
+    Key k(Params(algorithm, 1000, 1000, 1000));
+    ASSERT_TRUE(k.Decide(0, 10).allowed);
+    k.Settle(0, 0, kInt64Max / 2, 0);
+    k.Settle(0, 0, 0, kInt64Max);
+    k.Settle(0, 0, 10, -(kInt64Max / 4));
+    EXPECT_GE(k.View(0).remaining, 0) << AlgorithmName(algorithm);
+  }
+}
+
 // ---- several windows ------------------------------------------------------
 
 TEST(Settle, EveryWindowOfALimitSettles) {
