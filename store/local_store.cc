@@ -77,10 +77,10 @@ constexpr std::uint32_t kNeverExpires = kReferenced - 1;
 
 // A shard's lock (BasicLockable). Taken and given back with one atomic
 // instruction each when no other thread wants it, where std::mutex's calls
-// into pthread cost more per decision (docs/performance.md). A thread that finds it taken waits in
-// std::atomic::wait (libstdc++ spins briefly, then sleeps on a futex). The mutex of U. Drepper's
-// "Futexes Are Tricky": the state says whether anybody may be asleep, so that an uncontended unlock
-// wakes nobody.
+// into pthread cost more per decision (docs/performance.md). A thread that finds it taken waits in std::atomic::wait
+// (libstdc++ spins briefly, then sleeps on a futex). The mutex of U.
+// Drepper's "Futexes Are Tricky": the state says whether anybody may be
+// asleep, so that an uncontended unlock wakes nobody.
 class ShardLock {
  public:
   void lock() {
@@ -164,7 +164,8 @@ class alignas(64) LocalStore::Shard {
     return d;
   }
 
-  void Inspect(std::uint64_t hash, const DecideRequest& r, std::span<algorithms::WindowView> out) {
+  void Inspect(std::uint64_t hash, const DecideRequest& r,
+               std::span<algorithms::WindowView> out) {
     std::lock_guard lock(mutex_);
     const std::size_t i = Find(static_cast<std::uint32_t>(hash), r.key);
     if (i == kNoSlot || slots_[i].entry->fingerprint != r.limit->fingerprint) {

@@ -101,7 +101,8 @@ void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_vie
 }
 
 void RedisStore::RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
-                          std::span<const std::string> args, CountSink* count, ValuesSink* values) {
+                          std::span<const std::string> args, CountSink* count,
+                          ValuesSink* values) {
   SendAdmin(
       script, keys, args.size(),
       [&](RespWriter& w) {
@@ -121,8 +122,9 @@ void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const Limi
   w.Count(HeadArgCount(limit) + extra.size());
   w.Arg("EVALSHA");
   w.Arg(ScriptSha(RedisScriptIndex(script)));
-  const std::string first_key = WriteDecideArgs(
-      limit, prefix.empty() ? std::string_view(o.prefix) : prefix, key, now, o.min_ttl_ms, w);
+  const std::string first_key =
+      WriteDecideArgs(limit, prefix.empty() ? std::string_view(o.prefix) : prefix, key, now,
+                      o.min_ttl_ms, w);
   for (std::int64_t v : extra) w.Arg(v);
   Send(std::move(command), slots_.empty() ? 0 : RedisSlot(first_key), count, values);
 }
@@ -141,14 +143,14 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
   // straight-line code, with the window's state key alone.
   const algorithms::Algorithm a = limit.windows[0].algorithm;
   const bool bucket = limit.windows.size() == 1 && (a == algorithms::Algorithm::kTokenBucket ||
-                                                    a == algorithms::Algorithm::kLeakyBucket);
+                                                     a == algorithms::Algorithm::kLeakyBucket);
   const RedisAux script = bucket ? RedisAux::kLeaseTakeFused : RedisAux::kLeaseTake;
   // The arguments after the keys are the same for every take of a limit
   // under server time: written once per limit in a row.
   LeaseCall& call = lease_call_;
   const bool reuse = !time && slots_.empty() && call.limit == &limit &&
-                     call.fingerprint == limit.fingerprint && call.use_ms == use_ms &&
-                     call.hold_ms == hold_ms && !call.text.empty();
+                     call.fingerprint == limit.fingerprint &&
+                     call.use_ms == use_ms && call.hold_ms == hold_ms && !call.text.empty();
   if (!reuse) {
     call.text.clear();
     RespWriter w(call.text);

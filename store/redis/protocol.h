@@ -87,7 +87,9 @@ inline bool FusedTokenBucket(const LimitSpec& limit) {
 }
 
 // The number of arguments WriteDecideParams() writes for `limit`.
-inline std::size_t DecideParamCount(const LimitSpec& limit) { return 3 + 6 * limit.windows.size(); }
+inline std::size_t DecideParamCount(const LimitSpec& limit) {
+  return 3 + 6 * limit.windows.size();
+}
 
 // The number of RESP arguments WriteEvalshaHead() writes for `limit`
 // (decide.lua).
