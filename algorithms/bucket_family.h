@@ -32,9 +32,14 @@ void TokenConsume(const LimitParams& p, BucketState& s, int64_t now_ms, int64_t 
   s.last_ms = std::max(s.last_ms, now_ms);
 }
 
+// Whole tokens; 0 while a settle's debt keeps the level below empty.
+int64_t TokenRemaining(const LimitParams& p, int64_t level) {
+  return level > 0 ? level / p.window_ms : 0;
+}
+
 Snapshot TokenPeek(const LimitParams& p, const BucketState& s, int64_t now_ms) {
   const int64_t level = TokenLevel(p, s, now_ms);
-  return {level / p.window_ms, CeilDiv(p.burst * p.window_ms - level, p.limit)};
+  return {TokenRemaining(p, level), CeilDiv(p.burst * p.window_ms - level, p.limit)};
 }
 
 // The single-window decision in one pass: the level is computed once (the
@@ -54,7 +59,7 @@ Decision TokenDecideFused(const LimitParams& p, BucketState& s, int64_t now_ms, 
   } else {
     d.retry_after_ms = CeilDiv(need - level, p.limit);
   }
-  d.remaining = level / p.window_ms;
+  d.remaining = TokenRemaining(p, level);
   d.reset_ms = CeilDiv(p.burst * p.window_ms - level, p.limit);
   d.window = 0;
   d.window_reset_ms = d.reset_ms;

@@ -174,9 +174,14 @@ WindowView Inspect(const LimitParams& window, std::byte* state, int64_t now_ms) 
       break;
     }
     case Algorithm::kFixedWindow:
-    case Algorithm::kSlidingLog:
+      view.level = FixedCount(As<FixedWindowState>(state), FloorDiv(now_ms, window.window_ms));
+      break;
     case Algorithm::kSubWindow:
-      // Their remaining is exactly the limit less what the window counts.
+      view.level = WithSubWindow(window, state,
+                                 [&](auto& v) { return v.Total(FloorDiv(now_ms, v.sub_ms())); });
+      break;
+    case Algorithm::kSlidingLog:
+      // Its remaining is exactly the limit less what the window counts.
       view.level = window.limit - s.remaining;
       break;
   }

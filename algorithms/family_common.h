@@ -1,15 +1,14 @@
 // Internal to decide.cc: what every algorithm family's code shares (the
-// view of a state's bytes, a window's snapshot, the bucket's clamped
-// elapsed time). Pure functions, as decide.h.
+// window's snapshot, the bucket's clamped elapsed time). Pure functions, as decide.h.
 #pragma once
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <new>
 
 #include "algorithms/integer.h"
 #include "algorithms/limit.h"
+#include "algorithms/state.h"
 
 namespace tollgate::algorithms::family {
 // Internal linkage: the calls of decide.cc, the one includer, are inlined
@@ -18,15 +17,6 @@ namespace {
 
 using std::int64_t;
 
-template <typename T>
-T& As(std::byte* state) {
-  return *std::launder(reinterpret_cast<T*>(state));
-}
-template <typename T>
-const T& As(const std::byte* state) {
-  return *std::launder(reinterpret_cast<const T*>(state));
-}
-
 // What a window says about a request before anything is consumed.
 struct Snapshot {
   int64_t remaining;
@@ -34,9 +24,10 @@ struct Snapshot {
 };
 
 // Elapsed time since `last_ms`, clamped so that multiplying it by L cannot
-// overflow: no bucket needs more than ceil((B+1)*W/L) + 1 ms to refill/drain.
+// overflow: no bucket needs more than ceil(2*(B+1)*W/L) + 1 ms to refill or
+// drain, debt of a settle included (settle.h).
 int64_t ClampedElapsed(const LimitParams& p, int64_t last_ms, int64_t now_ms) {
-  const int64_t cap = CeilDiv((p.burst + 1) * p.window_ms, p.limit) + 1;
+  const int64_t cap = CeilDiv(2 * (p.burst + 1) * p.window_ms, p.limit) + 1;
   return std::clamp<int64_t>(now_ms - last_ms, 0, cap);
 }
 

@@ -1,11 +1,11 @@
 #include "algorithms/lease.h"
 
 #include <algorithm>
-#include <new>
 #include <tuple>
 
 #include "algorithms/decide.h"
 #include "algorithms/integer.h"
+#include "algorithms/state.h"
 
 namespace tollgate::algorithms {
 namespace {
@@ -163,11 +163,6 @@ int64_t LogGiveBack(const LimitParams& p, LogLeaseState& runs, int64_t now_ms, i
 }
 
 // ---- fixed_window, sub_window, two_bucket (LEASE.window) ------------------
-
-template <typename T>
-T& As(std::byte* state) {
-  return *std::launder(reinterpret_cast<T*>(state));
-}
 
 template <typename Count>
 int64_t SubGiveBack(const LimitParams& p, std::byte* state, int64_t stamp, int64_t unused) {

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <new>
 #include <span>
 #include <vector>
 
@@ -73,6 +74,16 @@ struct SlidingLogState {
   SlidingLog::Run single;  // the log while `log` is null; empty when count == 0
   SlidingLog* log;         // owned; null while the log fits `single`
 };
+
+// A window's state bytes as the struct of its layout (above).
+template <typename T>
+T& As(std::byte* state) {
+  return *std::launder(reinterpret_cast<T*>(state));
+}
+template <typename T>
+const T& As(const std::byte* state) {
+  return *std::launder(reinterpret_cast<const T*>(state));
+}
 
 // Bytes needed for one window's state.
 std::size_t StateSize(const LimitParams& params);

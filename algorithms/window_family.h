@@ -41,7 +41,8 @@ void FixedConsume(const LimitParams& p, FixedWindowState& s, int64_t now_ms, int
 
 Snapshot FixedPeek(const LimitParams& p, const FixedWindowState& s, int64_t now_ms) {
   const int64_t index = FloorDiv(now_ms, p.window_ms);
-  return {p.limit - FixedCount(s, index), (index + 1) * p.window_ms - now_ms};
+  // 0, not below, while a settle's charge counts above the limit.
+  return {std::max<int64_t>(0, p.limit - FixedCount(s, index)), (index + 1) * p.window_ms - now_ms};
 }
 
 // ---- sliding_log --------------------------------------------------------
@@ -232,7 +233,7 @@ Snapshot SubPeek(const SubWindowView<Count>& v, int64_t now_ms) {
     if (++pos == n) pos = 0;
   }
   const int64_t reset = newest_used >= lo ? (newest_used + n) * sub_ms - now_ms : 0;
-  return {v.p.limit - total, reset};
+  return {std::max<int64_t>(0, v.p.limit - total), reset};
 }
 
 // The single-window decision in one pass (three divisions instead of ten).
@@ -275,7 +276,7 @@ bool SubDecideFused(SubWindowView<Count>& v, int64_t now_ms, int64_t cost, Decis
       }
     }
   }
-  d.remaining = p.limit - total;
+  d.remaining = std::max<int64_t>(0, p.limit - total);
   d.window = 0;
   int64_t pos = newest_pos;
   for (int64_t j = index; j > index - n; --j) {

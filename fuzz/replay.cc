@@ -1,8 +1,10 @@
 // `tollgate replay`'s input: each line through ParseTraceLine
 // (gateway/tools/trace_line.h), then RunReplay's own checks (time order, the cost
-// against the limit) and a decision of the local store, as RunReplay does
-// without its I/O. The first bytes choose the limit (validated as the
-// command line's are), so the algorithms see fuzzed times, keys and costs.
+// against the limit) and a decision of the local store, and with a header
+// naming a settled column the settle of each allowed reservation, as
+// RunReplay does without its I/O. The first bytes choose the limit
+// (validated as the command line's are), so the algorithms see fuzzed
+// times, keys, costs and settled costs.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +12,7 @@
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "algorithms/settle.h"
 #include "algorithms/validate.h"
 #include "gateway/tools/trace_line.h"
 #include "store/local_store.h"
@@ -18,6 +21,8 @@ namespace {
 
 namespace algorithms = tollgate::algorithms;
 namespace store = tollgate::store;
+using tollgate::gateway::FourthColumn;
+using tollgate::gateway::FourthColumnOf;
 using tollgate::gateway::ParseTraceLine;
 using tollgate::gateway::TraceLine;
 
@@ -55,13 +60,19 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   bool seen_data = false;
   std::int64_t last_t = 0;
+  FourthColumn fourth = FourthColumn::kGateway;
   while (!in.empty()) {
     const std::size_t eol = in.find('\n');
     const std::string_view line = in.substr(0, eol);
     in = eol == std::string_view::npos ? std::string_view() : in.substr(eol + 1);
 
-    const TraceLine parsed = ParseTraceLine(line, seen_data, default_cost);
-    if (parsed.kind == TraceLine::Kind::kSkip) continue;
+    const TraceLine parsed = ParseTraceLine(line, seen_data, default_cost, fourth);
+    if (parsed.kind == TraceLine::Kind::kSkip) {
+      if (!seen_data && FourthColumnOf(line) == FourthColumn::kSettled) {
+        fourth = FourthColumn::kSettled;
+      }
+      continue;
+    }
     if (parsed.kind == TraceLine::Kind::kError) {
       FUZZ_CHECK(!parsed.error.empty());
       return 0;  // RunReplay stops at the first bad line
@@ -72,7 +83,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // The key lies within the line.
     FUZZ_CHECK(parsed.key.data() >= line.data() &&
                parsed.key.data() + parsed.key.size() <= line.data() + line.size());
-    FUZZ_CHECK(parsed.gateway >= -1);
+    FUZZ_CHECK(parsed.gateway >= -1 && parsed.settled >= -1);
     if (seen_data && parsed.t_ms < last_t) return 0;
     if (algorithms::ValidateCost(windows, parsed.cost)) return 0;
     if (parsed.gateway >= 0) return 0;  // RunReplay refuses it without --sync lease
@@ -83,6 +94,16 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     // allowed, at least 1 when limited.
     FUZZ_CHECK(d.remaining >= 0 && d.delay_ms >= 0);
     FUZZ_CHECK(d.allowed ? d.retry_after_ms == 0 : d.retry_after_ms >= 1);
+    if (parsed.settled < 0 || !d.allowed) continue;
+    for (const algorithms::LimitParams& w : windows) {
+      if (!algorithms::CanSettle(w.algorithm)) return 0;  // RunReplay refuses the row
+    }
+    const algorithms::Decision s = local.SettleNow(
+        {{parsed.key, &spec, parsed.cost, parsed.t_ms}, parsed.settled, parsed.t_ms});
+    // The state after the settle: remaining >= 0, even in debt; allowed
+    // exactly when a unit would pass now.
+    FUZZ_CHECK(s.remaining >= 0 && s.delay_ms == 0 && s.retry_after_ms >= 0);
+    FUZZ_CHECK(s.allowed == (s.retry_after_ms == 0));
   }
   return 0;
 }

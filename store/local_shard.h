@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "algorithms/decide.h"
+#include "algorithms/settle.h"
 #include "algorithms/state.h"
 #include "algorithms/validate.h"
 #include "store/local_store.h"
@@ -126,6 +127,25 @@ class alignas(64) LocalStore::Shard {
   }
 
   algorithms::Decision Decide(std::uint64_t hash, const DecideRequest& r) {
+    return Apply(hash, r, [&](std::span<std::byte* const> states) {
+      return algorithms::Decide(r.limit->windows, states, r.now_ms, r.cost);
+    });
+  }
+
+  algorithms::Decision Settle(std::uint64_t hash, const SettleRequest& s) {
+    const DecideRequest r{s.reservation.key, s.reservation.limit, 0, s.now_ms,
+                          s.reservation.partition};
+    return Apply(hash, r, [&](std::span<std::byte* const> states) {
+      return algorithms::Settle(r.limit->windows, states, s.reservation.now_ms, s.now_ms,
+                                s.reservation.cost, s.actual);
+    });
+  }
+
+  // Runs `step` (a decision or a settle) on the states of `r`'s key at
+  // r.now_ms under the shard's lock, and keeps the key until the reset_ms
+  // of what it returns.
+  template <typename Step>
+  algorithms::Decision Apply(std::uint64_t hash, const DecideRequest& r, Step&& step) {
     std::lock_guard lock(mutex_);
     if (!based_) {
       based_ = true;
@@ -136,7 +156,7 @@ class alignas(64) LocalStore::Shard {
     if (i == kNoSlot) {
       // Out of memory: decide on a fresh state rather than fail the request.
       algorithms::OwnedState fresh(r.limit->windows, r.now_ms);
-      return algorithms::Decide(r.limit->windows, fresh.windows(), r.now_ms, r.cost);
+      return step(fresh.windows());
     }
     std::byte* pointers[algorithms::kMaxWindows];
     std::byte* state = slots_[i].entry->states();
@@ -144,9 +164,8 @@ class alignas(64) LocalStore::Shard {
       pointers[w] = state;
       state += algorithms::StateSize(r.limit->windows[w]);
     }
-    const algorithms::Decision d = algorithms::Decide(
-        r.limit->windows, std::span<std::byte* const>(pointers, r.limit->windows.size()), r.now_ms,
-        r.cost);
+    const algorithms::Decision d =
+        step(std::span<std::byte* const>(pointers, r.limit->windows.size()));
     slots_[i].meta = shard::kReferenced | Tick(r.now_ms + d.reset_ms);
     return d;
   }

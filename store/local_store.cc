@@ -178,6 +178,17 @@ bool LocalStore::Erase(std::string_view key, std::uint32_t partition) {
   return p.ShardFor(hash).Erase(hash, key);
 }
 
+algorithms::Decision LocalStore::SettleNow(const SettleRequest& request) {
+  const DecideRequest& r = request.reservation;
+  const Partition& partition = *directory_.load(std::memory_order_acquire)[r.partition];
+  const std::uint64_t hash = r.key_hash != 0 ? r.key_hash : KeyHash(r.key);
+  return partition.ShardFor(hash).Settle(hash, request);
+}
+
+void LocalStore::Settle(const SettleRequest& request, DecisionSink& sink) {
+  sink.OnDecision(StoreResult{StoreStatus::kOk, ResultSource::kPrimary, SettleNow(request)});
+}
+
 void LocalStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   sink.OnDecision(StoreResult{StoreStatus::kOk, ResultSource::kPrimary, DecideNow(request)});
 }

@@ -59,6 +59,14 @@ class LocalStore final : public Store {
   // The synchronous form used by Decide(), replay and benchmarks.
   algorithms::Decision DecideNow(const DecideRequest& request);
 
+  // Settles a reservation in one step under the key's shard lock
+  // (algorithms::Settle): the decision field of the result shows the
+  // key's state after it. A key without state (expired, evicted, or of
+  // another limit) is settled on a fresh state. Completes inline.
+  void Settle(const SettleRequest& request, DecisionSink& sink);
+  // Its synchronous form.
+  algorithms::Decision SettleNow(const SettleRequest& request);
+
   // What the state of `request`'s key allows at request.now_ms, window by
   // window into `out` (one per window of request.limit), without changing
   // it; a key without state (or of another limit) shows a fresh state's.

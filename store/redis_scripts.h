@@ -8,9 +8,10 @@
 
 #include "algorithms/limit.h"
 
-// The upstream-protection scripts, the admin API's and the leases',
-// X(enumerator, name) per script (store/lua/protect/<name>.lua,
-// store/lua/admin/<name>.lua, store/lua/lease/<name>.lua), in their order
+// The upstream-protection scripts, the admin API's, the leases' and
+// settle's, X(enumerator, name) per script (store/lua/protect/<name>.lua,
+// store/lua/admin/<name>.lua, store/lua/lease/<name>.lua,
+// store/lua/<name>.lua), in their order
 // in kRedisScripts.
 // store/lua/embed.cmake parses the X(...) lines: keep one per line, in this
 // form.
@@ -29,7 +30,8 @@
   X(kLeaseTake, lease_take)           \
   X(kLeaseReturn, lease_return)       \
   X(kLeaseTakeFused, lease_take_fused) \
-  X(kMembers, members)
+  X(kMembers, members)                \
+  X(kSettle, settle)
 
 namespace tollgate::store {
 

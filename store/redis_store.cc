@@ -210,6 +210,41 @@ void RedisStore::Inspect(std::string_view key, const LimitSpec& limit, std::int6
   SendKeyScript(RedisAux::kKeyPeek, key, limit, now_ms, nullptr, &sink);
 }
 
+namespace {
+
+// Answers a settle's DecisionSink from settle.lua's reply, then frees
+// itself: it lives from the call until the reply or the deadline.
+class SettleReply final : public ValuesSink {
+ public:
+  explicit SettleReply(DecisionSink& sink) : sink_(sink) {}
+  void OnValues(const ValuesResult& r) override {
+    StoreResult out{r.status, ResultSource::kPrimary, {}};
+    if (r.status == StoreStatus::kOk) {
+      if (r.values.size() == kDecisionValues) {
+        out.decision = DecisionOfValues(r.values.data());
+      } else {
+        out.status = StoreStatus::kError;
+      }
+    }
+    DecisionSink& sink = sink_;
+    delete this;
+    sink.OnDecision(out);
+  }
+
+ private:
+  DecisionSink& sink_;
+};
+
+}  // namespace
+
+void RedisStore::Settle(const SettleRequest& request, DecisionSink& sink) {
+  const DecideRequest& r = request.reservation;
+  const std::vector<std::int64_t> extra = {std::max<std::int64_t>(0, request.now_ms - r.now_ms),
+                                           r.cost, request.actual};
+  SendKeyScript(RedisAux::kSettle, r.key, *r.limit, request.now_ms, nullptr, new SettleReply(sink),
+                {}, extra);
+}
+
 void RedisStore::Reset(std::string_view key, const LimitSpec& limit, CountSink& sink) {
   SendKeyScript(RedisAux::kKeyReset, key, limit, 0, &sink, nullptr);
 }

@@ -126,6 +126,13 @@ class RedisStore final : public Store {
   // time = "client" only.
   void Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
                ValuesSink& sink);
+  // Settles a reservation (store/lua/settle.lua, as LocalStore::Settle
+  // does with algorithms::Settle) in one script call: `sink` gets the
+  // key's state after it within the store's timeout (kError if the reply
+  // is not one). The reservation's age, request.now_ms - its now_ms, is
+  // sent rather than its time, so that it settles under either time
+  // setting; request.now_ms is used with time = "client" only otherwise.
+  void Settle(const SettleRequest& request, DecisionSink& sink);
   // Deletes `key`'s state under `limit` (key_reset.lua): `sink` gets the
   // number of Redis keys deleted.
   void Reset(std::string_view key, const LimitSpec& limit, CountSink& sink);

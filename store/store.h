@@ -57,6 +57,17 @@ struct DecideRequest {
 };
 inline constexpr std::size_t kMaxKeyBytes = 1024;
 
+// A reservation to settle to its actual cost (docs/algorithms.md,
+// "Settling a reservation"): the request that reserved, as it was decided
+// (its key, limit, partition and key_hash; `cost` the units reserved,
+// `now_ms` the time of the reservation), and what it really cost. Every
+// window of the limit must settle (algorithms::CanSettle).
+struct SettleRequest {
+  DecideRequest reservation;
+  std::int64_t actual = 0;  // >= 0
+  std::int64_t now_ms = 0;  // the settle's time, the caller's clock; a store may use its own
+};
+
 // The hash by which the LocalStore places a key (DecideRequest::key_hash).
 inline std::uint64_t KeyHash(std::string_view key) { return std::hash<std::string_view>{}(key); }
 

@@ -21,7 +21,9 @@ constexpr std::array kSubcommands = {
                   [--burst B] [--sub-windows N] [--nodelay]
                   [--store local|redis] [--redis URL] < trace.csv
   tollgate replay --config FILE --rule NAME [--store local|redis] [--redis URL] < trace.csv
-                                    decide a trace (t_ms,key[,cost]) with a virtual clock
+                                    decide a trace (t_ms,key[,cost]) with a virtual clock;
+                                    header t_ms,key,cost,settled: settle each allowed
+                                    reservation to the settled cost
   tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
                                     a fleet of N gateways deciding from leases, next to
                                     one exact store (t_ms,key[,cost[,gateway]])

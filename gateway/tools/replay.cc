@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <functional>
 #include <istream>
 #include <limits>
 #include <map>
@@ -13,6 +14,7 @@
 #include <ostream>
 #include <string_view>
 
+#include "algorithms/settle.h"
 #include "algorithms/validate.h"
 #include "gateway/io/net.h"
 #include "gateway/tools/replay_lease.h"
@@ -26,19 +28,27 @@ namespace {
 struct KeyTotals {
   std::uint64_t allowed = 0;
   std::uint64_t limited = 0;
+  std::int64_t units = 0;  // of the allowed rows: settled, else reserved
 };
 
-struct Row final : store::DecisionSink {
-  std::size_t line = 0;
-  std::int64_t t = 0;
-  std::string key;
-  std::int64_t cost = 1;
+// Keeps a store's one answer.
+struct Answer final : store::DecisionSink {
   store::StoreResult result;
   bool done = false;
   void OnDecision(const store::StoreResult& r) override {
     result = r;
     done = true;
   }
+};
+
+struct Row {
+  std::size_t line = 0;
+  std::int64_t t = 0;
+  std::string key;
+  std::int64_t cost = 1;
+  std::int64_t settled = -1;  // -1: not settled (the reservation stays)
+  Answer decision;
+  Answer settle;  // when allowed and settled
 };
 
 // Rows are decided in batches: a Redis store pipelines a whole batch.
@@ -66,8 +76,13 @@ TraceReader::TraceReader(std::istream& in, const ReplayOptions& options)
 TraceReader::Next TraceReader::Read(TraceLine& row, std::string& error) {
   while (std::getline(in_, text_)) {
     ++line_;
-    row = ParseTraceLine(text_, seen_data_, options_.default_cost);
-    if (row.kind == TraceLine::Kind::kSkip) continue;
+    row = ParseTraceLine(text_, seen_data_, options_.default_cost, fourth_);
+    if (row.kind == TraceLine::Kind::kSkip) {
+      if (!seen_data_ && FourthColumnOf(text_) == FourthColumn::kSettled) {
+        fourth_ = FourthColumn::kSettled;
+      }
+      continue;
+    }
     if (row.kind == TraceLine::Kind::kError) {
       error = row.error;
       return Next::kError;
@@ -79,6 +94,19 @@ TraceReader::Next TraceReader::Read(TraceLine& row, std::string& error) {
     if (auto problem = algorithms::ValidateCost(options_.windows, row.cost)) {
       error = *problem;
       return Next::kError;
+    }
+    if (row.settled >= 0 && options_.lease) {
+      error = "a settled column needs an exact store: the lease fleet does not settle";
+      return Next::kError;
+    }
+    if (row.settled >= 0) {
+      for (const algorithms::LimitParams& w : options_.windows) {
+        if (!algorithms::CanSettle(w.algorithm)) {
+          error = fmt::format("{} cannot settle a reservation (docs/algorithms.md)",
+                              algorithms::AlgorithmName(w.algorithm));
+          return Next::kError;
+        }
+      }
     }
     const std::int64_t gateways = options_.lease ? options_.lease->gateways : 0;
     if (row.gateway >= 0 && gateways == 0) {
@@ -108,6 +136,8 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
   asio::io_context io;
   store::RedisHealth health;
   std::unique_ptr<store::Store> store;
+  // Settles a reservation on the store (not part of store::Store).
+  std::function<void(const store::SettleRequest&, store::DecisionSink&)> settle;
   if (options.redis) {
     store::RedisOptions redis;
     redis.address = *options.redis;
@@ -126,34 +156,68 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
       fmt::print(err, "replay: {}\n", *problem);
       return 1;
     }
-    store = std::make_unique<store::RedisStore>(io, redis, health);
+    auto redis_store = std::make_unique<store::RedisStore>(io, redis, health);
+    settle = [s = redis_store.get()](const store::SettleRequest& r, store::DecisionSink& sink) {
+      s->Settle(r, sink);
+    };
+    store = std::move(redis_store);
   } else {
     store::LocalStoreOptions store_options;
     store_options.max_keys = std::size_t{1} << 24;
-    store = std::make_unique<store::LocalStore>(store_options);
+    auto local = std::make_unique<store::LocalStore>(store_options);
+    settle = [s = local.get()](const store::SettleRequest& r, store::DecisionSink& sink) {
+      s->Settle(r, sink);
+    };
+    store = std::move(local);
   }
   std::map<std::string, KeyTotals, std::less<>> totals;
   std::vector<Row> rows;
   rows.reserve(kBatchRows);
 
+  TraceReader reader(in, options);
+  // The output's header, once the input's (if any) has been read: with a
+  // settled column, each row adds what was settled and the state after it.
+  bool header_written = false;
+  auto header = [&] {
+    if (header_written) return;
+    header_written = true;
+    out << "t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms"
+        << (reader.settles() ? ",settled,settled_remaining,settled_retry_after_ms\n" : "\n");
+  };
+  auto failed = [&](const Row& row, const Answer& answer) {
+    if (answer.result.status == store::StoreStatus::kOk) return false;
+    out.flush();
+    fmt::print(err, "{}:{}: {}\n", options.input_name, row.line, StatusWord(answer.result.status));
+    return true;
+  };
   // Decides and prints the rows read so far; false after a store failure.
+  // A settled row is the last of its batch (its settle comes before the
+  // next row's decision).
   auto flush = [&]() -> bool {
-    for (Row& row : rows) store->Decide({row.key, &spec, row.cost, row.t}, row);
+    header();
+    for (Row& row : rows) store->Decide({row.key, &spec, row.cost, row.t}, row.decision);
     for (Row& row : rows) {
-      while (!row.done) io.run_one();
+      while (!row.decision.done) io.run_one();
     }
-    for (const Row& row : rows) {
-      if (row.result.status != store::StoreStatus::kOk) {
-        out.flush();
-        fmt::print(err, "{}:{}: {}\n", options.input_name, row.line, StatusWord(row.result.status));
-        return false;
-      }
-      const algorithms::Decision& d = row.result.decision;
+    for (Row& row : rows) {
+      if (failed(row, row.decision)) return false;
+      const algorithms::Decision& d = row.decision.result.decision;
       auto it = totals.find(row.key);
       if (it == totals.end()) it = totals.emplace(row.key, KeyTotals{}).first;
       (d.allowed ? it->second.allowed : it->second.limited) += 1;
-      fmt::print(out, "{},{},{},{},{},{},{}\n", row.t, row.key, row.cost,
+      fmt::print(out, "{},{},{},{},{},{},{}", row.t, row.key, row.cost,
                  d.allowed ? "allowed" : "limited", d.remaining, d.retry_after_ms, d.delay_ms);
+      const bool settles = d.allowed && row.settled >= 0;
+      if (d.allowed) it->second.units += settles ? row.settled : row.cost;
+      if (settles) {
+        settle({{row.key, &spec, row.cost, row.t}, row.settled, row.t}, row.settle);
+        while (!row.settle.done) io.run_one();
+        if (failed(row, row.settle)) return false;
+        const algorithms::Decision& s = row.settle.result.decision;
+        fmt::print(out, ",{},{},{}\n", row.settled, s.remaining, s.retry_after_ms);
+      } else {
+        out << (reader.settles() ? ",,,\n" : "\n");
+      }
     }
     rows.clear();
     return true;
@@ -166,8 +230,6 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     return 1;
   };
 
-  out << "t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms\n";
-  TraceReader reader(in, options);
   TraceLine parsed;
   std::string problem;
   for (;;) {
@@ -182,12 +244,16 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
     row.t = t;
     row.key = std::string(parsed.key);
     row.cost = cost;
-    if (rows.size() == kBatchRows && !flush()) return 1;
+    row.settled = parsed.settled;
+    if ((rows.size() == kBatchRows || row.settled >= 0) && !flush()) return 1;
   }
   if (!flush()) return 1;
   out.flush();
   for (const auto& [key, t] : totals) {
-    fmt::print(err, "{}: allowed {}, limited {}\n", key, t.allowed, t.limited);
+    fmt::print(err, "{}: allowed {}, limited {}", key, t.allowed, t.limited);
+    // With settles, what the allowed requests really cost.
+    if (reader.settles()) fmt::print(err, ", units {}", t.units);
+    fmt::print(err, "\n");
   }
   return 0;
 }

@@ -47,6 +47,8 @@ class TraceReader {
   // until the next call); kError: `error` says why, at line().
   Next Read(TraceLine& row, std::string& error);
   std::size_t line() const { return line_; }
+  // Whether the header names a settled column (FourthColumnOf).
+  bool settles() const { return fourth_ == FourthColumn::kSettled; }
 
  private:
   std::istream& in_;
@@ -55,6 +57,7 @@ class TraceReader {
   std::size_t line_ = 0;
   bool seen_data_ = false;
   std::int64_t last_t_ = 0;
+  FourthColumn fourth_ = FourthColumn::kGateway;  // as the header says
 };
 
 // Input: CSV lines `t_ms,key[,cost]`, an optional header line, `#` comments.

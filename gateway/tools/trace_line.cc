@@ -32,7 +32,20 @@ TraceLine Error(std::string message) {
 
 }  // namespace
 
-TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t default_cost) {
+FourthColumn FourthColumnOf(std::string_view header) {
+  std::string_view rest = Trim(header);
+  if (rest.rfind("t_ms", 0) != 0) return FourthColumn::kGateway;
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t comma = rest.find(',');
+    if (comma == std::string_view::npos) return FourthColumn::kGateway;
+    rest.remove_prefix(comma + 1);
+  }
+  return Trim(rest.substr(0, rest.find(','))) == "settled" ? FourthColumn::kSettled
+                                                           : FourthColumn::kGateway;
+}
+
+TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t default_cost,
+                         FourthColumn fourth) {
   const std::string_view line = Trim(text);
   if (line.empty() || line.front() == '#') return {};
   if (!seen_data && line.rfind("t_ms", 0) == 0) return {};  // header
@@ -42,19 +55,23 @@ TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t def
   std::string_view key = rest;
   std::int64_t cost = default_cost;
   std::int64_t gateway = -1;
+  std::int64_t settled = -1;
   if (const std::size_t second = rest.find(','); second != std::string_view::npos) {
     key = rest.substr(0, second);
     std::string_view cost_text = rest.substr(second + 1);
     if (const std::size_t third = cost_text.find(','); third != std::string_view::npos) {
-      const std::string_view gateway_text = cost_text.substr(third + 1);
-      // An empty column (as CSV exporters write them) is no gateway.
-      if (!Trim(gateway_text).empty() && (!ParseInt(gateway_text, gateway) || gateway < 0)) {
-        return Error(
-            fmt::format("gateway \"{}\" is not a non-negative integer", Trim(gateway_text)));
+      const std::string_view fourth_text = cost_text.substr(third + 1);
+      const bool settles = fourth == FourthColumn::kSettled;
+      std::int64_t& value = settles ? settled : gateway;
+      // An empty column (as CSV exporters write them) is none.
+      if (!Trim(fourth_text).empty() && (!ParseInt(fourth_text, value) || value < 0)) {
+        return Error(fmt::format("{} \"{}\" is not a non-negative integer",
+                                 settles ? "settled" : "gateway", Trim(fourth_text)));
       }
       cost_text = cost_text.substr(0, third);
     }
-    if (!(gateway >= 0 && Trim(cost_text).empty()) && !ParseInt(cost_text, cost)) {
+    if (!((gateway >= 0 || settled >= 0) && Trim(cost_text).empty()) &&
+        !ParseInt(cost_text, cost)) {
       return Error(fmt::format("cost \"{}\" is not an integer", Trim(cost_text)));
     }
   }
@@ -78,6 +95,7 @@ TraceLine ParseTraceLine(std::string_view text, bool seen_data, std::int64_t def
   r.key = key;
   r.cost = cost;
   r.gateway = gateway;
+  r.settled = settled;
   return r;
 }
 

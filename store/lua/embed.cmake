@@ -4,7 +4,8 @@
 # single-window script with its own arguments, see store/redis/protocol.h), and
 # prelude + every algorithm + decide as "multi"; then the
 # upstream-protection scripts of store/lua/protect, each on its own, the
-# admin API's of store/lua/admin (key_*: after prelude + every algorithm)
+# admin API's of store/lua/admin (key_*: after prelude + every algorithm),
+# store/lua/settle.lua (after prelude + every algorithm)
 # and the leases' of store/lua/lease (after prelude + every algorithm +
 # lease/lease.lua; lease/*_fused.lua after clock.lua only).
 # The algorithms and the upstream-protection scripts, and their order, come
@@ -62,6 +63,11 @@ foreach(p IN LISTS protect_scripts)
     if(p MATCHES "^key_")
       string(PREPEND body "${prelude}${all}")
     endif()
+  elseif(EXISTS ${DIR}/${p}.lua)
+    # A script on a rule key's state beside the algorithms' (settle.lua):
+    # after the prelude and every algorithm.
+    file(READ ${DIR}/${p}.lua body)
+    string(PREPEND body "${prelude}${all}")
   else()
     file(READ ${DIR}/protect/${p}.lua body)
     string(FIND "${body}" "now_ms(" uses_clock)

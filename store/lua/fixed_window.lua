@@ -25,7 +25,8 @@ ALG.fixed_window = {
   end,
   peek = function(p, s, t)
     local index = floor_div(t, p.window)
-    return p.limit - ALG.fixed_window.count(s, index), (index + 1) * p.window - t
+    -- 0, not below, while a settle's charge counts above the limit.
+    return math.max(0, p.limit - ALG.fixed_window.count(s, index)), (index + 1) * p.window - t
   end,
   save = function(p, w, s, reset_ms, min_ttl)
     redis.call('SET', w.key, int(s.index) .. ' ' .. int(s.count), 'PX', ttl(reset_ms, min_ttl))

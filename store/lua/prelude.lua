@@ -13,9 +13,9 @@ local function floor_div(a, b) return math.floor(a / b) end
 local function int(x) return string.format('%d', x) end
 
 -- Elapsed time since last_ms, clamped: no bucket needs more than
--- ceil((B+1)*W/L) + 1 ms to refill or drain.
+-- ceil(2*(B+1)*W/L) + 1 ms to refill or drain, a settle's debt included.
 local function clamped_elapsed(p, last_ms, t)
-  local cap = ceil_div((p.burst + 1) * p.window, p.limit) + 1
+  local cap = ceil_div(2 * (p.burst + 1) * p.window, p.limit) + 1
   local e = t - last_ms
   if e < 0 then return 0 end
   if e > cap then return cap end

@@ -63,15 +63,19 @@ ALG.sub_window = {
     end
     local reset = 0
     if newest_used >= lo then reset = (newest_used + n) * sub_ms - t end
-    return p.limit - total, reset
+    return math.max(0, p.limit - total), reset
   end,
-  save = function(p, w, s, reset_ms, min_ttl)
+  -- Deletes the sub-windows that left the window and stores `newest`.
+  drop_stale = function(p, w, s)
     local stale = {}
     for j, _ in pairs(s.counts) do
       if j <= s.newest - p.sub_windows then stale[#stale + 1] = int(j) end
     end
     if #stale > 0 then redis.call('HDEL', w.key, unpack(stale)) end
     redis.call('HSET', w.key, 'n', int(s.newest))
+  end,
+  save = function(p, w, s, reset_ms, min_ttl)
+    ALG.sub_window.drop_stale(p, w, s)
     redis.call('HINCRBY', w.key, int(s.newest), s.added)
     redis.call('PEXPIRE', w.key, ttl(reset_ms, min_ttl))
   end,

@@ -24,9 +24,24 @@ ALG.token_bucket = {
   end,
   peek = function(p, s, t)
     local level = ALG.token_bucket.level(p, s, t)
-    return math.floor(level / p.window), ceil_div(p.burst * p.window - level, p.limit)
+    -- 0 while a settle's debt keeps the level below empty.
+    return math.max(0, math.floor(level / p.window)), ceil_div(p.burst * p.window - level, p.limit)
   end,
   save = function(p, w, s, reset_ms, min_ttl)
     redis.call('SET', w.key, int(s.level) .. ' ' .. int(s.last), 'PX', ttl(reset_ms, min_ttl))
+  end,
+  -- A single token_bucket window keeps token_bucket_fused.lua's state:
+  -- level and last_ms as two packed doubles. For the scripts other than
+  -- decisions that read or write it (key_peek.lua, settle.lua).
+  load_packed = function(p, w, t)
+    local packed = redis.call('GET', w.key)
+    if packed and #packed == 16 then
+      local level, last = struct.unpack('<dd', packed)
+      return {level = level, last = last}
+    end
+    return {level = p.burst * p.window, last = t}
+  end,
+  save_packed = function(w, s, reset_ms, min_ttl)
+    redis.call('SET', w.key, struct.pack('<dd', s.level, s.last), 'PX', ttl(reset_ms, min_ttl))
   end,
 }

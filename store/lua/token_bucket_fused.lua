@@ -28,7 +28,7 @@ end
 local min_ttl = tonumber(ARGV[2])
 local limit, window, burst = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local full = burst * window
-local cap = math.floor(((burst + 1) * window + limit - 1) / limit) + 1
+local cap = math.floor((2 * (burst + 1) * window + limit - 1) / limit) + 1
 local replies = {}
 local a = 6  -- the next argument: a key's number of decisions
 for k = 1, #KEYS do
@@ -60,7 +60,7 @@ for k = 1, #KEYS do
     else
       retry_after = math.floor((need - now_level + limit - 1) / limit)
     end
-    local remaining = math.floor(now_level / window)
+    local remaining = math.max(0, math.floor(now_level / window))
     local reset = math.floor((full - now_level + limit - 1) / limit)
     if allowed then
       -- The state lives until the bucket is full again: reset, at least

@@ -88,24 +88,29 @@ bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision*
     }
     return true;
   }
-  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != 7 * n) return false;
+  if (reply.type != REDIS_REPLY_ARRAY || reply.elements != kDecisionValues * n) return false;
   for (std::size_t i = 0; i < n; ++i) {
-    std::int64_t v[7];
-    for (std::size_t k = 0; k < 7; ++k) {
-      const redisReply& e = *reply.element[7 * i + k];
+    std::int64_t v[kDecisionValues];
+    for (std::size_t k = 0; k < kDecisionValues; ++k) {
+      const redisReply& e = *reply.element[kDecisionValues * i + k];
       if (e.type != REDIS_REPLY_INTEGER) return false;
       v[k] = e.integer;
     }
-    algorithms::Decision& d = out[i];
-    d.allowed = v[0] == 1;
-    d.remaining = v[1];
-    d.retry_after_ms = v[2];
-    d.delay_ms = v[3];
-    d.reset_ms = v[4];
-    d.window = static_cast<std::uint8_t>(v[5]);
-    d.window_reset_ms = v[6];
+    out[i] = DecisionOfValues(v);
   }
   return true;
+}
+
+algorithms::Decision DecisionOfValues(const std::int64_t* v) {
+  algorithms::Decision d;
+  d.allowed = v[0] == 1;
+  d.remaining = v[1];
+  d.retry_after_ms = v[2];
+  d.delay_ms = v[3];
+  d.reset_ms = v[4];
+  d.window = static_cast<std::uint8_t>(v[5]);
+  d.window_reset_ms = v[6];
+  return d;
 }
 
 bool ReadLeaseTake(std::string_view& text, std::vector<std::int64_t>& values) {

@@ -50,6 +50,9 @@ class RespWriter {
 // string of ','-separated fused decisions, or decide.lua's array of 7
 // integers per decision.
 bool ReadDecisions(const redisReply& reply, std::size_t n, algorithms::Decision* out);
+// One decision of decide.lua's (or settle.lua's) 7 integers.
+inline constexpr std::size_t kDecisionValues = 7;
+algorithms::Decision DecisionOfValues(const std::int64_t* v);
 // The first of the lease takes left in `text` (lease_take.lua's reply: one
 // string, the takes separated by ',', each its integers separated by ' ')
 // appended to `values`, removed from `text` with its ','; false if it is

@@ -12,40 +12,12 @@
 #include "algorithms/decide.h"
 #include "algorithms/state.h"
 #include "algorithms/validate.h"
+#include "tests/algorithms/extreme_limits.h"
 
 namespace tollgate::algorithms {
 namespace {
 
 constexpr std::int64_t kInt64Max = std::numeric_limits<std::int64_t>::max();
-
-// Two extreme shapes of each algorithm: the longest window with the
-// smallest limit, and the largest limit with a 1 ms window (or the
-// algorithm's own bound on the limit).
-std::vector<LimitParams> Extremes(Algorithm algorithm) {
-  std::vector<LimitParams> out;
-  for (const bool long_window : {true, false}) {
-    LimitParams p;
-    p.algorithm = algorithm;
-    p.shaping = Shaping::kNoDelay;
-    p.limit = 1;
-    p.burst = algorithm == Algorithm::kTokenBucket ? 1 : 0;
-    if (algorithm == Algorithm::kSubWindow) p.sub_windows = kMaxSubWindows;
-    if (long_window) {
-      p.window_ms = kMaxExactProduct / (p.limit + p.burst + 1);
-      if (algorithm == Algorithm::kSubWindow) p.window_ms -= p.window_ms % p.sub_windows;
-    } else {
-      p.window_ms = algorithm == Algorithm::kSubWindow ? p.sub_windows : 1;
-      p.limit = kMaxExactProduct / p.window_ms / 2 - 1;
-      if (algorithm == Algorithm::kSlidingLog) p.limit = kMaxSlidingLogLimit;
-      if (algorithm == Algorithm::kSubWindow) p.limit = std::numeric_limits<std::uint32_t>::max();
-      if (algorithm == Algorithm::kTokenBucket || algorithm == Algorithm::kLeakyBucket) {
-        p.burst = p.limit;
-      }
-    }
-    out.push_back(p);
-  }
-  return out;
-}
 
 class DecideBounds : public ::testing::TestWithParam<int> {
  protected:

@@ -1,4 +1,5 @@
-// `tollgate replay`: golden outputs per algorithm, and bad input; with
+// `tollgate replay`: golden outputs per algorithm, and bad input; a
+// settled column (reservations settled to their actual cost); with
 // --sync lease, a simulated fleet never above one exact store.
 #include "gateway/tools/replay.h"
 
@@ -104,6 +105,114 @@ TEST(Replay, InvalidLimitIsExplained) {
   EXPECT_EQ(RunReplay(options, in, out, err), 1);
   EXPECT_EQ(err.str(),
             "replay: window 1000ms is not divisible into 7 sub_windows of whole milliseconds\n");
+}
+
+struct ReplayRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+ReplayRun ReplayOne(const LimitParams& params, const std::string& trace) {
+  std::istringstream in(trace);
+  std::ostringstream out;
+  std::ostringstream err;
+  ReplayOptions options;
+  options.input_name = "trace.csv";
+  options.windows = {params};
+  const int code = RunReplay(options, in, out, err);
+  return {code, out.str(), err.str()};
+}
+
+TEST(ReplaySettle, ASettledColumnSettlesEachAllowedReservation) {
+  // A bucket of 10 tokens, 1 a second: a reservation of 8 settled to 3
+  // gives 5 back; one of 7 settled to 12 leaves 5 tokens of debt.
+  const ReplayRun r = ReplayOne({Algorithm::kTokenBucket, 1, 1000, 10, 10, Shaping::kDelay},
+                                "t_ms,key,cost,settled\n"
+                                "0,a,8,3\n"
+                                "0,a,7,12\n"
+                                "0,a,1,\n"
+                                "5999,a,1,1\n"
+                                "6000,a,1\n");
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "t_ms,key,cost,decision,remaining,retry_after_ms,delay_ms,settled,settled_remaining,"
+            "settled_retry_after_ms\n"
+            "0,a,8,allowed,2,0,0,3,7,0\n"
+            "0,a,7,allowed,0,0,0,12,0,6000\n"
+            "0,a,1,limited,0,6000,0,,,\n"
+            "5999,a,1,limited,0,1,0,,,\n"
+            "6000,a,1,allowed,0,0,0,,,\n");
+  // Units: what the allowed requests really cost (a row without a settled
+  // value keeps its reservation).
+  EXPECT_EQ(r.err, "a: allowed 3, limited 2, units 16\n");
+}
+
+TEST(ReplaySettle, BadSettledColumns) {
+  const LimitParams window{Algorithm::kFixedWindow, 3, 1000, 0, 10, Shaping::kDelay};
+  EXPECT_EQ(ReplayOne(window, "t_ms,key,cost,settled\n0,a,1,x\n").err,
+            "trace.csv:2: settled \"x\" is not a non-negative integer\n");
+  EXPECT_EQ(ReplayOne(window, "t_ms,key,cost,settled\n0,a,1,-1\n").err,
+            "trace.csv:2: settled \"-1\" is not a non-negative integer\n");
+  const ReplayRun log = ReplayOne({Algorithm::kSlidingLog, 3, 1000, 0, 10, Shaping::kDelay},
+                                  "t_ms,key,cost,settled\n0,a,1,1\n");
+  EXPECT_EQ(log.code, 1);
+  EXPECT_EQ(log.err, "trace.csv:2: sliding_log cannot settle a reservation (docs/algorithms.md)\n");
+  // Without the header the fourth column is a gateway's.
+  EXPECT_EQ(ReplayOne(window, "0,a,1,1\n").err,
+            "trace.csv:1: a gateway column needs --sync lease --gateways N\n");
+  std::istringstream in("t_ms,key,cost,settled\n0,a,1,1\n");
+  std::ostringstream out, err;
+  ReplayOptions options;
+  options.input_name = "trace.csv";
+  options.windows = {window};
+  options.lease = LeaseReplay{};
+  EXPECT_EQ(RunReplay(options, in, out, err), 1);
+  EXPECT_EQ(err.str(),
+            "trace.csv:2: a settled column needs an exact store: the lease fleet does not "
+            "settle\n");
+}
+
+// Reservations of an upper bound, settled to at most it: the units the
+// allowed requests really cost never exceed the limit in any window, and
+// the refunds let more requests in than their reservations alone would.
+TEST(ReplaySettle, SettledUnitsNeverExceedTheLimitOfAWindow) {
+  constexpr std::int64_t kLimit = 100;
+  constexpr std::int64_t kWindow = 1000;
+  std::mt19937 random(47);
+  std::string trace = "t_ms,key,cost,settled\n";
+  std::int64_t t = 0;
+  for (int i = 0; i < 5000; ++i) {
+    t += static_cast<std::int64_t>(random() % 3);
+    const std::int64_t cost = 1 + static_cast<std::int64_t>(random() % 20);
+    trace += std::to_string(t) + ",k," + std::to_string(cost) + "," +
+             std::to_string(random() % (cost + 1)) + "\n";
+  }
+  const ReplayRun r =
+      ReplayOne({Algorithm::kFixedWindow, kLimit, kWindow, 0, 10, Shaping::kDelay}, trace);
+  ASSERT_EQ(r.code, 0) << r.err;
+  std::map<std::int64_t, std::int64_t> settled;   // by window
+  std::map<std::int64_t, std::int64_t> reserved;  // by window
+  std::istringstream rows(r.out);
+  std::string line;
+  std::getline(rows, line);  // the header
+  while (std::getline(rows, line)) {
+    std::vector<std::string> f;
+    std::stringstream fields(line);
+    for (std::string v; std::getline(fields, v, ',');) f.push_back(v);
+    ASSERT_GE(f.size(), 8U) << line;
+    if (f[3] != "allowed") continue;
+    const std::int64_t window = std::stoll(f[0]) / kWindow;
+    settled[window] += std::stoll(f[7]);
+    reserved[window] += std::stoll(f[2]);
+  }
+  ASSERT_FALSE(settled.empty());
+  bool refunds_let_more_in = false;
+  for (const auto& [window, units] : settled) {
+    EXPECT_LE(units, kLimit) << "window " << window;
+    refunds_let_more_in = refunds_let_more_in || reserved[window] > kLimit;
+  }
+  EXPECT_TRUE(refunds_let_more_in);
 }
 
 // A trace of `rows` unit-cost requests of three keys, 0 to 3 ms apart.

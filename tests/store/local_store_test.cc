@@ -124,6 +124,76 @@ TEST(LocalStore, EvictionPrefersKeysNotRecentlyUsed) {
   EXPECT_EQ(store.DecideNow({"hot", &spec, 1, 0}).remaining, 1000 - 51);
 }
 
+TEST(LocalStoreSettle, ARefundIsSeenByTheNextDecisionAndCompletesInline) {
+  LocalStore store;
+  const LimitSpec spec = Spec(Algorithm::kTokenBucket, 1, 1'000'000, 100);
+  const DecideRequest reservation{"k", &spec, 100, 5};
+  ASSERT_TRUE(store.DecideNow(reservation).allowed);
+  EXPECT_FALSE(store.DecideNow({"k", &spec, 1, 5}).allowed);
+  RecordingSink sink;
+  store.Settle({reservation, 40, 6}, sink);
+  EXPECT_EQ(sink.calls, 1);
+  EXPECT_EQ(sink.last.status, StoreStatus::kOk);
+  EXPECT_EQ(sink.last.decision.remaining, 60);
+  EXPECT_TRUE(store.DecideNow({"k", &spec, 60, 6}).allowed);
+  EXPECT_FALSE(store.DecideNow({"k", &spec, 1, 6}).allowed);
+}
+
+TEST(LocalStoreSettle, DebtKeepsTheKeyUntilItIsPaidOff) {
+  LocalStoreOptions options;
+  options.shards = 1;
+  LocalStore store(options);
+  const LimitSpec spec = Spec(Algorithm::kTokenBucket, 10, 1000, 10);
+  const DecideRequest reservation{"debtor", &spec, 10, 1'000'000};
+  ASSERT_TRUE(store.DecideNow(reservation).allowed);
+  const algorithms::Decision d = store.SettleNow({reservation, 20, 1'000'000});
+  EXPECT_EQ(d.retry_after_ms, 1100);  // 10 tokens of debt, then one more
+  // The hand passes over the key many times before its debt is paid.
+  for (int i = 0; i < 300; ++i) {
+    store.DecideNow({"other" + std::to_string(i), &spec, 1, 1'001'099});
+  }
+  EXPECT_FALSE(store.DecideNow({"debtor", &spec, 1, 1'001'099}).allowed);
+  EXPECT_TRUE(store.DecideNow({"debtor", &spec, 1, 1'001'100}).allowed);
+}
+
+TEST(LocalStoreSettle, AKeyWithoutStateIsSettledOnAFreshState) {
+  LocalStore store;
+  const LimitSpec spec = Spec(Algorithm::kFixedWindow, 10, 1000);
+  // A refund has nothing to give back; a charge starts the count.
+  EXPECT_EQ(store.SettleNow({{"gone", &spec, 5, 100}, 0, 200}).remaining, 10);
+  EXPECT_EQ(store.SettleNow({{"gone2", &spec, 5, 100}, 8, 200}).remaining, 7);
+  EXPECT_FALSE(store.DecideNow({"gone2", &spec, 8, 300}).allowed);
+}
+
+// Reserve the most a request may cost, settle to what it cost: however the
+// threads interleave, the units settled never exceed the bucket, and the
+// refunds let requests in until little more than a reservation per thread
+// is left.
+TEST(LocalStoreSettle, SettledUnitsNeverExceedTheBudgetAcrossThreads) {
+  LocalStore store;
+  constexpr std::int64_t kBudget = 10'000;
+  constexpr std::int64_t kReserve = 10;
+  // Refills one token in 10^10 ms: nothing during the test.
+  const LimitSpec spec = Spec(Algorithm::kTokenBucket, 1, 10'000'000'000, kBudget);
+  std::atomic<std::int64_t> settled{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5000; ++i) {
+        const DecideRequest reservation{"shared", &spec, kReserve, 5};
+        if (!store.DecideNow(reservation).allowed) continue;
+        const std::int64_t actual = (i * 7 + t) % (kReserve + 1);
+        store.SettleNow({reservation, actual, 5});
+        settled.fetch_add(actual);
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_LE(settled.load(), kBudget);
+  // Each thread's last refund may come after the others stopped asking.
+  EXPECT_GE(settled.load(), kBudget - 5 * kReserve);
+}
+
 TEST(LocalStore, SameKeyAcrossThreadsIsExact) {
   LocalStore store;
   const LimitSpec spec = Spec(Algorithm::kFixedWindow, 10000, 1'000'000);

@@ -8,6 +8,7 @@
 #include <boost/asio/io_context.hpp>
 #include <chrono>
 #include <deque>
+#include <random>
 #include <vector>
 
 #include "redis_server.h"
@@ -122,6 +123,156 @@ TEST_F(RedisStoreTest, DecidesAndSharesStateBetweenStores) {
   const std::string ttl = redis.Command({"PTTL", RedisKey("tollgate:", "k", spec.fingerprint, 0)});
   EXPECT_GT(std::stoll(ttl), 0);
   EXPECT_LE(std::stoll(ttl), 59'000);
+}
+
+TEST_F(RedisStoreTest, SettlesAReservationOnTheSharedState) {
+  RedisServer redis;
+  // One token bucket window (the fused script's state) and two fixed
+  // windows (the multi-window script's).
+  const LimitSpec bucket =
+      LimitSpec::Make({Window(algorithms::Algorithm::kTokenBucket, 1, 1'000'000'000, 100)});
+  const LimitSpec windows =
+      LimitSpec::Make({Window(algorithms::Algorithm::kFixedWindow, 10, 1000),
+                       Window(algorithms::Algorithm::kFixedWindow, 50, 10'000)});
+  RedisStore a(io_, OptionsFor(redis), health_);
+  RedisStore b(io_, OptionsFor(redis), health_);
+  auto settle = [&](RedisStore& store, const SettleRequest& request) {
+    Result& r = NewResult();
+    store.Settle(request, r);
+    EXPECT_TRUE(Await(r));
+    EXPECT_EQ(r.result.status, StoreStatus::kOk);
+    return r.result.decision;
+  };
+  const DecideRequest reservation{"k", &bucket, 100, 1000};
+  Result& reserved = NewResult();
+  a.Decide(reservation, reserved);
+  ASSERT_TRUE(Await(reserved));
+  ASSERT_TRUE(reserved.result.decision.allowed);
+  EXPECT_EQ(settle(b, {reservation, 40, 1000}).remaining, 60);
+  // 30 tokens beyond a reservation of 60: debt.
+  const DecideRequest second{"k", &bucket, 60, 1000};
+  Result& again = NewResult();
+  a.Decide(second, again);
+  ASSERT_TRUE(Await(again));
+  ASSERT_TRUE(again.result.decision.allowed);
+  const algorithms::Decision debt = settle(a, {second, 90, 1000});
+  EXPECT_FALSE(debt.allowed);
+  EXPECT_EQ(debt.remaining, 0);
+  EXPECT_EQ(debt.retry_after_ms, 31'000'000'000);  // 30 tokens of debt and one more
+  EXPECT_EQ(Decide(b, "k", bucket).decision.retry_after_ms, 31'000'000'000);
+
+  const DecideRequest counted{"w", &windows, 8, 100};
+  Result& w = NewResult();
+  b.Decide(counted, w);
+  ASSERT_TRUE(Await(w));
+  const algorithms::Decision d = settle(a, {counted, 3, 200});
+  EXPECT_EQ(d.remaining, 7);
+  EXPECT_EQ(d.window, 0);
+  // After the first window's end its refund is dropped, the second's kept.
+  const DecideRequest late{"w", &windows, 2, 300};
+  Result& l = NewResult();
+  b.Decide(late, l);
+  ASSERT_TRUE(Await(l));
+  EXPECT_EQ(settle(a, {late, 0, 1500}).remaining, 10);
+  EXPECT_EQ(Decide(a, "w", windows, 1500).decision.remaining, 9);
+}
+
+TEST_F(RedisStoreTest, ASettleUnderServerTimeTakesTheReservationsAge) {
+  RedisServer redis;
+  // A window of 10^9 ms: the test's few ms cross its end with a chance
+  // of one in millions.
+  const LimitSpec spec = FixedWindow(10, 1'000'000'000);
+  RedisOptions options = OptionsFor(redis);
+  options.time = RedisTime::kServer;
+  RedisStore store(io_, options, health_);
+  // The caller's clock is far from Redis's: only the difference counts.
+  const DecideRequest reservation{"k", &spec, 10, 5};
+  Result& r = NewResult();
+  store.Decide(reservation, r);
+  ASSERT_TRUE(Await(r));
+  ASSERT_TRUE(r.result.decision.allowed);
+  Result& s = NewResult();
+  store.Settle({reservation, 4, 7}, s);
+  ASSERT_TRUE(Await(s));
+  ASSERT_EQ(s.result.status, StoreStatus::kOk);
+  EXPECT_EQ(s.result.decision.remaining, 6);
+}
+
+// Decisions and settles of earlier reservations at later times, with
+// windows that roll over in between: store/lua/settle.lua answers as
+// algorithms::Settle does on the local store, and leaves the same state
+// (the decisions after the settles agree). `tollgate replay`'s settles,
+// at the reservation's own time, are compared in
+// tests/gateway/redis_conformance_test.cc.
+TEST_F(RedisStoreTest, SettlesLaterAsTheLocalStoreDoes) {
+  RedisServer redis;
+  using algorithms::Algorithm;
+  auto window = [](Algorithm a, std::int64_t limit, std::int64_t window_ms, std::int64_t burst,
+                   algorithms::Shaping shaping = algorithms::Shaping::kNoDelay) {
+    algorithms::LimitParams p = Window(a, limit, window_ms, burst);
+    p.sub_windows = 5;
+    p.shaping = shaping;
+    return p;
+  };
+  const std::vector<LimitSpec> limits = {
+      LimitSpec::Make({window(Algorithm::kTokenBucket, 5, 1000, 8)}),
+      LimitSpec::Make({window(Algorithm::kLeakyBucket, 5, 1000, 4, algorithms::Shaping::kDelay)}),
+      LimitSpec::Make({window(Algorithm::kLeakyBucket, 3, 500, 2)}),
+      LimitSpec::Make({window(Algorithm::kFixedWindow, 8, 1000, 0)}),
+      LimitSpec::Make({window(Algorithm::kSubWindow, 8, 1000, 0)}),
+      LimitSpec::Make({window(Algorithm::kTwoBucket, 8, 1000, 0)}),
+      LimitSpec::Make({window(Algorithm::kTokenBucket, 4, 1000, 4),
+                       window(Algorithm::kTokenBucket, 10, 10'000, 10)}),
+      LimitSpec::Make({window(Algorithm::kSubWindow, 4, 1000, 0),
+                       window(Algorithm::kSubWindow, 10, 10'000, 0)}),
+      LimitSpec::Make(
+          {window(Algorithm::kTwoBucket, 4, 1000, 0), window(Algorithm::kTwoBucket, 10, 5000, 0)}),
+  };
+  RedisStore remote(io_, OptionsFor(redis), health_);
+  int settles = 0;
+  for (std::size_t l = 0; l < limits.size(); ++l) {
+    const LimitSpec& spec = limits[l];
+    const algorithms::LimitParams& first = spec.windows[0];
+    const bool compare_reset =
+        first.algorithm != Algorithm::kSubWindow && first.algorithm != Algorithm::kTwoBucket;
+    LocalStore local;
+    std::mt19937 rng(static_cast<unsigned>(l) * 7919 + 17);
+    std::vector<DecideRequest> outstanding;
+    const std::string keys[] = {"s" + std::to_string(l) + "a", "s" + std::to_string(l) + "b"};
+    std::int64_t t = 1'000'000 + static_cast<std::int64_t>(rng() % 10'000);
+    for (int step = 0; step < 300; ++step) {
+      t += static_cast<std::int64_t>(rng() % 4 == 0 ? rng() % (2 * first.window_ms) : rng() % 50);
+      algorithms::Decision want;
+      Result& got = NewResult();
+      if (!outstanding.empty() && rng() % 2 == 0) {
+        const std::size_t i = rng() % outstanding.size();
+        const DecideRequest reservation = outstanding[i];
+        outstanding.erase(outstanding.begin() + static_cast<std::ptrdiff_t>(i));
+        const SettleRequest request{
+            reservation, static_cast<std::int64_t>(rng() % (2 * reservation.cost + 2)), t};
+        want = local.SettleNow(request);
+        remote.Settle(request, got);
+        ++settles;
+      } else {
+        const DecideRequest request{keys[rng() % 2], &spec,
+                                    1 + static_cast<std::int64_t>(rng() % 3), t};
+        want = local.DecideNow(request);
+        remote.Decide(request, got);
+        if (want.allowed) outstanding.push_back(request);
+      }
+      ASSERT_TRUE(Await(got));
+      ASSERT_EQ(got.result.status, StoreStatus::kOk);
+      const algorithms::Decision& d = got.result.decision;
+      const auto where = ::testing::Message() << "limit " << l << " step " << step << " t " << t;
+      ASSERT_EQ(d.allowed, want.allowed) << where;
+      ASSERT_EQ(d.remaining, want.remaining) << where;
+      ASSERT_EQ(d.retry_after_ms, want.retry_after_ms) << where;
+      ASSERT_EQ(d.delay_ms, want.delay_ms) << where;
+      ASSERT_EQ(d.window, want.window) << where;
+      if (compare_reset) ASSERT_EQ(d.reset_ms, want.reset_ms) << where;
+    }
+  }
+  EXPECT_GE(settles, 1000);
 }
 
 TEST_F(RedisStoreTest, ATokenBucketNeverMisreadsStateOfAnotherFormat) {

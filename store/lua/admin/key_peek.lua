@@ -14,15 +14,7 @@ for i = 1, count do
   local w = {p = p, alg = alg, key = KEYS[2 * i - 1], aux = KEYS[2 * i]}
   local state
   if count == 1 and p.algorithm == 'token_bucket' then
-    -- A single token_bucket window keeps token_bucket_fused.lua's state:
-    -- level and last_ms as two packed doubles.
-    local packed = redis.call('GET', w.key)
-    if packed and #packed == 16 then
-      local level, last = struct.unpack('<dd', packed)
-      state = {level = level, last = last}
-    else
-      state = {level = p.burst * p.window, last = t}
-    end
+    state = alg.load_packed(p, w, t)
   else
     state = alg.load(p, w, t)
   end
@@ -33,6 +25,10 @@ for i = 1, count do
   local level, previous = p.limit - remaining, 0
   if p.algorithm == 'token_bucket' or p.algorithm == 'leaky_bucket' then
     level = alg.level(p, state, t)
+  elseif p.algorithm == 'fixed_window' then
+    level = alg.count(state, floor_div(t, p.window))
+  elseif p.algorithm == 'sub_window' then
+    level = alg.total(p, state, floor_div(t, p.window / p.sub_windows))
   elseif p.algorithm == 'two_bucket' then
     local c = alg.carry_forward(p, state, t)
     level, previous = c.curr, c.prev
