@@ -12,7 +12,7 @@ namespace tollgate::algorithms {
 namespace {
 
 using std::int64_t;
-using family::As;
+using family::FixedCount;
 using family::Snapshot;
 using family::TokenLevel;
 using family::TokenRetryAfter;
