@@ -5,16 +5,14 @@
 #include <optional>
 
 #include "gateway/core/block_table.h"
-#include "gateway/core/upstream_limits.h"
 #include "gateway/core/fair_places.h"
+#include "gateway/core/upstream_limits.h"
+#include "gateway/core/upstream_wait.h"
 #include "gateway/worker.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {
-
-// Waiting-room keys of requests waiting for an upstream place; rule keys
-// start with the rule's name, never with the separator.
 
 // One Coordinator call awaited by a request: pass it as the call's sink,
 // then Wait(). The answer may come inline or later on this thread.
@@ -353,69 +351,6 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
   }
 }
 
-namespace {
-
-// A request waiting for an upstream place: FairPlaces tells it its turn
-// from whichever thread gave a place back, by cancelling its timer on its
-// own thread. Shared with the posted wake-up, which may run after the
-// waiting coroutine ended.
-class UpstreamWaiter final : public FairPlaces::Waiter,
-                             public std::enable_shared_from_this<UpstreamWaiter> {
- public:
-  explicit UpstreamWaiter(const Executor& executor) : timer(executor) {}
-  Timer timer;
-
- private:
-  void Notify() override {
-    asio::post(timer.get_executor(), [self = shared_from_this()] { self->timer.cancel(); });
-  }
-};
-
-}  // namespace
-
-std::uint64_t Admission::FlowOf(const rules::Identity& identity) {
-  // The client: its user, else its address (or what a trusted proxy named
-  // it when that is no address).
-  if (!identity.user.empty()) return std::hash<std::string_view>{}(identity.user);
-  if (!identity.unidentified_client.empty()) {
-    return std::hash<std::string_view>{}(identity.unidentified_client);
-  }
-  const auto& b = identity.client_ip.bytes;
-  return std::hash<std::string_view>{}(
-      std::string_view(reinterpret_cast<const char*>(b.data()), b.size()));
-}
-
-Task<bool> Admission::WaitForUpstreamPlace(const GatewayState& state,
-                                           const rules::UpstreamConfig& upstream, Exchange& ex) {
-  if (upstream.max_connections_delay_ms <= 0) co_return false;
-  const Executor executor = co_await asio::this_coro::executor;
-  const auto waiter = std::make_shared<UpstreamWaiter>(executor);
-  waiter->flow = flow_;
-  const FairQueueParams params{
-      .max_per_flow = static_cast<std::size_t>(state.config->limits.max_waiting),
-      .max_total = static_cast<std::size_t>(state.config->limits.max_waiting)};
-  // Counts the request in tollgate_delayed_requests while it waits.
-  const GaugeScope gauge(worker_.metrics(), &ThreadMetrics::AddDelayed);
-  waiter->timer.expires_after(Ms(upstream.max_connections_delay_ms));
-  if (state.upstream_places->Enqueue(upstream.name, upstream.max_connections, *waiter, params) !=
-      FairQueue::Pushed::kQueued) {
-    co_return false;
-  }
-  // Out of the queue on every path, also when the coroutine is destroyed
-  // while it waits (shutdown): a queued waiter must not outlive its place.
-  struct Leaving {
-    FairPlaces& places;
-    UpstreamWaiter& waiter;
-    ~Leaving() { places.Leave(waiter); }
-  } leaving{*state.upstream_places, *waiter};
-  // Woken by its turn (the timer cancelled), or the deadline passed.
-  co_await waiter->timer.async_wait(kUseTuple);
-  state.upstream_places->Leave(*waiter);
-  if (!waiter->place) co_return false;
-  ex.upstream_place = std::move(waiter->place);
-  co_return true;
-}
-
 Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
                                      const rules::UpstreamConfig& upstream, std::string_view route,
                                      std::string_view path, Exchange& ex, Answer& answer) {
@@ -423,7 +358,9 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
     ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, upstream.max_connections);
     if (!ex.upstream_place) {
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
-      const bool got = co_await WaitForUpstreamPlace(state, upstream, ex);
+      const bool got = co_await WaitForUpstreamPlace(
+          *state.upstream_places, upstream,
+          static_cast<std::size_t>(state.config->limits.max_waiting), flow_, worker_.metrics(), ex);
       if (!got) {
         answer = RefuseWithStatus(Refusal::kUpstreamBusy,
                                   static_cast<unsigned>(upstream.max_connections_status), 1);

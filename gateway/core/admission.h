@@ -140,12 +140,6 @@ class Admission {
   Task<bool> WaitForPlace(const GatewayState& state, PlaceWait& wait);
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
-  // Waits up to max_connections_delay for a place of `upstream`, in the
-  // fair order of state.upstream_places; true with it in ex.upstream_place.
-  Task<bool> WaitForUpstreamPlace(const GatewayState& state,
-                                  const rules::UpstreamConfig& upstream, Exchange& ex);
-  // The flow a waiting request belongs to: a hash of its client.
-  static std::uint64_t FlowOf(const rules::Identity& identity);
 
   Worker& worker_;
   rules::Evaluation evaluation_;  // reused between requests
