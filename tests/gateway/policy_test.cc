@@ -87,8 +87,10 @@ TEST_F(Policy, OtherUsersGet100PerMinuteAnd1000PerHour) {
   EXPECT_EQ(limited["X-RateLimit-Remaining"], "0");
   EXPECT_EQ(limited["X-RateLimit-Reset"], "60");
   EXPECT_EQ(limited[http::field::content_type], "application/json");
-  EXPECT_EQ(limited.body(),
-            "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":60000}\n");
+  // The answer names the request (X-Request-Id, docs/proxying.md).
+  EXPECT_EQ(limited.body(), "{\"error\":\"rate_limited\",\"rule\":\"per-user\",\"retry_after_ms\":60000,"
+                            "\"request_id\":\"" + std::string(limited["X-Request-Id"]) + "\"}\n");
+  EXPECT_EQ(limited["X-Request-Id"].size(), 32u);
   EXPECT_EQ(As("u2", "user").result_int(), 200);  // per user
   // Nine more minutes of 100 each fill the hour's 1000.
   for (int minute = 1; minute < 10; ++minute) {
