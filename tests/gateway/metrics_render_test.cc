@@ -45,8 +45,8 @@ TEST(MetricsRender, EveryFamilyAsTheGoldenText) {
   a.AddDelayed(2);
   b.AddDelayed(-1);
   a.AddWebSockets(r0, 1);
-  a.AddWebSocketBytes(r0, true, 100);
-  b.AddWebSocketBytes(r0, false, 7);
+  a.AddWebSocketBytes(r0, TunnelDirection::kIn, 100);
+  b.AddWebSocketBytes(r0, TunnelDirection::kOut, 7);
   a.AddHttp2Streams(4);
   a.RecordGrpcResponse(r0, 0);
   a.RecordGrpcResponse(r0, 99);
