@@ -10,19 +10,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "gateway/ops/access_log.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/core/gateway_state.h"
+#include "gateway/core/services.h"
 #include "gateway/io/net.h"
-#include "gateway/io/tls.h"
 #include "gateway/io/upstream_pool.h"
-#include "gateway/core/waiting_room.h"
-#include "gateway/core/block_table.h"
-#include "gateway/core/overrides.h"
-#include "rules/config.h"
-#include "rules/identity.h"
-#include "rules/route_table.h"
-#include "rules/rule_set.h"
-#include "store/clock.h"
+#include "gateway/ops/metrics.h"
 #include "store/coordinator.h"
 #include "store/inflight.h"
 #include "store/local_store.h"
@@ -30,60 +22,8 @@
 
 namespace tollgate::gateway {
 
-class FairPlaces;
-
-// Everything built from one configuration, shared read-only by all workers.
-struct GatewayState {
-  std::shared_ptr<const rules::Config> config;
-  std::unique_ptr<rules::RouteTable> routes;
-  std::vector<std::unique_ptr<ServerTls>> listener_tls;        // per listener; null: plain
-  std::vector<std::unique_ptr<ssl::context>> upstream_tls;     // per upstream; null: plain
-  std::vector<std::vector<tcp::endpoint>> upstream_endpoints;  // per upstream, per server
-  std::unique_ptr<rules::IdentityResolver> identity;
-  std::unique_ptr<rules::RuleSet> rule_set;
-  // Outlives the state (kept across configurations). The rate-limit store
-  // and coordinator are the worker's (Worker::store(), coordinator()).
-  WaitingRoom* waiting_room = nullptr;
-  const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
-  const OverrideTable* overrides = nullptr;  // likewise: overrides survive reloads
-  FairPlaces* upstream_places = nullptr;  // likewise: max_connections, by upstream
-  AccessLog* access_log = nullptr;
-  const store::Clock* clock = nullptr;
-  // Metric label ids (see Metrics) by index in config->routes, ->rules,
-  // ->upstreams and ->listeners; empty when metrics are off.
-  std::vector<int> route_ids, rule_ids, upstream_ids, listener_ids;
-  int unrouted_id = 0;  // requests that matched no route
-  // Client connections the process keeps open at most ([limits]
-  // max_connections, or what the descriptor limit allows).
-  std::int64_t max_connections = 0;
-};
-
-// The listeners a configuration binds, in the order of the acceptors,
-// listener_tls and listener_ids: [[listeners]], then [decision]'s.
-std::vector<const rules::ListenerConfig*> BoundListeners(const rules::Config& config);
-// Whether acceptor `listener` is [decision]'s (gateway/decision/).
-inline bool IsDecisionListener(const rules::Config& config, std::size_t listener) {
-  return config.decision && listener == config.listeners.size();
-}
-
-// [limits] max_connections = 0: half of the descriptors left after a
-// reserve of 64 (listeners, Redis, the logs), the other half for the
-// upstream connection each client connection may hold; at least 1.
-std::int64_t MaxConnectionsFor(std::int64_t descriptor_limit);
-
 class Session;
 class Http2UpstreamPool;
-
-// Where workers find the current configuration. Thread-safe.
-class StateSource {
- public:
-  // Increases with every configuration that takes effect.
-  virtual std::uint64_t generation() const = 0;
-  virtual std::shared_ptr<const GatewayState> Load() const = 0;
-
- protected:
-  ~StateSource() = default;
-};
 
 // One configuration as one worker uses it: the shared state plus this
 // thread's connection pools to its upstreams. A request holds its generation
@@ -104,27 +44,29 @@ class Worker {
 
   asio::io_context& io() { return io_; }
   // This thread's metrics; null when metrics are off.
-  ThreadMetrics* metrics() const { return metrics_; }
-  void SetMetrics(ThreadMetrics* metrics) { metrics_ = metrics; }
+  ThreadMetrics* metrics() const { return services_.metrics; }
+  void SetMetrics(ThreadMetrics* metrics) { services_.metrics = metrics; }
+  // What the request pipeline uses of this worker (gateway/core/services.h).
+  const CoreServices& services() const { return services_; }
   // The rate-limit store this worker's sessions use: the process's local
   // store, or this worker's Redis store behind the decorator that applies
   // [store] on_error (store::FailoverStore).
-  store::Store& store() { return *store_; }
+  store::Store& store() { return *services_.store; }
   // A store shared with other workers (not owned), or this worker's own one
   // (created on io(), destroyed before it). Call before serving.
-  void SetStore(store::Store* shared) { store_ = shared; }
+  void SetStore(store::Store* shared) { services_.store = shared; }
   void SetStore(std::unique_ptr<store::Store> own) {
     own_store_ = std::move(own);
-    store_ = own_store_.get();
+    services_.store = own_store_.get();
   }
   // Where learned limits, in-flight places and waiting lines are kept:
   // shared (not owned) or this worker's own, like the store. Call before
   // serving.
-  store::Coordinator& coordinator() { return *coordinator_; }
-  void SetCoordinator(store::Coordinator* shared) { coordinator_ = shared; }
+  store::Coordinator& coordinator() { return *services_.coordinator; }
+  void SetCoordinator(store::Coordinator* shared) { services_.coordinator = shared; }
   void SetCoordinator(std::unique_ptr<store::Coordinator> own) {
     own_coordinator_ = std::move(own);
-    coordinator_ = own_coordinator_.get();
+    services_.coordinator = own_coordinator_.get();
   }
   std::size_t index() const { return index_; }
   // The current generation, rebuilt when the configuration changed.
@@ -205,11 +147,9 @@ class Worker {
   // Completes its pending decisions (into suspended sessions) before io_
   // destroys them.
   std::unique_ptr<store::Store> own_store_;
-  store::Store* store_ = nullptr;
   // Uses own_store_: declared after it, destroyed before it.
   std::unique_ptr<store::Coordinator> own_coordinator_;
-  store::Coordinator* coordinator_ = nullptr;
-  ThreadMetrics* metrics_ = nullptr;
+  CoreServices services_{io_.get_executor()};
 };
 
 }  // namespace tollgate::gateway

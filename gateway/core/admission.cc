@@ -7,8 +7,11 @@
 #include "gateway/core/block_table.h"
 #include "gateway/core/fair_places.h"
 #include "gateway/core/upstream_limits.h"
+#include "gateway/core/gateway_state.h"
 #include "gateway/core/upstream_wait.h"
-#include "gateway/worker.h"
+#include "gateway/ops/metrics.h"
+#include "store/coordinator.h"
+#include "store/store.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {
@@ -70,8 +73,8 @@ struct Admission::PlaceWait {
   std::optional<GaugeScope> gauge = std::nullopt;
 };
 
-Admission::Admission(Worker& worker)
-    : worker_(worker), batch_wait_(std::make_unique<BatchWait>(worker.io().get_executor())) {
+Admission::Admission(const CoreServices& services)
+    : services_(services), batch_wait_(std::make_unique<BatchWait>(services.executor)) {
   batch_.set_waker(batch_wait_.get());
 }
 
@@ -108,7 +111,7 @@ Task<void> Admission::WaitForBatch() { co_await batch_wait_->Wait(batch_); }
 Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
   const Executor executor = co_await asio::this_coro::executor;
   CountCall answer(executor);
-  call(worker_.coordinator(), answer);
+  call(*services_.coordinator, answer);
   co_return co_await answer.Wait();
 }
 
@@ -124,7 +127,7 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
       return Admit::kRefused;
     }
   }
-  const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
+  const LimitContext context = MakeLimitContext(state, *services_.store, services_.metrics);
   LimitOutcome& outcome = ex.limits;
   descriptor_limit_.reset();
   if (facts.descriptor_limit != nullptr) descriptor_limit_ = *facts.descriptor_limit;
@@ -169,7 +172,7 @@ Admit Admission::Judge(Exchange& ex, Answer& answer) const {
 
 Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& client,
                                      Exchange& ex, Answer& answer) {
-  const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
+  const LimitContext context = MakeLimitContext(state, *services_.store, services_.metrics);
   LimitOutcome& outcome = ex.limits;
   if (!decided_) {
     co_await WaitForBatch();
@@ -188,7 +191,7 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
   if (outcome.verdict == Verdict::kDelay) {
     // (GCC 12 miscompiles co_await inside && and ?: : keep it a statement.)
     // Counts the request in tollgate_delayed_requests while it is held.
-    const GaugeScope gauge(worker_.metrics(), &ThreadMetrics::AddDelayed);
+    const GaugeScope gauge(services_.metrics, &ThreadMetrics::AddDelayed);
     const Turn turn = co_await WaitForTurn(state, client, ex);
     if (turn == Turn::kClientGone) co_return Admit::kClientGone;
     if (turn == Turn::kRejected) {
@@ -203,7 +206,7 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
     const Executor executor = co_await asio::this_coro::executor;
     Timer turn(executor, Ms(outcome.delay_ms));
     // Counts the request in tollgate_delayed_requests while it is held.
-    const GaugeScope gauge(worker_.metrics(), &ThreadMetrics::AddDelayed);
+    const GaugeScope gauge(services_.metrics, &ThreadMetrics::AddDelayed);
     co_await turn.async_wait(kUseTuple);
   }
   if (!evaluation_.inflight.empty()) {
@@ -228,7 +231,7 @@ Task<bool> Admission::WaitForPlace(const GatewayState& state, PlaceWait& wait) {
     std::size_t before = 0;
     wait.ticket = state.waiting_room->Enter(wait.key, wait.max_waiting, before);
     if (!wait.ticket) co_return false;
-    wait.gauge.emplace(worker_.metrics(), &ThreadMetrics::AddDelayed);
+    wait.gauge.emplace(services_.metrics, &ThreadMetrics::AddDelayed);
   }
   const std::int64_t left = wait.deadline_ms - state.clock->NowMs();
   if (left <= 0) co_return false;
@@ -335,7 +338,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     // Only the delaying rules are decided again: the others already counted.
     hits_.clear();
     for (const DelayedHit& d : outcome.delayed) hits_.push_back(d.hit);
-    const LimitContext context = MakeLimitContext(state, worker_.store(), worker_.metrics());
+    const LimitContext context = MakeLimitContext(state, *services_.store, services_.metrics);
     batch_.Start(context, hits_, 0, {}, descriptor_limit_ ? &*descriptor_limit_ : nullptr);
     if (!batch_.done()) co_await WaitForBatch();
     for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
@@ -360,7 +363,7 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
       const bool got = co_await WaitForUpstreamPlace(
           *state.upstream_places, upstream,
-          static_cast<std::size_t>(state.config->limits.max_waiting), flow_, worker_.metrics(), ex);
+          static_cast<std::size_t>(state.config->limits.max_waiting), flow_, services_.metrics, ex);
       if (!got) {
         answer = RefuseWithStatus(Refusal::kUpstreamBusy,
                                   static_cast<unsigned>(upstream.max_connections_status), 1);
@@ -401,7 +404,7 @@ Task<Admit> Admission::WaitForUpstreamLimit(const GatewayState& state,
       answer = Refuse(Refusal::kUpstreamRateLimited, (wait + 999) / 1000);
       co_return Admit::kRefused;
     }
-    if (!gauge) gauge.emplace(worker_.metrics(), &ThreadMetrics::AddDelayed);
+    if (!gauge) gauge.emplace(services_.metrics, &ThreadMetrics::AddDelayed);
     timer.expires_after(Ms(wait));
     co_await timer.async_wait(kUseTuple);
   }
@@ -411,7 +414,7 @@ void Admission::Learn(const GatewayState& state, const rules::UpstreamConfig& up
                       unsigned status, const Fields& fields) {
   const store::Clock& clock = *state.clock;
   const algorithms::LearnedFacts facts = ReadLearnedFacts(status, fields, clock.UnixMs());
-  worker_.coordinator().Learn(upstream.name, learned_bucket_, facts, clock.NowMs());
+  services_.coordinator->Learn(upstream.name, learned_bucket_, facts, clock.NowMs());
 }
 
 }  // namespace tollgate::gateway

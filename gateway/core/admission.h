@@ -22,6 +22,7 @@
 #include "gateway/core/exchange.h"
 #include "gateway/core/limits.h"
 #include "gateway/core/respond.h"
+#include "gateway/core/services.h"
 #include "gateway/io/io_types.h"
 #include "rules/rule_set.h"
 
@@ -32,7 +33,6 @@ struct UpstreamConfig;
 namespace tollgate::gateway {
 
 struct GatewayState;
-class Worker;
 
 // How admit waits while it watches the request's client: each protocol
 // knows what "the client left" means (HTTP/1.1: the connection closed;
@@ -69,7 +69,7 @@ enum class Admit {
 
 class Admission {
  public:
-  explicit Admission(Worker& worker);
+  explicit Admission(const CoreServices& services);
   ~Admission();
   Admission(const Admission&) = delete;
   Admission& operator=(const Admission&) = delete;
@@ -141,7 +141,7 @@ class Admission {
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
 
-  Worker& worker_;
+  const CoreServices& services_;
   rules::Evaluation evaluation_;  // reused between requests
   std::vector<const rules::RuleHit*> hits_;
   DecisionBatch batch_;

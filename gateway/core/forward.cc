@@ -1,6 +1,6 @@
 #include "gateway/core/forward.h"
 
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
 #include "store/clock.h"
 
 namespace tollgate::gateway {

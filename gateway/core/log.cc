@@ -3,7 +3,7 @@
 #include "gateway/core/exchange.h"
 #include "gateway/ops/access_log.h"
 #include "gateway/ops/metrics.h"
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
 #include "store/loop_time.h"
 
 namespace tollgate::gateway {

@@ -3,7 +3,8 @@
 #include <algorithm>
 #include <limits>
 
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
+#include "gateway/ops/metrics.h"
 
 namespace tollgate::gateway {
 

@@ -3,7 +3,7 @@
 #include "gateway/core/admission.h"
 #include "gateway/core/http_util.h"
 #include "gateway/core/respond.h"
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
 #include "rules/config.h"
 
 namespace tollgate::gateway {

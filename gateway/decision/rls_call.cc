@@ -30,7 +30,7 @@ class RlsCall final : private ClientWatch {
         peer_ip_(peer_ip),
         peer_(peer),
         generation_(worker.Current()),
-        admission_(worker) {
+        admission_(worker.services()) {
     stream_.OnCancel(
         [this] {
           if (hold_timer_ != nullptr) hold_timer_->cancel();

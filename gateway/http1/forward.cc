@@ -42,7 +42,9 @@ struct Session::ForwardCall : UpstreamCall {
   bool buffered = false;  // the request body (if any) is read whole before sending
 };
 
-Task<void> Session::Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex) {
+Task<void> Session::Forward(const rules::RouteConfig& route) {
+  HeadParser& head = *head_;
+  Exchange& ex = *exchange_;
   const store::Clock& clock = *generation_->state->clock;
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   auto& req = head.get();

@@ -28,7 +28,7 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
       listener_(listener),
       peer_ip_(peer.address().to_string()),
       peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
-      admission_(worker),
+      admission_(worker.services()),
       exchange_(std::make_unique<Exchange>()) {
   // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
   // without room, a streamed body would arrive in tiny reads.
@@ -154,7 +154,7 @@ Task<void> Session::Run() {
       }
     }
     first = false;
-    if (!co_await ServeOne()) break;
+    if (!co_await ExchangeDriver<Session>::Run(*this)) break;
     served_ = true;
   }
   co_await Shutdown();
@@ -232,140 +232,74 @@ void Session::CloseWithBodyUnread(Exchange& ex) {
   body_unread_ = true;
 }
 
-Task<bool> Session::ServeOne() {
-  // A reload takes effect between exchanges, never within one.
-  generation_ = worker_.Current();
-  config_ = generation_->state->config.get();
-  const store::Clock& clock = *generation_->state->clock;
-  Exchange& ex = *exchange_;
-  ex.Reset();
-  const store::Instant start = clock.Now();
-  ex.start_ms = start.ms;
-  ex.started = start.steady;
-  ex.deadline_ms = ex.start_ms + config_->timeouts.request_ms;
-
+HeadRead Session::TakeHead(Refusal& refusal) {
   HeadParser& head = head_.emplace();
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
-  // Run() has read the first bytes, which usually hold the whole header:
-  // parse them here, and go to the stream only for the rest.
   ErrorCode ec;
   buffer_.consume(head.put(buffer_.data(), ec));
-  if (ec == http::error::need_more) {
-    Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
-    auto [read_ec, n] = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read_header(s, buffer_, head, kUseTuple); });
-    ec = read_ec;
-  }
-  // Whatever comes next, a body read or the response, carries them.
-  IssueTickets();
-  if (ec) {
-    ex.close = true;
-    if (IsClientGone(ec)) co_return false;
-    if (ec == http::error::body_limit) CloseWithBodyUnread(ex);  // declared too large
-    const Refusal refusal = ec == http::error::header_limit ? Refusal::kHeaderTooLarge
-                            : ec == http::error::body_limit ? Refusal::kBodyTooLarge
-                            : ec == beast::error::timeout   ? Refusal::kRequestTimeout
-                                                            : Refusal::kBadRequest;
-    answer_ = Refuse(refusal);
-    co_await Reply(ex);
-    LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
-    co_return false;
-  }
-
-  const auto& req = head.get();
-  AssignRequestId(*generation_->state->identity, peer_address_, head.get(), ex.request_id);
-  if (const AccessLog* log = generation_->state->access_log; log != nullptr && log->enabled()) {
-    ex.method = req.method_string();
-    ex.target = req.target();
-    ex.user_agent = req[http::field::user_agent];
-    ex.referer = req[http::field::referer];
-  }
-  ex.version = req.version();
-  ex.close = !head.keep_alive();  // the parser's flags: no lookup of Connection
-  const RequestHeaderCheck check = CheckRequestHeader(req, head.chunked());
-  if (!check.problem.empty()) {
-    ex.close = true;
-    answer_ = RefuseWith(check.status == http::status::bad_request ? Refusal::kBadRequest
-                                                                        : Refusal::kNotImplemented,
-                              check.problem);
-    co_await Reply(ex);
-    LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
-    co_return false;
-  }
-  std::string_view host = check.host;
-  if (!check.origin_form.empty()) {
-    // From here on, and to the upstream, as if sent in origin-form.
-    head.get().set(http::field::host, check.authority);
-    head.get().target(check.origin_form);
-    host = head.get()[http::field::host];
-  }
-  if (IsDecisionListener(*config_, listener_)) {
-    co_await Check(head, ex);
-    LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
-    ex.Release();
-    co_return !ex.close && !worker_.draining();
-  }
-  if (const std::string_view problem = Canonicalize(head.get(), host, canonical_);
-      !problem.empty()) {
-    ex.close = true;
-    answer_ = RefuseWith(Refusal::kBadRequest, problem);
-    co_await Reply(ex);
-    LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
-    co_return false;
-  }
-  if (!ex.target.empty()) ex.target = req.target();  // the access log shows what rules saw
-
-  const rules::RouteConfig* route = generation_->state->routes->Match(host, req.target());
-  if (route == nullptr) {
-    // The unread body would be taken for the next request: close instead.
-    if (!head.is_done()) CloseWithBodyUnread(ex);
-    answer_ = Refuse(Refusal::kNoRoute);
-    co_await Reply(ex);
-  } else {
-    ex.route = route->name;
-    if (worker_.metrics() != nullptr) {
-      ex.route_metric = generation_->state->route_ids[route - config_->routes.data()];
-    }
-    // (The parser's flag first: no field lookup for other requests.)
-    websocket_ = head.upgrade() && IsWebSocketHandshake(req, !head.is_done());
-    if (websocket_ && !route->websocket) {
-      answer_ = Refuse(Refusal::kWebSocketDisabled);
-      co_await Reply(ex);
-    } else {
-      // identify -> admit -> forward. (Not a coroutine of its own: one more
-      // nested frame than Asio's cache of two recycles costs a malloc and a
-      // free per request.)
-      Admit admit = Identify(*route, host, ex);
-      if (admit == Admit::kPending) {
-        admit = co_await admission_.FinishRequest(*generation_->state, *this, ex, answer_);
-      }
-      if (admit == Admit::kRefused) {
-        // An unread body would be taken for the next request.
-        if (!head.is_done()) CloseWithBodyUnread(ex);
-        ErrorCode wec;
-        if (!StartReply(ex, wec)) {
-          wec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
-        }
-        if (wec) ex.close = true;
-      } else if (admit == Admit::kAdmitted) {
-        co_await Forward(head, *route, ex);
-      }
-    }
-  }
-  LogExchange(*generation_->state, worker_.metrics(), peer_ip_, ex);
-  whole_.reset();  // a buffered body is not kept between exchanges
-  ex.Release();    // places of concurrency rules are given back here
-  co_return !ex.close && !worker_.draining();
+  if (ec == http::error::need_more) return HeadRead::kNeedMore;
+  return HeadEnded(ec, refusal);
 }
 
-Admit Session::Identify(const rules::RouteConfig& route, std::string_view host, Exchange& ex) {
-  const GatewayState& state = *generation_->state;
-  Identification who(*state.identity, head_->get(), host, route.name, peer_address_,
-                     client_cert_.get());
-  const Admit admit = admission_.StartRequest(state, who.facts(), who.identity(), ex, answer_);
-  who.StripIdentityFields();
-  return admit;
+Task<HeadRead> Session::ReadHead(Refusal& refusal) {
+  Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
+  auto [ec, n] = co_await Visit(
+      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, *head_, kUseTuple); });
+  co_return HeadEnded(ec, refusal);
+}
+
+HeadRead Session::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
+  // Whatever comes next, a body read or the response, carries them.
+  IssueTickets();
+  if (!ec) return HeadRead::kRead;
+  Exchange& ex = *exchange_;
+  ex.close = true;
+  if (IsClientGone(ec)) return HeadRead::kClientGone;
+  if (ec == http::error::body_limit) CloseWithBodyUnread(ex);  // declared too large
+  refusal = ec == http::error::header_limit ? Refusal::kHeaderTooLarge
+            : ec == http::error::body_limit ? Refusal::kBodyTooLarge
+            : ec == beast::error::timeout   ? Refusal::kRequestTimeout
+                                            : Refusal::kBadRequest;
+  return HeadRead::kRefused;
+}
+
+void Session::OnHead(const GatewayState&, Exchange& ex) {
+  ex.version = head_->get().version();
+  ex.close = !head_->keep_alive();  // the parser's flags: no lookup of Connection
+}
+
+bool Session::UpgradeRefused(const rules::RouteConfig& route) {
+  // (The parser's flag first: no field lookup for other requests.)
+  websocket_ = head_->upgrade() && IsWebSocketHandshake(head_->get(), !head_->is_done());
+  if (!websocket_ || route.websocket) return false;
+  answer_ = Refuse(Refusal::kWebSocketDisabled);
+  return true;
+}
+
+bool Session::StartReply() {
+  Exchange& ex = *exchange_;
+  ErrorCode ec;
+  if (!StartReply(ex, ec)) return false;
+  if (ec) ex.close = true;
+  return true;
+}
+
+Task<void> Session::FinishReply() {
+  if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) exchange_->close = true;
+}
+
+Task<void> Session::WriteCheckAllowed() {
+  Exchange& ex = *exchange_;
+  wire_.clear();
+  AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive,
+                     ex.request_id, wire_);
+  ex.status = 200;
+  ErrorCode ec;
+  if (!TryWriteWire(stream_, ec, ex.close)) {
+    ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
+  }
+  if (ec) ex.close = true;
 }
 
 Task<ClientWatch::Held> Session::Hold(std::chrono::milliseconds wait) {

@@ -1,14 +1,11 @@
 // The HTTP/1.1 protocol adapter: one client connection, reading requests
-// one after another (keep-alive) and passing each through the request
-// pipeline — identify (gateway/core/identify.h), admit
-// (gateway/core/admission.h), forward (gateway/http1/forward.cc: the
-// upstream exchange, and the WebSocket tunnel), respond (answers are
-// gateway/core/respond.h's values, written here) and log
-// (gateway/core/log.h). On the decision listener ([decision]) "forward"
-// is "answer": the check endpoint (check.cc). A connection that turns out
-// to speak HTTP/2 (ALPN
-// "h2", or the prior-knowledge preface as its first bytes) is handed to
-// the HTTP/2 adapter (gateway/http2/adapter.h) for the rest of its life.
+// one after another (keep-alive), each one exchange of the exchange driver
+// (gateway/core/exchange_driver.h), for which the Session is the downstream:
+// it reads the head, writes tollgate's answers and the check endpoint's,
+// and forwards (forward.cc: the upstream exchange, and the WebSocket
+// tunnel). A connection that turns out to speak HTTP/2 (ALPN "h2", or the
+// prior-knowledge preface as its first bytes) is handed to the HTTP/2
+// adapter (gateway/http2/adapter.h) for the rest of its life.
 // Lives on one worker thread; owned by its coroutine (see Worker).
 #pragma once
 
@@ -18,6 +15,7 @@
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/exchange_driver.h"
 #include "gateway/core/respond.h"
 #include "gateway/io/net.h"
 #include "gateway/worker.h"
@@ -57,20 +55,56 @@ class Session final : private ClientWatch {
   // The rest of the connection as HTTP/2; `already_read` goes first.
   Task<void> RunHttp2(asio::const_buffer already_read);
 
-  // One exchange: reads the request head, routes it, passes it through the
-  // pipeline and logs it. False when the connection ends after it.
-  Task<bool> ServeOne();
-  // Identify, and what admit decides at once (into answer_ when refused),
-  // for a routed request; `host` is its canonical Host field. A plain
-  // function: the Identification stays off ServeOne's frame, which Asio
-  // then recycles (it does not above 1 KB).
-  Admit Identify(const rules::RouteConfig& route, std::string_view host, Exchange& ex);
+  // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
+  friend class ExchangeDriver<Session>;
+  // A reload takes effect between exchanges, never within one.
+  const GatewayState& BeginExchange() {
+    generation_ = worker_.Current();
+    config_ = generation_->state->config.get();
+    return *generation_->state;
+  }
+  Exchange& exchange() { return *exchange_; }
+  Answer& answer() { return answer_; }
+  Admission& admission() { return admission_; }
+  ClientWatch& watch() { return *this; }
+  ThreadMetrics* metrics() const { return worker_.metrics(); }
+  std::string& canonical() { return canonical_; }
+  std::string_view peer_ip() const { return peer_ip_; }
+  const rules::IpAddress& peer_address() const { return peer_address_; }
+  const rules::ClientCertificate* client_cert() const { return client_cert_.get(); }
+  http::request_header<Fields>& request() { return head_->get(); }
+  // Run() has read the first bytes, which usually hold the whole header:
+  // TakeHead parses them, ReadHead goes to the stream for the rest.
+  HeadRead TakeHead(Refusal& refusal);
+  Task<HeadRead> ReadHead(Refusal& refusal);
+  // How the head's parse ended (`ec`): a refusal, or the client gone.
+  HeadRead HeadEnded(const ErrorCode& ec, Refusal& refusal);
+  void OnHead(const GatewayState& state, Exchange& ex);
+  RequestHeaderCheck CheckHead() { return CheckRequestHeader(head_->get(), head_->chunked()); }
+  void CloseAfterMalformed(Exchange& ex) { ex.close = true; }
+  bool IsCheckEndpoint() const { return IsDecisionListener(*config_, listener_); }
+  // The parser refuses a declared length beyond max_body_bytes itself.
+  bool BodyDeclaredTooLarge() const { return false; }
+  // An unread body would be taken for the next request: the connection
+  // closes instead.
+  void RefusedWithBodyUnread(Exchange& ex) {
+    if (!head_->is_done()) CloseWithBodyUnread(ex);
+  }
+  // A check request's body means nothing; it is not read, so the connection
+  // cannot carry another request after it.
+  void SkipBody(Exchange& ex) { RefusedWithBodyUnread(ex); }
+  bool UpgradeRefused(const rules::RouteConfig& route);
+  bool StartReply();
+  Task<void> FinishReply();
+  Task<void> WriteCheckAllowed();
+  void EndExchange(Exchange&) { whole_.reset(); }  // a buffered body is not kept
+  bool KeepsConnection(const Exchange& ex) const { return !ex.close && !worker_.draining(); }
   // ClientWatch: while admit holds the request, the client leaving (the
   // connection closed) ends the wait; a pipelined request does not.
   Task<Held> Hold(std::chrono::milliseconds wait) override;
 
   // --- forward (forward.cc) ---
-  Task<void> Forward(HeadParser& head, const rules::RouteConfig& route, Exchange& ex);
+  Task<void> Forward(const rules::RouteConfig& route);
   // Forward's steps, each a coroutine of its own: every frame stays under the
   // 1 KB that Asio can recycle (Forward's was 3.4 KB: never recycled, and a
   // malloc that large makes glibc consolidate its fast bins first). The
@@ -115,11 +149,6 @@ class Session final : private ClientWatch {
   Task<void> RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream,
                           Exchange& ex);
   Task<ErrorCode> WriteContinue();
-
-  // --- the decision listener's check endpoint (check.cc) ---
-  // The request describes another (gateway/decision/check.h): routed,
-  // identified and admitted as that one, then answered 200 or refused.
-  Task<void> Check(HeadParser& head, Exchange& ex);
 
   // --- respond ---
   // Writes answer_ (with Connection: close when ex.close) and notes it in

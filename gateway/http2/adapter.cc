@@ -11,17 +11,16 @@
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/exchange_driver.h"
 #include "gateway/core/forward.h"
 #include "gateway/core/grpc_status.h"
 #include "gateway/core/http_util.h"
-#include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
-#include "gateway/decision/check.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
@@ -138,7 +137,7 @@ class StreamExchange final : private ClientWatch {
         worker_(adapter.worker_),
         generation_(worker_.Current()),
         config_(*generation_->state->config),
-        admission_(worker_),
+        admission_(worker_.services()),
         gauge_(worker_.metrics(), &ThreadMetrics::AddHttp2Streams) {
     stream_.OnCancel([this] { OnCancel(); }, &tied_);
   }
@@ -148,11 +147,50 @@ class StreamExchange final : private ClientWatch {
   StreamExchange(const StreamExchange&) = delete;
   StreamExchange& operator=(const StreamExchange&) = delete;
 
-  // The exchange, owning itself: `self` is this, freed when the coroutine
-  // ends (no frame of a caller's to hold it).
-  Task<void> Run(std::unique_ptr<StreamExchange> self);
 
  private:
+  // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
+  friend class ExchangeDriver<StreamExchange>;
+  const GatewayState& BeginExchange() const { return state(); }
+  Exchange& exchange() { return ex_; }
+  Answer& answer() { return answer_; }
+  Admission& admission() { return admission_; }
+  ClientWatch& watch() { return *this; }
+  ThreadMetrics* metrics() const { return worker_.metrics(); }
+  std::string& canonical() { return canonical_; }
+  std::string_view peer_ip() const { return adapter_.peer_ip_; }
+  const rules::IpAddress& peer_address() const { return adapter_.peer_address_; }
+  const rules::ClientCertificate* client_cert() const { return adapter_.client_cert_; }
+  http::request_header<Fields>& request() { return stream_.request(); }
+  // The connection has read the head before the stream's handler starts.
+  static HeadRead TakeHead(Refusal&) { return HeadRead::kRead; }
+  static Task<HeadRead> ReadHead(Refusal&) { co_return HeadRead::kRead; }
+  // HTTP/2, gRPC or not, and a gRPC call's own deadline (grpc-timeout).
+  void OnHead(const GatewayState& state, Exchange& ex);
+  // CheckRequestHeader with the stream's :scheme; CONNECT is not offered.
+  RequestHeaderCheck CheckHead();
+  // The stream ends with its answer; the connection goes on.
+  static void CloseAfterMalformed(Exchange&) {}
+  bool IsCheckEndpoint() const { return kind_ == Kind::kCheck; }
+  // By its content-length (nghttp2 has checked that DATA matches it).
+  bool BodyDeclaredTooLarge();
+  // The stream's unread body ends with the stream.
+  static void RefusedWithBodyUnread(Exchange&) {}
+  // A check request's body means nothing: not read (the peer is told to
+  // stop sending it).
+  void SkipBody(Exchange&) {
+    if (stream_.has_body()) stream_.AbandonRequestBody();
+  }
+  // No upgrade: extended CONNECT is refused with CONNECT.
+  static bool UpgradeRefused(const rules::RouteConfig&) { return false; }
+  static bool StartReply() { return false; }
+  Task<void> FinishReply() { return Reply(); }
+  Task<void> WriteCheckAllowed();
+  void EndExchange(Exchange& ex) {
+    if (stream_.cancelled() && ex.status == 0) ex.error = "client_reset";
+  }
+  static bool KeepsConnection(const Exchange&) { return false; }
+
   // How sending the request body ended.
   enum class BodySent { kDone, kClientFailed, kUpstreamFailed };
   // How the request body pump of an HTTP/2 upstream exchange ended
@@ -160,12 +198,6 @@ class StreamExchange final : private ClientWatch {
   enum class Pumped { kRunning, kDone, kBodyFailed, kUpstreamFailed };
 
   const GatewayState& state() const { return *generation_->state; }
-  // The check endpoint (gateway/decision/check.h's phases) in place of
-  // route, identify, admit and forward: answered 200 with the RateLimit
-  // fields, or refused as a proxied request would be (Reply), exactly as
-  // over HTTP/1.1.
-  Task<void> Check();
-  Admit Identify(const rules::RouteConfig& route, std::string_view host);
   // Phase forward: what every upstream protocol shares (the forwarded
   // fields, the upstream's own limits), then the exchange in its protocol.
   Task<void> Forward(const rules::RouteConfig& route);
@@ -305,9 +337,8 @@ Task<void> Http2Adapter::Serve(Http2Stream& stream) {
     }
     kind = StreamExchange::Kind::kCheck;
   }
-  auto exchange = std::make_unique<StreamExchange>(*this, stream, kind);
-  StreamExchange& ref = *exchange;
-  return ref.Run(std::move(exchange));
+  return ExchangeDriver<StreamExchange>::RunOwned(
+      std::make_unique<StreamExchange>(*this, stream, kind));
 }
 
 std::chrono::milliseconds StreamExchange::Budget(std::int64_t op_ms) const {
@@ -346,99 +377,41 @@ void StreamExchange::RecordGrpc(int grpc_status) {
   }
 }
 
-Task<void> StreamExchange::Run([[maybe_unused]] std::unique_ptr<StreamExchange> self) {
-  const store::Clock& clock = *state().clock;
-  const store::Instant start = clock.Now();
-  ex_.start_ms = start.ms;
-  ex_.started = start.steady;
-  ex_.version = 20;
+void StreamExchange::OnHead(const GatewayState& state, Exchange& ex) {
+  ex.version = 20;
   auto& req = stream_.request();
-  AssignRequestId(*state().identity, adapter_.peer_address_, req, ex_.request_id);
   grpc_ = IsGrpc(req[http::field::content_type]);
-  std::int64_t budget_ms = config_.timeouts.request_ms;
-  if (grpc_) {
-    if (const auto it = req.find("grpc-timeout"); it != req.end()) {
-      if (const auto ms = GrpcTimeoutMs(it->value())) budget_ms = std::min(budget_ms, *ms);
+  if (!grpc_) return;
+  if (const auto it = req.find("grpc-timeout"); it != req.end()) {
+    if (const auto ms = GrpcTimeoutMs(it->value())) {
+      ex.deadline_ms = std::min(ex.deadline_ms, ex.start_ms + *ms);
     }
   }
-  ex_.deadline_ms = ex_.start_ms + budget_ms;
-  if (const AccessLog* log = state().access_log; log != nullptr && log->enabled()) {
-    ex_.method = req.method_string();
-    ex_.target = req.target();
-    ex_.user_agent = req[http::field::user_agent];
-    ex_.referer = req[http::field::referer];
-  }
-
-  std::string_view host = req[http::field::host];
-  const auto length = req.find(http::field::content_length);
-  std::uint64_t declared = 0;
-  if (length != req.end()) {
-    // nghttp2 has checked that it is a number and that DATA matches it.
-    std::from_chars(length->value().data(), length->value().data() + length->value().size(),
-                    declared);
-  }
-  if (req.method() == http::verb::connect) {
-    answer_ = RefuseWith(Refusal::kNotImplemented, "CONNECT is not supported");
-    co_await Reply();
-  } else if (const RequestHeaderCheck check = CheckRequestHeader(req, false, stream_.scheme());
-             !check.problem.empty()) {
-    // The one check of a request's head, as for HTTP/1.1.
-    answer_ = RefuseWith(Refusal::kBadRequest, check.problem);
-    co_await Reply();
-  } else if (kind_ == Kind::kCheck) {
-    co_await Check();
-  } else if (declared > static_cast<std::uint64_t>(config_.limits.max_body_bytes)) {
-    answer_ = Refuse(Refusal::kBodyTooLarge);
-    co_await Reply();
-  } else if (const std::string_view problem = Canonicalize(req, host, canonical_);
-             !problem.empty()) {
-    answer_ = RefuseWith(Refusal::kBadRequest, problem);
-    co_await Reply();
-  } else {
-    if (!ex_.target.empty()) ex_.target = req.target();  // the access log shows what rules saw
-    const rules::RouteConfig* route = state().routes->Match(host, req.target());
-    if (route == nullptr) {
-      answer_ = Refuse(Refusal::kNoRoute);
-      co_await Reply();
-    } else {
-      ex_.route = route->name;
-      if (worker_.metrics() != nullptr) {
-        ex_.route_metric = state().route_ids[route - config_.routes.data()];
-      }
-      Admit admit = Identify(*route, host);
-      if (admit == Admit::kPending) {
-        admit = co_await admission_.FinishRequest(state(), *this, ex_, answer_);
-      }
-      if (admit == Admit::kRefused) {
-        co_await Reply();
-      } else if (admit == Admit::kAdmitted) {
-        co_await Forward(*route);
-      }
-    }
-  }
-  if (stream_.cancelled() && ex_.status == 0) ex_.error = "client_reset";
-  LogExchange(state(), worker_.metrics(), adapter_.peer_ip_, ex_);
-  ex_.Release();
 }
 
-Task<void> StreamExchange::Check() {
-  // A check request's body means nothing: not read (the peer is told to
-  // stop sending it).
-  if (stream_.has_body()) stream_.AbandonRequestBody();
-  if (ThreadMetrics* metrics = worker_.metrics()) {
-    metrics->RecordDecisionRequest(DecisionProtocol::kHttp);
+RequestHeaderCheck StreamExchange::CheckHead() {
+  auto& req = stream_.request();
+  if (req.method() == http::verb::connect) {
+    RequestHeaderCheck check;
+    check.problem = "CONNECT is not supported";
+    check.status = http::status::not_implemented;
+    return check;
   }
-  Admit admit = StartCheck(state(), admission_, stream_.request(), adapter_.peer_address_,
-                           adapter_.client_cert_, canonical_, ex_, answer_);
-  if (admit == Admit::kPending) {
-    const Admit finished = co_await admission_.FinishRequest(state(), *this, ex_, answer_);
-    admit = FinishCheck(state(), finished, answer_);
-  }
-  if (admit == Admit::kRefused) {
-    co_await Reply();
-    co_return;
-  }
-  if (admit != Admit::kAdmitted) co_return;
+  // The one check of a request's head, as for HTTP/1.1.
+  return CheckRequestHeader(req, false, stream_.scheme());
+}
+
+bool StreamExchange::BodyDeclaredTooLarge() {
+  auto& req = stream_.request();
+  const auto length = req.find(http::field::content_length);
+  if (length == req.end()) return false;
+  std::uint64_t declared = 0;
+  std::from_chars(length->value().data(), length->value().data() + length->value().size(),
+                  declared);
+  return declared > static_cast<std::uint64_t>(config_.limits.max_body_bytes);
+}
+
+Task<void> StreamExchange::WriteCheckAllowed() {
   http::response_header<Fields> head;
   head.result(http::status::ok);
   head.set(http::field::server, "tollgate");
@@ -449,14 +422,6 @@ Task<void> StreamExchange::Check() {
   if (stream_.SubmitResponse(head, Http2Body::kNone)) co_return;
   response_started_ = true;
   ex_.status = 200;
-}
-
-Admit StreamExchange::Identify(const rules::RouteConfig& route, std::string_view host) {
-  Identification who(*state().identity, stream_.request(), host, route.name,
-                     adapter_.peer_address_, adapter_.client_cert_);
-  const Admit admit = admission_.StartRequest(state(), who.facts(), who.identity(), ex_, answer_);
-  who.StripIdentityFields();
-  return admit;
 }
 
 Task<void> StreamExchange::Reply() {

@@ -1,7 +1,7 @@
-// The pure parts of the check endpoint (gateway/decision/check.h):
+// The pure parts of the check endpoint (gateway/core/check_endpoint.h):
 // which targets it serves, how a check request becomes the original
 // request it describes, and deny_status.
-#include "gateway/decision/check.h"
+#include "gateway/core/check_endpoint.h"
 
 #include <gtest/gtest.h>
 

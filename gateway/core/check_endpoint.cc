@@ -1,8 +1,8 @@
-#include "gateway/decision/check.h"
+#include "gateway/core/check_endpoint.h"
 
 #include "gateway/core/identify.h"
 #include "gateway/core/request_id.h"
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
 
 namespace tollgate::gateway {
 
