@@ -23,7 +23,7 @@
 #include "algorithms/lease.h"
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
-#include "gateway/ops/service_notify.h"
+#include "gateway/admin/service_notify.h"
 #include "gateway/server.h"
 #include "gateway/tools/ctl.h"
 #include "gateway/tools/echo_upstream.h"
@@ -33,7 +33,7 @@
 #include "rules/config.h"
 #include "rules/config_schema.h"
 #include "rules/duration.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 namespace {

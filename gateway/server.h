@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

@@ -13,7 +13,7 @@
 #include "rules/jwt.h"
 #include "rules/request_facts.h"
 #include "rules/rule.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::rules {
 

@@ -28,7 +28,7 @@
 #include <string>
 #include <vector>
 
-#include "store/clock.h"
+#include "base/clock.h"
 #include "store/coordinator.h"
 #include "store/fleet.h"
 #include "store/local_store.h"

@@ -1,6 +1,6 @@
 // The fleet of gateways that share one Redis store, as on_error = "share"
 // sees it: how many were alive when the membership heartbeat
-// (gateway/ops/membership.h) last counted them, and a limit's share for
+// (gateway/admin/membership.h) last counted them, and a limit's share for
 // one of them; and Redis's clock as the heartbeat last read it. Thread-safe:
 // set by the heartbeat, read by every worker's FailoverStore.
 #pragma once
@@ -8,7 +8,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "store/clock.h"
+#include "base/clock.h"
 #include "store/store.h"
 
 namespace tollgate::store {

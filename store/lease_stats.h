@@ -43,7 +43,7 @@ class LeaseStats {
   Rule& For(std::string_view rule);
 
   // One rule's counts at one moment: the tollgate_lease_* metrics
-  // (gateway/ops/metrics.cc renders them) and the status page's share.
+  // (gateway/telemetry/metrics.cc renders them) and the status page's share.
   struct Counts {
     std::string rule;
     std::array<std::uint64_t, kResults> requests{};

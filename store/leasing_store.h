@@ -41,7 +41,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "store/clock.h"
+#include "base/clock.h"
 #include "store/failover_store.h"
 #include "store/lease_hand.h"
 #include "store/lease_stats.h"

@@ -9,10 +9,10 @@
 #include "gateway/core/upstream_limits.h"
 #include "gateway/core/gateway_state.h"
 #include "gateway/core/upstream_wait.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 #include "store/coordinator.h"
 #include "store/store.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {

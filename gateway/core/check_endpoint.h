@@ -9,7 +9,7 @@
 // RateLimit fields when allowed, the refusal otherwise. What is here is
 // protocol-independent, the check's phases in one place; the HTTP/1.1
 // adapter (gateway/http1/check.cc) and the HTTP/2 adapter
-// (gateway/http2/adapter.cc, for a decision listener's non-gRPC streams)
+// (gateway/h2/adapter.cc, for a decision listener's non-gRPC streams)
 // drive them and write the answer in their protocol. Heavy (Beast): include
 // only from gateway implementation files. Thread-safe (StartCheck and
 // FinishCheck use the caller's Admission, which lives on its thread).

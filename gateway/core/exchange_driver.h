@@ -4,7 +4,7 @@
 // listener, the check endpoint's answer) -> log, and is logged exactly once
 // at its end whatever its outcome. What differs by protocol is the
 // downstream's: the HTTP/1.1 connection (gateway/http1/session.h) and the
-// HTTP/2 stream (gateway/http2/adapter.cc) each supply the hooks below; the
+// HTTP/2 stream (gateway/h2/adapter.cc) each supply the hooks below; the
 // Envoy RLS call, a gRPC service rather than a proxied request, is its own
 // small driver over the same admit and log steps (gateway/decision/).
 //
@@ -53,8 +53,8 @@
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
 #include "gateway/core/respond.h"
-#include "gateway/ops/metrics.h"
-#include "store/clock.h"
+#include "gateway/telemetry/metrics.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

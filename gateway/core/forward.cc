@@ -1,7 +1,7 @@
 #include "gateway/core/forward.h"
 
 #include "gateway/core/gateway_state.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

@@ -4,7 +4,7 @@
 // anything to decide (Admission::AdmitUpstream), and the upstream
 // exchange's start and end on the exchange's clocks. The exchange itself is
 // each adapter's (gateway/http1/forward.cc, forward_http2.cc,
-// gateway/http2/adapter.cc). Heavy (Beast): gateway implementation files
+// gateway/h2/adapter.cc). Heavy (Beast): gateway implementation files
 // only. Thread-safe (pure, or the caller's exchange).
 #pragma once
 

@@ -11,12 +11,12 @@
 #include "gateway/core/overrides.h"
 #include "gateway/core/waiting_room.h"
 #include "gateway/io/tls.h"
-#include "gateway/ops/access_log.h"
+#include "gateway/telemetry/access_log.h"
 #include "rules/config.h"
 #include "rules/identity.h"
 #include "rules/route_table.h"
 #include "rules/rule_set.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

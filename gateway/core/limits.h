@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gateway/core/overrides.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
 #include "store/inflight.h"

@@ -1,10 +1,10 @@
 #include "gateway/core/log.h"
 
 #include "gateway/core/exchange.h"
-#include "gateway/ops/access_log.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/access_log.h"
+#include "gateway/telemetry/metrics.h"
 #include "gateway/core/gateway_state.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 

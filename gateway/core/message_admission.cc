@@ -4,7 +4,7 @@
 #include <limits>
 
 #include "gateway/core/gateway_state.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 
 namespace tollgate::gateway {
 

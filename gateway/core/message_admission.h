@@ -15,9 +15,9 @@
 #include "gateway/core/admission.h"
 #include "gateway/core/limits.h"
 #include "gateway/io/io_types.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 #include "rules/rule_set.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 #include "store/store.h"
 
 namespace tollgate::gateway {

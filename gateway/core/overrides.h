@@ -6,7 +6,7 @@
 // state under the rule's limits is left as it was; the LimitSpec's
 // fingerprint tells an override's successive limits apart. An OverrideSet
 // is an immutable snapshot compiled against one configuration's rules
-// (gateway/ops/admin_overrides.h makes it); the OverrideTable holds the one
+// (gateway/admin/admin_overrides.h makes it); the OverrideTable holds the one
 // in force, so that overrides survive reloads. Pure (no I/O); thread-safe.
 #pragma once
 

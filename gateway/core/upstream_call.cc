@@ -3,7 +3,7 @@
 #include <boost/beast/core/read_size.hpp>
 
 #include "gateway/io/read_util.h"
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 
 namespace tollgate::gateway {
 namespace {

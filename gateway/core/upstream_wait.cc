@@ -7,7 +7,7 @@
 #include "gateway/core/exchange.h"
 #include "gateway/core/fair_places.h"
 #include "gateway/io/net.h"
-#include "gateway/ops/thread_metrics.h"
+#include "gateway/telemetry/thread_metrics.h"
 #include "rules/config.h"
 #include "rules/identity.h"
 

@@ -11,7 +11,7 @@
 #include "gateway/core/respond.h"
 #include "gateway/decision/rls.h"
 #include "gateway/http2/connection.h"
-#include "gateway/worker.h"
+#include "gateway/serve/worker.h"
 
 namespace tollgate::gateway {
 namespace {

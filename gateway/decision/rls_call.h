@@ -1,5 +1,5 @@
 // The gRPC part of the decision listener's HTTP/2: each gRPC stream (the
-// HTTP/2 adapter, gateway/http2/adapter.cc, sends the others to the check
+// HTTP/2 adapter, gateway/h2/adapter.cc, sends the others to the check
 // endpoint) is one call of Envoy's ShouldRateLimit (gRPC, rls.h's
 // messages), whose descriptors go one by one through the pipeline's
 // identify and admit phases

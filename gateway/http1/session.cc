@@ -14,7 +14,7 @@
 #include "gateway/io/linger.h"
 #include "gateway/io/read_util.h"
 #include "gateway/http1/websocket_tunnel.h"
-#include "gateway/http2/adapter.h"
+#include "gateway/h2/adapter.h"
 #include "gateway/io/relay.h"
 
 namespace tollgate::gateway {
@@ -46,7 +46,16 @@ Session::~Session() {
   worker_.Unregister(this);
 }
 
+namespace {
 Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
+}  // namespace
+
+// Not a coroutine: the session is made (and counted by its worker) now,
+// before the accept loop goes on, not when its coroutine first runs.
+Task<void> ServeSession(Worker& worker, AnyStream stream, std::size_t listener,
+                        const tcp::endpoint& peer) {
+  return RunSession(std::make_unique<Session>(worker, std::move(stream), listener, peer));
+}
 
 void Session::CloseIfIdle() {
   if (http2_) {

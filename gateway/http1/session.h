@@ -5,7 +5,7 @@
 // and forwards (forward.cc: the upstream exchange, and the WebSocket
 // tunnel). A connection that turns out to speak HTTP/2 (ALPN "h2", or the
 // prior-knowledge preface as its first bytes) is handed to the HTTP/2
-// adapter (gateway/http2/adapter.h) for the rest of its life.
+// adapter (gateway/h2/adapter.h) for the rest of its life.
 // Lives on one worker thread; owned by its coroutine (see Worker).
 #pragma once
 
@@ -18,7 +18,7 @@
 #include "gateway/core/exchange_driver.h"
 #include "gateway/core/respond.h"
 #include "gateway/io/net.h"
-#include "gateway/worker.h"
+#include "gateway/serve/worker.h"
 
 namespace tollgate::gateway {
 
@@ -27,7 +27,7 @@ class Http2Adapter;
 class Http2UpstreamPool;
 class Http2UpstreamStream;
 
-class Session final : private ClientWatch {
+class Session final : public ClientConnection, private ClientWatch {
  public:
   Session(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer);
   ~Session();
@@ -35,12 +35,8 @@ class Session final : private ClientWatch {
   Session& operator=(const Session&) = delete;
 
   Task<void> Run();
-  // Drain: a session waiting for its next request is closed now; an HTTP/2
-  // one sends GOAWAY, and its streams in flight finish.
-  void CloseIfIdle();
-  // Likewise, but only one that has served a request (an idle keep-alive
-  // connection, not a new one yet to send its first); true when closed.
-  bool CloseIfIdleKeepAlive();
+  void CloseIfIdle() override;
+  bool CloseIfIdleKeepAlive() override;
 
  private:
   using HeadParser = RequestParser<http::empty_body>;
@@ -225,6 +221,8 @@ class Session final : private ClientWatch {
   int metric_listener_ = 0;
 };
 
-Task<void> RunSession(std::unique_ptr<Session> session);
+// A ServeConnection (gateway/serve/worker.h): the connection as a Session.
+Task<void> ServeSession(Worker& worker, AnyStream stream, std::size_t listener,
+                        const tcp::endpoint& peer);
 
 }  // namespace tollgate::gateway

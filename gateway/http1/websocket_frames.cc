@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-#include "gateway/ops/utf8.h"
+#include "gateway/telemetry/utf8.h"
 
 namespace tollgate::gateway {
 namespace {

@@ -17,8 +17,8 @@
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/net.h"
 #include "gateway/io/relay.h"
-#include "gateway/ops/metrics.h"
-#include "store/loop_time.h"
+#include "gateway/telemetry/metrics.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {

@@ -17,9 +17,9 @@
 #include "gateway/http1/websocket_relay.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/relay.h"
-#include "gateway/ops/metrics.h"
-#include "gateway/worker.h"
-#include "store/loop_time.h"
+#include "gateway/telemetry/metrics.h"
+#include "gateway/serve/worker.h"
+#include "base/loop_time.h"
 #include "store/store.h"
 
 namespace tollgate::gateway {

@@ -5,7 +5,7 @@
 // second event loop, no thread.
 //
 // The listeners get here through the HTTP/1.1 session, which hands the
-// connection to an Http2Adapter (gateway/http2/adapter.h), the owner of the
+// connection to an Http2Adapter (gateway/h2/adapter.h), the owner of the
 // Http2Connection and its handlers:
 //   - TLS: after the handshake, ALPN selected "h2".
 //   - Cleartext with prior knowledge: the session, having read the first

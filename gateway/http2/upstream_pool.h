@@ -15,7 +15,7 @@
 #include "gateway/io/net.h"
 #include "gateway/io/upstream_pool.h"
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

@@ -14,7 +14,7 @@
 
 #include "gateway/http2/frame_io.h"
 #include "gateway/http2/header_list.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 

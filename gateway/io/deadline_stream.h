@@ -35,7 +35,7 @@
 #include "gateway/io/draining_read.h"
 #include "gateway/io/io_types.h"
 #include "gateway/io/socket_internals.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 

@@ -10,7 +10,7 @@
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
 
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 
 namespace tollgate::gateway {
 namespace {

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/io/handshake_result.h"
+#include "gateway/telemetry/handshake_result.h"
 
 struct ssl_st;  // OpenSSL's SSL
 

@@ -8,7 +8,7 @@
 #include <cstdint>
 
 #include "gateway/io/net.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 

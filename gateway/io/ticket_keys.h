@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "store/clock.h"
+#include "base/clock.h"
 
 typedef struct ssl_ctx_st SSL_CTX;
 

@@ -10,13 +10,13 @@
 #include <string>
 #include <vector>
 
-#include "gateway/io/handshake_result.h"
+#include "gateway/telemetry/handshake_result.h"
 #include "gateway/io/net.h"
 #include "gateway/io/session_cache.h"
 #include "gateway/io/ticket_keys.h"
 #include "rules/client_certificate.h"
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

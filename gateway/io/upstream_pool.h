@@ -13,7 +13,7 @@
 
 #include "gateway/io/net.h"
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::gateway {
 

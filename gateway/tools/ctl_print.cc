@@ -6,7 +6,7 @@
 #include <ostream>
 #include <vector>
 
-#include "gateway/ops/utf8.h"
+#include "gateway/telemetry/utf8.h"
 
 namespace tollgate::gateway::ctl {
 namespace {

@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "store/clock.h"
+#include "base/clock.h"
 #include "store/redis/batch.h"
 #include "store/redis/breaker.h"
 #include "store/redis/protocol.h"

@@ -2,8 +2,8 @@
 """docs/metrics.md lists exactly the metric families tollgate exports.
 
 The families are the table TOLLGATE_METRIC_FAMILIES in
-gateway/ops/metric_families.h (F(Id, "name", kType, ..., "help", "label"...))
-and the process_* families of gateway/ops/process_metrics.cc
+gateway/telemetry/metric_families.h (F(Id, "name", kType, ..., "help", "label"...))
+and the process_* families of gateway/telemetry/process_metrics.cc
 (ProcessFamily{"name", "type", ...}). Each must appear, as `tollgate_name`
 or `process_name`, in the first column of the table of docs/metrics.md,
 with its type in the second column and each of its labels as `label` in
@@ -27,7 +27,7 @@ NAME = re.compile(r"`((?:tollgate|process)_[a-z_0-9]+)`")
 def exported(root):
     """{name: (type, [labels])}"""
     families = {}
-    header = (root / "gateway/ops/metric_families.h").read_text()
+    header = (root / "gateway/telemetry/metric_families.h").read_text()
     # The macro's lines: each but the last ends with a backslash.
     lines = header[header.index("#define TOLLGATE_METRIC_FAMILIES(F)"):].splitlines()
     end = next(i for i, line in enumerate(lines) if not line.endswith("\\"))
@@ -38,7 +38,7 @@ def exported(root):
         parts = [p.strip() for p in re.split(r",(?=(?:[^\"]*\"[^\"]*\")*[^\"]*$)", m.group(4))]
         labels = [p.strip('"') for p in parts[1:] if p]
         families["tollgate_" + m.group(2)] = (TYPE_NAMES[m.group(3)], labels)
-    process = (root / "gateway/ops/process_metrics.cc").read_text()
+    process = (root / "gateway/telemetry/process_metrics.cc").read_text()
     for m in PROCESS_FAMILY.finditer(process):
         families[m.group(1)] = (m.group(2), [])
     return families

@@ -1,4 +1,4 @@
-// The admin API (gateway/ops/admin_api.h) on a real gateway's admin
+// The admin API (gateway/admin/admin_api.h) on a real gateway's admin
 // listener: who may call it (admin_auth.h), its routing and its JSON errors.
 #include <gtest/gtest.h>
 
@@ -7,7 +7,7 @@
 #include <csignal>
 #include <cstdlib>
 
-#include "gateway/ops/admin_auth.h"
+#include "gateway/admin/admin_auth.h"
 #include "admin.h"
 #include "redis_server.h"
 #include "test_support.h"

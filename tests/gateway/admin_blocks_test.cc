@@ -1,4 +1,4 @@
-// Blocks through the admin API (gateway/ops/admin_blocks.h): requests from
+// Blocks through the admin API (gateway/admin/admin_blocks.h): requests from
 // a network (IPv4 and IPv6), a user or with a header value are refused
 // before any rule with 403 {"error":"blocked"} and Retry-After, until the
 // block's ttl ends or it is removed; they survive reloads; on Redis a

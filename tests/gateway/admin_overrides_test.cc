@@ -1,4 +1,4 @@
-// Overrides through the admin API (gateway/ops/admin_overrides.h): one key
+// Overrides through the admin API (gateway/admin/admin_overrides.h): one key
 // of a rule decided by other limits (raised or lowered) until the
 // override's ttl ends or it is removed, every other key by the rule's; on
 // both stores; they survive reloads; on Redis an override set on one

@@ -22,7 +22,7 @@
 
 #include "gateway/io/net.h"
 #include "gateway/io/socket_internals.h"
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {

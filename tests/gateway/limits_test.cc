@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 #include "test_support.h"
 
 namespace tollgate::gateway {

@@ -8,7 +8,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "gateway/ops/metrics.h"
+#include "gateway/telemetry/metrics.h"
 
 namespace tollgate::gateway {
 namespace {

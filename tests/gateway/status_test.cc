@@ -1,7 +1,7 @@
 // The status page: StatusBoard's figures from samples taken by hand, the
 // page and /status.json served by a gateway, and the page rendered by a real
 // headless Chromium after traffic.
-#include "gateway/ops/status.h"
+#include "gateway/admin/status.h"
 
 #include <gtest/gtest.h>
 #include <sys/wait.h>

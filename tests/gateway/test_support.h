@@ -16,7 +16,7 @@
 #include "gateway/server.h"
 #include "gateway/tools/echo_upstream.h"
 #include "rules/config.h"
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::testing {
 

@@ -1,13 +1,13 @@
 // store::LoopNow() and HandlerTime: one reading of the clock per scope, a
 // fresh reading per call everywhere else.
-#include "store/loop_time.h"
+#include "base/loop_time.h"
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <cstdint>
 
-#include "store/clock.h"
+#include "base/clock.h"
 
 namespace tollgate::store {
 namespace {

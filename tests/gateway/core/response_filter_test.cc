@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "gateway/core/respond.h"
-#include "gateway/worker.h"
+#include "gateway/core/gateway_state.h"
 #include "rules/config.h"
 #include "tests/gateway/test_support.h"
 
