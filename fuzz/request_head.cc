@@ -1,4 +1,4 @@
-// The request head as the gateway reads it (gateway/http1/session.cc): Beast's
+// The request head as the gateway reads it (gateway/http1/connection.cc): Beast's
 // request parser with the gateway's allocator and default limits, fed the
 // input in two pieces (the first byte says where to cut, as a network would),
 // then what gateway/core/http_util.cc does with a parsed head: CheckRequestHeader

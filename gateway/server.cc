@@ -10,7 +10,7 @@
 #include <optional>
 #include <thread>
 
-#include "gateway/http1/session.h"
+#include "gateway/http1/connection.h"
 #include "gateway/io/listen.h"
 #include "gateway/server_state.h"
 #include "store/failover_store.h"
@@ -194,7 +194,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     }
   }
   for (std::size_t i = 0; i < threads; ++i) {
-    auto worker = std::make_unique<Worker>(*impl, i, &ServeSession);
+    auto worker = std::make_unique<Worker>(*impl, i, &ServeHttp1);
     if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
       // on_error is decided by the decorators in front of Redis: the

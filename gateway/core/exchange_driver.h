@@ -3,7 +3,7 @@
 // route -> identify -> admit (with its waits) -> forward (or, on the decision
 // listener, the check endpoint's answer) -> log, and is logged exactly once
 // at its end whatever its outcome. What differs by protocol is the
-// downstream's: the HTTP/1.1 connection (gateway/http1/session.h) and the
+// downstream's: the HTTP/1.1 connection (gateway/http1/connection.h) and the
 // HTTP/2 stream (gateway/h2/adapter.cc) each supply the hooks below; the
 // Envoy RLS call, a gRPC service rather than a proxied request, is its own
 // small driver over the same admit and log steps (gateway/decision/).

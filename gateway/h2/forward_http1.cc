@@ -184,8 +184,8 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
   body.body_limit(boost::none);
   auto& piece = body.get().body();
   // A body of known length below kRelayChunk (most are) gets a buffer of
-  // its size: a 16 KB one for every response cost the allocator about a
-  // thousand instructions.
+  // its size: a kRelayChunk one for every response costs the allocator far
+  // more (docs/performance.md).
   const auto remaining = body.content_length_remaining();
   const std::size_t chunk = remaining && *remaining < kRelayChunk
                                 ? std::max<std::size_t>(static_cast<std::size_t>(*remaining), 1)

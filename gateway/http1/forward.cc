@@ -5,7 +5,7 @@
 #include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
-#include "gateway/http1/session.h"
+#include "gateway/http1/connection.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
@@ -27,7 +27,7 @@ constexpr std::string_view kWebSocketToHttp2 =
 
 }  // namespace
 
-Task<ErrorCode> Session::WriteContinue() {
+Task<ErrorCode> Http1Connection::WriteContinue() {
   static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_body_ms));
   auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
@@ -37,12 +37,12 @@ Task<ErrorCode> Session::WriteContinue() {
 }
 
 // What Forward's steps share about one upstream exchange.
-struct Session::ForwardCall : UpstreamCall {
+struct Http1Connection::ForwardCall : UpstreamCall {
   using UpstreamCall::UpstreamCall;
   bool buffered = false;  // the request body (if any) is read whole before sending
 };
 
-Task<void> Session::Forward(const rules::RouteConfig& route) {
+Task<void> Http1Connection::Forward(const rules::RouteConfig& route) {
   HeadParser& head = *head_;
   Exchange& ex = *exchange_;
   const store::Clock& clock = *generation_->state->clock;
@@ -189,7 +189,7 @@ Task<void> Session::Forward(const rules::RouteConfig& route) {
   if (complete && upstream_reusable) call.pool.Release(std::move(call.conn));
 }
 
-Task<bool> Session::SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex) {
+Task<bool> Http1Connection::SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex) {
   const std::int64_t connect_ms = config_->timeouts.upstream_connect_ms;
   for (Attempt attempt = Attempt::kFirst;; attempt = Attempt::kRetry) {
     ConnectResult cr = TakePooled(call, attempt);
@@ -224,7 +224,7 @@ Task<bool> Session::SendBuffered(ForwardCall& call, HeadParser& head, Exchange& 
   }
 }
 
-Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& ex) {
+Task<bool> Http1Connection::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   ConnectResult cr = TakePooled(call, Attempt::kFirst);
   if (!cr.connection) {
@@ -260,20 +260,20 @@ Task<bool> Session::SendStreamed(ForwardCall& call, HeadParser& head, Exchange& 
   co_return true;
 }
 
-BodyFailure Session::BodyFailureOf(const ErrorCode& ec) {
+BodyFailure Http1Connection::BodyFailureOf(const ErrorCode& ec) {
   if (ec == http::error::body_limit) return BodyFailure::kTooLarge;
   if (ec == beast::error::timeout) return BodyFailure::kTimeout;
   return IsClientGone(ec) ? BodyFailure::kClientGone : BodyFailure::kMalformed;
 }
 
-Task<void> Session::FailBody(const ErrorCode& ec, Exchange& ex) {
+Task<void> Http1Connection::FailBody(const ErrorCode& ec, Exchange& ex) {
   ex.close = true;
   const BodyFailure failure = BodyFailureOf(ec);
   if (failure == BodyFailure::kTooLarge) CloseWithBodyUnread(ex);  // the rest of it
   if (RefuseBody(failure, answer_)) co_await Reply(ex);
 }
 
-Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
+Task<void> Http1Connection::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
   if (!call.buffered) CloseWithBodyUnread(ex);
@@ -281,7 +281,7 @@ Task<void> Session::FailUpstream(ForwardCall& call, ConnectFailure failure, cons
   co_await Reply(ex);
 }
 
-Task<bool> Session::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_client,
+Task<bool> Http1Connection::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_client,
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
@@ -315,7 +315,7 @@ Task<bool> Session::RespondBuffered(ForwardCall& call, const RelayTimeouts& to_c
   co_return true;
 }
 
-Task<bool> Session::RespondStreamed(ForwardCall& call, const RelayTimeouts& to_client,
+Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeouts& to_client,
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
@@ -338,7 +338,7 @@ Task<bool> Session::RespondStreamed(ForwardCall& call, const RelayTimeouts& to_c
   co_return false;
 }
 
-Task<void> Session::OpenTunnel(ForwardCall& call, const rules::UpstreamConfig& upstream,
+Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamConfig& upstream,
                                std::string_view key, Exchange& ex) {
   MarkUpstreamEnd(*generation_->state->clock, ex);
   ex.close = true;  // the connection is the tunnel's now, or failed

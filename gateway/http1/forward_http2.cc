@@ -3,7 +3,7 @@
 #include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
 #include "gateway/core/wire_header.h"
-#include "gateway/http1/session.h"
+#include "gateway/http1/connection.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
@@ -16,7 +16,7 @@
 // after it; an upstream that answers early (a 413) and resets the stream is
 // still heard.
 namespace tollgate::gateway {
-Task<void> Session::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
+Task<void> Http1Connection::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
                                  const rules::UpstreamConfig& upstream, Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   const bool whole = whole_.has_value();
@@ -49,7 +49,7 @@ Task<void> Session::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
   co_await RespondHttp2(open.stream, upstream, ex);
 }
 
-Task<bool> Session::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exchange& ex,
+Task<bool> Http1Connection::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exchange& ex,
                                   ErrorCode& upstream_ec) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   RequestParser<http::buffer_body> body{std::move(head)};
@@ -82,7 +82,7 @@ Task<bool> Session::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& head, Exc
   co_return true;
 }
 
-Task<void> Session::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream,
+Task<void> Http1Connection::RespondHttp2(Http2UpstreamStream& up, const rules::UpstreamConfig& upstream,
                                  Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   const store::Clock& clock = *generation_->state->clock;

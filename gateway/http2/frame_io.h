@@ -1,5 +1,5 @@
 // What both sides of HTTP/2 (the server side, connection.cc, and the client
-// side towards upstreams, upstream_session.cc) do alike between a socket
+// side towards upstreams, upstream_connection.cc) do alike between a socket
 // and an nghttp2 session: frames out of the session and onto the socket,
 // and a body handed to nghttp2 piece by piece through its data provider.
 #pragma once

@@ -12,7 +12,7 @@ Http2UpstreamPool::Http2UpstreamPool(const rules::UpstreamConfig& config,
                                        : Http2Transport::kCleartext;
   for (std::size_t i = 0; i < connector_.server_count(); ++i) {
     sessions_.push_back(
-        std::make_unique<Http2UpstreamSession>(connector_, i, transport, options_, stats_));
+        std::make_unique<Http2UpstreamConnection>(connector_, i, transport, options_, stats_));
   }
 }
 

@@ -3,7 +3,7 @@
 // (gateway/io/upstream_pool.h) for multiplexed connections. Each request
 // goes to the next healthy server in round-robin order, as there; a server
 // that fails to connect (or to speak HTTP/2) is skipped for fail_timeout;
-// on that server its streams share connections (upstream_session.h). One
+// on that server its streams share connections (upstream_connection.h). One
 // instance per thread and upstream: not thread-safe, and never needs to be.
 #pragma once
 
@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gateway/http2/upstream_session.h"
+#include "gateway/http2/upstream_connection.h"
 #include "gateway/io/net.h"
 #include "gateway/io/upstream_pool.h"
 #include "rules/config.h"
@@ -28,7 +28,7 @@ class Http2UpstreamPool {
                     ssl::context* tls, const store::Clock& clock,
                     const Http2UpstreamOptions& options);
 
-  // A stream to the next healthy server (see Http2UpstreamSession::Open),
+  // A stream to the next healthy server (see Http2UpstreamConnection::Open),
   // trying every server at most once, each within `connect_timeout`.
   Task<Http2OpenResult> Open(const http::request_header<Fields>& head, Http2Body body,
                              std::chrono::steady_clock::duration connect_timeout);
@@ -42,7 +42,7 @@ class Http2UpstreamPool {
   UpstreamPool connector_;
   Http2UpstreamOptions options_;
   Http2UpstreamStats stats_;
-  std::vector<std::unique_ptr<Http2UpstreamSession>> sessions_;  // per server
+  std::vector<std::unique_ptr<Http2UpstreamConnection>> sessions_;  // per server
 };
 
 // The options of `config`'s pool: its idle_timeout, the write deadline

@@ -124,7 +124,7 @@ Task<ConnectResult> UpstreamPool::Connect(std::size_t server, std::int64_t timeo
   result.server = ServerName(server);
   auto c = std::make_unique<UpstreamConnection>(
       UpstreamConnection{TcpStream(executor), beast::flat_buffer(), server, 0, false});
-  c->buffer.reserve(kUpstreamReadSize);  // see Session: Beast reads into spare capacity
+  c->buffer.reserve(kUpstreamReadSize);  // see Http1Connection: Beast reads into spare capacity
   TcpStream& tcp_stream = std::get<TcpStream>(c->stream);
   tcp_stream.expires_after(Ms(timeout_ms));
   auto [ec] = co_await tcp_stream.async_connect(servers_[server].endpoint, kUseTuple);

@@ -190,7 +190,7 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
 }
 
 bool Worker::CloseOneIdleKeepAlive() {
-  for (ClientConnection* s : sessions_) {
+  for (ClientConnection* s : clients_) {
     if (s->CloseIfIdleKeepAlive()) return true;
   }
   return false;
@@ -213,9 +213,9 @@ void Worker::BeginDrain() {
     acceptor->close(ec);
   }
   // Copy: closing may end sessions, which unregister themselves.
-  const std::vector<ClientConnection*> sessions(sessions_.begin(), sessions_.end());
+  const std::vector<ClientConnection*> sessions(clients_.begin(), clients_.end());
   for (ClientConnection* s : sessions) s->CloseIfIdle();
-  if (sessions_.empty()) FinishDrain();
+  if (clients_.empty()) FinishDrain();
 }
 
 }  // namespace tollgate::gateway

@@ -42,7 +42,7 @@ class ClientConnection {
 
 // Serves one accepted connection (`stream`, its TLS handshake not made yet)
 // on `worker` until it ends: what the protocol adapters provide
-// (gateway/http1/session.h), handed to the worker by the server.
+// (gateway/http1/connection.h), handed to the worker by the server.
 using ServeConnection = Task<void> (*)(Worker& worker, AnyStream stream, std::size_t listener,
                                        const tcp::endpoint& peer);
 
@@ -100,14 +100,14 @@ class Worker {
   // The process's count of client connections, shared by its workers (not
   // owned). Call before serving.
   void SetConnectionCount(std::atomic<std::int64_t>* count) { connections_ = count; }
-  void Register(ClientConnection* session) {
-    sessions_.insert(session);
+  void Register(ClientConnection* connection) {
+    clients_.insert(connection);
     connections_->fetch_add(1, std::memory_order_relaxed);
   }
-  void Unregister(ClientConnection* session) {
-    sessions_.erase(session);
+  void Unregister(ClientConnection* connection) {
+    clients_.erase(connection);
     connections_->fetch_sub(1, std::memory_order_relaxed);
-    if (draining_ && sessions_.empty()) FinishDrain();
+    if (draining_ && clients_.empty()) FinishDrain();
   }
   // An upstream connection held by a client connection beyond the one
   // max_connections' descriptor budget reserves for each (an HTTP/2
@@ -119,13 +119,13 @@ class Worker {
   // keep-alive connection when this one has none to make room. Call before
   // serving.
   void AddPeer(Worker* peer) { peers_.push_back(peer); }
-  // Closes one idle keep-alive session of this worker, if any; true when it
+  // Closes one idle keep-alive connection of this worker, if any; true when it
   // did. Runs on the worker's thread.
   bool CloseOneIdleKeepAlive();
 
   bool draining() const { return draining_; }
   // Stops accepting, closes idle connections; busy ones close after their
-  // current exchange. Once no session is left the worker's loop stops
+  // current exchange. Once no connection is left the worker's loop stops
   // (FinishDrain), whatever else still waits on it (Redis connections,
   // pooled upstream connections, admin requests). Runs on the worker's
   // thread.
@@ -133,7 +133,7 @@ class Worker {
 
  private:
   Task<void> AcceptLoop(std::size_t listener);
-  // The loop stops kFinishGrace after the last session: commands the last
+  // The loop stops kFinishGrace after the last connection: commands the last
   // exchanges handed to the store (a max_inflight place given back, a
   // lesson learned) have that long to leave before the Redis connections
   // are dropped.
@@ -153,7 +153,7 @@ class Worker {
   std::uint64_t generation_number_ = 0;
   // Declared before io_: destroying io_ destroys suspended sessions, which
   // unregister themselves here.
-  std::unordered_set<ClientConnection*> sessions_;
+  std::unordered_set<ClientConnection*> clients_;
   bool draining_ = false;
   std::atomic<std::int64_t>* connections_ = nullptr;
   std::vector<Worker*> peers_;

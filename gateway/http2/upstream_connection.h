@@ -4,7 +4,7 @@
 // nghttp2_session_mem_recv, the frames it produces are written out from
 // nghttp2_session_mem_send by one writer; no second event loop, no thread.
 //
-// An Http2UpstreamSession is one server as seen from one worker thread: it
+// An Http2UpstreamConnection is one server as seen from one worker thread: it
 // multiplexes the requests of that thread over one connection, and opens
 // another only when every stream the server allows on its connections
 // (SETTINGS_MAX_CONCURRENT_STREAMS, and at most max_streams_per_connection)
@@ -95,7 +95,7 @@ struct StreamState;
 class Connection;
 }  // namespace http2_upstream_detail
 
-class Http2UpstreamSession;
+class Http2UpstreamConnection;
 
 // One request/response exchange with an upstream server. Move-only; the
 // default-constructed one is empty. Destroying a stream that has not ended
@@ -143,7 +143,7 @@ class Http2UpstreamStream {
   std::string_view server() const;
 
  private:
-  friend class Http2UpstreamSession;
+  friend class Http2UpstreamConnection;
   explicit Http2UpstreamStream(std::unique_ptr<http2_upstream_detail::StreamState> state);
   // Until nghttp2 has taken what `s` has to send (and its end, when that
   // was given), sending the stream again when the server did not process it.
@@ -166,16 +166,16 @@ enum class Http2Transport { kTls, kCleartext };
 
 // One server of an upstream, from one worker thread: its HTTP/2
 // connections and the opens waiting for a stream on them.
-class Http2UpstreamSession {
+class Http2UpstreamConnection {
  public:
   // `connector` makes the connections (TCP, TLS, passive health) to its
   // server `server`; it, `options` and `stats` must outlive the session.
-  Http2UpstreamSession(UpstreamPool& connector, std::size_t server, Http2Transport transport,
+  Http2UpstreamConnection(UpstreamPool& connector, std::size_t server, Http2Transport transport,
                        const Http2UpstreamOptions& options, Http2UpstreamStats& stats);
   // Closes every connection (their streams fail with kConnectionClosed).
-  ~Http2UpstreamSession();
-  Http2UpstreamSession(const Http2UpstreamSession&) = delete;
-  Http2UpstreamSession& operator=(const Http2UpstreamSession&) = delete;
+  ~Http2UpstreamConnection();
+  Http2UpstreamConnection(const Http2UpstreamConnection&) = delete;
+  Http2UpstreamConnection& operator=(const Http2UpstreamConnection&) = delete;
 
   // Sends the request header on a connection with a free stream: an open
   // one, a new one, or, when max_connections_per_server are all full, the

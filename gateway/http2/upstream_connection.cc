@@ -1,4 +1,4 @@
-#include "gateway/http2/upstream_session.h"
+#include "gateway/http2/upstream_connection.h"
 
 #include <nghttp2/nghttp2.h>
 #include <openssl/ssl.h>
@@ -45,7 +45,7 @@ namespace http2_upstream_detail {
 // it arrives. Owned by its Http2UpstreamStream; a connection knows it by
 // stream id until it closes or the handle goes.
 struct StreamState {
-  StreamState(Http2UpstreamSession& owner, const Executor& executor)
+  StreamState(Http2UpstreamConnection& owner, const Executor& executor)
       : session(owner), read_wake(executor), write_wake(executor) {}
 
   void WakeAll() {
@@ -80,7 +80,7 @@ struct StreamState {
     out.trailers_pending = body_ended && !out.trailers.empty();
   }
 
-  Http2UpstreamSession& session;
+  Http2UpstreamConnection& session;
   std::shared_ptr<Connection> connection;
   std::int32_t id = 0;  // on `connection`
   http2_detail::HeaderList request;
@@ -121,7 +121,7 @@ struct StreamState {
 // keep it alive until it ends; streams keep it alive while they use it.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
-  Connection(AnyStream stream, const Http2UpstreamOptions& options, Http2UpstreamSession* owner)
+  Connection(AnyStream stream, const Http2UpstreamOptions& options, Http2UpstreamConnection* owner)
       : stream_(std::move(stream)),
         executor_(Lowest(stream_).get_executor()),
         options_(options),
@@ -190,7 +190,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   AnyStream stream_;
   Executor executor_;
   const Http2UpstreamOptions options_;
-  Http2UpstreamSession* owner_;  // null once the session is gone
+  Http2UpstreamConnection* owner_;  // null once the session is gone
   nghttp2_session* session_ = nullptr;
   // Streams nghttp2 has open or pending, by id; null once their handle went.
   std::unordered_map<std::int32_t, StreamState*> streams_;
@@ -749,12 +749,12 @@ std::string_view Http2UpstreamStream::server() const {
 }
 
 // ---------------------------------------------------------------------------
-// Http2UpstreamSession
+// Http2UpstreamConnection
 
 // An open waiting for a free stream: queued while it waits, woken by
 // Wake() (or its deadline).
-struct Http2UpstreamSession::Waiter {
-  Waiter(Http2UpstreamSession& owner, const Executor& executor, Clock::time_point deadline)
+struct Http2UpstreamConnection::Waiter {
+  Waiter(Http2UpstreamConnection& owner, const Executor& executor, Clock::time_point deadline)
       : session(owner), timer(executor, deadline) {
     session.waiters_.push_back(this);
   }
@@ -766,12 +766,12 @@ struct Http2UpstreamSession::Waiter {
   Waiter(const Waiter&) = delete;
   Waiter& operator=(const Waiter&) = delete;
 
-  Http2UpstreamSession& session;
+  Http2UpstreamConnection& session;
   Timer timer;
   bool woken = false;
 };
 
-Http2UpstreamSession::Http2UpstreamSession(UpstreamPool& connector, std::size_t server,
+Http2UpstreamConnection::Http2UpstreamConnection(UpstreamPool& connector, std::size_t server,
                                            Http2Transport transport,
                                            const Http2UpstreamOptions& options,
                                            Http2UpstreamStats& stats)
@@ -781,7 +781,7 @@ Http2UpstreamSession::Http2UpstreamSession(UpstreamPool& connector, std::size_t 
       options_(options),
       stats_(stats) {}
 
-Http2UpstreamSession::~Http2UpstreamSession() {
+Http2UpstreamConnection::~Http2UpstreamConnection() {
   const auto connections = std::move(connections_);
   for (const auto& c : connections) {
     c->Orphan();
@@ -812,7 +812,7 @@ void BuildRequest(const http::request_header<Fields>& head, Http2Transport trans
 
 }  // namespace
 
-Task<Http2OpenResult> Http2UpstreamSession::Open(const http::request_header<Fields>& head,
+Task<Http2OpenResult> Http2UpstreamConnection::Open(const http::request_header<Fields>& head,
                                                  Http2Body body,
                                                  std::chrono::steady_clock::duration connect_timeout) {
   Http2OpenResult result;
@@ -833,7 +833,7 @@ Task<Http2OpenResult> Http2UpstreamSession::Open(const http::request_header<Fiel
   co_return result;
 }
 
-Connection* Http2UpstreamSession::WithRoom() const {
+Connection* Http2UpstreamConnection::WithRoom() const {
   // The oldest first: streams gather on as few connections as they can.
   for (const auto& c : connections_) {
     if (c->Room() > 0) return c.get();
@@ -841,12 +841,12 @@ Connection* Http2UpstreamSession::WithRoom() const {
   return nullptr;
 }
 
-std::size_t Http2UpstreamSession::Accepting() const {
+std::size_t Http2UpstreamConnection::Accepting() const {
   return static_cast<std::size_t>(std::count_if(
       connections_.begin(), connections_.end(), [](const auto& c) { return c->TakesStreams(); }));
 }
 
-Task<ConnectFailure> Http2UpstreamSession::Attach(StreamState& s, Clock::time_point deadline) {
+Task<ConnectFailure> Http2UpstreamConnection::Attach(StreamState& s, Clock::time_point deadline) {
   bool counted_wait = false;
   for (;;) {
     if (Connection* c = WithRoom()) {
@@ -877,7 +877,7 @@ Task<ConnectFailure> Http2UpstreamSession::Attach(StreamState& s, Clock::time_po
   }
 }
 
-Task<bool> Http2UpstreamSession::Retry(StreamState& s, Clock::time_point deadline) {
+Task<bool> Http2UpstreamConnection::Retry(StreamState& s, Clock::time_point deadline) {
   // Refused once more, or its body is no longer all here: it stays failed.
   if (s.attempts >= kMaxAttempts || !s.replayable || s.local_reset) {
     s.refused = false;
@@ -894,7 +894,7 @@ Task<bool> Http2UpstreamSession::Retry(StreamState& s, Clock::time_point deadlin
   co_return true;
 }
 
-Task<ConnectFailure> Http2UpstreamSession::Connect(Clock::time_point deadline) {
+Task<ConnectFailure> Http2UpstreamConnection::Connect(Clock::time_point deadline) {
   ++connecting_;
   const auto left =
       std::chrono::duration_cast<std::chrono::milliseconds>(deadline - store::LoopNow());
@@ -933,7 +933,7 @@ Task<ConnectFailure> Http2UpstreamSession::Connect(Clock::time_point deadline) {
   co_return ConnectFailure::kNone;
 }
 
-void Http2UpstreamSession::Wake(std::size_t n) {
+void Http2UpstreamConnection::Wake(std::size_t n) {
   for (; n > 0 && !waiters_.empty(); --n) {
     Waiter* waiter = waiters_.front();
     waiters_.pop_front();
@@ -942,13 +942,13 @@ void Http2UpstreamSession::Wake(std::size_t n) {
   }
 }
 
-void Http2UpstreamSession::OnGoaway() {
+void Http2UpstreamConnection::OnGoaway() {
   ++stats_.goaways;
   // Its streams go elsewhere now: a waiter may open a connection.
   Wake(1);
 }
 
-void Http2UpstreamSession::OnConnectionEnd(Connection* connection) {
+void Http2UpstreamConnection::OnConnectionEnd(Connection* connection) {
   std::erase_if(connections_, [connection](const auto& c) { return c.get() == connection; });
   Wake(1);
 }

@@ -1,4 +1,4 @@
-#include "gateway/http1/session.h"
+#include "gateway/http1/connection.h"
 
 #include <sys/socket.h>
 
@@ -19,7 +19,7 @@
 
 namespace tollgate::gateway {
 
-Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer)
+Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer)
     : worker_(worker),
       generation_(worker.Current()),
       config_(generation_->state->config.get()),
@@ -40,24 +40,24 @@ Session::Session(Worker& worker, AnyStream stream, std::size_t listener, const t
   }
 }
 
-Session::~Session() {
+Http1Connection::~Http1Connection() {
   if (auto* tls = std::get_if<TlsStream>(&stream_)) KeepSessionOnClose(tls->native_handle());
   if (ThreadMetrics* metrics = worker_.metrics()) metrics->AddConnections(metric_listener_, -1);
   worker_.Unregister(this);
 }
 
 namespace {
-Task<void> RunSession(std::unique_ptr<Session> session) { co_await session->Run(); }
+Task<void> RunSession(std::unique_ptr<Http1Connection> session) { co_await session->Run(); }
 }  // namespace
 
 // Not a coroutine: the session is made (and counted by its worker) now,
 // before the accept loop goes on, not when its coroutine first runs.
-Task<void> ServeSession(Worker& worker, AnyStream stream, std::size_t listener,
+Task<void> ServeHttp1(Worker& worker, AnyStream stream, std::size_t listener,
                         const tcp::endpoint& peer) {
-  return RunSession(std::make_unique<Session>(worker, std::move(stream), listener, peer));
+  return RunSession(std::make_unique<Http1Connection>(worker, std::move(stream), listener, peer));
 }
 
-void Session::CloseIfIdle() {
+void Http1Connection::CloseIfIdle() {
   if (http2_) {
     http2_->Drain();
     return;
@@ -68,28 +68,28 @@ void Session::CloseIfIdle() {
   }
 }
 
-bool Session::CloseIfIdleKeepAlive() {
+bool Http1Connection::CloseIfIdleKeepAlive() {
   if (http2_) return http2_->DrainIfIdle();
   if (!served_ || !idle_ || closing_) return false;
   CloseIfIdle();
   return true;
 }
 
-std::chrono::milliseconds Session::Budget(std::int64_t op_ms, const Exchange& ex) const {
+std::chrono::milliseconds Http1Connection::Budget(std::int64_t op_ms, const Exchange& ex) const {
   const std::int64_t left = ex.deadline_ms - generation_->state->clock->NowMs();
   return Ms(std::max<std::int64_t>(1, std::min(op_ms, left)));
 }
 
-std::chrono::steady_clock::time_point Session::SteadyDeadline(const Exchange& ex) const {
+std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exchange& ex) const {
   return store::LoopNow() + Ms(ex.deadline_ms - generation_->state->clock->NowMs());
 }
 
-char* Session::RelayBuffer() {
+char* Http1Connection::RelayBuffer() {
   if (!relay_buffer_) relay_buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   return relay_buffer_.get();
 }
 
-void Session::NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec) {
+void Http1Connection::NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec) {
   const HandshakeFailureInfo failure = ExplainHandshakeFailure(ssl, ec);
   if (ThreadMetrics* metrics = worker_.metrics()) {
     metrics->RecordTlsHandshakeFailure(metric_listener_, failure.reason);
@@ -100,7 +100,7 @@ void Session::NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec) {
                       generation_->state->clock->NowMs());
 }
 
-Task<void> Session::Run() {
+Task<void> Http1Connection::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
@@ -163,13 +163,13 @@ Task<void> Session::Run() {
       }
     }
     first = false;
-    if (!co_await ExchangeDriver<Session>::Run(*this)) break;
+    if (!co_await ExchangeDriver<Http1Connection>::Run(*this)) break;
     served_ = true;
   }
   co_await Shutdown();
 }
 
-Task<bool> Session::PriorKnowledge(ErrorCode& ec) {
+Task<bool> Http1Connection::PriorKnowledge(ErrorCode& ec) {
   // The decision listener always speaks HTTP/2 too (Envoy's RLS is gRPC).
   if (generation_->state->listener_tls[listener_] ||
       (!IsDecisionListener(*config_, listener_) && !config_->listeners[listener_].http2)) {
@@ -194,7 +194,7 @@ Task<bool> Session::PriorKnowledge(ErrorCode& ec) {
   co_return match == PrefaceMatch::kYes;
 }
 
-Task<void> Session::RunHttp2(asio::const_buffer already_read) {
+Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
   http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
                                           client_cert_.get());
   if (worker_.draining()) http2_->Drain();
@@ -209,7 +209,7 @@ constexpr std::chrono::seconds kBodyLinger{5};
 // that keeps sending makes it do bounded work.
 constexpr std::size_t kBodyLingerBytes = std::size_t{64} << 20;
 
-Task<void> Session::Shutdown() {
+Task<void> Http1Connection::Shutdown() {
   // A last response left in TlsStream's output (WriteLastOverTls) is sent here:
   // it has the time a response write has, not only a close's.
   Lowest(stream_).expires_after(last_in_tls_ ? Ms(config_->timeouts.client_body_ms)
@@ -236,12 +236,12 @@ Task<void> Session::Shutdown() {
   if (!ec) co_await Linger(Lowest(stream_), kBodyLinger, kBodyLingerBytes);
 }
 
-void Session::CloseWithBodyUnread(Exchange& ex) {
+void Http1Connection::CloseWithBodyUnread(Exchange& ex) {
   ex.close = true;
   body_unread_ = true;
 }
 
-HeadRead Session::TakeHead(Refusal& refusal) {
+HeadRead Http1Connection::TakeHead(Refusal& refusal) {
   HeadParser& head = head_.emplace();
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
@@ -251,14 +251,14 @@ HeadRead Session::TakeHead(Refusal& refusal) {
   return HeadEnded(ec, refusal);
 }
 
-Task<HeadRead> Session::ReadHead(Refusal& refusal) {
+Task<HeadRead> Http1Connection::ReadHead(Refusal& refusal) {
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
   auto [ec, n] = co_await Visit(
       stream_, [&](auto& s) { return http::async_read_header(s, buffer_, *head_, kUseTuple); });
   co_return HeadEnded(ec, refusal);
 }
 
-HeadRead Session::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
+HeadRead Http1Connection::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
   // Whatever comes next, a body read or the response, carries them.
   IssueTickets();
   if (!ec) return HeadRead::kRead;
@@ -273,12 +273,12 @@ HeadRead Session::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
   return HeadRead::kRefused;
 }
 
-void Session::OnHead(const GatewayState&, Exchange& ex) {
+void Http1Connection::OnHead(const GatewayState&, Exchange& ex) {
   ex.version = head_->get().version();
   ex.close = !head_->keep_alive();  // the parser's flags: no lookup of Connection
 }
 
-bool Session::UpgradeRefused(const rules::RouteConfig& route) {
+bool Http1Connection::UpgradeRefused(const rules::RouteConfig& route) {
   // (The parser's flag first: no field lookup for other requests.)
   websocket_ = head_->upgrade() && IsWebSocketHandshake(head_->get(), !head_->is_done());
   if (!websocket_ || route.websocket) return false;
@@ -286,7 +286,7 @@ bool Session::UpgradeRefused(const rules::RouteConfig& route) {
   return true;
 }
 
-bool Session::StartReply() {
+bool Http1Connection::StartReply() {
   Exchange& ex = *exchange_;
   ErrorCode ec;
   if (!StartReply(ex, ec)) return false;
@@ -294,11 +294,11 @@ bool Session::StartReply() {
   return true;
 }
 
-Task<void> Session::FinishReply() {
+Task<void> Http1Connection::FinishReply() {
   if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) exchange_->close = true;
 }
 
-Task<void> Session::WriteCheckAllowed() {
+Task<void> Http1Connection::WriteCheckAllowed() {
   Exchange& ex = *exchange_;
   wire_.clear();
   AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive,
@@ -311,7 +311,7 @@ Task<void> Session::WriteCheckAllowed() {
   if (ec) ex.close = true;
 }
 
-Task<ClientWatch::Held> Session::Hold(std::chrono::milliseconds wait) {
+Task<ClientWatch::Held> Http1Connection::Hold(std::chrono::milliseconds wait) {
   using namespace asio::experimental::awaitable_operators;
   const auto until = std::chrono::steady_clock::now() + wait;
   const Executor executor = co_await asio::this_coro::executor;
@@ -330,7 +330,7 @@ Task<ClientWatch::Held> Session::Hold(std::chrono::milliseconds wait) {
   co_return Held::kElapsed;
 }
 
-bool Session::StartReply(Exchange& ex, ErrorCode& ec) {
+bool Http1Connection::StartReply(Exchange& ex, ErrorCode& ec) {
   wire_.clear();
   answer_.request_id = EnsureRequestId(ex.request_id);
   const std::size_t body =
@@ -339,13 +339,13 @@ bool Session::StartReply(Exchange& ex, ErrorCode& ec) {
   return TryWriteWire(stream_, ec, ex.close);
 }
 
-Task<void> Session::Reply(Exchange& ex) {
+Task<void> Http1Connection::Reply(Exchange& ex) {
   ErrorCode ec;
   if (!StartReply(ex, ec)) ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
   if (ec) ex.close = true;
 }
 
-bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
+bool Http1Connection::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
   if (auto* plain = std::get_if<TcpStream>(&stream)) {
     const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
     if (ec || n == wire_.size()) return true;
@@ -367,7 +367,7 @@ bool Session::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
 // in one send of TlsStream's output buffer, which Shutdown() makes.
 constexpr std::size_t kLastOverTls = 15 * 1024;
 
-bool Session::WriteLastOverTls(TlsStream& tls) {
+bool Http1Connection::WriteLastOverTls(TlsStream& tls) {
   if (wire_.size() > kLastOverTls) return false;
   // Into TlsStream's output buffer only (SSL_write's BIO appends there):
   // no socket I/O here. Tickets owed go first (SSL_write sends them).
@@ -385,7 +385,7 @@ bool Session::WriteLastOverTls(TlsStream& tls) {
   return wire_.empty();
 }
 
-void Session::IssueTickets() {
+void Http1Connection::IssueTickets() {
   auto* tls = std::get_if<TlsStream>(&stream_);
   for (; tickets_owed_ > 0; --tickets_owed_) {
     if (SSL_new_session_ticket(tls->native_handle()) != 1) {
@@ -395,7 +395,7 @@ void Session::IssueTickets() {
   }
 }
 
-Task<ErrorCode> Session::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {
+Task<ErrorCode> Http1Connection::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {
   Lowest(stream).expires_after(timeout);
   auto [ec, n] = co_await Visit(
       stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });

@@ -1,6 +1,6 @@
 // The HTTP/1.1 protocol adapter: one client connection, reading requests
 // one after another (keep-alive), each one exchange of the exchange driver
-// (gateway/core/exchange_driver.h), for which the Session is the downstream:
+// (gateway/core/exchange_driver.h), for which the Http1Connection is the downstream:
 // it reads the head, writes tollgate's answers and the check endpoint's,
 // and forwards (forward.cc: the upstream exchange, and the WebSocket
 // tunnel). A connection that turns out to speak HTTP/2 (ALPN "h2", or the
@@ -27,12 +27,12 @@ class Http2Adapter;
 class Http2UpstreamPool;
 class Http2UpstreamStream;
 
-class Session final : public ClientConnection, private ClientWatch {
+class Http1Connection final : public ClientConnection, private ClientWatch {
  public:
-  Session(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer);
-  ~Session();
-  Session(const Session&) = delete;
-  Session& operator=(const Session&) = delete;
+  Http1Connection(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer);
+  ~Http1Connection();
+  Http1Connection(const Http1Connection&) = delete;
+  Http1Connection& operator=(const Http1Connection&) = delete;
 
   Task<void> Run();
   void CloseIfIdle() override;
@@ -52,7 +52,7 @@ class Session final : public ClientConnection, private ClientWatch {
   Task<void> RunHttp2(asio::const_buffer already_read);
 
   // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
-  friend class ExchangeDriver<Session>;
+  friend class ExchangeDriver<Http1Connection>;
   // A reload takes effect between exchanges, never within one.
   const GatewayState& BeginExchange() {
     generation_ = worker_.Current();
@@ -102,9 +102,9 @@ class Session final : public ClientConnection, private ClientWatch {
   // --- forward (forward.cc) ---
   Task<void> Forward(const rules::RouteConfig& route);
   // Forward's steps, each a coroutine of its own: every frame stays under the
-  // 1 KB that Asio can recycle (Forward's was 3.4 KB: never recycled, and a
-  // malloc that large makes glibc consolidate its fast bins first). The
-  // steps that face the upstream are gateway/core/upstream_call.h's.
+  // 1 KB that Asio can recycle (a larger one is a malloc and a free per
+  // request, and a malloc that large makes glibc consolidate its fast bins
+  // first). The steps that face the upstream are gateway/core/upstream_call.h's.
   struct ForwardCall;
   // Connects, sends the buffered request (whole_, or the header alone) and
   // reads the response header into res_head_; a pooled connection found
@@ -221,8 +221,8 @@ class Session final : public ClientConnection, private ClientWatch {
   int metric_listener_ = 0;
 };
 
-// A ServeConnection (gateway/serve/worker.h): the connection as a Session.
-Task<void> ServeSession(Worker& worker, AnyStream stream, std::size_t listener,
+// A ServeConnection (gateway/serve/worker.h): the connection as a Http1Connection.
+Task<void> ServeHttp1(Worker& worker, AnyStream stream, std::size_t listener,
                         const tcp::endpoint& peer);
 
 }  // namespace tollgate::gateway
