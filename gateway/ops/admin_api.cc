@@ -261,7 +261,9 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
                                                         std::uint32_t partition) {
   const store::LimitSpec& limit = *rule.limit;
   store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
-  const std::int64_t now_ms = MakeLimitContext(state, store, nullptr).store_now_ms;
+  const LimitContext context = MakeLimitContext(state, store, nullptr);
+  // A calendar's periods are reckoned on the wall clock (store.h).
+  const std::int64_t now_ms = limit.calendar ? context.unix_ms : context.store_now_ms;
   std::vector<algorithms::WindowView> views(limit.windows.size());
   if (redis_ != nullptr) {
     const Executor executor = co_await asio::this_coro::executor;
