@@ -105,12 +105,12 @@ class LeaseHand {
   // a refund goes back into the leases in hand both then and now (so in
   // the window it was spent in: a lease never outlives its window), at
   // most the units each has used, and to the shared state with their
-  // unused units when they end; a refund no such lease can take is
-  // dropped (the shared state keeps counting it, as for a response that
-  // never said). A charge is spent from the hand; what the hand lacks
-  // becomes debt, at most `most_debt` in all, which the next units the
-  // hand gets pay before any request (PayDebt). Releases leases spent to
-  // the last unit as Spend does.
+  // unused units when they end; a refund no such lease can take is left
+  // to the caller. A charge is spent from the hand; what the hand lacks
+  // becomes debt, at most `most_debt` in all (0: none, the caller settles
+  // it elsewhere), which the next units the hand gets pay before any
+  // request (PayDebt). Releases leases spent to the last unit as Spend
+  // does.
   struct Settled {
     std::int64_t refunded = 0;  // units back in hand
     std::int64_t charged = 0;   // units spent from the hand

@@ -204,20 +204,26 @@ void LeasingStore::Settle(const SettleRequest& request, DecisionSink& sink) {
   Entry& e = *found;
   const std::int64_t now = request.now_ms;
   e.hand.Expire(now, e);
-  // A window's debt above its limit is bounded as algorithms::Settle
-  // bounds it: twice the smallest capacity.
-  std::int64_t most_debt = std::numeric_limits<std::int64_t>::max();
-  for (const algorithms::LimitParams& w : r.limit->windows) {
-    most_debt = std::min(most_debt, 2 * algorithms::Capacity(w));
+  // What the hand cannot settle (a refund its leases cannot take back, a
+  // charge beyond its units) goes to a window's shared state, whose lease
+  // keys hold the decision state: settled there as algorithms::Settle
+  // settles a window. A bucket lease's state is not a decision's: its
+  // charge is debt in the hand (bounded as algorithms::Settle bounds a
+  // bucket's, by twice the smallest capacity), its refund dropped.
+  const bool windows = !algorithms::HasBucketLease(r.limit->windows);
+  std::int64_t most_debt = 0;
+  if (!windows) {
+    most_debt = std::numeric_limits<std::int64_t>::max();
+    for (const algorithms::LimitParams& w : r.limit->windows) {
+      most_debt = std::min(most_debt, 2 * algorithms::Capacity(w));
+    }
   }
   const LeaseHand::Settled settled =
       e.hand.Settle(r.now_ms, now, r.cost, request.actual, most_debt, e);
-  // What the hand could not take back (its leases went back, or a spent
-  // take held none) goes back to a window's shared state; a bucket lease's
-  // state in Redis is not a decision's, and keeps it.
-  const std::int64_t left = std::max<std::int64_t>(0, r.cost - request.actual) - settled.refunded;
-  if (left > 0 && !algorithms::HasBucketLease(r.limit->windows)) {
-    redis_.RefundLeased(e.key, *r.limit, r.now_ms, now, left);
+  const std::int64_t refund = std::max<std::int64_t>(0, r.cost - request.actual) - settled.refunded;
+  const std::int64_t charge = std::max<std::int64_t>(0, request.actual - r.cost) - settled.charged;
+  if (windows && (refund > 0 || charge > 0)) {
+    redis_.SettleLeased(e.key, *r.limit, r.now_ms, now, refund, charge);
   }
   const std::int64_t back = settled.refunded - settled.charged;
   in_hand_ += back;

@@ -91,10 +91,10 @@ class LeasingStore final : public Store {
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
   // A lease rule's reservation answered from a lease settles against the
   // key's hand, inline, without Redis (LeaseHand::Settle, docs/leases.md
-  // "Settling"): a refund goes back into the leases still in hand (the
-  // rest, for windows, to Redis's window state), a charge is spent from the
-  // hand and what the hand lacks is debt, paid from the next take (started
-  // at once). One the on_error policy answered
+  // "Settling"): a refund goes back into the leases still in hand, a
+  // charge is spent from the hand; what the hand cannot settle goes to the
+  // window's state in Redis, or for a bucket is debt that the next take
+  // (started at once) pays, or a dropped refund. One the on_error policy answered
   // is settled by the policy's store; other rules' by the exact path.
   void Settle(const SettleRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return exact_->Kind(); }

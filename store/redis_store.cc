@@ -248,11 +248,14 @@ void RedisStore::Settle(const SettleRequest& request, DecisionSink& sink) {
                 {}, extra);
 }
 
-void RedisStore::RefundLeased(std::string_view key, const LimitSpec& limit,
-                              std::int64_t reserved_ms, std::int64_t now_ms, std::int64_t units) {
+void RedisStore::SettleLeased(std::string_view key, const LimitSpec& limit,
+                              std::int64_t reserved_ms, std::int64_t now_ms, std::int64_t refund,
+                              std::int64_t charge) {
   const std::int64_t age = limit.TimeOf(now_ms) - limit.TimeOf(reserved_ms);
+  // As a reservation of `refund` units settled to none, or of none to
+  // `charge` units.
   SendKeyScript(RedisAux::kSettle, key, limit, now_ms, nullptr, nullptr, lease_prefix_,
-                {std::max<std::int64_t>(0, age), units, 0});
+                {std::max<std::int64_t>(0, age), refund, charge});
 }
 
 void RedisStore::Reset(std::string_view key, const LimitSpec& limit, CountSink& sink) {

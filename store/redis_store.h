@@ -132,14 +132,15 @@ class RedisStore final : public Store {
   // sent rather than its time, so that it settles under either time
   // setting; request.now_ms is used with time = "client" only otherwise.
   void Settle(const SettleRequest& request, DecisionSink& sink) override;
-  // Refunds `units` of a lease rule's reservation of `key`, made at
-  // `reserved_ms`, on the shared window state its leases count in
-  // (settle.lua on the lease keys, at `now_ms`): units that the gateway's
-  // lease hand could no longer take back (LeasingStore::Settle). For
-  // limits without bucket windows only: a window's lease keys hold its
-  // decision state. Nobody waits for the answer.
-  void RefundLeased(std::string_view key, const LimitSpec& limit, std::int64_t reserved_ms,
-                    std::int64_t now_ms, std::int64_t units);
+  // Settles the part of a lease rule's reservation of `key`, made at
+  // `reserved_ms`, that the gateway's lease hand could not (LeasingStore::
+  // Settle): `refund` units back, or `charge` units more (one of them 0),
+  // on the shared window state its leases count in (settle.lua on the
+  // lease keys, at `now_ms`). For limits without bucket windows only: a
+  // window's lease keys hold its decision state. Nobody waits for the
+  // answer.
+  void SettleLeased(std::string_view key, const LimitSpec& limit, std::int64_t reserved_ms,
+                    std::int64_t now_ms, std::int64_t refund, std::int64_t charge);
   // Deletes `key`'s state under `limit` (key_reset.lua): `sink` gets the
   // number of Redis keys deleted.
   void Reset(std::string_view key, const LimitSpec& limit, CountSink& sink);

@@ -1,9 +1,10 @@
 // Settling reservations with sync = "lease" (LeasingStore::Settle,
 // docs/leases.md "Settling") on a real redis-server and a manual clock: a
 // refund goes back into the hand and, unused, to Redis when the lease
-// ends; a charge is spent from the hand, and what the hand lacks is debt
+// ends or to the window in Redis; a charge is spent from the hand, and
+// what the hand lacks counts in the window in Redis, or is a bucket's debt
 // that the next take pays, so that the gateways together never admit more
-// than the window's limit; an exact rule settles on the store behind.
+// than the limit; an exact rule settles on the store behind.
 #include <gtest/gtest.h>
 
 #include "leasing_fixture.h"
@@ -127,34 +128,62 @@ TEST_F(LeaseSettleTest, AChargeIsSpentFromTheHand) {
   EXPECT_EQ(a.leasing->UnitsInHand(), held - 3);
 }
 
-TEST_F(LeaseSettleTest, AChargeBeyondTheHandIsDebtThatTheNextTakePays) {
-  Gateway a(io_, redis_, clock_, stats_);
-  Gateway b(io_, redis_, clock_, stats_);
-  const LimitSpec spec = Leased(FixedWindow(10, 60'000), 1000, 5);
-  const std::int64_t at = ReserveCold(a, spec, 18'000'000, 1);
-  ASSERT_EQ(a.leasing->UnitsInHand(), 0);
-  const StoreResult r = SettleNow(*a.leasing, "k", spec, at, 1, 4);
-  ASSERT_EQ(r.status, StoreStatus::kOk);
-  EXPECT_EQ(r.decision.remaining, 0);
-  Settle();  // the take that pays the three units of debt
-  EndLeases(a);
-  // Together the gateways admit the window's 10 units: `a` 4, `b` 6.
-  EXPECT_EQ(Admitted(b, "k", spec, 20), 6);
+// The part of a charge beyond the hand: a window's count in Redis, or a
+// bucket's debt in the hand that the next take pays. Either way the
+// gateways together admit the limit's 10 units: `a` 4, `b` 6.
+TEST_F(LeaseSettleTest, AChargeBeyondTheHandIsTakenFromTheSharedBudget) {
+  std::int64_t start = 18'000'000;
+  for (const LimitSpec& limit : {FixedWindow(10, 3'600'000), TokenBucket(10, 3'600'000, 10)}) {
+    SCOPED_TRACE(std::string(algorithms::AlgorithmName(limit.windows[0].algorithm)));
+    Gateway a(io_, redis_, clock_, stats_);
+    Gateway b(io_, redis_, clock_, stats_);
+    const LimitSpec spec = Leased(limit, 1000, 5);
+    start += 3'600'000;  // a window starts
+    const std::int64_t at = ReserveCold(a, spec, start, 1);
+    ASSERT_EQ(a.leasing->UnitsInHand(), 0);
+    const StoreResult r = SettleNow(*a.leasing, "k", spec, at, 1, 4);
+    ASSERT_EQ(r.status, StoreStatus::kOk);
+    EXPECT_EQ(r.decision.remaining, 0);
+    Settle();  // the bucket's take that pays its three units of debt
+    EndLeases(a);
+    EXPECT_EQ(Admitted(b, "k", spec, 20), 6);
+  }
 }
 
-TEST_F(LeaseSettleTest, DebtTheBudgetCannotPayKeepsTheKeyLimited) {
+// A charge above a window's limit counts until the window ends, as the
+// exact store's does: the next window is whole.
+TEST_F(LeaseSettleTest, AWindowsChargeAboveItsLimitEndsWithTheWindow) {
   Gateway a(io_, redis_, clock_, stats_);
   const LimitSpec spec = Leased(FixedWindow(4, 60'000), 1000, 4);
   const std::int64_t at = ReserveCold(a, spec, 24'000'000, 4);
-  // 3 more than reserved, none of it in the window: debt.
   ASSERT_EQ(SettleNow(*a.leasing, "k", spec, at, 4, 7).status, StoreStatus::kOk);
   Settle();
   EXPECT_EQ(Admitted(a, "k", spec, 5), 0);
-  // The next window's first units pay the 3 units of debt.
   clock_.Set(24'060'000);
   a.leasing->Tick();
   Settle();
-  EXPECT_EQ(Admitted(a, "k", spec, 10), 1);
+  EXPECT_EQ(Admitted(a, "k", spec, 10), 4);
+}
+
+// A bucket's debt that the budget cannot pay yet keeps the key limited
+// until the bucket has refilled it.
+TEST_F(LeaseSettleTest, ABucketsDebtIsWaitedOff) {
+  Gateway a(io_, redis_, clock_, stats_);
+  // A token a second, at most 4.
+  const LimitSpec spec = Leased(TokenBucket(1, 1000, 4), 1000, 4);
+  const std::int64_t at = ReserveCold(a, spec, 48'000'000, 4);
+  ASSERT_EQ(SettleNow(*a.leasing, "k", spec, at, 4, 7).status, StoreStatus::kOk);
+  Settle();
+  EXPECT_EQ(Admitted(a, "k", spec, 5), 0);
+  // Three seconds refill the three units of debt, the fourth one more.
+  int allowed = 0;
+  for (int s = 0; s < 4; ++s) {
+    clock_.Advance(1000);
+    a.leasing->Tick();
+    Settle();
+    allowed += Admitted(a, "k", spec, 3);
+  }
+  EXPECT_EQ(allowed, 1);
 }
 
 }  // namespace
