@@ -75,7 +75,13 @@ json::object DescribeRule(const rules::RuleConfig& rule) {
     window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
     window["limit"] = p.limit;
     window["window"] = rule.windows[i].text;
-    window["window_ms"] = p.window_ms;
+    if (const auto& calendar = rule.limit->calendar) {
+      // Its periods' usual length: the algorithm's window is only a span.
+      window["window_ms"] = rule.windows[i].seconds * 1000;
+      window["timezone"] = calendar->zone_name();
+    } else {
+      window["window_ms"] = p.window_ms;
+    }
     if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
         p.algorithm == algorithms::Algorithm::kLeakyBucket) {
       window["burst"] = p.burst;
