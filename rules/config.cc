@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "rules/budget_config.h"
 #include "rules/identity_config.h"
 #include "rules/listener_config.h"
 #include "rules/rules_config.h"
@@ -127,8 +128,10 @@ LoadResult Build(const toml::value& root_value, const std::string& name) {
   ForTable(root, "identity", [&](TableReader r) { ReadIdentity(std::move(r), config.identity); });
   ForTable(root, "store", [&](TableReader r) { ReadStore(std::move(r), config.store); });
   ForTable(root, "decision", [&](TableReader r) { ReadDecision(std::move(r), config.decision); });
-  ForEachTable(root, "rules",
-               [&](TableReader r) { ReadRule(std::move(r), config.store, config.rules); });
+  ForEachTable(root, "prices", [&](TableReader r) { ReadPrice(std::move(r), config.prices); });
+  ForEachTable(root, "rules", [&](TableReader r) {
+    ReadRule(std::move(r), config.store, config.prices.size(), config.rules);
+  });
   ShareStoreKeys(config.store, config.rules);
   root.Finish();
   CheckDistinctAddresses(root_value, errors);

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "rules/budget.h"
 #include "rules/config_reader.h"
 #include "rules/duration.h"
 #include "rules/rule.h"
@@ -154,7 +155,7 @@ struct RouteConfig {
   std::string host;  // empty: any host
   std::string upstream;
   std::size_t upstream_index = 0;  // into Config::upstreams
-  bool websocket = true;  // WebSocket handshakes are tunnelled (false: answered 400)
+  bool websocket = true;           // WebSocket handshakes are tunnelled (false: answered 400)
 };
 
 struct Config {
@@ -170,7 +171,8 @@ struct Config {
   std::vector<RouteConfig> routes;
   IdentityConfig identity;
   StoreConfig store;
-  std::vector<RuleConfig> rules;  // in file order
+  std::vector<RuleConfig> rules;   // in file order
+  std::vector<ModelPrice> prices;  // [[prices]] (not applied to requests yet)
   std::optional<DecisionConfig> decision;
 };
 

@@ -5,6 +5,7 @@
 
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
+#include "store/calendar.h"
 #include "store/redis_options.h"
 
 namespace tollgate::rules {
@@ -290,6 +291,32 @@ constexpr KeySpec kWindowKeys[] = {
 };
 constexpr TableSpec kWindow{"window", kWindowKeys};
 
+// A request's cost or its settled cost, when not a choice: { header } or { json }.
+constexpr KeySpec kValueSourceKeys[] = {
+    HeaderName("header", "The header whose integer value it is."),
+    Matching("json", "^[^.]+(\\.[^.]+)*$",
+             "The dotted JSON path of a number in the body (keys, array indices)."),
+};
+constexpr TableSpec kValueSource{"value_source", kValueSourceKeys};
+constexpr std::string_view kCostChoices[] = {"request_bytes", "openai", "anthropic"};
+constexpr std::string_view kSettleChoices[] = {"response_bytes"};
+constexpr std::string_view kTokens[] = {"total", "input", "output", "price"};
+constexpr std::string_view kReserve[] = {"estimate"};
+constexpr std::int64_t kMaxCost = std::int64_t{1} << 40;
+
+constexpr std::string_view kPriceUnits[] = {"1", "1K", "1M"};
+constexpr KeySpec kPriceKeys[] = {
+    Required(String("model", "The model names it applies to; a trailing * matches any rest.")),
+    {.name = "input",
+     .type = KeyType::kNumber,
+     .description = "Cost units per unit of input tokens."},
+    {.name = "output",
+     .type = KeyType::kNumber,
+     .description = "Cost units per unit of output tokens."},
+    Choice("unit", kPriceUnits, "Tokens the prices are per: 1, a thousand or a million."),
+};
+constexpr TableSpec kPrice{"price", kPriceKeys};
+
 constexpr std::string_view kPer[] = {"request", "message"};
 constexpr std::string_view kSync[] = {"exact", "lease"};
 constexpr std::string_view kActions[] = {"reject", "delay", "dry_run"};
@@ -308,10 +335,31 @@ constexpr KeySpec kRuleKeys[] = {
     Of(KeyType::kTables, "limits", kWindow, "Several windows (instead of limit and window)."),
     Conditional(Integer("limit", 0, kMaxInt, "Units allowed per window.")),
     Conditional(Duration("window", 1, "The window's length.")),
+    Choice("calendar", store::kCalendarUnitNames,
+           "fixed_window: calendar periods as windows (instead of window)."),
+    Matching("timezone", "^[-+_/A-Za-z0-9]+$",
+             "The IANA time zone of calendar's periods (default \"UTC\")."),
     Integer("burst", 0, std::int64_t{1} << 40, "Bucket size (token_bucket, leaky_bucket)."),
     Integer("sub_windows", 1, algorithms::kMaxSubWindows, "Sub-windows of sub_window."),
     Bool("nodelay", "leaky_bucket: admit a burst at once instead of spacing it."),
-    Integer("cost", 1, std::int64_t{1} << 40, "Units each request costs."),
+    {.name = "cost",
+     .type = KeyType::kSource,
+     .min = 1,
+     .max = kMaxCost,
+     .choices = kCostChoices,
+     .table = &kValueSource,
+     .description = "Units each request costs, or where the cost comes from."},
+    Integer("cost_default", 1, kMaxCost, "The cost of a request that does not say it."),
+    {.name = "settle",
+     .type = KeyType::kSource,
+     .choices = kSettleChoices,
+     .table = &kValueSource,
+     .description = "Where the response says what the request really cost."},
+    Choice("tokens", kTokens, "LLM presets: which tokens are counted, or their price."),
+    Choice("reserve", kReserve, "LLM presets: reserve an estimate, not the upper bound."),
+    Integer("max_output_tokens", 1, kMaxCost,
+            "LLM presets: the output bound of a request "
+            "that sets none."),
     Choice("sync", kSync, "Share keys through Redis per decision, or by leases."),
     Duration("lease_ttl", 1, "Lifetime of a lease (sync = \"lease\")."),
     Integer("lease_max", 1, kMaxInt, "Most units of one lease (sync = \"lease\")."),
@@ -337,6 +385,7 @@ constexpr KeySpec kRootKeys[] = {
     Of(KeyType::kTable, "store", kStore, "Where rate-limit counters live."),
     Of(KeyType::kTable, "decision", kDecision, "The decision service for other proxies."),
     Of(KeyType::kTables, "rules", kRule, "Rules, checked in file order."),
+    Of(KeyType::kTables, "prices", kPrice, "Prices of LLM models, for tokens = \"price\"."),
 };
 constexpr TableSpec kRoot{"tollgate", kRootKeys};
 

@@ -28,7 +28,9 @@ enum class KeyType : std::uint8_t {
   kTableOrTables,    // one such table or an array of them
   kStringTable,      // a table of strings whose names are HTTP field names
   kDescriptorTable,  // RLS descriptor entries: name = "value" | "*" | { not = [...] }
-  kNever,            // named only to be refused with a message of its own
+  kSource,  // one of `choices`, a table of `table`'s keys, or (max > 0) an integer min..max
+  kNumber,  // an integer or a float, at least min
+  kNever,   // named only to be refused with a message of its own
 };
 
 // kConditional: required unless another key makes it meaningless (the
@@ -41,10 +43,10 @@ struct KeySpec {
   std::string_view name = {};
   KeyType type = KeyType::kString;
   Presence presence = Presence::kOptional;
-  std::int64_t min = 0;                            // kInteger; kDuration: milliseconds
-  std::int64_t max = 0;                            // kInteger
-  std::span<const std::string_view> choices = {};  // kChoice
-  const TableSpec* table = nullptr;                // kTable, kTables, kTableOrTables
+  std::int64_t min = 0;                            // kInteger, kSource, kNumber; kDuration: ms
+  std::int64_t max = 0;                            // kInteger, kSource
+  std::span<const std::string_view> choices = {};  // kChoice, kSource
+  const TableSpec* table = nullptr;                // kTable, kTables, kTableOrTables, kSource
   // A regular expression the string (or each string) matches, for the
   // schema only: the reader's own check of these values is its code's.
   std::string_view pattern = {};

@@ -4,6 +4,7 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 
 namespace tollgate::rules {
@@ -147,7 +148,8 @@ const toml::value* TableReader::Require(std::string_view key) {
 
 const TableSpec& TableReader::TableOf(std::string_view key) {
   static constexpr TableSpec kNoTable{"none", {}};
-  const KeySpec* spec = Spec(key, {KeyType::kTable, KeyType::kTables, KeyType::kTableOrTables});
+  const KeySpec* spec =
+      Spec(key, {KeyType::kTable, KeyType::kTables, KeyType::kTableOrTables, KeyType::kSource});
   return spec != nullptr ? *spec->table : kNoTable;
 }
 
@@ -155,6 +157,55 @@ std::optional<std::string> TableReader::String(std::string_view key) {
   const toml::value* v = FindAs(key, {KeyType::kString});
   if (v == nullptr) return std::nullopt;
   return ReadString(*v, key, errors_);
+}
+
+std::optional<double> TableReader::Number(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kNumber});
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_integer() && !v->is_floating()) {
+    errors_.Add(*v, fmt::format("\"{}\" must be a number; got {}", key, DescribeType(*v)));
+    return std::nullopt;
+  }
+  const double n = v->is_integer() ? static_cast<double>(v->as_integer()) : v->as_floating();
+  const KeySpec& spec = *spec_.Find(key);
+  if (!(n >= static_cast<double>(spec.min)) || !std::isfinite(n)) {
+    errors_.Add(
+        *v, fmt::format("\"{}\" must be a finite number of at least {}; got {}", key, spec.min, n));
+    return std::nullopt;
+  }
+  return n;
+}
+
+std::optional<TableReader::Source> TableReader::SourceOf(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kSource});
+  if (v == nullptr) return std::nullopt;
+  const KeySpec& spec = *spec_.Find(key);
+  const std::string expected =
+      fmt::format("{}one of \"{}\" or a table", spec.max > 0 ? "an integer, " : "",
+                  fmt::join(spec.choices, "\", \""));
+  Source out;
+  if (v->is_table()) {
+    out.table = v;
+  } else if (v->is_string()) {
+    const std::string& text = v->as_string().str;
+    if (std::find(spec.choices.begin(), spec.choices.end(), text) == spec.choices.end()) {
+      errors_.Add(*v, fmt::format("\"{}\" must be {}; got \"{}\"", key, expected, text));
+      return std::nullopt;
+    }
+    out.choice = text;
+  } else if (v->is_integer() && spec.max > 0) {
+    const std::int64_t n = v->as_integer();
+    if (n < spec.min || n > spec.max) {
+      errors_.Add(
+          *v, fmt::format("\"{}\" must be between {} and {}; got {}", key, spec.min, spec.max, n));
+      return std::nullopt;
+    }
+    out.integer = n;
+  } else {
+    errors_.Add(*v, fmt::format("\"{}\" must be {}; got {}", key, expected, DescribeType(*v)));
+    return std::nullopt;
+  }
+  return out;
 }
 
 std::optional<std::int64_t> TableReader::Integer(std::string_view key) {

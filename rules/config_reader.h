@@ -66,6 +66,16 @@ class TableReader {
   std::optional<std::string> HeaderName(std::string_view key);
   std::optional<std::vector<std::string>> Strings(std::string_view key);
   std::optional<std::string> OneOf(std::string_view key);
+  // A number, integer or not, at least the key's min.
+  std::optional<double> Number(std::string_view key);
+  // A kSource key's value: its choice, its table (read it with TableOf's
+  // keys), or its integer; nullopt when absent or wrong (reported).
+  struct Source {
+    std::optional<std::string> choice;
+    const toml::value* table = nullptr;
+    std::optional<std::int64_t> integer;
+  };
+  std::optional<Source> SourceOf(std::string_view key);
 
   void Finish();
 

@@ -100,6 +100,25 @@ json::value KeySchema(const KeySpec& key, json::object& definitions) {
            {"additionalProperties", {{"anyOf", json::array{StringSchema({}), except}}}}};
       break;
     }
+    case KeyType::kSource: {
+      json::array choices;
+      for (std::string_view c : key.choices) choices.emplace_back(c);
+      json::array any{json::object{{"type", "string"}, {"enum", std::move(choices)}},
+                      json::object{{"allOf", json::array{Ref(*key.table)}}}};
+      if (key.max > 0) {
+        any.emplace_back(
+            json::object{{"type", "integer"}, {"minimum", key.min}, {"maximum", key.max}});
+      }
+      if (!definitions.contains(key.table->name)) {
+        definitions[key.table->name] = nullptr;
+        definitions[key.table->name] = TableSchema(*key.table, definitions);
+      }
+      s = {{"anyOf", std::move(any)}};
+      break;
+    }
+    case KeyType::kNumber:
+      s = {{"type", "number"}, {"minimum", key.min}};
+      break;
     case KeyType::kNever:
       return false;
   }

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "rules/budget.h"
 #include "rules/ip.h"
 #include "store/redis_options.h"
 #include "store/store.h"
@@ -74,7 +75,12 @@ struct RuleConfig {
   // flight at once (like nginx's limit_conn, per request); no `limit`.
   std::int64_t max_inflight = 0;
   std::vector<WindowLabel> windows;  // parallel to limit->windows
+  // The units each request costs: `cost` as an integer, or `cost_default`
+  // when the cost is to come from the request (budget.cost).
   std::int64_t cost = 1;
+  // Where a request's cost and its settled cost come from (not applied to
+  // requests yet: rules/budget.h).
+  RuleBudget budget;
   // kMessage: the rule takes no part in request decisions (RuleSet puts it
   // in Evaluation::messages); the tunnel decides each message by it.
   LimitUnit per = LimitUnit::kRequest;

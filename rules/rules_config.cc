@@ -7,8 +7,10 @@
 
 #include "algorithms/lease.h"
 #include "algorithms/validate.h"
+#include "rules/budget_config.h"
 #include "rules/match_config.h"
 #include "rules/rule_set.h"
+#include "store/calendar.h"
 
 namespace tollgate::rules {
 namespace {
@@ -167,9 +169,12 @@ void ReadRuleName(TableReader& r, const std::vector<RuleConfig>& out, RuleConfig
 
 // An exempt rule only matches: limits, keys and actions do not apply.
 void RefuseInExemptRule(TableReader& r) {
-  for (const char* key :
-       {"key", "algorithm", "limit", "window", "limits", "burst", "sub_windows", "nodelay", "cost",
-        "action", "max_delay", "status", "headers", "max_inflight", "max_keys", "per"}) {
+  for (const char* key : {"key",          "algorithm", "limit",    "window",
+                          "limits",       "calendar",  "timezone", "burst",
+                          "sub_windows",  "nodelay",   "cost",     "cost_default",
+                          "settle",       "tokens",    "reserve",  "max_output_tokens",
+                          "action",       "max_delay", "status",   "headers",
+                          "max_inflight", "max_keys",  "per"}) {
     if (const toml::value* v = r.Find(key)) {
       r.errors().Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
     }
@@ -185,8 +190,9 @@ void ReadConcurrencyRule(TableReader& r, std::int64_t max_inflight, RuleConfig& 
                "per = \"message\" has no meaning with max_inflight: a concurrency rule counts "
                "requests in flight (an open WebSocket tunnel is one)");
   }
-  for (const char* key : {"algorithm", "limit", "window", "limits", "burst", "sub_windows",
-                          "nodelay", "cost", "action", "headers", "max_keys"}) {
+  for (const char* key : {"algorithm", "limit", "window", "limits", "calendar", "timezone", "burst",
+                          "sub_windows", "nodelay", "cost", "cost_default", "settle", "tokens",
+                          "reserve", "max_output_tokens", "action", "headers", "max_keys"}) {
     if (const toml::value* v = r.Find(key)) {
       errors.Add(*v, fmt::format("\"{}\" has no meaning with max_inflight (a concurrency "
                                  "rule); put a rate limit in a rule of its own",
@@ -204,16 +210,71 @@ void ReadConcurrencyRule(TableReader& r, std::int64_t max_inflight, RuleConfig& 
   }
 }
 
-// A rate rule's windows: `limit` + `window`, or `limits = [ { limit,
-// window }, ... ]`. `where` is the value their errors are reported at.
+// A rate rule's windows: `limit` + `window`, `limit` + `calendar` (+
+// `timezone`), or `limits = [ { limit, window }, ... ]`. `where` is the
+// value their errors are reported at.
 struct Windows {
   std::vector<std::pair<std::int64_t, WindowLabel>> list;
   const toml::value* where = nullptr;
+  // calendar = "...": the one window's periods, and where it was written.
+  std::shared_ptr<const store::Calendar> calendar;
+  const toml::value* calendar_at = nullptr;
 };
 
-Windows ReadWindows(TableReader& r) {
+// RateLimit-Policy's w of a calendar period: its usual length (30 days a
+// month, 365 a year); the reset the fields show is the real one.
+constexpr std::int64_t kCalendarSeconds[] = {86'400, 7 * 86'400, 30 * 86'400, 365 * 86'400};
+
+// `calendar` and `timezone` into `windows`, with the limit; false when
+// the rule has no `calendar` (`timezone` alone is an error).
+bool ReadCalendar(TableReader& r, const StoreConfig& store, Windows& windows) {
+  ErrorList& errors = r.errors();
+  const toml::value* at = r.Find("calendar");
+  const std::optional<std::string> unit_name = r.OneOf("calendar");
+  const std::optional<std::string> zone = r.String("timezone");
+  if (at == nullptr) {
+    if (const toml::value* tz = r.Find("timezone")) {
+      errors.Add(*tz, "\"timezone\" applies to \"calendar\" only");
+    }
+    return false;
+  }
+  windows.calendar_at = at;
+  for (const char* key : {"window", "limits"}) {
+    if (const toml::value* v = r.Find(key)) {
+      errors.Add(*v, fmt::format("use either \"calendar\" or \"{}\", not both: a calendar "
+                                 "window is one period of the calendar",
+                                 key));
+    }
+  }
+  if (store.kind == StoreKind::kRedis && store.redis.time != store::RedisTime::kClient) {
+    errors.Add(*at,
+               "calendar periods are reckoned on the gateways' clocks: with [store] kind = "
+               "\"redis\" they need [store.redis] time = \"client\"");
+  }
+  windows.where = r.Require("limit");
+  const std::optional<std::int64_t> limit = r.Integer("limit");
+  if (!unit_name) return true;
+  const store::CalendarUnit unit = *store::ParseCalendarUnit(*unit_name);
+  std::string error;
+  windows.calendar = store::Calendar::Make(unit, zone.value_or("UTC"), error);
+  if (!windows.calendar) {
+    const toml::value* tz = r.Find("timezone");
+    errors.Add(tz != nullptr ? *tz : *at,
+               fmt::format("unknown time zone \"{}\": the system's time zone database "
+                           "(/usr/share/zoneinfo) has no such zone ({})",
+                           zone.value_or("UTC"), error));
+  }
+  if (limit && windows.calendar) {
+    windows.list.push_back(
+        {*limit, WindowLabel{*unit_name, kCalendarSeconds[static_cast<int>(unit)]}});
+  }
+  return true;
+}
+
+Windows ReadWindows(TableReader& r, const StoreConfig& store) {
   ErrorList& errors = r.errors();
   Windows windows;
+  if (ReadCalendar(r, store, windows)) return windows;
   const toml::value* limits_value = r.Find("limits");
   windows.where = limits_value;
   if (limits_value != nullptr) {
@@ -376,12 +437,20 @@ void ReadMaxKeys(TableReader& r, const StoreConfig& store, const std::vector<Rul
 void MakeLimit(TableReader& r, algorithms::Algorithm algorithm, const Windows& windows,
                const AlgorithmOptions& options, const Sync& sync, RuleConfig& rule) {
   ErrorList& errors = r.errors();
+  if (windows.calendar && algorithm != algorithms::Algorithm::kFixedWindow) {
+    errors.Add(*windows.calendar_at,
+               fmt::format("\"calendar\" applies to fixed_window only, not {}: its windows are "
+                           "the calendar's periods",
+                           algorithms::AlgorithmName(algorithm)));
+    return;
+  }
   std::vector<algorithms::LimitParams> params;
   for (const auto& [limit, label] : windows.list) {
     algorithms::LimitParams p;
     p.algorithm = algorithm;
     p.limit = limit;
-    p.window_ms = *ParseDurationMs(label.text);
+    p.window_ms = windows.calendar ? store::Calendar::SpanMs(windows.calendar->unit())
+                                   : *ParseDurationMs(label.text);
     p.burst = options.burst.value_or(algorithm == algorithms::Algorithm::kTokenBucket ? limit : 0);
     p.sub_windows = options.sub_windows;
     p.shaping = options.nodelay ? algorithms::Shaping::kNoDelay : algorithms::Shaping::kDelay;
@@ -397,7 +466,7 @@ void MakeLimit(TableReader& r, algorithms::Algorithm algorithm, const Windows& w
   } else if (auto cost_problem = algorithms::ValidateCost(params, rule.cost)) {
     errors.Add(r.Find("cost") != nullptr ? *r.Find("cost") : *windows.where, *cost_problem);
   } else {
-    store::LimitSpec spec = store::LimitSpec::Make(params);
+    store::LimitSpec spec = store::LimitSpec::Make(params, windows.calendar);
     if (sync.lease && sync.value != nullptr) {
       ReadLease(params, sync.lease_ttl_ms, sync.lease_max, r, spec);
     }
@@ -408,7 +477,8 @@ void MakeLimit(TableReader& r, algorithms::Algorithm algorithm, const Windows& w
 
 }  // namespace
 
-void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& out) {
+void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
+              std::vector<RuleConfig>& out) {
   RuleConfig rule;
   ErrorList& errors = r.errors();
   ReadRuleName(r, out, rule);
@@ -438,9 +508,9 @@ void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& 
   r.Require("algorithm");
   std::optional<algorithms::Algorithm> algorithm;
   if (auto name = r.OneOf("algorithm")) algorithm = algorithms::ParseAlgorithm(*name);
-  const Windows windows = ReadWindows(r);
+  const Windows windows = ReadWindows(r, store);
   const AlgorithmOptions options = ReadAlgorithmOptions(r, algorithm);
-  if (auto c = r.Integer("cost")) rule.cost = *c;
+  ReadRuleBudget(r, algorithm, prices, rule);
   const Sync sync = ReadSync(r, store);
   ReadAction(r, rule);
   ReadMaxKeys(r, store, out, rule);

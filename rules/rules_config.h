@@ -11,7 +11,8 @@ namespace tollgate::rules {
 
 // Reads one [[rules]] entry; [store] must be read before (a rule's
 // max_keys is a part of [store] max_keys).
-void ReadRule(TableReader r, const StoreConfig& store, std::vector<RuleConfig>& out);
+void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
+              std::vector<RuleConfig>& out);
 // Once every rule is read: each rule of the local store that has no
 // max_keys of its own gets an even share of what the others leave of
 // [store] max_keys.

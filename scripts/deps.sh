@@ -24,6 +24,7 @@ run=(
   libnghttp2-dev libprotobuf-dev protobuf-compiler libyaml-cpp-dev
   libgoogle-perftools-dev  # tcmalloc (TOLLGATE_TCMALLOC)
   libsystemd-dev           # sd_notify
+  libhowardhinnant-date-dev tzdata  # calendar windows: date/tz.h on /usr/share/zoneinfo
   curl                     # the README's first requests
 )
 package=(dpkg-dev file)  # CPack's DEB generator: dpkg-shlibdeps finds the Depends

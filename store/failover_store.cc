@@ -58,6 +58,9 @@ struct FailoverStore::Call final : DecisionSink {
   std::int64_t cost = 1;
   std::int64_t now_ms = 0;
   std::uint32_t partition = 0;
+  // A settle's: a failure is passed on (its reservation stays where it
+  // was made), not answered by the policy.
+  bool settle = false;
 
   void OnDecision(const StoreResult& result) override { owner->Finish(this, result); }
 };
@@ -102,13 +105,55 @@ void FailoverStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   call->cost = request.cost;
   call->now_ms = request.now_ms;
   call->partition = request.partition;
+  call->settle = false;
   primary_->Decide(request, *call);
+}
+
+void FailoverStore::Settle(const SettleRequest& request, DecisionSink& sink) {
+  const DecideRequest& r = request.reservation;
+  switch (request.reserved_by) {
+    case ResultSource::kPrimary: {
+      Call* call = Take();
+      call->target = &sink;
+      call->settle = true;
+      primary_->Settle(request, *call);
+      return;
+    }
+    case ResultSource::kFallback: {
+      // Reserved on the fallback during an outage: settled there, on the
+      // share it was reserved from (kShare) and on the fallback's time.
+      const LimitSpec& limit = policy_ == FailurePolicy::kShare ? Share(*r.limit) : *r.limit;
+      SettleRequest local = request;
+      local.reservation.limit = &limit;
+      if (OnFallbackClock(limit)) {
+        const std::int64_t now = fallback_clock_->NowMs();
+        local.reservation.now_ms = now - std::max<std::int64_t>(0, request.now_ms - r.now_ms);
+        local.now_ms = now;
+      }
+      sink.OnDecision({StoreStatus::kOk, ResultSource::kFallback, fallback_.SettleNow(local)});
+      return;
+    }
+    case ResultSource::kPolicyAllowed:
+    case ResultSource::kPolicyDenied:
+      break;
+  }
+  // Nothing was held: nothing to settle.
+  sink.OnDecision(
+      {StoreStatus::kOk, request.reserved_by, PolicyDecision(FailurePolicy::kAllow, *r.limit)});
 }
 
 void FailoverStore::Finish(Call* call, const StoreResult& result) {
   DecisionSink& target = *call->target;
   if (result.status == StoreStatus::kOk) {
     PrimaryAnswered();
+    free_.push_back(call);
+    target.OnDecision(result);
+    return;
+  }
+  if (call->settle) {
+    // The reservation stays on the primary as it was (as a response that
+    // never said its cost keeps it). No policy answered: not counted as
+    // a fallback; the caller sees the status.
     free_.push_back(call);
     target.OnDecision(result);
     return;
@@ -140,7 +185,7 @@ StoreResult FailoverStore::PolicyAnswer(const DecideRequest& request, StoreStatu
       return answer;
     }
     // The rule's own partition of the local store, as when it is the store.
-    const std::int64_t now = fallback_clock_ != nullptr ? fallback_clock_->NowMs() : request.now_ms;
+    const std::int64_t now = OnFallbackClock(limit) ? fallback_clock_->NowMs() : request.now_ms;
     answer.decision =
         fallback_.DecideNow({request.key, &limit, request.cost, now, request.partition});
     return answer;

@@ -65,6 +65,13 @@ class FailoverStore final : public Store {
   FailoverStore& operator=(const FailoverStore&) = delete;
 
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
+  // Settles where the reservation was made (request.reserved_by): on the
+  // primary, whose failure is passed on as it is, uncounted (never moved
+  // to the fallback, which holds none of the units); on the fallback
+  // (kShare: on the share it was reserved from), inline; or, for a
+  // reservation the policy allowed without holding anything, nowhere
+  // (kOk, an allowing decision as the policy's).
+  void Settle(const SettleRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return primary_->Kind(); }
   // Answers `request` as the policy answers a call the primary failed with
   // `status` (counted likewise), without asking the primary: for a caller
@@ -82,6 +89,11 @@ class FailoverStore final : public Store {
   struct Call;
   Call* Take();
   void Finish(Call* call, const StoreResult& result);
+  // Whether the fallback decides `limit` at fallback_clock_'s time rather
+  // than the request's: a calendar's requests are on Unix time anyway.
+  bool OnFallbackClock(const LimitSpec& limit) const {
+    return fallback_clock_ != nullptr && !limit.calendar;
+  }
   // What the policy answers for `request` after a failure `status`.
   StoreResult PolicyAnswer(const DecideRequest& request, StoreStatus status);
   // kShare: `limit`'s share for one of the fleet's gateways now, made once

@@ -27,11 +27,10 @@ void LeaseHand::ReleaseAll(std::int64_t now, Releases& releases) {
   held_.clear();
 }
 
-bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d,
-                      Releases& releases) {
-  if (in_hand_ < cost) return false;
+void LeaseHand::SpendUnits(std::int64_t cost, std::int64_t now) {
   std::int64_t need = cost;
   for (Held& h : held_) {
+    if (need == 0) break;
     const std::int64_t take = std::min(need, h.left);
     h.left -= take;
     h.used += take;
@@ -43,18 +42,26 @@ bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision&
         h.used_at.push_back({now, take});
       }
     }
-    if (need == 0) break;
   }
   in_hand_ -= cost;
-  NoteUse(now, cost);
+}
+
+void LeaseHand::ReleaseSpent(std::int64_t now, Releases& releases) {
   // A busy key's bucket lease spent to the last unit goes back now: the
   // shared state refills the bucket only past the units it still counts as
   // leased. A sliding_log's, for its used slots to move to their times.
-  if (ReturnsSpent(now)) {
-    auto end = held_.begin();
-    while (end != held_.end() && end->left == 0) Release(*end++, now, releases);
-    held_.erase(held_.begin(), end);
-  }
+  if (!ReturnsSpent(now)) return;
+  auto end = held_.begin();
+  while (end != held_.end() && end->left == 0) Release(*end++, now, releases);
+  held_.erase(held_.begin(), end);
+}
+
+bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d,
+                      Releases& releases) {
+  if (in_hand_ < cost) return false;
+  SpendUnits(cost, now);
+  NoteUse(now, cost);
+  ReleaseSpent(now, releases);
   d = {};
   d.allowed = true;
   d.remaining = in_hand_;
@@ -62,6 +69,53 @@ bool LeaseHand::Spend(std::int64_t cost, std::int64_t now, algorithms::Decision&
       held_.empty() ? 0 : std::max<std::int64_t>(0, held_.front().end_ms - now);
   d.reset_ms = d.window_reset_ms = lasts;
   return true;
+}
+
+LeaseHand::Settled LeaseHand::Settle(std::int64_t reserved_at, std::int64_t now,
+                                     std::int64_t reserved, std::int64_t actual,
+                                     std::int64_t most_debt, Releases& releases) {
+  Settled out;
+  if (actual < reserved) {
+    std::int64_t refund = reserved - actual;
+    // Newest first: the leases a later request would spend last.
+    for (auto h = held_.rbegin(); h != held_.rend() && refund > 0; ++h) {
+      if (h->start_ms > reserved_at || h->end_ms <= now) continue;
+      const std::int64_t back = std::min(refund, h->used);
+      h->used -= back;
+      h->left += back;
+      refund -= back;
+      out.refunded += back;
+    }
+    in_hand_ += out.refunded;
+    return out;
+  }
+  const std::int64_t charge = actual - reserved;
+  out.charged = std::min(charge, in_hand_);
+  SpendUnits(out.charged, now);
+  NoteUse(now, charge);
+  debt_ = std::min(most_debt, debt_ + charge - out.charged);
+  ReleaseSpent(now, releases);
+  return out;
+}
+
+std::int64_t LeaseHand::PayDebt(std::int64_t now, Releases& releases) {
+  const std::int64_t paid = std::min(debt_, in_hand_);
+  if (paid == 0) return 0;
+  SpendUnits(paid, now);
+  debt_ -= paid;
+  ReleaseSpent(now, releases);
+  return paid;
+}
+
+algorithms::Decision LeaseHand::Shown(std::int64_t now) const {
+  if (Blocked(now)) return Limited(now);
+  algorithms::Decision d;
+  d.allowed = in_hand_ > 0;
+  d.remaining = in_hand_;
+  const std::int64_t lasts =
+      held_.empty() ? 0 : std::max<std::int64_t>(0, held_.front().end_ms - now);
+  d.reset_ms = d.window_reset_ms = lasts;
+  return d;
 }
 
 algorithms::Decision LeaseHand::Limited(std::int64_t now) const {
@@ -127,14 +181,15 @@ bool LeaseHand::WantsRenewal(std::int64_t now) const {
   // Near a window's end every lease ends with the window: renewing early
   // gains nothing, and a renewal that asked again on every answer would
   // take the window's whole budget into this hand.
-  const bool ending = held_.empty() ||
-                      (!held_.back().cut_short && held_.back().end_ms - now <= ttl_ms_ / 4);
+  const bool ending =
+      held_.empty() || (!held_.back().cut_short && held_.back().end_ms - now <= ttl_ms_ / 4);
   return few || ending;
 }
 
 std::int64_t LeaseHand::Add(std::int64_t sent_ms, std::int64_t units, std::int64_t valid_ms,
                             std::span<const std::int64_t> stamps) {
-  Held h{units, 0, sent_ms + valid_ms, valid_ms < ttl_ms_, {stamps.begin(), stamps.end()}, {}};
+  Held h{units, 0, sent_ms + valid_ms, sent_ms, valid_ms < ttl_ms_, {stamps.begin(), stamps.end()},
+         {}};
   auto at = held_.end();
   while (at != held_.begin() && (at - 1)->end_ms > h.end_ms) --at;
   const std::int64_t end = h.end_ms;
@@ -150,7 +205,8 @@ std::int64_t LeaseHand::Block(std::int64_t sent_ms, std::int64_t retry_after_ms)
 
 bool LeaseHand::Quiet(std::int64_t now, std::int64_t& look_again) const {
   look_again = 0;
-  if (!held_.empty() || Blocked(now)) return false;
+  if (debt_ > 0 && held_.empty() && !Blocked(now)) look_again = now + ttl_ms_;
+  if (!held_.empty() || Blocked(now) || debt_ > 0) return false;
   const std::int64_t quiet_at = last_use_ + ttl_ms_;
   if (quiet_at <= now) return true;
   look_again = quiet_at;

@@ -37,7 +37,8 @@ class LeaseHand {
   struct Held {
     std::int64_t left = 0;
     std::int64_t used = 0;
-    std::int64_t end_ms = 0;  // local: when its take was sent + valid_ms
+    std::int64_t end_ms = 0;    // local: when its take was sent + valid_ms
+    std::int64_t start_ms = 0;  // local: when its take was sent
     // Valid for less than lease_ttl: its window (fixed_window's, a
     // sub-window, two_bucket's bucket) ends first, and so would that of
     // any lease taken before end_ms.
@@ -86,8 +87,8 @@ class LeaseHand {
     used_before_ = use.used_before;
     last_use_ = use.last_use;
   }
-  // Nothing held, nothing blocked: only its use is worth keeping.
-  bool Idle(std::int64_t now) const { return held_.empty() && !Blocked(now); }
+  // Nothing held, nothing blocked, no debt: only its use is worth keeping.
+  bool Idle(std::int64_t now) const { return held_.empty() && !Blocked(now) && debt_ == 0; }
 
   // A new lease_ttl (a reload that kept the limit).
   void set_ttl(std::int64_t ttl_ms) { ttl_ms_ = ttl_ms; }
@@ -99,6 +100,30 @@ class LeaseHand {
   // Spends `cost` units if the hand holds them: an allowing decision
   // (remaining: the units left in hand) in `d`.
   bool Spend(std::int64_t cost, std::int64_t now, algorithms::Decision& d, Releases& releases);
+  // Settles a reservation of `reserved` units spent from this hand at
+  // `reserved_at` to `actual` units at `now` (docs/leases.md, "Settling"):
+  // a refund goes back into the leases in hand both then and now (so in
+  // the window it was spent in: a lease never outlives its window), at
+  // most the units each has used, and to the shared state with their
+  // unused units when they end; a refund no such lease can take is left
+  // to the caller. A charge is spent from the hand; what the hand lacks
+  // becomes debt, at most `most_debt` in all (0: none, the caller settles
+  // it elsewhere), which the next units the hand gets pay before any
+  // request (PayDebt). Releases leases spent to the last unit as Spend
+  // does.
+  struct Settled {
+    std::int64_t refunded = 0;  // units back in hand
+    std::int64_t charged = 0;   // units spent from the hand
+  };
+  Settled Settle(std::int64_t reserved_at, std::int64_t now, std::int64_t reserved,
+                 std::int64_t actual, std::int64_t most_debt, Releases& releases);
+  // Spends units in hand on the debt (after Add): how many.
+  std::int64_t PayDebt(std::int64_t now, Releases& releases);
+  std::int64_t debt() const { return debt_; }
+  // A state for a settle's answer: Limited() while blocked, else an
+  // allowing decision with the units in hand (a key in debt has none).
+  algorithms::Decision Shown(std::int64_t now) const;
+
   // Whether the shared budget is spent until later than `now`, and the
   // limiting decision that answers meanwhile.
   bool Blocked(std::int64_t now) const { return blocked_until_ > now; }
@@ -133,8 +158,9 @@ class LeaseHand {
   // hold come back within it); when that is.
   std::int64_t Block(std::int64_t sent_ms, std::int64_t retry_after_ms);
 
-  // Nothing held, nothing blocked, and unused for a lease_ttl: can be
-  // forgotten; else, when to look again (0: not before something changes).
+  // Nothing held, nothing blocked, no debt, and unused for a lease_ttl:
+  // can be forgotten; else, when to look again (0: not before something
+  // changes; a lease_ttl on with debt, for a take that pays it).
   bool Quiet(std::int64_t now, std::int64_t& look_again) const;
 
   std::int64_t in_hand() const { return in_hand_; }
@@ -149,6 +175,10 @@ class LeaseHand {
   bool ReturnsSpent(std::int64_t now) const;
   void NoteUse(std::int64_t now, std::int64_t cost);
   void Release(Held& held, std::int64_t now, Releases& releases);
+  // Spends `cost` <= in_hand_ units, oldest lease first.
+  void SpendUnits(std::int64_t cost, std::int64_t now);
+  // Releases the leases spent to the last unit that go back (ReturnsSpent).
+  void ReleaseSpent(std::int64_t now, Releases& releases);
 
   std::int64_t ttl_ms_;
   bool bucket_;
@@ -158,6 +188,7 @@ class LeaseHand {
   boost::container::small_vector<Held, 1> held_;
   std::int64_t in_hand_ = 0;
   std::int64_t blocked_until_ = 0;
+  std::int64_t debt_ = 0;  // units charged beyond the hand, not yet paid
   // Units used in the period that began at period_start_ (lease_ttl long)
   // and in the one before it.
   std::int64_t period_start_;

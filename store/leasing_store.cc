@@ -8,6 +8,7 @@
 #include <span>
 
 #include "algorithms/lease.h"
+#include "algorithms/validate.h"
 
 namespace tollgate::store {
 namespace asio = boost::asio;
@@ -35,7 +36,7 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
       : hand(now, spec.limit.lease->ttl_ms, spec.refill, spec.stamps) {}
   LeasingStore* store = nullptr;
   Spec* spec = nullptr;
-  std::string key;  // the rule key (entries_'s key views it)
+  std::string key;       // the rule key (entries_'s key views it)
   std::size_t hash = 0;  // IdView::Of(fingerprint, key).hash
   LeaseHand hand;
   // Requests waiting for a take, in order; inline for one (a cold key's).
@@ -70,8 +71,7 @@ LeasingStore::LeasingStore(asio::io_context& io, std::unique_ptr<Store> exact,
       redis_(redis),
       recent_(options.recent_keys),
       timer_(std::make_unique<Timer>(io)),
-      exact_(std::move(exact)) {
-}
+      exact_(std::move(exact)) {}
 
 LeasingStore::~LeasingStore() {
   // The Redis store completes its calls as it goes: waiting requests are
@@ -108,10 +108,9 @@ LeasingStore::Entry* LeasingStore::Find(const DecideRequest& request) {
     spec = std::make_unique<Spec>();
     spec->limit = limit;
     spec->stats = &stats_.For(limit.lease->rule);
-    spec->refill = algorithms::HasBucketLease(limit.windows) ? LeaseRefill::kHeldBack
-                                                             : LeaseRefill::kFree;
-    spec->stamps =
-        algorithms::HasLogLease(limit.windows) ? LeaseStamps::kKept : LeaseStamps::kNone;
+    spec->refill =
+        algorithms::HasBucketLease(limit.windows) ? LeaseRefill::kHeldBack : LeaseRefill::kFree;
+    spec->stamps = algorithms::HasLogLease(limit.windows) ? LeaseStamps::kKept : LeaseStamps::kNone;
   }
   // Lease parameters may change without the fingerprint (a reload).
   spec->limit.lease = limit.lease;
@@ -180,6 +179,73 @@ void LeasingStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   }
   e.waiters.push_back({&sink, request.cost, request.partition});
   if (!e.taking) StartTake(e, now, request.cost - e.hand.in_hand());
+}
+
+void LeasingStore::Settle(const SettleRequest& request, DecisionSink& sink) {
+  const DecideRequest& r = request.reservation;
+  if (!r.limit->lease) {
+    exact_->Settle(request, sink);
+    return;
+  }
+  if (request.reserved_by != ResultSource::kPrimary) {
+    // The on_error policy answered the reservation: it settles it.
+    if (policy_ != nullptr) {
+      policy_->Settle(request, sink);
+    } else {
+      sink.OnDecision({StoreStatus::kUnavailable, ResultSource::kPrimary, {}});
+    }
+    return;
+  }
+  Entry* found = closing_ ? nullptr : Find(r);
+  if (found == nullptr) {
+    sink.OnDecision({StoreStatus::kUnavailable, ResultSource::kPrimary, {}});
+    return;
+  }
+  Entry& e = *found;
+  const std::int64_t now = request.now_ms;
+  e.hand.Expire(now, e);
+  // What the hand cannot settle (a refund its leases cannot take back, a
+  // charge beyond its units) goes to a window's shared state, whose lease
+  // keys hold the decision state: settled there as algorithms::Settle
+  // settles a window. A bucket lease's state is not a decision's: its
+  // charge is debt in the hand (bounded as algorithms::Settle bounds a
+  // bucket's, by twice the smallest capacity), its refund dropped.
+  const bool windows = !algorithms::HasBucketLease(r.limit->windows);
+  std::int64_t most_debt = 0;
+  if (!windows) {
+    most_debt = std::numeric_limits<std::int64_t>::max();
+    for (const algorithms::LimitParams& w : r.limit->windows) {
+      most_debt = std::min(most_debt, 2 * algorithms::Capacity(w));
+    }
+  }
+  const LeaseHand::Settled settled =
+      e.hand.Settle(r.now_ms, now, r.cost, request.actual, most_debt, e);
+  const std::int64_t refund = std::max<std::int64_t>(0, r.cost - request.actual) - settled.refunded;
+  const std::int64_t charge = std::max<std::int64_t>(0, request.actual - r.cost) - settled.charged;
+  if (windows && (refund > 0 || charge > 0)) {
+    redis_.SettleLeased(e.key, *r.limit, r.now_ms, now, refund, charge);
+  }
+  const std::int64_t back = settled.refunded - settled.charged;
+  in_hand_ += back;
+  e.spec->stats->in_hand.fetch_add(back, std::memory_order_relaxed);
+  e.spec->stats->units[LeaseStats::kUnitsUsed].fetch_add(settled.charged,
+                                                         std::memory_order_relaxed);
+  PayDebt(e, now);  // a refund into a hand still in debt pays it first
+  sink.OnDecision({StoreStatus::kOk, ResultSource::kPrimary, e.hand.Shown(now)});
+  // Debt is paid by the next take (now, unless one is on its way or the
+  // budget is spent).
+  if (e.hand.debt() > 0 && !e.taking && !e.hand.Blocked(now)) {
+    StartTake(e, now, std::min(e.hand.debt(), e.spec->limit.lease->max_units));
+  } else if (!e.taking && e.dues == 0 && e.waiters.empty()) {
+    ForgetIfIdle(e, now);
+  }
+}
+
+void LeasingStore::PayDebt(Entry& e, std::int64_t now) {
+  const std::int64_t paid = e.hand.PayDebt(now, e);
+  in_hand_ -= paid;
+  e.spec->stats->in_hand.fetch_sub(paid, std::memory_order_relaxed);
+  e.spec->stats->units[LeaseStats::kUnitsUsed].fetch_add(paid, std::memory_order_relaxed);
 }
 
 bool LeasingStore::Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d) {
@@ -287,6 +353,7 @@ void LeasingStore::OnTake(Entry& e, const ValuesResult& result) {
       in_hand_ += units;
       Due(e, e.hand.Add(e.take_sent, units, result.values[1],
                         std::span<const std::int64_t>(result.values).subspan(3)));
+      PayDebt(e, now);
     }
   }
   Serve(e, now);
@@ -389,6 +456,11 @@ void LeasingStore::Tick() {
     e.hand.Expire(now, e);
     // Looked at again for its own items still queued.
     if (!e.waiters.empty() || e.taking || e.dues > 0) continue;
+    if (e.hand.debt() > 0 && e.hand.in_hand() == 0 && !e.hand.Blocked(now)) {
+      // A settle's debt that no take has paid yet: one now.
+      StartTake(e, now, std::min(e.hand.debt(), e.spec->limit.lease->max_units));
+      continue;
+    }
     std::int64_t look_again = 0;
     if (e.hand.Quiet(now, look_again)) {
       Forget(e);

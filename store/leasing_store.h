@@ -89,6 +89,14 @@ class LeasingStore final : public Store {
   LeasingStore& operator=(const LeasingStore&) = delete;
 
   void Decide(const DecideRequest& request, DecisionSink& sink) override;
+  // A lease rule's reservation answered from a lease settles against the
+  // key's hand, inline, without Redis (LeaseHand::Settle, docs/leases.md
+  // "Settling"): a refund goes back into the leases still in hand, a
+  // charge is spent from the hand; what the hand cannot settle goes to the
+  // window's state in Redis, or for a bucket is debt that the next take
+  // (started at once) pays, or a dropped refund. One the on_error policy answered
+  // is settled by the policy's store; other rules' by the exact path.
+  void Settle(const SettleRequest& request, DecisionSink& sink) override;
   std::string_view Kind() const override { return exact_->Kind(); }
   // Gives back every lease in hand: a draining gateway's units are other
   // gateways' again at once (a window's would stay counted to its end).
@@ -134,6 +142,8 @@ class LeasingStore final : public Store {
   std::int64_t Now() const;
   // Answers `request` as on_error does for a failure `status`.
   void Fail(const DecideRequest& request, StoreStatus status, DecisionSink& sink);
+  // Spends units in hand on the key's debt (after a take's units came).
+  void PayDebt(Entry& e, std::int64_t now);
   // Spends `cost` units from the hand if it holds them.
   bool Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d);
   // A lease leaving `e`'s hand (LeaseHand::Releases): counted, and sent

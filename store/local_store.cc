@@ -163,13 +163,20 @@ algorithms::Decision LocalStore::DecideNow(const DecideRequest& request) {
   // Here rather than first thing in Shard::Decide, where it was slower on
   // 1M keys (docs/performance.md).
   shard.Prefetch(static_cast<std::uint32_t>(hash));
+  if (request.limit->calendar) {
+    DecideRequest at = request;
+    at.now_ms = request.limit->TimeOf(request.now_ms);
+    return shard.Decide(hash, at);
+  }
   return shard.Decide(hash, request);
 }
 
 void LocalStore::Inspect(const DecideRequest& request, std::span<algorithms::WindowView> out) {
   const Partition& partition = *directory_.load(std::memory_order_acquire)[request.partition];
   const std::uint64_t hash = KeyHash(request.key);
-  partition.ShardFor(hash).Inspect(hash, request, out);
+  DecideRequest at = request;
+  at.now_ms = request.limit->TimeOf(request.now_ms);
+  partition.ShardFor(hash).Inspect(hash, at, out);
 }
 
 bool LocalStore::Erase(std::string_view key, std::uint32_t partition) {
@@ -182,7 +189,10 @@ algorithms::Decision LocalStore::SettleNow(const SettleRequest& request) {
   const DecideRequest& r = request.reservation;
   const Partition& partition = *directory_.load(std::memory_order_acquire)[r.partition];
   const std::uint64_t hash = r.key_hash != 0 ? r.key_hash : KeyHash(r.key);
-  return partition.ShardFor(hash).Settle(hash, request);
+  SettleRequest at = request;
+  at.reservation.now_ms = r.limit->TimeOf(r.now_ms);
+  at.now_ms = r.limit->TimeOf(request.now_ms);
+  return partition.ShardFor(hash).Settle(hash, at);
 }
 
 void LocalStore::Settle(const SettleRequest& request, DecisionSink& sink) {

@@ -60,10 +60,9 @@ class LocalStore final : public Store {
   algorithms::Decision DecideNow(const DecideRequest& request);
 
   // Settles a reservation in one step under the key's shard lock
-  // (algorithms::Settle): the decision field of the result shows the
-  // key's state after it. A key without state (expired, evicted, or of
-  // another limit) is settled on a fresh state. Completes inline.
-  void Settle(const SettleRequest& request, DecisionSink& sink);
+  // (algorithms::Settle). A key without state (expired, evicted, or of
+  // another limit) is settled on a fresh state. Completes inline, kOk.
+  void Settle(const SettleRequest& request, DecisionSink& sink) override;
   // Its synchronous form.
   algorithms::Decision SettleNow(const SettleRequest& request);
 

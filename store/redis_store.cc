@@ -116,7 +116,7 @@ void RedisStore::SendKeyScript(RedisAux script, std::string_view key, const Limi
                                std::string_view prefix, const std::vector<std::int64_t>& extra) {
   const RedisOptions& o = shared_->options;
   std::optional<std::int64_t> now;
-  if (o.time == RedisTime::kClient) now = now_ms;
+  if (o.time == RedisTime::kClient) now = limit.TimeOf(now_ms);
   std::string command;
   RespWriter w(command);
   w.Count(HeadArgCount(limit) + extra.size());
@@ -138,7 +138,7 @@ void RedisStore::TakeLease(std::string_view key, const LimitSpec& limit, std::in
   const std::int64_t now = NowMs();
   const RedisOptions& o = shared_->options;
   std::optional<std::int64_t> time;
-  if (o.time == RedisTime::kClient) time = now_ms;
+  if (o.time == RedisTime::kClient) time = limit.TimeOf(now_ms);
   // A single bucket window: lease_take_fused.lua, the same call in
   // straight-line code, with the window's state key alone.
   const algorithms::Algorithm a = limit.windows[0].algorithm;
@@ -239,10 +239,23 @@ class SettleReply final : public ValuesSink {
 
 void RedisStore::Settle(const SettleRequest& request, DecisionSink& sink) {
   const DecideRequest& r = request.reservation;
-  const std::vector<std::int64_t> extra = {std::max<std::int64_t>(0, request.now_ms - r.now_ms),
-                                           r.cost, request.actual};
+  // On the algorithm's time scale: a calendar's reservation made in an
+  // earlier period is that much older there.
+  const LimitSpec& limit = *r.limit;
+  const std::int64_t age = limit.TimeOf(request.now_ms) - limit.TimeOf(r.now_ms);
+  const std::vector<std::int64_t> extra = {std::max<std::int64_t>(0, age), r.cost, request.actual};
   SendKeyScript(RedisAux::kSettle, r.key, *r.limit, request.now_ms, nullptr, new SettleReply(sink),
                 {}, extra);
+}
+
+void RedisStore::SettleLeased(std::string_view key, const LimitSpec& limit,
+                              std::int64_t reserved_ms, std::int64_t now_ms, std::int64_t refund,
+                              std::int64_t charge) {
+  const std::int64_t age = limit.TimeOf(now_ms) - limit.TimeOf(reserved_ms);
+  // As a reservation of `refund` units settled to none, or of none to
+  // `charge` units.
+  SendKeyScript(RedisAux::kSettle, key, limit, now_ms, nullptr, nullptr, lease_prefix_,
+                {std::max<std::int64_t>(0, age), refund, charge});
 }
 
 void RedisStore::Reset(std::string_view key, const LimitSpec& limit, CountSink& sink) {
@@ -254,7 +267,7 @@ void RedisStore::Decide(const DecideRequest& request, DecisionSink& sink) {
   const LimitSpec& limit = *request.limit;
   const RedisOptions& o = shared_->options;
   std::optional<std::int64_t> now_ms;
-  if (o.time == RedisTime::kClient) now_ms = request.now_ms;
+  if (o.time == RedisTime::kClient) now_ms = limit.TimeOf(request.now_ms);
   std::string& call = call_;
   call.clear();
   RespWriter w(call);

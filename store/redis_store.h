@@ -124,15 +124,23 @@ class RedisStore final : public Store {
   // per window, remaining, reset_ms, retry_after_ms, level and previous (as
   // algorithms::Inspect's WindowView), within the store's timeout. `now_ms` is used with
   // time = "client" only.
-  void Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms,
-               ValuesSink& sink);
+  void Inspect(std::string_view key, const LimitSpec& limit, std::int64_t now_ms, ValuesSink& sink);
   // Settles a reservation (store/lua/settle.lua, as LocalStore::Settle
   // does with algorithms::Settle) in one script call: `sink` gets the
   // key's state after it within the store's timeout (kError if the reply
   // is not one). The reservation's age, request.now_ms - its now_ms, is
   // sent rather than its time, so that it settles under either time
   // setting; request.now_ms is used with time = "client" only otherwise.
-  void Settle(const SettleRequest& request, DecisionSink& sink);
+  void Settle(const SettleRequest& request, DecisionSink& sink) override;
+  // Settles the part of a lease rule's reservation of `key`, made at
+  // `reserved_ms`, that the gateway's lease hand could not (LeasingStore::
+  // Settle): `refund` units back, or `charge` units more (one of them 0),
+  // on the shared window state its leases count in (settle.lua on the
+  // lease keys, at `now_ms`). For limits without bucket windows only: a
+  // window's lease keys hold its decision state. Nobody waits for the
+  // answer.
+  void SettleLeased(std::string_view key, const LimitSpec& limit, std::int64_t reserved_ms,
+                    std::int64_t now_ms, std::int64_t refund, std::int64_t charge);
   // Deletes `key`'s state under `limit` (key_reset.lua): `sink` gets the
   // number of Redis keys deleted.
   void Reset(std::string_view key, const LimitSpec& limit, CountSink& sink);
@@ -141,8 +149,8 @@ class RedisStore final : public Store {
   // (lease_ttl), kept by Redis `hold_ms` when not returned. `sink` gets
   // {units, valid_ms, retry_after_ms, one stamp per window} within the
   // store's timeout; for a TakeUse::kSpent take (exactly `want` units or
-  // none, admitted at once, no lease kept) {units, 0, retry_after_ms}. `now_ms` is used with time = "client" only. A lease's
-  // keys are <prefix>lease:{key}:...: one Cluster slot, like a decision's.
+  // none, admitted at once, no lease kept) {units, 0, retry_after_ms}. `now_ms` is used with time =
+  // "client" only. A lease's keys are <prefix>lease:{key}:...: one Cluster slot, like a decision's.
   // Queued as decisions are: the takes of one limit sent in one turn, of
   // distinct keys or not, share one script call (up to options.batch; with
   // Redis Cluster, only those of one key), taken one after the other
@@ -162,8 +170,7 @@ class RedisStore final : public Store {
   // store/lua/admin/blocks_*.lua): as Run, answered into `count` (an
   // integer reply) or `values` (an array), one of them non-null.
   void RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
-                std::initializer_list<std::string_view> args, CountSink* count,
-                ValuesSink* values);
+                std::initializer_list<std::string_view> args, CountSink* count, ValuesSink* values);
   // The same with as many arguments as `args` holds.
   void RunAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
                 std::span<const std::string> args, CountSink* count, ValuesSink* values);
@@ -188,8 +195,7 @@ class RedisStore final : public Store {
   // RunAdmin's command, `arg_count` arguments written by `write_args`.
   template <typename WriteArgs>
   void SendAdmin(RedisAux script, std::initializer_list<std::string_view> keys,
-                 std::size_t arg_count, WriteArgs write_args, CountSink* count,
-                 ValuesSink* values);
+                 std::size_t arg_count, WriteArgs write_args, CountSink* count, ValuesSink* values);
   // EVALSHA of `script` with decide.lua's keys and arguments for `key`
   // (under `prefix`, the store's when empty), then `extra` arguments.
   void SendKeyScript(RedisAux script, std::string_view key, const LimitSpec& limit,
@@ -215,9 +221,9 @@ class RedisStore final : public Store {
 
   std::unique_ptr<Shared> shared_;
   std::vector<Node> nodes_;
-  std::vector<int> slots_;  // node by slot; empty: one Redis (nodes_[0])
+  std::vector<int> slots_;    // node by slot; empty: one Redis (nodes_[0])
   std::string lease_prefix_;  // <prefix>lease:
-  std::string call_;        // Decide's, reused: QueuedCall::call
+  std::string call_;          // Decide's, reused: QueuedCall::call
   // TakeLease's QueuedCall::call: the arguments after the keys, kept for
   // the next take of the same limit and lease (the first tail_bytes; with
   // Redis Cluster the key follows).
@@ -230,7 +236,7 @@ class RedisStore final : public Store {
     std::int64_t hold_ms = 0;
   };
   LeaseCall lease_call_;
-  std::string key_;         // Decide's, reused: QueuedCall::key
+  std::string key_;  // Decide's, reused: QueuedCall::key
 };
 
 }  // namespace tollgate::store

@@ -8,7 +8,8 @@
 
 namespace tollgate::store {
 
-LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows) {
+LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows,
+                          std::shared_ptr<const Calendar> calendar) {
   LimitSpec spec;
   // FNV-1a over the fields that shape a key's state and its meaning, and
   // the stores' state format: when a format changes (kStateFormat goes up),
@@ -31,7 +32,13 @@ LimitSpec LimitSpec::Make(std::vector<algorithms::LimitParams> windows) {
     mix(static_cast<std::int64_t>(p.shaping));
     spec.state_bytes += algorithms::StateSize(p);
   }
+  if (calendar) {
+    // Another zone's periods are other windows.
+    mix(static_cast<std::int64_t>(calendar->unit()));
+    for (const char c : calendar->zone_name()) mix(c);
+  }
   spec.fingerprint = hash;
+  spec.calendar = std::move(calendar);
   spec.windows = std::move(windows);
   return spec;
 }
@@ -49,7 +56,7 @@ LimitSpec ShareOf(const LimitSpec& spec, std::int64_t gateways) {
       p.burst = std::max<std::int64_t>(1, p.burst / gateways);
     }
   }
-  return LimitSpec::Make(std::move(windows));
+  return LimitSpec::Make(std::move(windows), spec.calendar);
 }
 
 }  // namespace tollgate::store

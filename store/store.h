@@ -4,12 +4,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "algorithms/limit.h"
+#include "store/calendar.h"
 
 namespace tollgate::store {
 
@@ -35,9 +37,20 @@ struct LimitSpec {
   std::uint32_t fingerprint = 0;
   std::size_t state_bytes = 0;
   std::optional<Lease> lease;  // absent: sync = "exact", a store call per decision
+  // calendar = "...": the one window, a fixed_window of
+  // Calendar::SpanMs(unit) ms, counts in the calendar's periods. Its
+  // requests' now_ms are Unix ms; every store decides at TimeOf(now_ms).
+  std::shared_ptr<const Calendar> calendar;
 
-  // Preconditions: algorithms::ValidateWindows(windows) passed.
-  static LimitSpec Make(std::vector<algorithms::LimitParams> windows);
+  // The time the algorithms see for a request at `now_ms`.
+  std::int64_t TimeOf(std::int64_t now_ms) const {
+    return calendar ? calendar->AlgorithmTime(now_ms) : now_ms;
+  }
+
+  // Preconditions: algorithms::ValidateWindows(windows) passed; with a
+  // calendar, windows is one fixed_window of its SpanMs.
+  static LimitSpec Make(std::vector<algorithms::LimitParams> windows,
+                        std::shared_ptr<const Calendar> calendar = nullptr);
 };
 
 struct DecideRequest {
@@ -56,17 +69,6 @@ struct DecideRequest {
   std::uint64_t key_hash = 0;
 };
 inline constexpr std::size_t kMaxKeyBytes = 1024;
-
-// A reservation to settle to its actual cost (docs/algorithms.md,
-// "Settling a reservation"): the request that reserved, as it was decided
-// (its key, limit, partition and key_hash; `cost` the units reserved,
-// `now_ms` the time of the reservation), and what it really cost. Every
-// window of the limit must settle (algorithms::CanSettle).
-struct SettleRequest {
-  DecideRequest reservation;
-  std::int64_t actual = 0;  // >= 0
-  std::int64_t now_ms = 0;  // the settle's time, the caller's clock; a store may use its own
-};
 
 // The hash by which the LocalStore places a key (DecideRequest::key_hash).
 inline std::uint64_t KeyHash(std::string_view key) { return std::hash<std::string_view>{}(key); }
@@ -101,6 +103,21 @@ enum class ResultSource : std::uint8_t { kPrimary, kFallback, kPolicyAllowed, kP
 // (store/fleet.h).
 enum class FailurePolicy : std::uint8_t { kAllow, kDeny, kLocal, kShare };
 inline constexpr int kFailurePolicies = 4;
+
+// A reservation to settle to its actual cost (docs/algorithms.md,
+// "Settling a reservation"): the request that reserved, as it was decided
+// (its key, limit, partition and key_hash; `cost` the units reserved,
+// `now_ms` the time of the reservation), and what it really cost. Every
+// window of the limit must settle (algorithms::CanSettle).
+struct SettleRequest {
+  DecideRequest reservation;
+  std::int64_t actual = 0;  // >= 0
+  std::int64_t now_ms = 0;  // the settle's time, the caller's clock; a store may use its own
+  // Who answered the reservation (its StoreResult::source): a
+  // FailoverStore settles where the units were reserved, and nowhere for
+  // kPolicyAllowed (nothing was held).
+  ResultSource reserved_by = ResultSource::kPrimary;
+};
 
 struct StoreResult {
   StoreStatus status = StoreStatus::kOk;
@@ -141,6 +158,14 @@ class Store {
   virtual ~Store() = default;
   // `sink` must stay valid until its OnDecision() has run.
   virtual void Decide(const DecideRequest& request, DecisionSink& sink) = 0;
+  // Settles a reservation that Decide() allowed, in one step on the state
+  // it was taken from (docs/algorithms.md, "Settling a reservation"):
+  // `sink` gets, like a decision's, exactly one result, inline or later,
+  // within the store's deadline; with status kOk its decision shows the
+  // key's state after the settle (algorithms::Settle). A settle that fails
+  // leaves the reservation as it was. Preconditions: every window of
+  // request.reservation.limit can settle (algorithms::CanSettle).
+  virtual void Settle(const SettleRequest& request, DecisionSink& sink) = 0;
   // "local", "redis", ...: for metrics and logs.
   virtual std::string_view Kind() const = 0;
   // The gateway begins to drain: give back what this store holds of a

@@ -75,7 +75,13 @@ json::object DescribeRule(const rules::RuleConfig& rule) {
     window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
     window["limit"] = p.limit;
     window["window"] = rule.windows[i].text;
-    window["window_ms"] = p.window_ms;
+    if (const auto& calendar = rule.limit->calendar) {
+      // Its periods' usual length: the algorithm's window is only a span.
+      window["window_ms"] = rule.windows[i].seconds * 1000;
+      window["timezone"] = calendar->zone_name();
+    } else {
+      window["window_ms"] = p.window_ms;
+    }
     if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
         p.algorithm == algorithms::Algorithm::kLeakyBucket) {
       window["burst"] = p.burst;
@@ -261,7 +267,9 @@ Task<std::optional<json::array>> AdminApi::ReadWindows(const GatewayState& state
                                                         std::uint32_t partition) {
   const store::LimitSpec& limit = *rule.limit;
   store::Store& store = redis_ != nullptr ? static_cast<store::Store&>(*redis_) : local_;
-  const std::int64_t now_ms = MakeLimitContext(state, store, nullptr).store_now_ms;
+  const LimitContext context = MakeLimitContext(state, store, nullptr);
+  // A calendar's periods are reckoned on the wall clock (store.h).
+  const std::int64_t now_ms = limit.calendar ? context.unix_ms : context.store_now_ms;
   std::vector<algorithms::WindowView> views(limit.windows.size());
   if (redis_ != nullptr) {
     const Executor executor = co_await asio::this_coro::executor;

@@ -103,7 +103,7 @@ void RestampLimitContext(const GatewayState& state, LimitContext& context) {
   context.store_now_ms = wall_clock ? clock.UnixMs() : context.now_ms;
   const bool overrides = state.overrides != nullptr && state.overrides->Current() != nullptr;
   context.overrides = overrides ? state.overrides : nullptr;
-  context.unix_ms = overrides ? clock.UnixMs() : 0;
+  context.unix_ms = wall_clock ? context.store_now_ms : clock.UnixMs();
 }
 
 Task<void> Admission::WaitForBatch() { co_await batch_wait_->Wait(batch_); }

@@ -87,9 +87,10 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
                        algorithms::NeverPasses(rule.limit->windows)});
       continue;
     }
-    context.store.Decide(
-        {key, rule.limit.get(), hit_cost, context.store_now_ms, hits[i]->partition, key_hash},
-        slot);
+    // A calendar's periods are reckoned on the wall clock (store.h).
+    const std::int64_t now = rule.limit->calendar ? context.unix_ms : context.store_now_ms;
+    context.store.Decide({key, rule.limit.get(), hit_cost, now, hits[i]->partition, key_hash},
+                         slot);
   }
 }
 

@@ -74,8 +74,8 @@ struct LimitContext {
   const rules::RuleConfig* rules_base = nullptr;
   StoreKindLabel store_kind = StoreKindLabel::kLocal;
   bool describe = true;  // fill LimitOutcome::log (only the access log reads it)
-  // The overrides in force, and the wall clock they end by (read only while
-  // some exist); null: none.
+  // The overrides in force (null: none), and the wall clock they end by
+  // and calendar windows count on.
   const OverrideTable* overrides = nullptr;
   std::int64_t unix_ms = 0;
 };

@@ -1,6 +1,6 @@
 // The HTTP/2 protocol adapter: one client connection speaking HTTP/2 (TLS
 // with ALPN "h2", or cleartext with prior knowledge, handed over by the
-// HTTP/1.1 session that read its first bytes). Each stream is one request
+// HTTP/1.1 connection that read its first bytes). Each stream is one request
 // through the pipeline — identify (gateway/core/identify.h), admit
 // (gateway/core/admission.h, one Admission per stream: rate rules count
 // streams, max_inflight places are taken per stream), forward (to the
@@ -48,7 +48,7 @@ class Http2Adapter {
   Http2Adapter& operator=(const Http2Adapter&) = delete;
 
   // Serves the connection until it ends and every stream has been logged;
-  // the socket is closed then. `already_read`: what the HTTP/1.1 session
+  // the socket is closed then. `already_read`: what the HTTP/1.1 connection
   // read before the hand-over (the preface at least).
   Task<void> Run(asio::const_buffer already_read);
   // Drain: GOAWAY; streams in flight finish, then the connection closes.

@@ -6,7 +6,6 @@
 #include <unistd.h>
 
 #include <chrono>
-#include <functional>
 #include <istream>
 #include <limits>
 #include <map>
@@ -136,8 +135,6 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
   asio::io_context io;
   store::RedisHealth health;
   std::unique_ptr<store::Store> store;
-  // Settles a reservation on the store (not part of store::Store).
-  std::function<void(const store::SettleRequest&, store::DecisionSink&)> settle;
   if (options.redis) {
     store::RedisOptions redis;
     redis.address = *options.redis;
@@ -156,19 +153,11 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
       fmt::print(err, "replay: {}\n", *problem);
       return 1;
     }
-    auto redis_store = std::make_unique<store::RedisStore>(io, redis, health);
-    settle = [s = redis_store.get()](const store::SettleRequest& r, store::DecisionSink& sink) {
-      s->Settle(r, sink);
-    };
-    store = std::move(redis_store);
+    store = std::make_unique<store::RedisStore>(io, redis, health);
   } else {
     store::LocalStoreOptions store_options;
     store_options.max_keys = std::size_t{1} << 24;
-    auto local = std::make_unique<store::LocalStore>(store_options);
-    settle = [s = local.get()](const store::SettleRequest& r, store::DecisionSink& sink) {
-      s->Settle(r, sink);
-    };
-    store = std::move(local);
+    store = std::make_unique<store::LocalStore>(store_options);
   }
   std::map<std::string, KeyTotals, std::less<>> totals;
   std::vector<Row> rows;
@@ -210,7 +199,7 @@ int RunReplay(const ReplayOptions& options, std::istream& in, std::ostream& out,
       const bool settles = d.allowed && row.settled >= 0;
       if (d.allowed) it->second.units += settles ? row.settled : row.cost;
       if (settles) {
-        settle({{row.key, &spec, row.cost, row.t}, row.settled, row.t}, row.settle);
+        store->Settle({{row.key, &spec, row.cost, row.t}, row.settled, row.t}, row.settle);
         while (!row.settle.done) io.run_one();
         if (failed(row, row.settle)) return false;
         const algorithms::Decision& s = row.settle.result.decision;

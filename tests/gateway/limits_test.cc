@@ -38,6 +38,11 @@ class FakeStore final : public store::Store {
       later_.push_back({&sink, result});
     }
   }
+  // The limits never settle.
+  void Settle(const store::SettleRequest&, store::DecisionSink& sink) override {
+    ADD_FAILURE() << "settled";
+    sink.OnDecision({store::StoreStatus::kError, store::ResultSource::kPrimary, {}});
+  }
   std::string_view Kind() const override { return "fake"; }
   void Complete() {
     for (auto& [sink, result] : later_) sink->OnDecision(result);
@@ -87,7 +92,8 @@ class CountingWaker final : public BatchWaker {
 class Limits : public ::testing::Test {
  protected:
   void Load(const std::string& rules) {
-    loaded_ = rules::LoadConfigText(testing::WithEchoPort(testing::BasicConfig(rules), 9), "t.toml");
+    loaded_ =
+        rules::LoadConfigText(testing::WithEchoPort(testing::BasicConfig(rules), 9), "t.toml");
     ASSERT_TRUE(loaded_.config) << loaded_.errors[0].ToString();
     std::string error;
     resolver_ = rules::IdentityResolver::Create(loaded_.config->identity, clock_, error);

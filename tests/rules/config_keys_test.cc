@@ -25,9 +25,9 @@ void CheckTable(const TableSpec& table, std::set<std::string>& seen) {
     EXPECT_TRUE(names.insert(key.name).second) << "listed twice";
     EXPECT_FALSE(key.description.empty());
     const bool nested = key.type == KeyType::kTable || key.type == KeyType::kTables ||
-                        key.type == KeyType::kTableOrTables;
+                        key.type == KeyType::kTableOrTables || key.type == KeyType::kSource;
     EXPECT_EQ(key.table != nullptr, nested);
-    EXPECT_EQ(!key.choices.empty(), key.type == KeyType::kChoice);
+    EXPECT_EQ(!key.choices.empty(), key.type == KeyType::kChoice || key.type == KeyType::kSource);
     if (key.type == KeyType::kInteger) {
       EXPECT_LE(key.min, key.max);
     }

@@ -4,28 +4,12 @@
 
 #include <filesystem>
 
+#include "config_text.h"
 #include "rules/duration.h"
 #include "rules/route_table.h"
 
 namespace tollgate::rules {
 namespace {
-
-std::vector<std::string> Errors(const std::string& text) {
-  LoadResult r = LoadConfigText(text, "t.toml");
-  std::vector<std::string> out;
-  for (const ConfigError& e : r.errors) out.push_back(e.ToString());
-  EXPECT_EQ(r.config.has_value(), out.empty());
-  return out;
-}
-
-constexpr const char* kMinimal = R"([[listeners]]
-address = "127.0.0.1:8080"
-[[upstreams]]
-name = "api"
-servers = ["127.0.0.1:9000"]
-[[routes]]
-upstream = "api"
-)";
 
 TEST(Config, MinimalFileGetsDefaults) {
   LoadResult r = LoadConfigText(kMinimal, "t.toml");

@@ -7,20 +7,12 @@
 #include <string>
 #include <vector>
 
+#include "config_text.h"
 #include "rules/config.h"
 #include "rules/rule_set.h"
 
 namespace tollgate::rules {
 namespace {
-
-constexpr const char* kBase = R"([[listeners]]
-address = "127.0.0.1:8080"
-[[upstreams]]
-name = "api"
-servers = ["127.0.0.1:9000"]
-[[routes]]
-upstream = "api"
-)";
 
 class NoHeaders final : public HeaderLookup {
  public:
@@ -29,13 +21,13 @@ class NoHeaders final : public HeaderLookup {
 };
 
 Config Load(const std::string& rules) {
-  LoadResult r = LoadConfigText(std::string(kBase) + rules, "t.toml");
+  LoadResult r = LoadConfigText(std::string(kMinimal) + rules, "t.toml");
   for (const ConfigError& e : r.errors) ADD_FAILURE() << e.ToString();
   return r.config ? std::move(*r.config) : Config{};
 }
 
 std::vector<std::string> Errors(const std::string& text) {
-  LoadResult r = LoadConfigText(std::string(kBase) + text, "t.toml");
+  LoadResult r = LoadConfigText(std::string(kMinimal) + text, "t.toml");
   std::vector<std::string> out;
   for (const ConfigError& e : r.errors) out.push_back(e.ToString());
   EXPECT_EQ(r.config.has_value(), out.empty());

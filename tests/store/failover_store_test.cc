@@ -32,6 +32,11 @@ class FakeStore final : public Store {
     }
     Answer(status, sink);
   }
+  // Answered as Decide() answers.
+  void Settle(const SettleRequest& request, DecisionSink& sink) override {
+    ++settles;
+    Decide(request.reservation, sink);
+  }
   std::string_view Kind() const override { return "fake"; }
   void Complete(StoreStatus with) {
     std::vector<DecisionSink*> now;
@@ -42,6 +47,7 @@ class FakeStore final : public Store {
   StoreStatus status = StoreStatus::kOk;
   bool hold = false;
   int calls = 0;
+  int settles = 0;
   std::vector<DecisionSink*> pending;
 
  private:
@@ -79,6 +85,16 @@ struct StoreCase {
   StoreResult Decide(std::string_view key = "k") {
     Result r;
     store->Decide({key, &limit, 1, 1000, 0}, r);
+    EXPECT_TRUE(r.done);
+    return r.result;
+  }
+  // Settles `reserved` units reserved at 1000 (answered by `by`) to
+  // `actual` at 1200.
+  StoreResult Settle(std::int64_t reserved, std::int64_t actual, ResultSource by) {
+    SettleRequest settle{{"k", &limit, reserved, 1000, 0}, actual, 1200};
+    settle.reserved_by = by;
+    Result r;
+    store->Settle(settle, r);
     EXPECT_TRUE(r.done);
     return r.result;
   }
@@ -178,6 +194,54 @@ TEST(FailoverStore, DecideFailedAnswersAsThePolicyWithoutThePrimary) {
   EXPECT_EQ(c.primary->calls, 0);
   ASSERT_EQ(c.counted.failures.size(), 1u);
   EXPECT_EQ(c.counted.failures[0].status, StoreStatus::kUnavailable);
+}
+
+TEST(FailoverStoreSettle, APrimarysReservationSettlesOnThePrimaryAndAFailurePassesOn) {
+  StoreCase c(FailurePolicy::kLocal);
+  const StoreResult ok = c.Settle(2, 1, ResultSource::kPrimary);
+  EXPECT_EQ(ok.status, StoreStatus::kOk);
+  EXPECT_EQ(ok.source, ResultSource::kPrimary);
+  EXPECT_EQ(ok.decision.remaining, 42);
+  EXPECT_EQ(c.primary->settles, 1);
+  // A failed settle is not moved to the fallback, which holds none of the
+  // units, nor counted as a fallback taken.
+  c.primary->status = StoreStatus::kTimeout;
+  const StoreResult failed = c.Settle(2, 0, ResultSource::kPrimary);
+  EXPECT_EQ(failed.status, StoreStatus::kTimeout);
+  EXPECT_EQ(failed.source, ResultSource::kPrimary);
+  EXPECT_TRUE(c.counted.failures.empty());
+  EXPECT_EQ(c.local.KeyCount(), 0u);
+}
+
+TEST(FailoverStoreSettle, AFallbacksReservationSettlesOnTheFallbacksShare) {
+  StoreCase c(FailurePolicy::kShare);
+  c.limit = FixedWindow(10, 60'000);
+  c.fleet.Set(2);
+  c.primary->status = StoreStatus::kUnavailable;
+  Result reserved;
+  c.store->Decide({"k", &c.limit, 5, 1000, 0}, reserved);  // the whole share of 5
+  ASSERT_EQ(reserved.result.source, ResultSource::kFallback);
+  ASSERT_TRUE(reserved.result.decision.allowed);
+  EXPECT_FALSE(c.Decide().decision.allowed);
+  const StoreResult r = c.Settle(5, 2, ResultSource::kFallback);
+  EXPECT_EQ(r.status, StoreStatus::kOk);
+  EXPECT_EQ(r.source, ResultSource::kFallback);
+  EXPECT_EQ(r.decision.remaining, 3);
+  EXPECT_EQ(c.primary->settles, 0);
+  // The refund is the share's: three more requests pass, then none.
+  int allowed = 0;
+  for (int i = 0; i < 5; ++i) allowed += c.Decide().decision.allowed ? 1 : 0;
+  EXPECT_EQ(allowed, 3);
+}
+
+TEST(FailoverStoreSettle, APolicyAllowedReservationHeldNothingToSettle) {
+  StoreCase c(FailurePolicy::kAllow);
+  const StoreResult r = c.Settle(2, 7, ResultSource::kPolicyAllowed);
+  EXPECT_EQ(r.status, StoreStatus::kOk);
+  EXPECT_EQ(r.source, ResultSource::kPolicyAllowed);
+  EXPECT_TRUE(r.decision.allowed);
+  EXPECT_EQ(c.primary->settles, 0);
+  EXPECT_EQ(c.local.KeyCount(), 0u);
 }
 
 TEST(FailoverStore, AShareDividesLimitsAndBurstsRoundingDownToAtLeastOne) {

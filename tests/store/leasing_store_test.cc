@@ -15,76 +15,12 @@
 #include <string>
 #include <vector>
 
-#include "redis_server.h"
+#include "leasing_fixture.h"
 #include "store/failover_store.h"
 #include "store/local_store.h"
-#include "store_sinks.h"
 
 namespace tollgate::store {
 namespace {
-
-std::uint64_t EvalshaCalls(testing::RedisServer& redis) {
-  const std::string stats = redis.Command({"INFO", "commandstats"});
-  const std::size_t at = stats.find("cmdstat_evalsha:calls=");
-  if (at == std::string::npos) return 0;
-  return std::stoull(stats.substr(at + 22));
-}
-
-LimitSpec Leased(LimitSpec spec, std::int64_t ttl_ms, std::int64_t max_units) {
-  spec.lease = LimitSpec::Lease{ttl_ms, max_units, "r"};
-  return spec;
-}
-
-// One gateway: a LeasingStore in front of its own Redis store.
-struct Gateway {
-  Gateway(boost::asio::io_context& io, testing::RedisServer& redis, const Clock& clock,
-          LeaseStats& stats) {
-    std::string error;
-    RedisOptions o;
-    o.address = *ParseRedisUrl(redis.url(), error);
-    o.timeout_ms = 1000;
-    o.time = RedisTime::kClient;
-    o.min_ttl_ms = 10'000'000;  // virtual time outruns no key
-    auto store = std::make_unique<RedisStore>(io, o, health);
-    RedisStore& raw = *store;
-    leasing = std::make_unique<LeasingStore>(io, std::move(store), nullptr, raw, clock, stats,
-                                             LeasingStore::Options{});
-  }
-  RedisHealth health;
-  std::unique_ptr<LeasingStore> leasing;
-};
-
-class LeasingStoreTest : public ::testing::Test {
- protected:
-  // Decides and waits for the answer; `inline_answer` tells whether it came
-  // before Decide returned.
-  StoreResult Decide(LeasingStore& store, std::string_view key, const LimitSpec& spec,
-                     bool* inline_answer = nullptr, std::int64_t cost = 1) {
-    Result r;
-    store.Decide({key, &spec, cost, clock_.NowMs()}, r);
-    if (inline_answer != nullptr) *inline_answer = r.done;
-    while (!r.done) io_.run_one();
-    return r.result;
-  }
-  // Lets replies in flight (background takes, returns) arrive.
-  void Settle() {
-    for (int i = 0; i < 3; ++i) io_.run_for(std::chrono::milliseconds(1));
-  }
-  // Twelve requests of `key` in a row, all allowed: the gateway's leases
-  // grow on the burst, and it holds units when it goes quiet.
-  void Burst(LeasingStore& store, std::string_view key, const LimitSpec& spec) {
-    for (int i = 0; i < 12; ++i) {
-      ASSERT_TRUE(Decide(store, key, spec).decision.allowed);
-      Settle();
-    }
-    Settle();
-  }
-
-  testing::RedisServer redis_;
-  boost::asio::io_context io_;
-  ManualClock clock_{1'000'000};
-  LeaseStats stats_;
-};
 
 TEST_F(LeasingStoreTest, ExactRulesGoToTheStoreBehind) {
   Gateway g(io_, redis_, clock_, stats_);
@@ -299,8 +235,7 @@ TEST_F(LeasingStoreTest, LeasesCutShortByTheWindowsEndAreNotRenewedInALoop) {
     SCOPED_TRACE(std::string(algorithms::AlgorithmName(algorithm)));
     Gateway a(io_, redis_, clock_, stats_);
     Gateway b(io_, redis_, clock_, stats_);
-    const LimitSpec spec =
-        Leased(LimitSpec::Make({Window(algorithm, 300, kDayMs)}), 3'600'000, 30);
+    const LimitSpec spec = Leased(LimitSpec::Make({Window(algorithm, 300, kDayMs)}), 3'600'000, 30);
     clock_.Set(++day * kDayMs - 120'000);  // two minutes before a day ends
     for (int i = 0; i < 10; ++i) {
       ASSERT_TRUE(Decide(*a.leasing, "k", spec).decision.allowed) << i;

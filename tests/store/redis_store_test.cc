@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "calendar_cases.h"
 #include "redis_server.h"
 #include "store/local_store.h"
 #include "store_sinks.h"
@@ -175,6 +176,26 @@ TEST_F(RedisStoreTest, SettlesAReservationOnTheSharedState) {
   ASSERT_TRUE(Await(l));
   EXPECT_EQ(settle(a, {late, 0, 1500}).remaining, 10);
   EXPECT_EQ(Decide(a, "w", windows, 1500).decision.remaining, 9);
+}
+
+TEST_F(RedisStoreTest, CalendarPeriodsAcrossAMonthEndAndDaylightSavingChanges) {
+  RedisServer redis;
+  RedisStore store(io_, OptionsFor(redis), health_);
+  auto answer = [&](Result& r) {
+    EXPECT_TRUE(Await(r));
+    EXPECT_EQ(r.result.status, StoreStatus::kOk);
+    return r.result.decision;
+  };
+  RunCalendarCases({[&](const DecideRequest& request) {
+                      Result& r = NewResult();
+                      store.Decide(request, r);
+                      return answer(r);
+                    },
+                    [&](const SettleRequest& request) {
+                      Result& r = NewResult();
+                      store.Settle(request, r);
+                      return answer(r);
+                    }});
 }
 
 TEST_F(RedisStoreTest, ASettleUnderServerTimeTakesTheReservationsAge) {

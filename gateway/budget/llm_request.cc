@@ -1,0 +1,90 @@
+#include "gateway/budget/llm_request.h"
+
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/value.hpp>
+#include <algorithm>
+#include <cstdint>
+
+namespace tollgate::gateway::budget {
+namespace {
+
+// A token count in a request: a non-negative integer.
+std::optional<std::int64_t> CountOf(const boost::json::object& object, std::string_view key) {
+  const boost::json::value* v = object.if_contains(boost::json::string_view(key.data(), key.size()));
+  if (v == nullptr) return std::nullopt;
+  if (v->is_int64() && v->get_int64() >= 0) return v->get_int64();
+  if (v->is_uint64()) return static_cast<std::int64_t>(std::min<std::uint64_t>(v->get_uint64(), INT64_MAX));
+  return std::nullopt;
+}
+
+bool IsTrue(const boost::json::value* v) { return v != nullptr && v->is_bool() && v->get_bool(); }
+
+}  // namespace
+
+std::optional<LlmRequest> ReadLlmRequest(std::string_view body) {
+  // A request body is bounded by max_body_bytes and read whole before it
+  // is forwarded: its tree costs no more than the body.
+  boost::system::error_code ec;
+  const boost::json::value value =
+      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
+  if (ec || !value.is_object()) return std::nullopt;
+  const boost::json::object& object = value.get_object();
+  LlmRequest request;
+  request.body_bytes = static_cast<std::int64_t>(body.size());
+  for (std::string_view key : {"max_completion_tokens", "max_tokens", "max_output_tokens"}) {
+    if (auto n = CountOf(object, key)) {
+      request.output_bound = n;
+      break;
+    }
+  }
+  if (const auto* model = object.if_contains("model"); model != nullptr && model->is_string()) {
+    request.model = std::string(model->get_string());
+  }
+  request.stream = IsTrue(object.if_contains("stream"));
+  if (const auto* options = object.if_contains("stream_options");
+      options != nullptr && options->is_object()) {
+    request.include_usage = IsTrue(options->get_object().if_contains("include_usage"));
+  }
+  // The Responses API names its prompt `input`; chat completions `messages`.
+  request.responses_api = object.contains("input") && !object.contains("messages");
+  return request;
+}
+
+std::int64_t ReservedTokens(const LlmRequest& request, std::int64_t output_bound,
+                            TokenCount which, Reserve reserve) {
+  const std::int64_t input =
+      reserve == Reserve::kEstimate ? (request.body_bytes + 3) / 4 : request.body_bytes;
+  switch (which) {
+    case TokenCount::kInput:
+      return input;
+    case TokenCount::kOutput:
+      return output_bound;
+    case TokenCount::kTotal:
+      return input + output_bound;
+  }
+  return input + output_bound;
+}
+
+std::optional<std::string> RewriteLlmRequest(std::string_view body, LlmApi api,
+                                             const LlmRequest& request,
+                                             std::int64_t rule_output_bound) {
+  if (api != LlmApi::kOpenAi) return std::nullopt;
+  const bool add_bound = !request.output_bound && rule_output_bound > 0;
+  const bool add_usage = request.stream && !request.include_usage && !request.responses_api;
+  if (!add_bound && !add_usage) return std::nullopt;
+  boost::system::error_code ec;
+  boost::json::value value =
+      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
+  if (ec || !value.is_object()) return std::nullopt;
+  boost::json::object& object = value.get_object();
+  if (add_bound) object[request.responses_api ? "max_output_tokens" : "max_tokens"] = rule_output_bound;
+  if (add_usage) {
+    boost::json::value& options = object["stream_options"];
+    if (!options.is_object()) options = boost::json::object();
+    options.get_object()["include_usage"] = true;
+  }
+  return boost::json::serialize(value);
+}
+
+}  // namespace tollgate::gateway::budget
