@@ -32,7 +32,13 @@
 //   bool StartReply();                  // writes answer(); true when all written
 //   Task<void> FinishReply();           // the rest of it
 //   Task<void> WriteCheckAllowed();     // the check endpoint's 200
-//   Task<void> Forward(const rules::RouteConfig&);
+//   bool StartForward(const rules::RouteConfig&);  // false: refused, answer() set
+//   bool ReadsBeforeUpstream();         // a body or 100 Continue comes first
+//   Task<bool> ReadBeforeUpstream();    // false: failed (and answered)
+//   std::string_view UpstreamTarget();  // the target the upstream's limits see
+//   void RefusedBeforeUpstream(Exchange&);  // the upstream's admission refused
+//   Task<void> ExchangeWithUpstream(const rules::RouteConfig&,
+//                                   const rules::UpstreamConfig&);
 //   void EndExchange(Exchange&);        // last facts before the log line
 //   bool KeepsConnection(const Exchange&);  // another exchange may follow
 //
@@ -47,6 +53,7 @@
 #include "gateway/core/admission.h"
 #include "gateway/core/check_endpoint.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/forward.h"
 #include "gateway/core/gateway_state.h"
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
@@ -112,11 +119,29 @@ class ExchangeDriver {
     }
     if (step == Step::kReply) {
       if (!down.StartReply()) co_await down.FinishReply();
+    } else if (step == Step::kForward && check) {
+      co_await down.WriteCheckAllowed();
     } else if (step == Step::kForward) {
-      if (check) {
-        co_await down.WriteCheckAllowed();
-      } else {
-        co_await down.Forward(*route);
+      // Forward: the request made the upstream's, what the client must send
+      // first, the upstream's own admission, then the exchange.
+      bool ready = down.StartForward(*route);
+      if (!ready) {
+        if (!down.StartReply()) co_await down.FinishReply();
+      } else if (down.ReadsBeforeUpstream()) {
+        ready = co_await down.ReadBeforeUpstream();
+      }
+      const rules::UpstreamConfig& upstream = state.config->upstreams[route->upstream_index];
+      Admit admit = Admit::kAdmitted;
+      if (ready && AdmitsUpstream(upstream)) {
+        admit = co_await down.admission().AdmitUpstream(
+            state, upstream, route->name, UpstreamPath(down.UpstreamTarget()), ex, down.answer());
+      }
+      if (ready && admit != Admit::kAdmitted) {
+        down.RefusedBeforeUpstream(ex);
+        if (!down.StartReply()) co_await down.FinishReply();
+      } else if (ready) {
+        MarkUpstreamStart(state, route->upstream_index, down.metrics() != nullptr, ex);
+        co_await down.ExchangeWithUpstream(*route, upstream);
       }
     }
     if constexpr (std::is_void_v<Result>) {

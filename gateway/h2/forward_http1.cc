@@ -15,35 +15,28 @@
 
 namespace tollgate::gateway {
 
-Task<void> StreamExchange::Forward(const rules::RouteConfig& route) {
-  auto& req = stream_.request();
-  const bool expects_continue =
-      stream_.has_body() && beast::iequals(req[http::field::expect], "100-continue");
+bool StreamExchange::StartForward(const rules::RouteConfig& route) {
   const Scheme scheme =
       state().listener_tls[adapter_.listener_] ? Scheme::kHttps : Scheme::kHttp;
-  Http2UpstreamPool* http2_pool = generation_->http2_pools[route.upstream_index].get();
   // An HTTP/1.1 upstream gets the header only as AppendWireHeader's text.
-  PrepareForwardedHead(config_, req, adapter_.peer_ip_, scheme, ClientProtocol::kHttp2,
-                       http2_pool != nullptr ? nullptr : &forwarded_lines_);
+  const bool http2 = generation_->http2_pools[route.upstream_index] != nullptr;
+  // (Read before PrepareForwardedHead, which removes Expect.)
+  expects_continue_ =
+      stream_.has_body() && beast::iequals(stream_.request()[http::field::expect], "100-continue");
+  PrepareForwardedHead(config_, stream_.request(), adapter_.peer_ip_, scheme,
+                       ClientProtocol::kHttp2, http2 ? nullptr : &forwarded_lines_);
+  return true;
+}
 
-  const rules::UpstreamConfig& upstream = config_.upstreams[route.upstream_index];
-  if (AdmitsUpstream(upstream)) {
-    const Admit admit = co_await admission_.AdmitUpstream(state(), upstream, route.name,
-                                                          UpstreamPath(req.target()), ex_, answer_);
-    if (admit != Admit::kAdmitted) {
-      co_await Reply();
-      co_return;
-    }
-  }
-  if (expects_continue) {
+Task<void> StreamExchange::ExchangeWithUpstream(const rules::RouteConfig& route,
+                                                const rules::UpstreamConfig& upstream) {
+  if (expects_continue_) {
     http::response_header<Fields> interim;
     interim.result(http::status::continue_);
     stream_.SubmitResponse(interim, Http2Body::kNone);
   }
-
-  MarkUpstreamStart(state(), route.upstream_index, worker_.metrics() != nullptr, ex_);
-  if (http2_pool != nullptr) {
-    co_await ExchangeHttp2(*http2_pool, upstream);
+  if (Http2UpstreamPool* pool = generation_->http2_pools[route.upstream_index].get()) {
+    co_await ExchangeHttp2(*pool, upstream);
   } else {
     co_await ExchangeHttp1(route, upstream);
   }

@@ -138,9 +138,17 @@ class StreamExchange final : private ClientWatch {
   enum class Pumped { kRunning, kDone, kBodyFailed, kUpstreamFailed };
 
   const GatewayState& state() const { return *generation_->state; }
-  // Phase forward: what every upstream protocol shares (the forwarded
-  // fields, the upstream's own limits), then the exchange in its protocol.
-  Task<void> Forward(const rules::RouteConfig& route);
+  // Forward (the driver runs the upstream's admission between these): the
+  // head made the upstream's, then the exchange in the upstream's protocol
+  // (after a 100 Continue the client asked for). Nothing is read before the
+  // upstream is asked: the body is relayed as it comes.
+  bool StartForward(const rules::RouteConfig& route);
+  static bool ReadsBeforeUpstream() { return false; }
+  static Task<bool> ReadBeforeUpstream() { co_return true; }
+  std::string_view UpstreamTarget() { return stream_.request().target(); }
+  static void RefusedBeforeUpstream(Exchange&) {}
+  Task<void> ExchangeWithUpstream(const rules::RouteConfig& route,
+                                  const rules::UpstreamConfig& upstream);
   // The exchange with an HTTP/1.1 upstream: the head through
   // AppendWireHeader, the body from ReadBody (chunked when the client gave
   // no length), the response back through Relay.
@@ -202,6 +210,7 @@ class StreamExchange final : private ClientWatch {
   std::size_t buffer_size_ = 0;
   std::unique_ptr<char[]> pump_buffer_;
   bool grpc_ = false;
+  bool expects_continue_ = false;  // the request asked for 100 Continue
   bool response_started_ = false;
   Timer* hold_timer_ = nullptr;                 // admit's wait, while it runs
   UpstreamConnection* upstream_ = nullptr;      // the upstream exchange, while it runs

@@ -100,8 +100,23 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Task<Held> Hold(std::chrono::milliseconds wait) override;
 
   // --- forward (forward.cc) ---
-  Task<void> Forward(const rules::RouteConfig& route);
-  // Forward's steps, each a coroutine of its own: every frame stays under the
+  // Forward (the driver runs the upstream's admission between these): the
+  // request's head made the upstream's (false: refused, answer_ set);
+  // whether a body must be read (or a 100 Continue written) before the
+  // upstream is asked, and doing it (false: failed, answered); the refusal's
+  // effect on the connection; then the exchange itself.
+  bool StartForward(const rules::RouteConfig& route);
+  bool ReadsBeforeUpstream() const;
+  Task<bool> ReadBeforeUpstream();
+  std::string_view UpstreamTarget() {
+    // A buffered body took the header with it (Beast's move empties the
+    // target it leaves behind).
+    return whole_ ? whole_->get().target() : head_->get().target();
+  }
+  void RefusedBeforeUpstream(Exchange& ex);
+  Task<void> ExchangeWithUpstream(const rules::RouteConfig& route,
+                                  const rules::UpstreamConfig& upstream);
+  // The exchange's steps, each a coroutine of its own: every frame stays under the
   // 1 KB that Asio can recycle (a larger one is a malloc and a free per
   // request, and a malloc that large makes glibc consolidate its fast bins
   // first). The steps that face the upstream are gateway/core/upstream_call.h's.
@@ -209,6 +224,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   std::string wire_;       // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response
   bool websocket_ = false;  // the current request is a WebSocket handshake
+  bool expects_continue_ = false;  // the current request asked for 100 Continue
   bool idle_ = true;
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait

@@ -42,27 +42,19 @@ struct Http1Connection::ForwardCall : UpstreamCall {
   bool buffered = false;  // the request body (if any) is read whole before sending
 };
 
-Task<void> Http1Connection::Forward(const rules::RouteConfig& route) {
+bool Http1Connection::StartForward(const rules::RouteConfig& route) {
   HeadParser& head = *head_;
-  Exchange& ex = *exchange_;
-  const store::Clock& clock = *generation_->state->clock;
-  const rules::TimeoutsConfig& timeouts = config_->timeouts;
   auto& req = head.get();
   const bool chunked = head.chunked();
-  const std::uint64_t length = head.content_length().value_or(0);
-  const bool has_body = chunked || length > 0;
-  const bool buffered = !chunked && length <= kBufferedBody;
-  Http2UpstreamPool* http2 = generation_->http2_pools[route.upstream_index].get();
-  if (websocket_ && http2 != nullptr) {
+  const bool buffered = !chunked && head.content_length().value_or(0) <= kBufferedBody;
+  if (websocket_ && generation_->http2_pools[route.upstream_index] != nullptr) {
     // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
     answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
-    if (!buffered) CloseWithBodyUnread(ex);
-    co_await Reply(ex);
-    co_return;
+    if (!buffered) CloseWithBodyUnread(*exchange_);
+    return false;
   }
-  const bool expects_continue =
-      has_body && beast::iequals(req[http::field::expect], "100-continue");
-
+  // (Read before PrepareForwardedHead, which removes Expect.)
+  expects_continue_ = beast::iequals(req[http::field::expect], "100-continue");
   PrepareForwardedHead(*config_, req, peer_ip_,
                        generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp,
                        ClientProtocol::kHttp1);
@@ -73,45 +65,56 @@ Task<void> Http1Connection::Forward(const rules::RouteConfig& route) {
     req.set(http::field::upgrade, "websocket");
     req.set(http::field::connection, "Upgrade");
   }
+  return true;
+}
 
-  if (expects_continue) {
+bool Http1Connection::ReadsBeforeUpstream() const {
+  const HeadParser& head = *head_;
+  return head.chunked() || head.content_length().value_or(0) > 0;
+}
+
+Task<bool> Http1Connection::ReadBeforeUpstream() {
+  HeadParser& head = *head_;
+  Exchange& ex = *exchange_;
+  if (expects_continue_) {
     if (co_await WriteContinue()) {
       ex.close = true;
-      co_return;
+      co_return false;
     }
   }
-
-  if (buffered && has_body) {
-    whole_.emplace(std::move(head));
-    whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
-    ErrorCode ec;
-    if (!ParseBuffered(buffer_, *whole_, ec)) {
-      Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
-      std::tie(ec, std::ignore) = co_await Visit(
-          stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
-    }
-    if (ec) {
-      co_await FailBody(ec, ex);
-      co_return;
-    }
-    ex.bytes_in = whole_->get().body().size();
+  // Chunked or large: streamed to the upstream as it comes.
+  if (head.chunked() || head.content_length().value_or(0) > kBufferedBody) co_return true;
+  whole_.emplace(std::move(head));
+  whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  ErrorCode ec;
+  if (!ParseBuffered(buffer_, *whole_, ec)) {
+    Lowest(stream_).expires_after(Budget(config_->timeouts.client_body_ms, ex));
+    std::tie(ec, std::ignore) = co_await Visit(
+        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
   }
-
-  const rules::UpstreamConfig& upstream = config_->upstreams[route.upstream_index];
-  if (AdmitsUpstream(upstream)) {
-    // A buffered body took the header with it (Beast's move empties the
-    // target it leaves behind).
-    const std::string_view target = whole_ ? whole_->get().target() : req.target();
-    const Admit admit = co_await admission_.AdmitUpstream(*generation_->state, upstream, route.name,
-                                                          UpstreamPath(target), ex, answer_);
-    if (admit != Admit::kAdmitted) {
-      if (!buffered) CloseWithBodyUnread(ex);  // an unread body would be taken for the next request
-      co_await Reply(ex);
-      co_return;
-    }
+  if (ec) {
+    co_await FailBody(ec, ex);
+    co_return false;
   }
+  ex.bytes_in = whole_->get().body().size();
+  co_return true;
+}
 
-  MarkUpstreamStart(*generation_->state, route.upstream_index, worker_.metrics() != nullptr, ex);
+void Http1Connection::RefusedBeforeUpstream(Exchange& ex) {
+  // An unread body would be taken for the next request.
+  if (!whole_ && !head_->is_done()) CloseWithBodyUnread(ex);
+}
+
+Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route,
+                                                 const rules::UpstreamConfig& upstream) {
+  HeadParser& head = *head_;
+  Exchange& ex = *exchange_;
+  const store::Clock& clock = *generation_->state->clock;
+  const rules::TimeoutsConfig& timeouts = config_->timeouts;
+  // (A buffered body took the header with it: `head` is what is left.)
+  auto& req = whole_ ? whole_->get().base() : head.get();
+  const bool buffered = whole_ || (!head.chunked() && head.content_length().value_or(0) == 0);
+  Http2UpstreamPool* http2 = generation_->http2_pools[route.upstream_index].get();
   if (http2 != nullptr) {
     co_await ForwardHttp2(*http2, head, upstream, ex);
     co_return;

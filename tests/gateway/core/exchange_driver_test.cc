@@ -164,9 +164,14 @@ class FakeDown final : private ClientWatch {
     ex_.status = 200;
     co_return;
   }
+  static bool StartForward(const rules::RouteConfig&) { return true; }
+  static bool ReadsBeforeUpstream() { return false; }
+  static Task<bool> ReadBeforeUpstream() { co_return true; }
+  std::string_view UpstreamTarget() { return request_.target(); }
+  static void RefusedBeforeUpstream(Exchange&) {}
   // The fake upstream: an answer, or a failure answered as the forward
   // paths answer it (UpstreamFailed).
-  Task<void> Forward(const rules::RouteConfig&) {
+  Task<void> ExchangeWithUpstream(const rules::RouteConfig&, const rules::UpstreamConfig&) {
     ++forwarded;
     switch (upstream) {
       case Upstream::kAnswers:
