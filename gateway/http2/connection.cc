@@ -701,6 +701,9 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
       // The peer does not take what we send: read nothing more from it
       // (the write's deadline ends this).
       co_await read_wake_.Wait(Clock::time_point::max());
+      // A fresh reader reads before it waits: what arrived meanwhile raised
+      // its (edge-triggered) event while no wait was there to take it.
+      reader_ = http2_detail::FrameReader();
       continue;
     }
     // No deadline here: the watchdog closes an idle connection, and each
