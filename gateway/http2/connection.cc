@@ -22,7 +22,6 @@ using http2_detail::ConnectionSpecific;
 using http2_detail::HeaderList;
 using http2_detail::IEquals;
 
-constexpr std::size_t kReadChunk = 16 * 1024;
 // After the last frame, what the peer still sends is read and dropped for
 // at most this long (and this much) before the socket is closed: closing
 // with unread bytes makes the kernel send RST, which may destroy the
@@ -36,6 +35,12 @@ constexpr auto kGoawayGrace = std::chrono::seconds(1);
 constexpr std::uint32_t kNoStreamLimit = 0xffffffff;
 // RFC 7541 §4.1: each field's size in a header list.
 constexpr std::size_t kFieldOverhead = 32;
+// The dynamic table of our HPACK encoder (responses), below RFC 7541's
+// 4,096: the fields that repeat on every response (server, content-type,
+// cache-control) still go as one-byte indexes, while the values that change
+// with each one (date, request ids, rate-limit counters), which fill any
+// table on a long-lived connection, are kept for a quarter of the memory.
+constexpr std::size_t kDeflateTableBytes = 1024;
 
 class Http2ErrorCategory final : public boost::system::error_category {
  public:
@@ -600,7 +605,6 @@ Http2Connection::Http2Connection(AnyStream& stream, const Http2Options& options,
       executor_(Lowest(stream).get_executor()),
       options_(options),
       handler_(std::move(handler)),
-      read_buffer_(new std::uint8_t[kReadChunk]),
       flood_(options),
       write_wake_(executor_),
       read_wake_(executor_),
@@ -644,6 +648,7 @@ bool Http2Connection::Start() {
   nghttp2_option_set_no_closed_streams(option, 1);
   nghttp2_option_set_max_outbound_ack(option, options_.max_outbound_ack);
   nghttp2_option_set_max_continuations(option, options_.max_continuations);
+  nghttp2_option_set_max_deflate_dynamic_table_size(option, kDeflateTableBytes);
   // nghttp2's own reset limit (INTERNAL_ERROR) stays behind ours
   // (ENHANCE_YOUR_CALM), which counts the same frames and more.
   nghttp2_option_set_stream_reset_rate_limit(option, 2ULL * options_.reset_burst,
@@ -696,21 +701,23 @@ Task<void> Http2Connection::Run(asio::const_buffer already_read) {
       // The peer does not take what we send: read nothing more from it
       // (the write's deadline ends this).
       co_await read_wake_.Wait(Clock::time_point::max());
+      // A fresh reader reads before it waits: what arrived meanwhile raised
+      // its (edge-triggered) event while no wait was there to take it.
+      reader_ = http2_detail::FrameReader();
       continue;
     }
     // No deadline here: the watchdog closes an idle connection, and each
     // stream's operations have their own.
-    auto [ec, n] =
-        co_await http2_detail::ReadFrames(stream_, asio::buffer(read_buffer_.get(), kReadChunk));
-    if (ec) {
+    const http2_detail::FrameReader::Piece piece = co_await reader_.Next(stream_);
+    if (piece.ec) {
       if (!finishing_) {
-        Teardown(ec == asio::error::eof || ec == ssl::error::stream_truncated
+        Teardown(piece.ec == asio::error::eof || piece.ec == ssl::error::stream_truncated
                      ? Http2CloseReason::kPeerClosed
                      : Http2CloseReason::kIoError);
       }
       break;
     }
-    Feed(read_buffer_.get(), n);
+    Feed(piece.data, piece.size);
   }
   // After a fatal error the writer sends what is pending, then finishes.
   while (!dead_ && !finishing_) co_await read_wake_.Wait(Clock::time_point::max());
@@ -943,6 +950,13 @@ void Http2Connection::MaybeErase(Http2Stream& s) {
   if (s.discarding_) --discarding_;
   if (!dead_ && session_ != nullptr) nghttp2_session_set_stream_user_data(session_, s.id_, nullptr);
   streams_.erase(s.id_);
+  if (streams_.empty()) ReleaseIdleBuffers();
+}
+
+void Http2Connection::ReleaseIdleBuffers() {
+  headers_.Release();
+  if (pending_.empty()) std::string().swap(pending_);
+  if (writing_.empty()) std::string().swap(writing_);
 }
 
 void Http2Connection::PostCancel(Http2Stream& s) {
@@ -978,6 +992,8 @@ Task<void> Http2Connection::WriteLoop() {
         read_wake_.Notify();
         break;
       }
+      // The last stream may have gone before its frames were written.
+      if (streams_.empty()) ReleaseIdleBuffers();
       co_await write_wake_.Wait(Clock::time_point::max());
       continue;
     }

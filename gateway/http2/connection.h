@@ -100,6 +100,7 @@
 #include <vector>
 
 #include "gateway/http2/flood_guard.h"
+#include "gateway/http2/frame_reader.h"
 #include "gateway/http2/header_list.h"
 #include "gateway/http2/options.h"
 #include "gateway/io/net.h"
@@ -420,6 +421,10 @@ class Http2Connection {
   void DispatchReady();
   // Forgets `stream` once both its handler and nghttp2 are done with it.
   void MaybeErase(Http2Stream& stream);
+  // No stream is open: what only streams use is given back (the response
+  // fields' list, the output buffers when empty), as nginx frees an idle
+  // HTTP/2 connection's buffers; the next stream takes it again.
+  void ReleaseIdleBuffers();
   void CloseStream(Http2Stream& stream, std::uint32_t error_code);
   // `stream`'s response is sent and its handler done, its request still
   // arriving: dropped until it ends or the discard bounds end it
@@ -465,8 +470,8 @@ class Http2Connection {
   // SubmitResponse's fields, reused (nghttp2 copies them on submission).
   http2_detail::HeaderList headers_;
   std::string pending_;  // frames taken from nghttp2, not yet written
-  std::string writing_;  // the write in flight
-  std::unique_ptr<std::uint8_t[]> read_buffer_;
+  std::string writing_;  // the write in flight; empty when none is
+  http2_detail::FrameReader reader_;
 
   http2_detail::FloodGuard flood_;
   http2_detail::Wakeup write_wake_;

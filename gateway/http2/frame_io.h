@@ -49,13 +49,6 @@ int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max);
 Task<ErrorCode> WriteFrames(AnyStream& stream, const std::string& frames,
                             std::chrono::steady_clock::duration timeout);
 
-// One read of what the peer sent, without a deadline (the caller's own
-// timers bound what it waits for).
-inline auto ReadFrames(AnyStream& stream, asio::mutable_buffer buffer) {
-  Lowest(stream).expires_never();
-  return std::visit([&](auto& s) { return s.async_read_some(buffer, kUseTuple); }, stream);
-}
-
 // nghttp2's data-provider read over `body` for stream `id`: copies what fits
 // of body.data into `buf`; NGHTTP2_ERR_DEFERRED once the piece is used up
 // and more is to come (resume the stream's data when it is there); at the

@@ -63,14 +63,12 @@ inline std::string_view LowerName(boost::beast::http::field f) {
 // and value into one buffer of the list's (the list may outlive
 // what it was built from); AddView copies nothing it need not, for a list
 // submitted before its sources change. Clear() keeps the storage, so that a
-// list reused for every response allocates nothing once it has grown.
+// list reused for every response allocates nothing once it has grown
+// (until Release()).
 // Get() gives pointers valid until the next Add/AddView/Clear.
 class HeaderList {
  public:
-  HeaderList() {
-    bytes_.reserve(kTypicalBytes);
-    fields_.reserve(kTypicalFields);
-  }
+  HeaderList() { Reserve(); }
 
   // Copies both.
   void Add(std::string_view name, std::string_view value) {
@@ -112,6 +110,14 @@ class HeaderList {
   void Clear() {
     bytes_.clear();
     fields_.clear();
+    if (fields_.capacity() == 0) Reserve();  // after Release()
+  }
+  // Gives the storage back (a list kept by an idle connection); the next
+  // Clear() takes it again.
+  void Release() {
+    std::string().swap(bytes_);
+    std::vector<Field>().swap(fields_);
+    std::vector<nghttp2_nv>().swap(nv_);
   }
 
   const nghttp2_nv* Get() {
@@ -134,6 +140,11 @@ class HeaderList {
   // Enough for most responses' and requests' fields without growing.
   static constexpr std::size_t kTypicalBytes = 512;
   static constexpr std::size_t kTypicalFields = 16;
+
+  void Reserve() {
+    bytes_.reserve(kTypicalBytes);
+    fields_.reserve(kTypicalFields);
+  }
 
   struct Field {
     const char* name;   // null: at name_at in bytes_

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "gateway/http2/frame_io.h"
+#include "gateway/http2/frame_reader.h"
 #include "gateway/http2/header_list.h"
 #include "base/loop_time.h"
 
@@ -22,7 +23,6 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-constexpr std::size_t kReadChunk = 16 * 1024;
 // The first send and one retry (RFC 9113 §8.7).
 constexpr int kMaxAttempts = 2;
 // RFC 7541 §4.1: each field's size in a header list.
@@ -126,7 +126,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
         executor_(Lowest(stream_).get_executor()),
         options_(options),
         owner_(owner),
-        read_buffer_(new std::uint8_t[kReadChunk]),
         write_wake_(executor_),
         read_wake_(executor_),
         settings_wake_(executor_),
@@ -197,7 +196,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   Clock::time_point idle_since_;
   std::string pending_;  // frames taken from nghttp2, not yet written
   std::string writing_;  // the write in flight
-  std::unique_ptr<std::uint8_t[]> read_buffer_;
+  http2_detail::FrameReader reader_;
   http2_detail::Wakeup write_wake_;
   http2_detail::Wakeup read_wake_;  // output drained, or the end
   http2_detail::Wakeup settings_wake_;
@@ -494,14 +493,16 @@ Task<void> Connection::ReadLoop(std::shared_ptr<Connection> /*keep_alive*/) {
       // The server does not take what we send: read nothing more from it
       // (the write's deadline ends this).
       co_await read_wake_.Wait(Clock::time_point::max());
+      // A fresh reader reads before it waits: what arrived meanwhile raised
+      // its (edge-triggered) event while no wait was there to take it.
+      reader_ = http2_detail::FrameReader();
       continue;
     }
     // No deadline here: each stream's operations have their own, the
     // watchdog closes an idle connection.
-    auto [ec, n] =
-        co_await http2_detail::ReadFrames(stream_, asio::buffer(read_buffer_.get(), kReadChunk));
-    if (ec) break;
-    Feed(read_buffer_.get(), n);
+    const http2_detail::FrameReader::Piece piece = co_await reader_.Next(stream_);
+    if (piece.ec) break;
+    Feed(piece.data, piece.size);
   }
   Teardown();
 }

@@ -14,10 +14,6 @@ namespace tollgate::gateway::tls_detail {
 
 namespace {
 
-// Output buffer capacity kept between writes; a larger one (a big response)
-// is given back once sent, so that idle connections stay small.
-constexpr std::size_t kKeptOutput = 16 * 1024;
-
 Core* CoreOf(BIO* bio) { return static_cast<Core*>(BIO_get_data(bio)); }
 
 int BioRead(BIO* bio, char* data, int size) {
@@ -139,11 +135,9 @@ bool Core::Flush(ErrorCode& ec) {
     break;
   }
   out_sent_ = 0;
-  if (out_.capacity() > kKeptOutput) {
-    std::string().swap(out_);
-  } else {
-    out_.clear();
-  }
+  // Given back once sent, as OpenSSL's own buffers are
+  // (SSL_MODE_RELEASE_BUFFERS): an idle connection holds none.
+  std::string().swap(out_);
   return !ec;
 }
 
@@ -160,6 +154,14 @@ std::size_t Core::TryWrite(asio::const_buffer data, ErrorCode& ec) {
   }
   Flush(ec);
   return ec ? 0 : n;
+}
+
+std::size_t Core::TryRead(asio::mutable_buffer buffer, ErrorCode& ec, bool& exhausted) {
+  OpState op{this, Step::kRead, buffer.data(), buffer.size()};
+  const Need need = Perform(op, ec);
+  // Not done: OpenSSL wants more than the socket had (it said so).
+  exhausted = need != Need::kDone || (exhausted_ && SSL_has_pending(ssl_) == 0);
+  return need == Need::kDone && !ec ? op.done : 0;
 }
 
 ErrorCode Core::Failure(int ssl_error) {
@@ -216,9 +218,9 @@ Need Core::Perform(OpState& op, ErrorCode& ec) {
     if (result <= 0) return Failed(op, result, ec);
     op.called = true;
     op.done = n;
-    // A large gathered write's copy is given back once encrypted, as the
-    // output is once sent: an idle connection keeps little.
-    if (op.step == Step::kWrite && gather_.capacity() > kKeptOutput) std::string().swap(gather_);
+    // A gathered write's copy is given back once encrypted, as the output
+    // is once sent.
+    if (op.step == Step::kWrite) std::string().swap(gather_);
   }
   if (op.step == Step::kRead) {
     SendWhatFits();

@@ -99,6 +99,15 @@ class TlsStream {
   // Encrypted bytes not sent yet.
   std::size_t unsent() const { return core_->unsent(); }
 
+  // Decrypts into `buffer` what has arrived, without waiting (no handler,
+  // no deadline): the plaintext bytes read, 0 when there is none yet (wait
+  // for the socket to be readable, then try again), or `ec` set as
+  // async_read_some sets it. `exhausted`: nothing more has arrived, so the
+  // next read can wait at once. Only while no read is pending.
+  std::size_t TryRead(asio::mutable_buffer buffer, ErrorCode& ec, bool& exhausted) {
+    return core_->TryRead(buffer, ec, exhausted);
+  }
+
   // Sends close_notify, after anything still unsent, and completes: it does
   // not wait for the peer's (RFC 8446 6.1 does not ask for it; nginx does
   // not wait either).

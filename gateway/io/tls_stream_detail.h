@@ -64,11 +64,12 @@ class Core {
   // (writes, the shutdown).
   OpState& reader() { return reader_; }
   OpState& writer() { return writer_; }
-  // The plaintext of a gathered write (several buffers), kept for reuse.
+  // The plaintext of a gathered write (several buffers), until encrypted.
   std::string& gather() { return gather_; }
 
-  // TlsStream::TryWrite().
+  // TlsStream::TryWrite() and TryRead().
   std::size_t TryWrite(asio::const_buffer data, ErrorCode& ec);
+  std::size_t TryRead(asio::mutable_buffer buffer, ErrorCode& ec, bool& exhausted);
 
   // One step of `op`: makes the SSL call (once), and sends its output with
   // what earlier steps left unsent (a read only what the socket takes at

@@ -241,6 +241,23 @@ std::string ShellWhile(const std::string& command,
   return out;
 }
 
+WebSocketEcho::WebSocketEcho(const std::string& script, const std::vector<std::string>& args)
+    : process_(Argv(script, args)) {
+  const std::string line = process_.StderrLine();
+  std::smatch match;
+  if (std::regex_search(line, match, std::regex("port (\\d+)"))) {
+    port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
+  }
+  EXPECT_NE(port_, 0) << line;
+}
+
+std::vector<std::string> WebSocketEcho::Argv(const std::string& script,
+                                             const std::vector<std::string>& args) {
+  std::vector<std::string> argv{"/usr/bin/python3", script};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 PortPeer::PortPeer(std::vector<std::string> argv)
     : stats_(dir_.path() + "/stats.json"), process_(WithStats(std::move(argv), stats_)) {
   const std::string line = process_.StderrLine();

@@ -134,6 +134,21 @@ std::uint16_t WaitForPort(Process& gateway);
 // The same line's first listener port and admin port ("admin on port M").
 std::pair<std::uint16_t, std::uint16_t> WaitForPorts(Process& gateway);
 
+// tests/gateway/websocket_echo.py (at `script`) on a free port, run with
+// Debian's python3; `args` are its own (--deflate).
+class WebSocketEcho {
+ public:
+  explicit WebSocketEcho(const std::string& script, const std::vector<std::string>& args = {});
+  std::uint16_t port() const { return port_; }
+
+ private:
+  static std::vector<std::string> Argv(const std::string& script,
+                                       const std::vector<std::string>& args);
+
+  Process process_;
+  std::uint16_t port_ = 0;
+};
+
 // A peer (tests/gateway/http2/*.py) that prints "port=N" as its first line
 // on stderr and writes its counters into a file as a JSON object: "{STATS}"
 // in `argv` is replaced by that file's path.

@@ -36,25 +36,13 @@ constexpr const char* kAccept = "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=";
 enum class EchoCompression { kNone, kPerMessageDeflate };
 
 // websocket_echo.py on a free port.
-class EchoServer {
+class EchoServer : public WebSocketEcho {
  public:
   explicit EchoServer(EchoCompression compression = EchoCompression::kNone)
-      : process_(
-            compression == EchoCompression::kNone
-                ? std::vector<std::string>{kPython, kScripts + "/websocket_echo.py"}
-                : std::vector<std::string>{kPython, kScripts + "/websocket_echo.py", "--deflate"}) {
-    const std::string line = process_.StderrLine();
-    std::smatch match;
-    if (std::regex_search(line, match, std::regex("port (\\d+)"))) {
-      port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
-    }
-    EXPECT_NE(port_, 0) << line;
-  }
-  std::uint16_t port() const { return port_; }
-
- private:
-  Process process_;
-  std::uint16_t port_ = 0;
+      : WebSocketEcho(kScripts + "/websocket_echo.py",
+                      compression == EchoCompression::kNone
+                          ? std::vector<std::string>{}
+                          : std::vector<std::string>{"--deflate"}) {}
 };
 
 // websocket_client.py URL SCENARIO ARGS: its exit code; stdout and stderr

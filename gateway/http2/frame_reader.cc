@@ -1,0 +1,66 @@
+#include "gateway/http2/frame_reader.h"
+
+#include <sys/socket.h>
+
+#include <boost/asio/post.hpp>
+#include <memory>
+
+#include "gateway/io/draining_read.h"
+
+namespace tollgate::gateway::http2_detail {
+
+namespace {
+
+// A read's worth: what one TLS record holds.
+constexpr std::size_t kReadChunk = 16 * 1024;
+
+asio::mutable_buffer ThreadReadBuffer() {
+  thread_local const std::unique_ptr<std::uint8_t[]> buffer(new std::uint8_t[kReadChunk]);
+  return asio::buffer(buffer.get(), kReadChunk);
+}
+
+// One read of what is there now: bytes, 0 when nothing is (`exhausted`
+// then too), or `ec`.
+std::size_t ReadNow(AnyStream& stream, asio::mutable_buffer buffer, bool& exhausted,
+                    ErrorCode& ec) {
+  if (auto* tls = std::get_if<TlsStream>(&stream)) return tls->TryRead(buffer, ec, exhausted);
+  std::size_t bytes = 0;
+  int queued = -1;
+  if (!draining_detail::Receive(Lowest(stream).socket().native_handle(), buffer, MSG_DONTWAIT, ec,
+                                bytes, queued)) {
+    exhausted = true;
+    return 0;
+  }
+  // Without TCP_INQ's answer (queued -1) the next read is tried first.
+  exhausted = queued == 0;
+  return ec ? 0 : bytes;
+}
+
+}  // namespace
+
+Task<FrameReader::Piece> FrameReader::Next(AnyStream& stream) {
+  TcpStream& lowest = Lowest(stream);
+  lowest.expires_never();
+  for (;;) {
+    if (wait_) {
+      // Edge-triggered epoll: this wait starts only after a read that found
+      // the socket empty, so whatever arrives since raises its event.
+      auto [ec] = co_await lowest.socket().async_wait(tcp::socket::wait_read, kUseTuple);
+      if (ec) co_return Piece{ec};
+      wait_ = false;
+    } else if (yield_) {
+      yield_ = false;
+      co_await asio::post(lowest.get_executor(), asio::use_awaitable_t<Executor>{});
+    }
+    const asio::mutable_buffer buffer = ThreadReadBuffer();
+    ErrorCode ec;
+    bool exhausted = false;
+    const std::size_t n = ReadNow(stream, buffer, exhausted, ec);
+    if (ec) co_return Piece{ec};
+    wait_ = exhausted;
+    yield_ = !exhausted;
+    if (n > 0) co_return Piece{{}, static_cast<const std::uint8_t*>(buffer.data()), n};
+  }
+}
+
+}  // namespace tollgate::gateway::http2_detail
