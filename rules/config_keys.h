@@ -21,6 +21,7 @@ enum class KeyType : std::uint8_t {
   kAddress,          // "host:port" or "[v6]:port"
   kHeaderName,       // an HTTP field name, or "" for none
   kChoice,           // one of `choices`
+  kIntegerOrChoice,  // an integer min..max, or one of `choices`
   kStrings,          // an array of strings
   kStringOrStrings,  // a string or an array of strings
   kTable,            // a table of `table`'s keys
@@ -41,9 +42,9 @@ struct KeySpec {
   std::string_view name = {};
   KeyType type = KeyType::kString;
   Presence presence = Presence::kOptional;
-  std::int64_t min = 0;                            // kInteger; kDuration: milliseconds
-  std::int64_t max = 0;                            // kInteger
-  std::span<const std::string_view> choices = {};  // kChoice
+  std::int64_t min = 0;                            // kInteger(OrChoice); kDuration: ms
+  std::int64_t max = 0;                            // kInteger(OrChoice)
+  std::span<const std::string_view> choices = {};  // kChoice, kIntegerOrChoice
   const TableSpec* table = nullptr;                // kTable, kTables, kTableOrTables
   // A regular expression the string (or each string) matches, for the
   // schema only: the reader's own check of these values is its code's.

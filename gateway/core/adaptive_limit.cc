@@ -32,8 +32,8 @@ std::int64_t AdaptiveLimit::min_latency_us() const {
   return lowest;
 }
 
-void AdaptiveLimit::Record(std::int64_t latency_us, std::int64_t inflight,
-                           SampleOutcome outcome, std::int64_t now_ms) {
+void AdaptiveLimit::Record(std::int64_t latency_us, std::int64_t inflight, SampleOutcome outcome,
+                           std::int64_t now_ms) {
   if (outcome == SampleOutcome::kIgnored) return;
   std::lock_guard lock(mutex_);
   if (window_start_ms_ < 0) {
@@ -90,14 +90,15 @@ void AdaptiveLimit::CloseWindow(std::int64_t now_ms) {
     // capacity from a good window: it does not rise.
     if (next > limit && static_cast<double>(max_inflight_) * 2 < limit) next = limit;
   }
-  limit_exact_ = std::clamp(limit + params_.smoothing * (next - limit),
-                            static_cast<double>(params_.min_limit),
-                            static_cast<double>(params_.max_limit));
+  limit_exact_ =
+      std::clamp(limit + params_.smoothing * (next - limit), static_cast<double>(params_.min_limit),
+                 static_cast<double>(params_.max_limit));
   double effective = limit_exact_;
   if (params_.probe_interval_ms > 0 && now_ms >= next_probe_ms_) {
     probing_ = true;
     next_probe_ms_ = now_ms + params_.probe_interval_ms;
-    effective = std::max(static_cast<double>(params_.min_limit), limit_exact_ * params_.probe_share);
+    effective =
+        std::max(static_cast<double>(params_.min_limit), limit_exact_ * params_.probe_share);
   }
   limit_.store(std::max<std::int64_t>(1, std::llround(effective)), std::memory_order_relaxed);
   window_start_ms_ = now_ms;

@@ -67,9 +67,9 @@ class AdaptiveLimit {
   // (µs; 0 before the first window closed).
   std::int64_t min_latency_us() const;
 
-  // One ended exchange: its latency (from sending the request to the end of
-  // the response head) and how many exchanges were in flight when it
-  // started (itself included).
+  // One ended exchange: its latency (how long it held its place: from
+  // sending the request to the end of the response) and how many
+  // exchanges were in flight with it (itself included).
   void Record(std::int64_t latency_us, std::int64_t inflight, SampleOutcome outcome,
               std::int64_t now_ms);
 

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "gateway/core/adaptive_upstream.h"
 #include "gateway/core/block_table.h"
 #include "gateway/core/fair_places.h"
 #include "gateway/core/upstream_limits.h"
@@ -354,12 +355,18 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
 Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
                                      const rules::UpstreamConfig& upstream, std::string_view route,
                                      std::string_view path, Exchange& ex, Answer& answer) {
-  if (upstream.max_connections > 0) {
-    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, upstream.max_connections);
+  AdaptiveUpstream* adaptive = nullptr;
+  if (upstream.adaptive) {
+    const auto index = static_cast<std::size_t>(&upstream - state.config->upstreams.data());
+    adaptive = state.upstream_adaptive[index].get();
+  }
+  if (upstream.max_connections > 0 || adaptive != nullptr) {
+    const std::int64_t max = adaptive != nullptr ? adaptive->limit() : upstream.max_connections;
+    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max);
     if (!ex.upstream_place) {
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
       const bool got = co_await WaitForUpstreamPlace(
-          *state.upstream_places, upstream,
+          *state.upstream_places, upstream, max,
           static_cast<std::size_t>(state.config->limits.max_waiting), flow_, worker_.metrics(), ex);
       if (!got) {
         answer = RefuseWithStatus(Refusal::kUpstreamBusy,
@@ -367,6 +374,7 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
         co_return Admit::kRefused;
       }
     }
+    ex.adaptive = adaptive;
   }
   if (upstream.learn_limits) {
     learned_bucket_ = LearnedBucketOf(upstream, route, path);

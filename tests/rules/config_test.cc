@@ -4,19 +4,12 @@
 
 #include <filesystem>
 
+#include "config_errors.h"
 #include "rules/duration.h"
 #include "rules/route_table.h"
 
 namespace tollgate::rules {
 namespace {
-
-std::vector<std::string> Errors(const std::string& text) {
-  LoadResult r = LoadConfigText(text, "t.toml");
-  std::vector<std::string> out;
-  for (const ConfigError& e : r.errors) out.push_back(e.ToString());
-  EXPECT_EQ(r.config.has_value(), out.empty());
-  return out;
-}
 
 constexpr const char* kMinimal = R"([[listeners]]
 address = "127.0.0.1:8080"
@@ -306,7 +299,7 @@ batch = 65
 watch_config = "yes"
 )");
   const std::vector<std::string> expected{
-      "t.toml:6:25: \"max_connections_delay\" needs max_connections",
+      "t.toml:6:25: \"max_connections_delay\" needs concurrency (or max_connections)",
       "t.toml:13:15: \"max_waiting\" needs \"max_delay\"",
       "t.toml:18:9: use either \"url\" (one Redis) or \"nodes\" (Redis Cluster)",
       "t.toml:18:28: Redis Cluster has database 0 only",

@@ -36,7 +36,7 @@ struct RunResult {
 };
 
 RunResult Simulate(AdaptiveLimit& limiter, const QueueModel& upstream, std::int64_t demand,
-              std::int64_t steps, std::int64_t& now_ms) {
+                   std::int64_t steps, std::int64_t& now_ms) {
   std::vector<std::int64_t> latencies;
   std::int64_t lowest = limiter.limit();
   std::uint64_t seed = 1;
@@ -171,6 +171,46 @@ TEST(AdaptiveLimitTest, TargetLatencyReplacesTheReference) {
   const RunResult r = Simulate(limiter, {50, 20'000}, 500, 6000, now);
   EXPECT_GE(r.final_limit, 60);
   EXPECT_LE(r.final_limit, 90);
+}
+
+TEST(AdaptiveLimitTest, AReferenceTakenAboveTheKneeIsCorrectedByProbes) {
+  // Started far above the knee, the first windows' latency is queueing:
+  // the probes at half the limit find lower latencies window by window.
+  AdaptiveLimitParams params;
+  params.initial_limit = 400;
+  AdaptiveLimit limiter(params);
+  std::int64_t now = 0;
+  const RunResult r = Simulate(limiter, {50, 20'000}, 500, 30000, now);
+  EXPECT_LE(r.final_limit, 100);
+  EXPECT_GE(r.final_limit, 30);
+}
+
+TEST(AdaptiveLimitTest, AProbeRunsOneWindowAtHalfTheLimit) {
+  AdaptiveLimitParams params;
+  params.initial_limit = 100;
+  params.probe_interval_ms = 1000;
+  params.window_ms = 100;
+  params.min_samples = 1;
+  AdaptiveLimit limiter(params);
+  std::int64_t now = 0;
+  // Latency flat at the reference: the limit creeps up, except for the
+  // probe's one window in the 1.5 s.
+  struct Drop {
+    std::int64_t before, after;
+  };
+  std::vector<Drop> drops;
+  std::int64_t after_probe = 0;
+  for (int i = 0; i < 30; ++i) {
+    const std::int64_t before = limiter.limit();
+    limiter.Record(20'000, limiter.limit(), SampleOutcome::kAnswered, now);
+    if (limiter.limit() < before) drops.push_back({before, limiter.limit()});
+    if (drops.size() == 1 && limiter.limit() > drops[0].after) after_probe = limiter.limit();
+    now += 50;
+  }
+  ASSERT_EQ(drops.size(), 1u);
+  EXPECT_GE(drops[0].after * 2, drops[0].before);
+  EXPECT_LE(drops[0].after * 2, drops[0].before + 20);
+  EXPECT_GE(after_probe, drops[0].before);
 }
 
 }  // namespace
