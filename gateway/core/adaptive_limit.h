@@ -69,7 +69,7 @@ class AdaptiveLimit {
 
   // One ended exchange: its latency (how long it held its place: from
   // sending the request to the end of the response) and how many
-  // exchanges were in flight with it (itself included).
+  // exchanges were in flight when it started (itself included).
   void Record(std::int64_t latency_us, std::int64_t inflight, SampleOutcome outcome,
               std::int64_t now_ms);
 

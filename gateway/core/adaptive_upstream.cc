@@ -30,10 +30,8 @@ void AdaptiveUpstream::Record(const Exchange& ex, SampleOutcome outcome, std::in
   const auto latency =
       std::chrono::duration_cast<std::chrono::microseconds>(ex.upstream_ended - ex.upstream_started)
           .count();
-  // The exchange's own place is still held: it counts itself.
-  const std::int64_t inflight = places_.held(name_);
   const std::int64_t before = limit_.limit();
-  limit_.Record(std::max<std::int64_t>(0, latency), inflight, outcome, now_ms);
+  limit_.Record(std::max<std::int64_t>(0, latency), ex.adaptive_inflight, outcome, now_ms);
   const std::int64_t after = limit_.limit();
   if (after != before) places_.SetLimit(name_, after);
 }

@@ -362,7 +362,8 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
   }
   if (upstream.max_connections > 0 || adaptive != nullptr) {
     const std::int64_t max = adaptive != nullptr ? adaptive->limit() : upstream.max_connections;
-    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max);
+    std::int64_t* const held = adaptive != nullptr ? &ex.adaptive_inflight : nullptr;
+    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max, held);
     if (!ex.upstream_place) {
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
       const bool got = co_await WaitForUpstreamPlace(
@@ -373,6 +374,7 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
                                   static_cast<unsigned>(upstream.max_connections_status), 1);
         co_return Admit::kRefused;
       }
+      ex.adaptive_inflight = max;  // it waited: every place was held
     }
     ex.adaptive = adaptive;
   }

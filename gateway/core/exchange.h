@@ -48,6 +48,8 @@ struct ExchangeFacts {
   // the exchange holds, until its sample is taken; null: none. Not owned:
   // the exchange's configuration holds it.
   AdaptiveUpstream* adaptive = nullptr;
+  // Its places held, this exchange's included, when it got its own.
+  std::int64_t adaptive_inflight = 0;
   bool close = false;  // the connection ends after this exchange
 };
 
