@@ -55,6 +55,7 @@ void AdaptiveLimit::Record(std::int64_t latency_us, std::int64_t inflight, Sampl
 void AdaptiveLimit::CloseWindow(std::int64_t now_ms) {
   const double limit = limit_exact_;
   double next = limit;
+  double share = params_.smoothing;  // of the step from limit to next
   if (probing_) {
     // The probe's median joins the references; the limit resumes where it
     // was, to be corrected against them from the next window on.
@@ -65,8 +66,10 @@ void AdaptiveLimit::CloseWindow(std::int64_t now_ms) {
       minima_.push_back({now_ms, *middle});
     }
   } else if (drops_ > 0) {
-    // Timeouts and resets say more than latency does: back off at once.
+    // Timeouts and resets say more than latency does: back off at once,
+    // not by a smoothed share.
     next = limit * params_.backoff;
+    share = 1.0;
   } else {
     auto middle = samples_.begin() + static_cast<std::ptrdiff_t>(samples_.size() / 2);
     std::nth_element(samples_.begin(), middle, samples_.end());
@@ -90,9 +93,8 @@ void AdaptiveLimit::CloseWindow(std::int64_t now_ms) {
     // capacity from a good window: it does not rise.
     if (next > limit && static_cast<double>(max_inflight_) * 2 < limit) next = limit;
   }
-  limit_exact_ =
-      std::clamp(limit + params_.smoothing * (next - limit), static_cast<double>(params_.min_limit),
-                 static_cast<double>(params_.max_limit));
+  limit_exact_ = std::clamp(limit + share * (next - limit), static_cast<double>(params_.min_limit),
+                            static_cast<double>(params_.max_limit));
   double effective = limit_exact_;
   if (params_.probe_interval_ms > 0 && now_ms >= next_probe_ms_) {
     probing_ = true;

@@ -162,6 +162,19 @@ TEST(AdaptiveLimitTest, DropsBackOffAndAreNotSamples) {
   EXPECT_EQ(limiter.limit(), 90);
 }
 
+TEST(AdaptiveLimitTest, DropsBackOffAtOnceWhateverTheSmoothing) {
+  // Smoothing is for latency's noisy gradient; timeouts say more: a window
+  // with drops takes the whole back-off.
+  AdaptiveLimitParams params;
+  params.initial_limit = 100;
+  AdaptiveLimit limiter(params);
+  std::int64_t now = 0;
+  limiter.Record(5'000'000, 100, SampleOutcome::kDropped, now);
+  now += params.window_ms;
+  limiter.Record(5'000'000, 100, SampleOutcome::kDropped, now);
+  EXPECT_EQ(limiter.limit(), 90);
+}
+
 TEST(AdaptiveLimitTest, TargetLatencyReplacesTheReference) {
   AdaptiveLimitParams params;
   params.target_latency_us = 30'000;
