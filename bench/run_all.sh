@@ -16,4 +16,5 @@ bench/redis_store.sh
 bench/lease.sh
 bench/metrics.sh
 bench/upstream_limits.sh "$@"
+bench/adaptive.sh
 bench/reload.sh

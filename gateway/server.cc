@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "gateway/core/adaptive_upstream.h"
 #include "gateway/http1/connection.h"
 #include "gateway/io/listen.h"
 #include "gateway/server_state.h"
@@ -60,6 +61,11 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->blocks = &blocks;
   state->overrides = &overrides;
   state->upstream_places = &upstream_places;
+  {
+    const std::shared_ptr<const GatewayState> previous = this->state.load();
+    state->upstream_adaptive = MakeAdaptiveUpstreams(
+        config->upstreams, previous ? &previous->upstream_adaptive : nullptr, upstream_places);
+  }
   state->access_log = access_log.get();
   state->max_connections = config->limits.max_connections > 0
                                ? config->limits.max_connections

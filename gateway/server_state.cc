@@ -5,10 +5,29 @@
 #include <chrono>
 #include <map>
 
+#include "gateway/core/adaptive_upstream.h"
+
 namespace tollgate::gateway {
 
 double Server::Impl::UnixSeconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
+}
+
+std::vector<UpstreamConcurrency> Server::Impl::Concurrency(const GatewayState& state) const {
+  std::vector<UpstreamConcurrency> out;
+  const std::vector<rules::UpstreamConfig>& upstreams = state.config->upstreams;
+  for (std::size_t i = 0; i < upstreams.size(); ++i) {
+    const AdaptiveUpstream* adaptive =
+        i < state.upstream_adaptive.size() ? state.upstream_adaptive[i].get() : nullptr;
+    if (upstreams[i].max_connections == 0 && adaptive == nullptr) continue;
+    UpstreamConcurrency& c = out.emplace_back();
+    c.upstream = upstreams[i].name;
+    c.adaptive = adaptive != nullptr;
+    c.limit = adaptive != nullptr ? adaptive->limit() : upstreams[i].max_connections;
+    c.inflight = upstream_places.held(upstreams[i].name);
+    if (adaptive != nullptr) c.min_latency_us = adaptive->min_latency_us();
+  }
+  return out;
 }
 
 std::string Server::Impl::RenderMetrics() const {
@@ -35,6 +54,7 @@ std::string Server::Impl::RenderMetrics() const {
     }
   }
   external.leases = lease_stats.Snapshot();
+  external.upstream_concurrency = Concurrency(*current);
   return metrics->Render(external);
 }
 
@@ -49,6 +69,7 @@ std::string Server::Impl::RenderStatus() const {
   context.version = kVersion;
   context.unix_ms = static_cast<std::int64_t>(UnixSeconds() * 1000);
   context.leases = lease_stats.Snapshot();
+  context.concurrency = Concurrency(*current);
   const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*current->config);
   for (std::size_t i = 0; i < current->listener_tls.size() && i < listeners.size(); ++i) {
     if (current->listener_tls[i] == nullptr) continue;

@@ -86,6 +86,8 @@ struct Server::Impl final : StateSource {
   // (server_state.cc).
   std::string RenderMetrics() const;
   std::string RenderStatus() const;
+  // The upstreams of `state` with a concurrency limit, as they are now.
+  std::vector<UpstreamConcurrency> Concurrency(const GatewayState& state) const;
   // Not ready while draining, or when Redis is unreachable from every
   // connection and on_error = "deny" (requests would all get 503).
   AdminServer::Readiness Readiness() const;

@@ -128,6 +128,22 @@ enum class LearnBucket : std::uint8_t { kRoute, kUpstream, kPattern };
 // "h2"), or cleartext HTTP/2 with prior knowledge (RFC 9113 §3.3).
 enum class UpstreamProtocol : std::uint8_t { kHttp1, kH2, kH2c };
 
+// `concurrency = "adaptive"`: the upstream's concurrency limit follows its
+// latency (gateway/core/adaptive_limit.h says how), within [min, max].
+struct AdaptiveConcurrencyConfig {
+  std::int64_t min = 1;
+  std::int64_t max = 1000;
+  std::int64_t initial = 16;  // within [min, max]
+  // The latency aimed at (ms); 0: the lowest recent latency + tolerance.
+  std::int64_t target_latency_ms = 0;
+  std::int64_t tolerance_percent = 10;
+  std::int64_t window_ms = 250;
+  // How often one window runs at half the limit (0: never).
+  std::int64_t probe_interval_ms = 15'000;
+
+  bool operator==(const AdaptiveConcurrencyConfig&) const = default;
+};
+
 struct UpstreamConfig {
   std::string name;
   std::vector<HostPort> servers;
@@ -141,10 +157,13 @@ struct UpstreamConfig {
   LearnBucket learn_bucket = LearnBucket::kRoute;
   std::vector<std::string> learn_pattern;  // kPattern: path segments, "{x}" matches any one
   std::int64_t learn_max_delay_ms = 5'000;
-  // Requests in flight towards this upstream (all threads); 0: no cap.
+  // Requests in flight towards this upstream (all threads); 0: no cap
+  // (`concurrency = N`, or its older name max_connections).
   std::int64_t max_connections = 0;
+  // Set: the cap adapts (`concurrency = "adaptive"`); max_connections is 0.
+  std::optional<AdaptiveConcurrencyConfig> adaptive;
   unsigned max_connections_status = 503;
-  // How long a request beyond max_connections waits for a place (0: refused
+  // How long a request beyond the cap waits for a place (0: refused
   // at once); at most limits.max_waiting wait per upstream.
   std::int64_t max_connections_delay_ms = 0;
 };

@@ -42,6 +42,16 @@ constexpr KeySpec Choice(std::string_view name, std::span<const std::string_view
                          std::string_view description) {
   return {.name = name, .type = KeyType::kChoice, .choices = choices, .description = description};
 }
+constexpr KeySpec IntegerOrChoice(std::string_view name, std::int64_t min, std::int64_t max,
+                                  std::span<const std::string_view> choices,
+                                  std::string_view description) {
+  return {.name = name,
+          .type = KeyType::kIntegerOrChoice,
+          .min = min,
+          .max = max,
+          .choices = choices,
+          .description = description};
+}
 constexpr KeySpec Strings(std::string_view name, std::string_view description,
                           std::string_view pattern = {}) {
   return {.name = name, .type = KeyType::kStrings, .pattern = pattern, .description = description};
@@ -152,6 +162,18 @@ constexpr KeySpec kUpstreamTlsKeys[] = {
 };
 constexpr TableSpec kUpstreamTls{"upstream_tls", kUpstreamTlsKeys};
 
+constexpr KeySpec kAdaptiveKeys[] = {
+    Integer("min", 1, 10'000'000, "The lowest the adaptive limit goes."),
+    Integer("max", 1, 10'000'000, "The highest the adaptive limit goes."),
+    Integer("initial", 1, 10'000'000, "The limit before the first measurement."),
+    Duration("target_latency", 1, "The latency aimed at (default: the lowest recent one)."),
+    Integer("tolerance_percent", 0, 1000, "Latency above the lowest recent one still on target."),
+    Duration("window", 1, "How often the limit moves (with at least 50 samples)."),
+    Duration("probe_interval", 0, "How often one window runs at half the limit; 0: never."),
+};
+constexpr TableSpec kAdaptive{"adaptive_concurrency", kAdaptiveKeys};
+
+constexpr std::string_view kConcurrencyChoices[] = {"adaptive"};
 constexpr std::string_view kProtocols[] = {"http1", "h2", "h2c"};
 constexpr KeySpec kUpstreamKeys[] = {
     Required(String("name", "The name routes refer to.")),
@@ -166,10 +188,13 @@ constexpr KeySpec kUpstreamKeys[] = {
     Matching("learn_bucket", "^(route|upstream|/.*)$",
              "Which requests share learned limits: \"route\", \"upstream\" or a path pattern."),
     Duration("learn_max_delay", 0, "Longest wait for a learned limit's reset."),
-    Integer("max_connections", 1, 10'000'000, "Requests in flight towards this upstream."),
+    IntegerOrChoice("concurrency", 1, 10'000'000, kConcurrencyChoices,
+                    "Requests in flight towards this upstream, or \"adaptive\"."),
+    Of(KeyType::kTable, "adaptive", kAdaptive, "The adaptive limit's bounds and parameters."),
+    Integer("max_connections", 1, 10'000'000, "The older name of concurrency = N."),
     Integer("max_connections_status", kMinStatus, kMaxStatus,
-            "Status of a request refused by max_connections."),
-    Duration("max_connections_delay", 0, "How long a request beyond max_connections waits."),
+            "Status of a request refused beyond the concurrency limit."),
+    Duration("max_connections_delay", 0, "How long a request beyond the limit waits."),
 };
 constexpr TableSpec kUpstream{"upstream", kUpstreamKeys};
 

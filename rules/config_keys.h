@@ -21,6 +21,7 @@ enum class KeyType : std::uint8_t {
   kAddress,          // "host:port" or "[v6]:port"
   kHeaderName,       // an HTTP field name, or "" for none
   kChoice,           // one of `choices`
+  kIntegerOrChoice,  // an integer min..max, or one of `choices`
   kStrings,          // an array of strings
   kStringOrStrings,  // a string or an array of strings
   kTable,            // a table of `table`'s keys
@@ -43,9 +44,9 @@ struct KeySpec {
   std::string_view name = {};
   KeyType type = KeyType::kString;
   Presence presence = Presence::kOptional;
-  std::int64_t min = 0;                            // kInteger, kSource, kNumber; kDuration: ms
-  std::int64_t max = 0;                            // kInteger, kSource
-  std::span<const std::string_view> choices = {};  // kChoice, kSource
+  std::int64_t min = 0;  // kInteger, kIntegerOrChoice, kSource, kNumber; kDuration: ms
+  std::int64_t max = 0;  // kInteger, kIntegerOrChoice, kSource
+  std::span<const std::string_view> choices = {};  // kChoice, kIntegerOrChoice, kSource
   const TableSpec* table = nullptr;                // kTable, kTables, kTableOrTables, kSource
   // A regular expression the string (or each string) matches, for the
   // schema only: the reader's own check of these values is its code's.

@@ -215,11 +215,15 @@ std::optional<std::int64_t> TableReader::Integer(std::string_view key) {
     errors_.Add(*v, fmt::format("\"{}\" must be an integer; got {}", key, DescribeType(*v)));
     return std::nullopt;
   }
+  return InRange(*v, key);
+}
+
+std::optional<std::int64_t> TableReader::InRange(const toml::value& v, std::string_view key) {
   const KeySpec& spec = *spec_.Find(key);
-  const std::int64_t n = v->as_integer();
+  const std::int64_t n = v.as_integer();
   if (n < spec.min || n > spec.max) {
     errors_.Add(
-        *v, fmt::format("\"{}\" must be between {} and {}; got {}", key, spec.min, spec.max, n));
+        v, fmt::format("\"{}\" must be between {} and {}; got {}", key, spec.min, spec.max, n));
     return std::nullopt;
   }
   return n;
@@ -297,6 +301,30 @@ std::optional<std::string> TableReader::OneOf(std::string_view key) {
   }
   errors_.Add(
       *v, fmt::format("\"{}\" must be one of {}; got \"{}\"", key, fmt::join(choices, ", "), *s));
+  return std::nullopt;
+}
+
+std::optional<TableReader::IntegerOrChoice> TableReader::IntegerOrOneOf(std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kIntegerOrChoice});
+  if (v == nullptr) return std::nullopt;
+  IntegerOrChoice out;
+  if (v->is_integer()) {
+    const std::optional<std::int64_t> n = InRange(*v, key);
+    if (!n) return std::nullopt;
+    out.number = *n;
+    return out;
+  }
+  const KeySpec& spec = *spec_.Find(key);
+  if (v->is_string()) {
+    out.choice = v->as_string().str;
+    for (std::string_view c : spec.choices) {
+      if (c == out.choice) return out;
+    }
+  }
+  errors_.Add(
+      *v, fmt::format("\"{}\" must be an integer or \"{}\"; got {}", key,
+                      fmt::join(spec.choices, "\", \""),
+                      v->is_string() ? "\"" + out.choice + "\"" : std::string(DescribeType(*v))));
   return std::nullopt;
 }
 

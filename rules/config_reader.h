@@ -76,6 +76,12 @@ class TableReader {
     std::optional<std::int64_t> integer;
   };
   std::optional<Source> SourceOf(std::string_view key);
+  // A kIntegerOrChoice key: its integer (`choice` empty) or its choice.
+  struct IntegerOrChoice {
+    std::int64_t number = 0;
+    std::string choice;
+  };
+  std::optional<IntegerOrChoice> IntegerOrOneOf(std::string_view key);
 
   void Finish();
 
@@ -87,6 +93,8 @@ class TableReader {
   // an internal error) otherwise.
   const KeySpec* Spec(std::string_view key, std::initializer_list<KeyType> types);
   const toml::value* FindAs(std::string_view key, std::initializer_list<KeyType> types);
+  // `v`, the integer value of `key`, within its spec's range; reported otherwise.
+  std::optional<std::int64_t> InRange(const toml::value& v, std::string_view key);
 
   const toml::value& table_;
   const TableSpec& spec_;

@@ -61,6 +61,14 @@ json::value KeySchema(const KeySpec& key, json::object& definitions) {
       s = {{"type", "string"}, {"enum", std::move(choices)}};
       break;
     }
+    case KeyType::kIntegerOrChoice: {
+      json::array choices;
+      for (std::string_view c : key.choices) choices.emplace_back(c);
+      json::object number{{"type", "integer"}, {"minimum", key.min}, {"maximum", key.max}};
+      json::object choice{{"type", "string"}, {"enum", std::move(choices)}};
+      s = {{"anyOf", json::array{std::move(number), std::move(choice)}}};
+      break;
+    }
     case KeyType::kStrings:
       s = ArrayOf(StringSchema(key.pattern));
       break;

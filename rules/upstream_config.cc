@@ -9,12 +9,16 @@
 namespace tollgate::rules {
 namespace {
 
+// Whether `v`, the value of `key`, is a table; reported otherwise.
+bool IsTable(const toml::value& v, std::string_view key, ErrorList& errors) {
+  if (v.is_table()) return true;
+  errors.Add(v, fmt::format("\"{}\" must be a table; got {}", key, DescribeType(v)));
+  return false;
+}
+
 void ReadUpstreamTls(const toml::value& v, const TableSpec& spec, UpstreamTlsConfig& out,
                      ErrorList& errors) {
-  if (!v.is_table()) {
-    errors.Add(v, fmt::format("\"tls\" must be a table; got {}", DescribeType(v)));
-    return;
-  }
+  if (!IsTable(v, "tls", errors)) return;
   TableReader r(v, spec, errors);
   if (auto b = r.Bool("verify")) out.verify = *b;
   if (auto s = r.String("ca_file")) {
@@ -22,6 +26,33 @@ void ReadUpstreamTls(const toml::value& v, const TableSpec& spec, UpstreamTlsCon
     CheckReadable(*r.Find("ca_file"), *s, "CA file", errors);
   }
   if (auto s = r.String("sni")) out.sni = *s;
+  r.Finish();
+}
+
+void ReadAdaptive(const toml::value& v, const TableSpec& spec, AdaptiveConcurrencyConfig& out,
+                  ErrorList& errors) {
+  if (!IsTable(v, "adaptive", errors)) return;
+  TableReader r(v, spec, errors);
+  if (auto n = r.Integer("min")) out.min = *n;
+  if (auto n = r.Integer("max")) out.max = *n;
+  if (out.min > out.max) {
+    r.errors().Add(r.Find("min") != nullptr ? *r.Find("min") : *r.Find("max"),
+                   fmt::format("\"min\" ({}) is above \"max\" ({})", out.min, out.max));
+  }
+  if (auto n = r.Integer("initial")) {
+    out.initial = *n;
+    if (*n < out.min || *n > out.max) {
+      r.errors().Add(*r.Find("initial"), fmt::format("\"initial\" must be between min ({}) and "
+                                                     "max ({}); got {}",
+                                                     out.min, out.max, *n));
+    }
+  } else {
+    out.initial = std::clamp(out.initial, out.min, std::max(out.min, out.max));
+  }
+  if (auto d = r.DurationMs("target_latency")) out.target_latency_ms = *d;
+  if (auto n = r.Integer("tolerance_percent")) out.tolerance_percent = *n;
+  if (auto d = r.DurationMs("window")) out.window_ms = *d;
+  if (auto d = r.DurationMs("probe_interval")) out.probe_interval_ms = *d;
   r.Finish();
 }
 
@@ -99,15 +130,36 @@ void ReadUpstream(TableReader r, std::vector<UpstreamConfig>& out) {
       }
     }
   }
-  if (auto n = r.Integer("max_connections")) u.max_connections = *n;
+  if (auto c = r.IntegerOrOneOf("concurrency")) {
+    if (c->choice.empty()) {
+      u.max_connections = c->number;
+    } else {
+      u.adaptive.emplace();
+    }
+  }
+  if (auto n = r.Integer("max_connections")) {
+    if (r.Has("concurrency")) {
+      r.errors().Add(*r.Find("max_connections"),
+                     "\"max_connections\" is the older name of \"concurrency\": give one of them");
+    } else {
+      u.max_connections = *n;
+    }
+  }
+  if (const toml::value* adaptive = r.Find("adaptive")) {
+    if (u.adaptive) {
+      ReadAdaptive(*adaptive, r.TableOf("adaptive"), *u.adaptive, r.errors());
+    } else {
+      r.errors().Add(*adaptive, "\"adaptive\" needs concurrency = \"adaptive\"");
+    }
+  }
   if (auto s = r.Integer("max_connections_status")) {
     u.max_connections_status = static_cast<unsigned>(*s);
   }
   if (auto d = r.DurationMs("max_connections_delay")) u.max_connections_delay_ms = *d;
-  if (u.max_connections == 0) {
+  if (u.max_connections == 0 && !u.adaptive) {
     for (const char* key : {"max_connections_status", "max_connections_delay"}) {
       if (const toml::value* v = r.Find(key)) {
-        r.errors().Add(*v, fmt::format("\"{}\" needs max_connections", key));
+        r.errors().Add(*v, fmt::format("\"{}\" needs concurrency (or max_connections)", key));
       }
     }
   }

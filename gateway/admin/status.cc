@@ -222,6 +222,12 @@ std::string StatusBoard::RenderJson(const Context& context) const {
     u["failures_last_minute"] = Total(failures);
     u["responses"] = std::move(responses);
     u["failures"] = std::move(failures);
+    for (const UpstreamConcurrency& c : context.concurrency) {
+      if (c.upstream != upstream.name) continue;
+      json::object limit{{"adaptive", c.adaptive}, {"limit", c.limit}, {"inflight", c.inflight}};
+      if (c.adaptive) limit["min_latency_ms"] = static_cast<double>(c.min_latency_us) / 1000.0;
+      u["concurrency"] = std::move(limit);
+    }
     upstreams.push_back(std::move(u));
   }
   doc["upstreams"] = std::move(upstreams);

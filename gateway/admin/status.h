@@ -49,6 +49,8 @@ class StatusBoard {
     // Per rule with sync = "lease": its decisions since start and those
     // made from leases in hand (store/lease_stats.h).
     std::vector<store::LeaseStats::Counts> leases;
+    // The upstreams with a concurrency limit, fixed or adaptive.
+    std::vector<UpstreamConcurrency> concurrency;
   };
   // The /status.json document (see docs/metrics.md, "Status page").
   std::string RenderJson(const Context& context) const;

@@ -4,6 +4,7 @@
 #include <limits>
 #include <optional>
 
+#include "gateway/core/adaptive_upstream.h"
 #include "gateway/core/block_table.h"
 #include "gateway/core/fair_places.h"
 #include "gateway/core/upstream_limits.h"
@@ -357,19 +358,28 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
 Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
                                      const rules::UpstreamConfig& upstream, std::string_view route,
                                      std::string_view path, Exchange& ex, Answer& answer) {
-  if (upstream.max_connections > 0) {
-    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, upstream.max_connections);
+  AdaptiveUpstream* adaptive = nullptr;
+  if (upstream.adaptive) {
+    const auto index = static_cast<std::size_t>(&upstream - state.config->upstreams.data());
+    adaptive = state.upstream_adaptive[index].get();
+  }
+  if (upstream.max_connections > 0 || adaptive != nullptr) {
+    const std::int64_t max = adaptive != nullptr ? adaptive->limit() : upstream.max_connections;
+    std::int64_t* const held = adaptive != nullptr ? &ex.adaptive_inflight : nullptr;
+    ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max, held);
     if (!ex.upstream_place) {
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
       const bool got = co_await WaitForUpstreamPlace(
-          *state.upstream_places, upstream,
+          *state.upstream_places, upstream, max,
           static_cast<std::size_t>(state.config->limits.max_waiting), flow_, services_.metrics, ex);
       if (!got) {
         answer = RefuseWithStatus(Refusal::kUpstreamBusy,
                                   static_cast<unsigned>(upstream.max_connections_status), 1);
         co_return Admit::kRefused;
       }
+      ex.adaptive_inflight = max;  // it waited: every place was held
     }
+    ex.adaptive = adaptive;
   }
   if (upstream.learn_limits) {
     learned_bucket_ = LearnedBucketOf(upstream, route, path);

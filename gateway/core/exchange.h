@@ -16,6 +16,7 @@
 
 namespace tollgate::gateway {
 
+class AdaptiveUpstream;
 class ResponseBodyObserver;
 
 // Every field of an Exchange but the strings (Exchange::Reset assigns a
@@ -43,6 +44,12 @@ struct ExchangeFacts {
   // Sees the upstream response's body (gateway/core/response_filter.h);
   // null: nothing does. Not owned.
   ResponseBodyObserver* body_observer = nullptr;
+  // The adaptive upstream (gateway/core/adaptive_upstream.h) whose place
+  // the exchange holds, until its sample is taken; null: none. Not owned:
+  // the exchange's configuration holds it.
+  AdaptiveUpstream* adaptive = nullptr;
+  // Its places held, this exchange's included, when it got its own.
+  std::int64_t adaptive_inflight = 0;
   bool close = false;  // the connection ends after this exchange
 };
 

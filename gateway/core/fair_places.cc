@@ -11,7 +11,7 @@ struct FairPlaces::Keeper final : store::PlaceKeeper {
 FairPlaces::FairPlaces() : keeper_(std::make_shared<Keeper>(*this)) {}
 
 std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
-                                                           std::int64_t max) {
+                                                           std::int64_t max, std::int64_t* held) {
   std::string name(key);
   std::lock_guard lock(mutex_);
   auto it = keys_.find(name);
@@ -25,6 +25,7 @@ std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
   Dispatch(it->first, k);
   if (k.held >= max || k.queue.size() > 0) return std::nullopt;
   ++k.held;
+  if (held != nullptr) *held = k.held;
   return store::InflightGuard(keeper_, std::move(name));
 }
 

@@ -47,8 +47,10 @@ class FairPlaces {
 
   // A place of `key` at once, when fewer than `max` are held and nobody
   // waits for one; nullopt otherwise. `max` is the key's limit from now on
-  // (waiters first get what a higher one frees).
-  std::optional<store::InflightGuard> TryAcquire(std::string_view key, std::int64_t max);
+  // (waiters first get what a higher one frees). `held`, when given, gets
+  // the places of `key` held with this one (itself included).
+  std::optional<store::InflightGuard> TryAcquire(std::string_view key, std::int64_t max,
+                                                 std::int64_t* held = nullptr);
   // Queues `waiter` for a place of `key` (its flow, weight and priority
   // set); a place already free is granted at once (Notify). kQueued: the
   // waiter waits for Notify() or gives up with Leave; otherwise it was

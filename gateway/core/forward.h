@@ -36,11 +36,11 @@ enum class ClientProtocol : std::uint8_t { kHttp1, kHttp2 };
 void PrepareForwardedHead(const rules::Config& config, Fields& req, std::string_view client_ip,
                           Scheme scheme, ClientProtocol client, std::string* lines = nullptr);
 
-// Whether the upstream's admission has anything to decide (max_connections
-// or learn_limits): only then is Admission::AdmitUpstream asked, with the
+// Whether the upstream's admission has anything to decide (concurrency or
+// learn_limits): only then is Admission::AdmitUpstream asked, with the
 // path of the request's target (UpstreamPath).
 inline bool AdmitsUpstream(const rules::UpstreamConfig& upstream) {
-  return upstream.max_connections > 0 || upstream.learn_limits;
+  return upstream.max_connections > 0 || upstream.adaptive || upstream.learn_limits;
 }
 inline std::string_view UpstreamPath(std::string_view target) {
   return target.substr(0, target.find('?'));

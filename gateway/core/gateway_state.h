@@ -20,6 +20,7 @@
 
 namespace tollgate::gateway {
 
+class AdaptiveUpstream;
 class FairPlaces;
 
 // Everything built from one configuration, shared read-only by all workers.
@@ -36,7 +37,10 @@ struct GatewayState {
   WaitingRoom* waiting_room = nullptr;
   const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
   const OverrideTable* overrides = nullptr;  // likewise: overrides survive reloads
-  FairPlaces* upstream_places = nullptr;  // likewise: max_connections, by upstream
+  FairPlaces* upstream_places = nullptr;  // likewise: concurrency, by upstream
+  // By index in config->upstreams; null: not `concurrency = "adaptive"`.
+  // Shared with the configurations before and after that keep them.
+  std::vector<std::shared_ptr<AdaptiveUpstream>> upstream_adaptive;
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,

@@ -1,5 +1,6 @@
 #include "gateway/core/log.h"
 
+#include "gateway/core/adaptive_upstream.h"
 #include "gateway/core/exchange.h"
 #include "gateway/telemetry/access_log.h"
 #include "gateway/telemetry/metrics.h"
@@ -10,6 +11,7 @@ namespace tollgate::gateway {
 
 void LogExchange(const GatewayState& state, ThreadMetrics* metrics, std::string_view client,
                  const Exchange& ex) {
+  if (ex.adaptive != nullptr) EndAdaptiveExchange(ex);
   if (metrics != nullptr && ex.status != 0) {
     const auto now = store::LoopNow();
     const int route = ex.route_metric >= 0 ? ex.route_metric : state.unrouted_id;

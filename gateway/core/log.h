@@ -1,6 +1,8 @@
 // Phase log: what an exchange did, into the metrics (requests by route and
-// status, durations, upstream time) and the access log (one line). Called
-// once per exchange when it has ended, on its worker thread.
+// status, durations, upstream time) and the access log (one line), and
+// into an adaptive upstream's limit when it was not answered
+// (gateway/core/adaptive_upstream.h). Called once per exchange when it has
+// ended, on its worker thread.
 #pragma once
 
 #include <string_view>

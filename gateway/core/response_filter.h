@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/core/adaptive_upstream.h"
 #include "gateway/core/exchange.h"
 #include "gateway/io/net.h"
 
@@ -73,9 +74,11 @@ class ResponseFilter {
   }
   void Body(const char* data, std::size_t size) const { Body(std::string_view(data, size)); }
   // The upstream's body (empty or not) has ended complete, with its
-  // trailers (passed on unchanged), and is on its way to the client.
+  // trailers (passed on unchanged), and is on its way to the client; an
+  // adaptive upstream takes its sample.
   void End() const {
     if (ex_.body_observer != nullptr) ex_.body_observer->OnResponseEnd();
+    if (ex_.adaptive != nullptr) EndAnsweredExchange(ex_);
   }
 
  private:

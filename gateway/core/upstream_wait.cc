@@ -46,7 +46,7 @@ std::uint64_t FlowOf(const rules::Identity& identity) {
 }
 
 Task<bool> WaitForUpstreamPlace(FairPlaces& places, const rules::UpstreamConfig& upstream,
-                                std::size_t max_waiting, std::uint64_t flow,
+                                std::int64_t max, std::size_t max_waiting, std::uint64_t flow,
                                 ThreadMetrics* metrics, Exchange& ex) {
   if (upstream.max_connections_delay_ms <= 0) co_return false;
   const Executor executor = co_await asio::this_coro::executor;
@@ -56,8 +56,7 @@ Task<bool> WaitForUpstreamPlace(FairPlaces& places, const rules::UpstreamConfig&
   // Counts the request in tollgate_delayed_requests while it waits.
   const GaugeScope gauge(metrics, &ThreadMetrics::AddDelayed);
   waiter->timer.expires_after(Ms(upstream.max_connections_delay_ms));
-  if (places.Enqueue(upstream.name, upstream.max_connections, *waiter, params) !=
-      FairQueue::Pushed::kQueued) {
+  if (places.Enqueue(upstream.name, max, *waiter, params) != FairQueue::Pushed::kQueued) {
     co_return false;
   }
   // Out of the queue on every path, also when the coroutine is destroyed

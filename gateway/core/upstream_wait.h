@@ -1,6 +1,7 @@
-// A request waiting for a place of an upstream under `max_connections`:
-// queued in FairPlaces' fair order by its flow (its client), woken by the
-// place itself when its turn comes, or refused when max_connections_delay
+// A request waiting for a place of an upstream under its concurrency limit
+// (fixed or adaptive): queued in FairPlaces' fair order by its flow (its
+// client), woken by the place itself when its turn comes, or refused when
+// max_connections_delay
 // passes. Heavy (Asio): gateway implementation files only. Worker thread
 // only; FairPlaces is shared by every worker.
 #pragma once
@@ -26,11 +27,11 @@ struct Exchange;
 std::uint64_t FlowOf(const rules::Identity& identity);
 
 // Waits up to upstream.max_connections_delay for a place of `upstream` in
-// `places` (at most `max_waiting` requests wait, per flow and in all),
-// counted in tollgate_delayed_requests meanwhile (`metrics`: null when
-// off). True with the place in ex.upstream_place.
+// `places`, whose limit is `max` now (at most `max_waiting` requests wait,
+// per flow and in all), counted in tollgate_delayed_requests meanwhile
+// (`metrics`: null when off). True with the place in ex.upstream_place.
 Task<bool> WaitForUpstreamPlace(FairPlaces& places, const rules::UpstreamConfig& upstream,
-                                std::size_t max_waiting, std::uint64_t flow,
+                                std::int64_t max, std::size_t max_waiting, std::uint64_t flow,
                                 ThreadMetrics* metrics, Exchange& ex);
 
 }  // namespace tollgate::gateway

@@ -152,6 +152,18 @@ void WriteUpstreamErrors(const Scrape& s, FamilyWriter& w) {
   }
 }
 
+void WriteUpstreamConcurrencyLimit(const Scrape& s, FamilyWriter& w) {
+  for (const UpstreamConcurrency& u : s.external.upstream_concurrency) {
+    w.Sample(u.limit, u.upstream);
+  }
+}
+
+void WriteUpstreamConcurrencyInflight(const Scrape& s, FamilyWriter& w) {
+  for (const UpstreamConcurrency& u : s.external.upstream_concurrency) {
+    w.Sample(u.inflight, u.upstream);
+  }
+}
+
 int StoreIndex(const Scrape& s) { return s.external.redis ? 1 : 0; }
 
 void WriteStoreDuration(const Scrape& s, FamilyWriter& w) {

@@ -38,6 +38,13 @@ namespace tollgate::gateway {
   F(UpstreamErrors, "upstream_errors_total", kCounter, kAlways,                                  \
     "Upstream exchanges that failed, by upstream and kind (connect, timeout, reset).",           \
     "upstream", "kind")                                                                          \
+  F(UpstreamConcurrencyLimit, "upstream_concurrency_limit", kGauge, kAlways,                     \
+    "Requests an upstream with a concurrency limit takes in flight now (its fixed concurrency "  \
+    "or its adaptive limit), by upstream.",                                                      \
+    "upstream")                                                                                  \
+  F(UpstreamConcurrencyInflight, "upstream_concurrency_inflight", kGauge, kAlways,               \
+    "Requests in flight now towards an upstream with a concurrency limit, by upstream.",         \
+    "upstream")                                                                                  \
   F(StoreDuration, "store_duration_seconds", kHistogram, kWithRedis,                             \
     "Time to get a request's rate-limit decisions from Redis.", "store")                         \
   F(StoreErrors, "store_errors_total", kCounter, kAlways,                                        \
@@ -162,6 +169,16 @@ inline constexpr std::string_view kAdminChangeNames[kAdminChanges] = {
 inline constexpr std::string_view kDirectionNames[2] = {"in", "out"};
 inline constexpr std::string_view kDecisionProtocolNames[2] = {"http", "rls"};
 
+// An upstream with a concurrency limit (fixed or adaptive), as a scrape
+// and the status page read it.
+struct UpstreamConcurrency {
+  std::string upstream;
+  bool adaptive = false;
+  std::int64_t limit = 0;
+  std::int64_t inflight = 0;
+  std::int64_t min_latency_us = 0;  // adaptive: its reference latency; 0: none yet
+};
+
 // Values kept elsewhere, read at scrape time.
 struct ExternalGauges {
   std::int64_t local_store_keys = 0;
@@ -178,6 +195,7 @@ struct ExternalGauges {
   // The live gateways on the Redis store (gateway/admin/membership.h); 0
   // with the local store: not rendered.
   std::int64_t cluster_gateways = 0;
+  std::vector<UpstreamConcurrency> upstream_concurrency;
 };
 
 // What one scrape reads (gateway/telemetry/metrics.h gathers it under its lock).

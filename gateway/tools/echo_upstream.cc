@@ -85,9 +85,11 @@ class PartnerApi {
     a.remaining = limit - std::min(limit, b.used);
     return a;
   }
-  void Enter() {
+  // Counts a request in flight; how many are, itself included.
+  std::int64_t Enter() {
     std::lock_guard lock(mutex_);
     max_concurrent_ = std::max(max_concurrent_, ++concurrent_);
+    return concurrent_;
   }
   void Leave() {
     std::lock_guard lock(mutex_);
@@ -187,10 +189,18 @@ class Connection {
     if (path.rfind("/_test/status/", 0) == 0) {
       res.result(static_cast<unsigned>(Number(path.substr(14))));
       res.body() = "status\n";
-    } else if (path.rfind("/_test/sleep/", 0) == 0) {
-      asio::steady_timer timer(co_await asio::this_coro::executor,
-                               std::chrono::milliseconds(Number(path.substr(13))));
-      partner_.Enter();
+    } else if (path.rfind("/_test/sleep/", 0) == 0 || path.rfind("/_test/knee/", 0) == 0) {
+      const bool knee = path[7] == 'k';
+      const std::int64_t in_flight = partner_.Enter();
+      std::uint64_t ms = Number(path.substr(knee ? 12 : 13));
+      if (knee) {
+        // C workers: beyond them, each request's share of them shrinks.
+        const auto capacity =
+            static_cast<std::int64_t>(std::max<std::uint64_t>(1, QueryNumber(target, "capacity")));
+        ms = ms * static_cast<std::uint64_t>(std::max(in_flight, capacity)) /
+             static_cast<std::uint64_t>(capacity);
+      }
+      asio::steady_timer timer(co_await asio::this_coro::executor, std::chrono::milliseconds(ms));
       co_await timer.async_wait(kUseTuple);
       partner_.Leave();
       res.body() = "slept\n";

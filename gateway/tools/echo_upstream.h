@@ -3,6 +3,11 @@
 //   any path            200 "hello from upstream\n"
 //   /_test/status/N     status N
 //   /_test/sleep/MS     200 after MS milliseconds
+//   /_test/knee/MS?capacity=C
+//                       an upstream that slows as it fills: 200 after
+//                       MS × max(1, n / C) ms, n the /_test/sleep and
+//                       /_test/knee requests in flight when it arrived
+//                       (itself included; C defaults to 1)
 //   /_test/bytes/N      N bytes of body, streamed (chunked with ?chunked)
 //   /_test/drip/N?every=MS
 //                       N bytes of chunked body, one byte every MS ms
@@ -18,7 +23,8 @@
 //                       blocks every bucket until the window ends; unix=1:
 //                       windows aligned on Unix time, as Redis TIME is)
 //   /_test/partner-stats per bucket: served, refused, max_in_window; and
-//                       the most /_test/sleep requests in flight at once
+//                       the most /_test/sleep and /_test/knee requests in
+//                       flight at once
 // Each response carries "X-Upstream-Port" so tests can see which server
 // answered.
 #pragma once

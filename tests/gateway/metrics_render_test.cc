@@ -61,6 +61,7 @@ TEST(MetricsRender, EveryFamilyAsTheGoldenText) {
     ExternalGauges e;
     e.local_store_keys = 42;
     e.local_store_rule_evictions = {{k0, 5}, {k1, 0}};
+    e.upstream_concurrency = {{"up", true, 12, 5, 20'000}, {"down", false, 3, 0, 0}};
     e.redis = redis == 1;
     e.redis_circuits_open = redis;
     if (redis) {

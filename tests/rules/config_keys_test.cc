@@ -27,8 +27,10 @@ void CheckTable(const TableSpec& table, std::set<std::string>& seen) {
     const bool nested = key.type == KeyType::kTable || key.type == KeyType::kTables ||
                         key.type == KeyType::kTableOrTables || key.type == KeyType::kSource;
     EXPECT_EQ(key.table != nullptr, nested);
-    EXPECT_EQ(!key.choices.empty(), key.type == KeyType::kChoice || key.type == KeyType::kSource);
-    if (key.type == KeyType::kInteger) {
+    EXPECT_EQ(!key.choices.empty(), key.type == KeyType::kChoice ||
+                                         key.type == KeyType::kIntegerOrChoice ||
+                                         key.type == KeyType::kSource);
+    if (key.type == KeyType::kInteger || key.type == KeyType::kIntegerOrChoice) {
       EXPECT_LE(key.min, key.max);
     }
     if (key.table != nullptr) CheckTable(*key.table, seen);

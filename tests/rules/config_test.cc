@@ -290,7 +290,7 @@ batch = 65
 watch_config = "yes"
 )");
   const std::vector<std::string> expected{
-      "t.toml:6:25: \"max_connections_delay\" needs max_connections",
+      "t.toml:6:25: \"max_connections_delay\" needs concurrency (or max_connections)",
       "t.toml:13:15: \"max_waiting\" needs \"max_delay\"",
       "t.toml:18:9: use either \"url\" (one Redis) or \"nodes\" (Redis Cluster)",
       "t.toml:18:28: Redis Cluster has database 0 only",
