@@ -152,10 +152,9 @@ Task<void> Http1Connection::Run() {
         // (GCC 12 miscompiles co_await inside &&: a statement of its own.)
         const bool http2 = co_await PriorKnowledge(ec);
         if (http2) {
-          // The bytes move out of buffer_, whose room HTTP/2 does not use.
+          // The bytes move out of buffer_, which RunHttp2 gives back.
           const std::string preface(static_cast<const char*>(buffer_.data().data()),
                                     buffer_.size());
-          buffer_ = beast::flat_buffer();
           co_await RunHttp2(asio::buffer(preface));
           co_return;
         }
@@ -195,6 +194,12 @@ Task<bool> Http1Connection::PriorKnowledge(ErrorCode& ec) {
 }
 
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
+  // HTTP/2 reads into a buffer of its thread's (gateway/http2/frame_reader.h)
+  // and has exchanges of its own: what HTTP/1.1 kept for them goes, for the
+  // connection's whole life (an h2c preface read into buffer_ was copied
+  // out into `already_read`).
+  buffer_ = beast::flat_buffer();
+  exchange_.reset();
   http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
                                           client_cert_.get());
   if (worker_.draining()) http2_->Drain();
