@@ -71,6 +71,9 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
                                ? config->limits.max_connections
                                : MaxConnectionsFor(DescriptorLimit());
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
+  for (const rules::UpstreamConfig& u : config->upstreams) {
+    if (u.max_connections_delay_ms > 0) state->upstream_waits = true;
+  }
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
   if (!state->identity) {
     error = "identity.jwt: " + error;

@@ -118,7 +118,7 @@ Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
 
 Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
                               const rules::Identity& identity, Exchange& ex, Answer& answer) {
-  flow_ = FlowOf(identity);
+  flow_ = state.upstream_waits ? FlowOf(identity) : 0;
   // Blocks come before any rule (and cost one atomic load while none exists).
   if (const rules::BlockList* blocks = state.blocks != nullptr ? state.blocks->Current() : nullptr) {
     const std::int64_t now = state.clock->UnixMs();

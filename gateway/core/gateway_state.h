@@ -41,6 +41,9 @@ struct GatewayState {
   // By index in config->upstreams; null: not `concurrency = "adaptive"`.
   // Shared with the configurations before and after that keep them.
   std::vector<std::shared_ptr<AdaptiveUpstream>> upstream_adaptive;
+  // Some upstream lets a request wait for a place (max_connections_delay):
+  // only then does admit need the request's flow (FlowOf) for the wait.
+  bool upstream_waits = false;
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,
