@@ -1,10 +1,8 @@
-// The budget of a rate rule (issue 47: reserve from the request, settle
-// from the response) and the prices of LLM models, as the configuration
-// says them (rules/budget_config.h reads them). NOT YET APPLIED: the
-// request pipeline still charges RuleConfig::cost (a fixed integer, or
-// cost_default when the cost comes from the request) and settles nothing;
-// the wiring that reads costs from requests and settles from responses
-// is to use what is here.
+// The budget of a rate rule (reserve from the request, settle from the
+// response) and the prices of LLM models, as the configuration says them
+// (rules/budget_config.h reads them). The request pipeline applies them:
+// a header's cost in gateway/core/limits.h, a body's in
+// gateway/core/request_cost.h, settling in gateway/core/settlement.h.
 #pragma once
 
 #include <cstdint>

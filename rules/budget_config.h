@@ -1,5 +1,5 @@
 // Reads and checks the budget keys of a rate rule and the [[prices]]
-// entries (rules/budget.h: not applied to requests yet).
+// entries (rules/budget.h).
 #pragma once
 
 #include <cstdint>

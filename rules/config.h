@@ -191,7 +191,7 @@ struct Config {
   IdentityConfig identity;
   StoreConfig store;
   std::vector<RuleConfig> rules;   // in file order
-  std::vector<ModelPrice> prices;  // [[prices]] (not applied to requests yet)
+  std::vector<ModelPrice> prices;  // [[prices]]
   std::optional<DecisionConfig> decision;
 };
 

@@ -78,8 +78,8 @@ struct RuleConfig {
   // The units each request costs: `cost` as an integer, or `cost_default`
   // when the cost is to come from the request (budget.cost).
   std::int64_t cost = 1;
-  // Where a request's cost and its settled cost come from (not applied to
-  // requests yet: rules/budget.h).
+  // Where a request's cost and its settled cost come from (rules/budget.h;
+  // gateway/core/request_cost.h and settlement.h apply it).
   RuleBudget budget;
   // kMessage: the rule takes no part in request decisions (RuleSet puts it
   // in Evaluation::messages); the tunnel decides each message by it.

@@ -312,6 +312,7 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
     if (used == list.size()) list.emplace_back();
     RuleHit& hit = list[used];
     hit.rule = &rule;
+    hit.cost = -1;
     hit.partition = partitions_[static_cast<std::size_t>(&rule - rules_.data())];
     if (BuildKey(rule, request, identity, hit.key)) ++used;
   }

@@ -19,6 +19,10 @@ struct RuleHit {
   std::string key;  // for the store; bounded, see BuildKey
   // The rule's partition of the local store (DecideRequest::partition).
   std::uint32_t partition = 0;
+  // What this request costs under the rule when the cost comes from the
+  // request (budget.cost: a header, the body, an LLM preset); -1: the
+  // rule's own cost. Set by the gateway after Evaluate, which resets it.
+  std::int64_t cost = -1;
 };
 
 // Reused from request to request: Evaluate builds keys in the storage of

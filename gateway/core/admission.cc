@@ -9,6 +9,7 @@
 #include "gateway/core/fair_places.h"
 #include "gateway/core/upstream_limits.h"
 #include "gateway/core/gateway_state.h"
+#include "gateway/core/settlement.h"
 #include "gateway/core/upstream_wait.h"
 #include "gateway/telemetry/metrics.h"
 #include "store/coordinator.h"
@@ -117,8 +118,11 @@ Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
 }
 
 Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
-                              const rules::Identity& identity, Exchange& ex, Answer& answer) {
+                              const rules::Identity& identity, Exchange& ex, Answer& answer,
+                              BodyCost body_cost) {
   flow_ = state.upstream_waits ? FlowOf(identity) : 0;
+  body_costs_.rewritten.reset();
+  body_costs_.model.clear();
   // Blocks come before any rule (and cost one atomic load while none exists).
   if (const rules::BlockList* blocks = state.blocks != nullptr ? state.blocks->Current() : nullptr) {
     const std::int64_t now = state.clock->UnixMs();
@@ -133,7 +137,27 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
   descriptor_limit_.reset();
   if (facts.descriptor_limit != nullptr) descriptor_limit_ = *facts.descriptor_limit;
   if (context.metrics != nullptr) asked_ = store::LoopNow();
-  decided_ = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
+  const LimitStart start = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
+  if (start == LimitStart::kNeedsBody) {
+    if (body_cost == BodyCost::kAsk) return Admit::kNeedsBody;
+    return ContinueWithBody(state, {}, ex, answer);
+  }
+  decided_ = start == LimitStart::kDecided;
+  return Started(context, ex, answer);
+}
+
+Admit Admission::ContinueWithBody(const GatewayState& state, std::string_view body, Exchange& ex,
+                                  Answer& answer) {
+  const LimitContext context = MakeLimitContext(state, *services_.store, services_.metrics);
+  CostsFromBody(evaluation_.hits, body, state.config->prices, body_costs_);
+  if (context.metrics != nullptr) asked_ = store::LoopNow();
+  batch_.Start(context, hits_, 0, {}, descriptor_limit_ ? &*descriptor_limit_ : nullptr);
+  decided_ = false;
+  return Started(context, ex, answer);
+}
+
+Admit Admission::Started(const LimitContext& context, Exchange& ex, Answer& answer) {
+  LimitOutcome& outcome = ex.limits;
   if (!decided_) {
     if (!batch_.done()) return Admit::kPending;
     if (context.metrics != nullptr) {
@@ -147,6 +171,11 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
   ex.ratelimit = outcome.log;
   if (outcome.shown != nullptr && context.describe) ex.limit_key = outcome.shown->KeyKind();
   return Judge(ex, answer);
+}
+
+void Admission::ArmSettlement(const GatewayState& state, Exchange& ex) {
+  if (!settlement_) settlement_ = std::make_unique<Settlement>(services_);
+  settlement_->Arm(state, ex, body_costs_.model);
 }
 
 Admit Admission::Judge(Exchange& ex, Answer& answer) const {
@@ -351,7 +380,12 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
         wait = std::max(wait, std::max<std::int64_t>(1, d.decision.retry_after_ms));
       }
     }
-    if (allowed) co_return Turn::kReady;
+    if (allowed) {
+      for (std::size_t i = 0; i < outcome.delayed.size(); ++i) {
+        NoteReservation(*hits_[i], batch_, i, outcome);
+      }
+      co_return Turn::kReady;
+    }
   }
 }
 

@@ -21,6 +21,7 @@
 
 #include "gateway/core/exchange.h"
 #include "gateway/core/limits.h"
+#include "gateway/core/request_cost.h"
 #include "gateway/core/respond.h"
 #include "gateway/core/services.h"
 #include "gateway/io/io_types.h"
@@ -33,6 +34,7 @@ struct UpstreamConfig;
 namespace tollgate::gateway {
 
 struct GatewayState;
+class Settlement;
 
 // How admit waits while it watches the request's client: each protocol
 // knows what "the client left" means (HTTP/1.1: the connection closed;
@@ -65,7 +67,14 @@ enum class Admit {
   kRefused,     // the answer says what to write
   kClientGone,  // the client left while the request waited: write nothing
   kPending,     // StartRequest only: FinishRequest has the answer
+  kNeedsBody,   // StartRequest only: a rule's cost comes from the request
+                // body; read it, then ContinueWithBody
 };
+
+// Where StartRequest takes a cost that a rule reads from the request body
+// when the caller has no body to give (the check endpoint, an RLS call):
+// kDefault charges such rules their cost_default instead of asking for it.
+enum class BodyCost { kAsk, kDefault };
 
 class Admission {
  public:
@@ -86,7 +95,23 @@ class Admission {
   // nothing to hold); kPending: co_await FinishRequest for the rest.
   // `facts` and `identity` are read by StartRequest only.
   Admit StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
-                     const rules::Identity& identity, Exchange& ex, Answer& answer);
+                     const rules::Identity& identity, Exchange& ex, Answer& answer,
+                     BodyCost body_cost = BodyCost::kAsk);
+  // After kNeedsBody: the rules' costs from `body` (the request's whole
+  // body, within max_body_bytes), then as StartRequest goes on. An LLM
+  // preset may need the request rewritten: RewrittenBody() then has the
+  // body to forward instead.
+  Admit ContinueWithBody(const GatewayState& state, std::string_view body, Exchange& ex,
+                         Answer& answer);
+  // The body to forward in place of the client's (an output bound or a
+  // stream's usage asked for by an LLM preset); nullopt: as sent. Taken.
+  std::optional<std::string> TakeRewrittenBody() { return std::move(body_costs_.rewritten); }
+  // For an admitted request: when a rule that settles reserved units for
+  // it, the response is watched for its real cost and settled when it
+  // ends (gateway/core/settlement.h; ex.body_observer). Cheap otherwise.
+  void ObserveResponse(const GatewayState& state, Exchange& ex) {
+    if (!ex.limits.reserved.empty()) ArmSettlement(state, ex);
+  }
   Task<Admit> FinishRequest(const GatewayState& state, ClientWatch& client, Exchange& ex,
                             Answer& answer);
 
@@ -141,8 +166,14 @@ class Admission {
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
 
+  // StartRequest's and ContinueWithBody's end, once the batch is started.
+  Admit Started(const LimitContext& context, Exchange& ex, Answer& answer);
+  void ArmSettlement(const GatewayState& state, Exchange& ex);
+
   const CoreServices& services_;
   rules::Evaluation evaluation_;  // reused between requests
+  BodyCosts body_costs_;          // ContinueWithBody's
+  std::unique_ptr<Settlement> settlement_;  // made for the first request that settles
   std::vector<const rules::RuleHit*> hits_;
   DecisionBatch batch_;
   std::unique_ptr<BatchWait> batch_wait_;

@@ -113,7 +113,8 @@ Admit StartCheck(const GatewayState& state, Admission& admission, http::request_
     }
   }
   Identification who(*state.identity, req, host, route_name, peer_address, client_cert);
-  return FinishCheck(state, admission.StartRequest(state, who.facts(), who.identity(), ex, answer),
+  return FinishCheck(state, admission.StartRequest(state, who.facts(), who.identity(), ex, answer,
+                                                            BodyCost::kDefault),
                      answer);
 }
 

@@ -35,6 +35,10 @@ struct ExchangeFacts {
   std::chrono::steady_clock::time_point upstream_started;
   std::chrono::steady_clock::time_point upstream_ended;
   std::int64_t retry_after_ms = -1;  // announced to a limited client
+  // A settling rule's units: reserved (-1: none) and settled from the
+  // response (-1: it did not say), for the access log.
+  std::int64_t cost_reserved = -1;
+  std::int64_t cost_settled = -1;
   int route_metric = -1;             // metric id of the route; -1: no route matched
   int upstream_metric = -1;          // metric id of the upstream asked; -1: none
   // Into the exchange's configuration and upstream pool, which the adapter

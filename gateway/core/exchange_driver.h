@@ -29,6 +29,10 @@
 //   void RefusedWithBodyUnread(Exchange&);  // refused before the body was read
 //   void SkipBody(Exchange&);           // the check reads no body
 //   bool UpgradeRefused(const rules::RouteConfig&);  // answer() set when true
+//   Task<bool> ReadBodyForCost();       // a rule's cost is in the body: read
+//                                       // it whole (false: failed, answered)
+//   std::string_view BodyForCost();     // what it read
+//   void ReplaceBody(std::string);      // forward this body instead
 //   bool StartReply();                  // writes answer(); true when all written
 //   Task<void> FinishReply();           // the rest of it
 //   Task<void> WriteCheckAllowed();     // the check endpoint's 200
@@ -47,6 +51,8 @@
 #pragma once
 
 #include <memory>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -111,6 +117,11 @@ class ExchangeDriver {
     }
     const bool check = step == Step::kCheck;
     if (check) step = BeginCheck(down, state, ex);
+    if (step == Step::kBody) {
+      // A rule's cost is in the request body: read before admit decides.
+      const bool read = co_await down.ReadBodyForCost();
+      step = read ? ContinueWithBody(down, state, ex) : Step::kNone;
+    }
     if (step == Step::kPending) {
       Admit admit =
           co_await down.admission().FinishRequest(state, down.watch(), ex, down.answer());
@@ -140,6 +151,7 @@ class ExchangeDriver {
         down.RefusedBeforeUpstream(ex);
         if (!down.StartReply()) co_await down.FinishReply();
       } else if (ready) {
+        down.admission().ObserveResponse(state, ex);
         MarkUpstreamStart(state, route->upstream_index, down.metrics() != nullptr, ex);
         co_await down.ExchangeWithUpstream(*route, upstream);
       }
@@ -157,7 +169,8 @@ class ExchangeDriver {
     kCheck,    // the check endpoint answers (decision listener)
     kPending,  // admit waits: Admission::FinishRequest
     kForward,  // admitted
-    kNone,     // the client left: nothing to write
+    kBody,     // admit needs the request body first (a rule's cost is in it)
+    kNone,     // the client left, or was answered already: nothing to write
   };
 
   static void Begin(const GatewayState& state, Exchange& ex) {
@@ -241,12 +254,25 @@ class ExchangeDriver {
     return Resolve(down, admit, ex);
   }
 
+  // Admit's decisions with the costs the body gave, and the body the
+  // upstream gets (an LLM preset may have rewritten it).
+  static Step ContinueWithBody(Down& down, const GatewayState& state, Exchange& ex) {
+    Admission& admission = down.admission();
+    const Admit admit = admission.ContinueWithBody(state, down.BodyForCost(), ex, down.answer());
+    if (std::optional<std::string> body = admission.TakeRewrittenBody()) {
+      down.ReplaceBody(std::move(*body));
+    }
+    return Resolve(down, admit, ex);
+  }
+
   static Step Resolve(Down& down, Admit admit, Exchange& ex) {
     switch (admit) {
       case Admit::kAdmitted:
         return Step::kForward;
       case Admit::kPending:
         return Step::kPending;
+      case Admit::kNeedsBody:
+        return Step::kBody;
       case Admit::kClientGone:
         return Step::kNone;
       case Admit::kRefused:

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cassert>
+#include <charconv>
 
 #include "algorithms/decide.h"
 #include "gateway/core/descriptor_limit.h"
@@ -36,6 +37,19 @@ DecisionKind KindOf(bool allowed, rules::RuleAction action) {
 }
 
 }  // namespace
+
+void NoteReservation(const rules::RuleHit& hit, const DecisionBatch& batch, std::size_t i,
+                     LimitOutcome& outcome) {
+  const rules::RuleConfig& rule = batch.rule(i);
+  const store::StoreResult& result = batch.result(i);
+  if (!rule.budget.Settles() || result.status != store::StoreStatus::kOk ||
+      result.source == store::ResultSource::kPolicyAllowed) {
+    return;
+  }
+  const store::DecideRequest& asked = batch.asked(i);
+  outcome.reserved.push_back({hit.rule, &rule, std::string(asked.key), asked.cost, asked.now_ms,
+                              asked.partition, asked.key_hash, result.source});
+}
 
 void DecisionBatch::Slot::OnDecision(const store::StoreResult& r) {
   result = r;
@@ -78,7 +92,7 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
       }
     }
     const rules::RuleConfig& rule = *slot.rule;
-    const std::int64_t hit_cost = cost > 0 ? cost : rule.cost;
+    const std::int64_t hit_cost = cost > 0 ? cost : hits[i]->cost >= 0 ? hits[i]->cost : rule.cost;
     // A cost the caller chose (an RLS hits_addend, a check's cost) may be
     // above what the limit can ever allow: refused here for every store
     // alike, before a Lua script or a lease does arithmetic with it.
@@ -89,8 +103,8 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
     }
     // A calendar's periods are reckoned on the wall clock (store.h).
     const std::int64_t now = rule.limit->calendar ? context.unix_ms : context.store_now_ms;
-    context.store.Decide({key, rule.limit.get(), hit_cost, now, hits[i]->partition, key_hash},
-                         slot);
+    slot.asked = {key, rule.limit.get(), hit_cost, now, hits[i]->partition, key_hash};
+    context.store.Decide(slot.asked, slot);
   }
 }
 
@@ -115,27 +129,48 @@ inline void Describe(const LimitContext& context, LimitOutcome& outcome, std::st
 
 }  // namespace
 
-bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
-                 const rules::Identity& identity, rules::Evaluation& scratch,
-                 std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
-                 LimitOutcome& outcome) {
+LimitStart StartLimits(const LimitContext& context, const rules::RequestFacts& request,
+                       const rules::Identity& identity, rules::Evaluation& scratch,
+                       std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
+                       LimitOutcome& outcome) {
   if (identity.token == rules::TokenState::kInvalid && context.identity.config().jwt &&
       context.identity.config().jwt->on_invalid == rules::OnInvalidToken::kReject) {
     outcome.verdict = Verdict::kUnauthorized;
     Describe(context, outcome, "jwt", "invalid");
-    return true;
+    return LimitStart::kDecided;
   }
   context.rules.Evaluate(request, identity, scratch);
   if (scratch.exempt != nullptr) {
     Describe(context, outcome, scratch.exempt->name, "exempt");
     Record(context, *scratch.exempt, DecisionKind::kExempt);
-    return true;
+    return LimitStart::kDecided;
   }
-  if (scratch.hits.empty()) return true;
+  if (scratch.hits.empty()) return LimitStart::kDecided;
   hits.clear();
-  for (const rules::RuleHit& hit : scratch.hits) hits.push_back(&hit);
+  bool needs_body = false;
+  for (rules::RuleHit& hit : scratch.hits) {
+    hits.push_back(&hit);
+    const rules::CostKind kind = hit.rule->budget.cost;
+    if (kind == rules::CostKind::kHeader) {
+      hit.cost = request.headers != nullptr
+                     ? CostFromHeader(request.headers->Get(hit.rule->budget.cost_header),
+                                      hit.rule->cost)
+                     : hit.rule->cost;
+    } else if (kind != rules::CostKind::kFixed && request.cost <= 0) {
+      needs_body = true;
+    }
+  }
+  if (needs_body) return LimitStart::kNeedsBody;
   batch.Start(context, hits, request.cost, {}, request.descriptor_limit);
-  return false;
+  return LimitStart::kStarted;
+}
+
+std::int64_t CostFromHeader(std::string_view value, std::int64_t otherwise) {
+  std::int64_t cost = 0;
+  const char* end = value.data() + value.size();
+  const auto [ptr, ec] = std::from_chars(value.data(), end, cost);
+  if (value.empty() || ec != std::errc() || ptr != end || cost < 0) return otherwise;
+  return cost;
 }
 
 void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* const> hits,
@@ -161,6 +196,7 @@ void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* c
     }
     Describe(context, outcome, rule.name, DecisionWord(d.allowed, rule.action),
              result.source == store::ResultSource::kFallback ? "(local)" : "");
+    if (d.allowed) NoteReservation(hit, batch, i, outcome);
     Record(context, hit, KindOf(d.allowed, rule.action));
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
     if (!d.allowed && rule.action == rules::RuleAction::kDelay) {

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gateway/core/overrides.h"
@@ -30,6 +31,22 @@ struct DelayedHit {
   const rules::RuleConfig* rule = nullptr;
 };
 
+// Units a settling rule (budget.settle, or an LLM preset) reserved for the
+// request: the decision as the store was asked it, to be settled to the
+// response's cost when the response ends (store::SettleRequest). `rule`
+// and `limit` live as long as the exchange's configuration (an override's
+// form of the rule is held by LimitOutcome::overridden).
+struct Reservation {
+  const rules::RuleConfig* rule = nullptr;  // as configured (metrics, log)
+  const rules::RuleConfig* decided_by = nullptr;  // the rule, or its override's form
+  std::string key;  // the store key decided
+  std::int64_t cost = 0;
+  std::int64_t now_ms = 0;  // the decision's time, on the store's (or calendar's) clock
+  std::uint32_t partition = 0;
+  std::uint64_t key_hash = 0;
+  store::ResultSource source = store::ResultSource::kPrimary;
+};
+
 struct LimitOutcome {
   Verdict verdict = Verdict::kForward;
   // The rule whose numbers go into the response headers (the one closest to
@@ -45,6 +62,8 @@ struct LimitOutcome {
   // to (gateway/core/overrides.h), held while the exchange lasts; empty
   // when no override applied.
   std::vector<std::shared_ptr<const rules::RuleConfig>> overridden;
+  // What the settling rules reserved, once each allowed the request.
+  std::vector<Reservation> reserved;
 
   // As a fresh LimitOutcome, keeping the vectors' and string's room (no
   // object built and move-assigned per request). Beside the fields: one
@@ -58,6 +77,7 @@ struct LimitOutcome {
     log.clear();
     inflight.clear();
     overridden.clear();
+    reserved.clear();
   }
 };
 
@@ -100,8 +120,8 @@ class DecisionBatch {
   DecisionBatch& operator=(const DecisionBatch&) = delete;
 
   // Asks context.store for one decision per hit, at context.store_now_ms,
-  // each costing its rule's cost, or `cost` when > 0 (an RLS call's
-  // hits_addend). A key with an override (context.overrides) is decided by
+  // each costing `cost` when > 0 (an RLS call's hits_addend), else the
+  // hit's own cost when it has one (RuleHit::cost), else its rule's. A key with an override (context.overrides) is decided by
   // the override's form of its rule, under the override's store key.
   // `key_hashes`: store::KeyHash of each hit's key, from a caller that
   // decides the same hits many times; empty: the store hashes them.
@@ -121,6 +141,9 @@ class DecisionBatch {
   // arrives inline, within Start). Null: nobody is told.
   void set_waker(BatchWaker* waker) { waker_ = waker; }
   const store::StoreResult& result(std::size_t i) const { return slots_[i].result; }
+  // Hit `i`'s decision as the store was asked it (its key, cost, time,
+  // partition and hash); valid while the batch's hits are.
+  const store::DecideRequest& asked(std::size_t i) const { return slots_[i].asked; }
 
  private:
   struct Slot final : store::DecisionSink {
@@ -129,6 +152,7 @@ class DecisionBatch {
     const rules::RuleConfig* rule = nullptr;
     std::shared_ptr<const rules::RuleConfig> overridden;
     std::string store_key;  // under a descriptor's limit
+    store::DecideRequest asked;
     void OnDecision(const store::StoreResult& r) override;
   };
   std::vector<Slot> slots_;
@@ -136,16 +160,27 @@ class DecisionBatch {
   BatchWaker* waker_ = nullptr;
 };
 
-// Step 1 of deciding a request: true when no store is needed (unauthorized
-// token, exempt rule, no rule applies) and `outcome` is the answer; false
-// when the applying rules are in `scratch.hits` and their decisions are
-// started in `batch`.
-bool StartLimits(const LimitContext& context, const rules::RequestFacts& request,
+// How step 1 went.
+enum class LimitStart {
+  kDecided,    // no store is needed (unauthorized token, exempt rule, no
+               // rule applies): `outcome` is the answer
+  kStarted,    // the applying rules are in `scratch.hits`, their decisions
+               // started in `batch`
+  kNeedsBody,  // likewise, but the cost of a rule comes from the request
+               // body (rules::RuleBudget): set the hits' costs
+               // (gateway/core/request_cost.h), then batch.Start
+};
+
+// Step 1 of deciding a request. The hits whose cost a request header gives
+// (cost = { header = ... }) get it here.
+LimitStart StartLimits(const LimitContext& context, const rules::RequestFacts& request,
                  const rules::Identity& identity, rules::Evaluation& scratch,
                  std::vector<const rules::RuleHit*>& hits, DecisionBatch& batch,
                  LimitOutcome& outcome);
 
 // Step 2, once `batch` is done: what the decisions mean for the request.
+// A settling rule that allowed it (status kOk, decided by a store) adds
+// its Reservation to outcome.reserved.
 // A decision no store could make (status not kOk: the on_error policy's
 // answer, already counted by the store decorator) is logged "error"; one
 // the policy denied (store::ResultSource::kPolicyDenied) makes the verdict
@@ -158,6 +193,16 @@ void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* c
 // `hit` (max_inflight) gave it a place; for the log and metrics.
 void NoteInflight(const LimitContext& context, const rules::RuleHit& hit, bool admitted,
                   LimitOutcome& outcome);
+
+// Adds batch decision `i` (of `hit`, allowed) to outcome.reserved when its
+// rule settles and a store decided it (what on_error = "allow" let through
+// holds nothing to settle).
+void NoteReservation(const rules::RuleHit& hit, const DecisionBatch& batch, std::size_t i,
+                     LimitOutcome& outcome);
+
+// A request's cost from a header's value (cost = { header = ... }): a
+// non-negative decimal integer, else `otherwise` (the rule's cost_default).
+std::int64_t CostFromHeader(std::string_view value, std::int64_t otherwise);
 
 // How long a delayed request waits before it is decided again. For
 // fixed_window (one window), the delayed-queue estimate of docs/algorithms.md: with

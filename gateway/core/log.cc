@@ -46,6 +46,8 @@ void LogExchange(const GatewayState& state, ThreadMetrics* metrics, std::string_
   r.error = ex.error;
   r.ratelimit = ex.ratelimit;
   r.limit_key = ex.limit_key;
+  r.cost_reserved = ex.cost_reserved;
+  r.cost_settled = ex.cost_settled;
   r.retry_after_ms = ex.retry_after_ms;
   r.request_id = ex.request_id;
   log->Write(r);

@@ -7,6 +7,21 @@
 #include "rules/config.h"
 
 namespace tollgate::gateway {
+namespace {
+
+class HeadFields final : public ResponseFields {
+ public:
+  explicit HeadFields(const http::response_header<Fields>& res) : res_(res) {}
+  std::string_view Get(std::string_view name) const override {
+    const auto it = res_.find(beast::string_view(name.data(), name.size()));
+    return it == res_.end() ? std::string_view() : std::string_view(it->value());
+  }
+
+ private:
+  const http::response_header<Fields>& res_;
+};
+
+}  // namespace
 
 void ResponseFilter::Head(const GatewayState& state, Admission* admission,
                           const rules::UpstreamConfig& upstream, UpstreamProtocol protocol,
@@ -18,6 +33,9 @@ void ResponseFilter::Head(const GatewayState& state, Admission* admission,
     admission->Learn(state, upstream, res.result_int(), res);
   }
   ex_.status = res.result_int();
+  if (ex_.body_observer != nullptr && kind == ResponseKind::kResponse) {
+    ex_.body_observer->OnResponseHead(res.result_int(), HeadFields(res));
+  }
   if (protocol == UpstreamProtocol::kHttp1) RemoveHopByHop(res);
   if (kind == ResponseKind::kWebSocketUpgrade) {
     // Hop-by-hop, but the handshake's answer goes on with them.

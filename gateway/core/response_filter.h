@@ -2,8 +2,9 @@
 // that decides what tollgate does to it before the client sees it. Its head
 // teaches the upstream's learned limits (learn_limits), loses the hop-by-hop
 // fields of an HTTP/1.1 upstream, gains Via and the RateLimit fields of the
-// rule shown to the client; its body and trailers pass by a
-// ResponseBodyObserver when the exchange has one. What stays with each
+// rule shown to the client; its head, body and trailers pass by a
+// ResponseBodyObserver (gateway/core/response_observer.h) when the
+// exchange has one. What stays with each
 // client protocol is framing (HTTP/1.1's version, length or chunks and
 // Connection; HTTP/2's frames). Heavy (Beast): gateway implementation files
 // only. Worker thread only.
@@ -15,6 +16,7 @@
 
 #include "gateway/core/adaptive_upstream.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/response_observer.h"
 #include "gateway/io/net.h"
 
 namespace tollgate::rules {
@@ -25,21 +27,6 @@ namespace tollgate::gateway {
 
 class Admission;
 struct GatewayState;
-
-// Sees an upstream response's body on its way to the client, piece by piece
-// as it is relayed (a body read whole is one piece), then its end. Set in
-// Exchange::body_observer by whatever needs the body (a cost settled from
-// what the response says); with none set, relaying costs one test of a
-// null pointer per piece. Not told of a body that is cut: the exchange's
-// error says why when it is logged.
-class ResponseBodyObserver {
- public:
-  virtual void OnResponseBody(std::string_view piece) = 0;
-  virtual void OnResponseEnd() = 0;
-
- protected:
-  ~ResponseBodyObserver() = default;
-};
 
 // The protocol the upstream answered in: Via's received-protocol, and
 // whether its fields can hold hop-by-hop ones (HTTP/2 has none: nghttp2

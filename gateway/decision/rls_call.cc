@@ -142,7 +142,7 @@ Task<bool> RlsCall::Decide() {
     if (DescriptorLimitOf(descriptor, limit)) facts.descriptor_limit = &limit;
     const rules::Identity identity = s.identity->Resolve(facts);
     Exchange ex;
-    Admit admit = admission_.StartRequest(s, facts, identity, ex, answer_);
+    Admit admit = admission_.StartRequest(s, facts, identity, ex, answer_, BodyCost::kDefault);
     if (admit == Admit::kPending) {
       admit = co_await admission_.FinishRequest(s, *this, ex, answer_);
     }

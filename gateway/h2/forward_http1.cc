@@ -28,6 +28,44 @@ bool StreamExchange::StartForward(const rules::RouteConfig& route) {
   return true;
 }
 
+Task<bool> StreamExchange::ReadBodyForCost() {
+  if (!stream_.has_body()) co_return true;
+  auto& req = stream_.request();
+  if (beast::iequals(req[http::field::expect], "100-continue")) {
+    // Asked for now, before admit decides; the upstream is not asked again.
+    req.erase(http::field::expect);
+    http::response_header<Fields> interim;
+    interim.result(http::status::continue_);
+    stream_.SubmitResponse(interim, Http2Body::kNone);
+  }
+  const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
+  char* buffer = Buffer();
+  read_body_.emplace();
+  for (;;) {
+    const Http2Read r = co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk),
+                                                  Budget(config_.timeouts.client_body_ms));
+    if (!r.ec) ex_.bytes_in += r.bytes;
+    if (r.ec || ex_.bytes_in > limit) {
+      if (RefuseBody(StreamBodyFailure(r.ec), answer_)) co_await Reply();
+      co_return false;
+    }
+    read_body_->append(buffer, r.bytes);
+    if (r.end) break;
+  }
+  SetLength(read_body_->size());
+  co_return true;
+}
+
+void StreamExchange::ReplaceBody(std::string body) {
+  if (!read_body_) return;
+  *read_body_ = std::move(body);
+  SetLength(read_body_->size());
+}
+
+void StreamExchange::SetLength(std::size_t bytes) {
+  stream_.request().set(http::field::content_length, std::to_string(bytes));
+}
+
 Task<void> StreamExchange::ExchangeWithUpstream(const rules::RouteConfig& route,
                                                 const rules::UpstreamConfig& upstream) {
   if (expects_continue_) {
@@ -51,7 +89,8 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
   call.head_request = req.method() == http::verb::head;
   // A body read from the stream cannot be sent twice.
   call.replayable = IsIdempotent(req.method()) && !has_body;
-  const bool chunked = has_body && req.find(http::field::content_length) == req.end();
+  const bool chunked =
+      has_body && !read_body_ && req.find(http::field::content_length) == req.end();
   req.version(11);
   if (chunked) req.set(http::field::transfer_encoding, "chunked");
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
@@ -107,6 +146,18 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
 Task<StreamExchange::BodySent> StreamExchange::SendBody(UpstreamConnection& c, bool chunked,
                                                         ErrorCode& upstream_ec) {
   const rules::TimeoutsConfig& timeouts = config_.timeouts;
+  if (read_body_) {
+    // Read already, for its cost: sent with its length (its trailers, if
+    // any, have no place in a request framed by length).
+    Lowest(c.stream).expires_after(Budget(timeouts.upstream_response_ms));
+    auto [ec, n] = co_await Visit(
+        c.stream, [&](auto& s) { return asio::async_write(s, asio::buffer(*read_body_), kUseTuple); });
+    if (ec) {
+      upstream_ec = ec;
+      co_return BodySent::kUpstreamFailed;
+    }
+    co_return BodySent::kDone;
+  }
   char* buffer = Buffer();
   const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
   for (;;) {

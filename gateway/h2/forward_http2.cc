@@ -59,6 +59,23 @@ Task<void> StreamExchange::PumpRequestBody(Http2UpstreamStream& up) {
   char* buffer = pump_buffer_.get();
   const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
   Pumped end = Pumped::kDone;
+  if (read_body_) {
+    // Read already, for its cost: sent whole, then the trailers.
+    const Fields trailers = ForwardableRequestTrailers(stream_.trailers(), config_.identity);
+    const bool has_trailers = trailers.begin() != trailers.end();
+    ErrorCode ec = co_await up.WriteBody(asio::buffer(*read_body_),
+                                         has_trailers ? BodyEnd::kMore : BodyEnd::kLast,
+                                         Budget(timeouts.upstream_response_ms));
+    if (!ec && has_trailers) ec = up.EndBody(trailers);
+    if (ec) {
+      pump_ec_ = ec;
+      pumped_ = Pumped::kUpstreamFailed;
+    } else {
+      pumped_ = Pumped::kDone;
+    }
+    pump_end_->Notify();
+    co_return;
+  }
   for (;;) {
     const Http2Read r = co_await stream_.ReadBody(asio::buffer(buffer, kRelayChunk),
                                                   Budget(timeouts.client_body_ms));

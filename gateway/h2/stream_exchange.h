@@ -145,6 +145,18 @@ class StreamExchange final : private ClientWatch {
   bool StartForward(const rules::RouteConfig& route);
   static bool ReadsBeforeUpstream() { return false; }
   static Task<bool> ReadBeforeUpstream() { co_return true; }
+  // A rule's cost comes from the body: read whole (within max_body_bytes,
+  // after a 100 Continue the client asked for) into read_body_ before
+  // admit decides, and forwarded from there; false when it failed
+  // (answered, or the stream is gone). The body read, and the body to
+  // forward in its place (an LLM preset's rewrite).
+  Task<bool> ReadBodyForCost();
+  std::string_view BodyForCost() const {
+    return read_body_ ? std::string_view(*read_body_) : std::string_view();
+  }
+  void ReplaceBody(std::string body);
+  // The request's content-length, for a body forwarded whole.
+  void SetLength(std::size_t bytes);
   std::string_view UpstreamTarget() { return stream_.request().target(); }
   static void RefusedBeforeUpstream(Exchange&) {}
   Task<void> ExchangeWithUpstream(const rules::RouteConfig& route,
@@ -205,6 +217,7 @@ class StreamExchange final : private ClientWatch {
   std::string wire_;
   std::string extra_headers_;
   std::string forwarded_lines_;  // PrepareForwardedLines' for an HTTP/1.1 upstream
+  std::optional<std::string> read_body_;  // the request body, when read for its cost
   std::optional<ResponseHead> res_head_;
   std::unique_ptr<char[]> buffer_;
   std::size_t buffer_size_ = 0;

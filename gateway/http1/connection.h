@@ -84,7 +84,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // An unread body would be taken for the next request: the connection
   // closes instead.
   void RefusedWithBodyUnread(Exchange& ex) {
-    if (!head_->is_done()) CloseWithBodyUnread(ex);
+    if (!whole_ && !head_->is_done()) CloseWithBodyUnread(ex);
   }
   // A check request's body means nothing; it is not read, so the connection
   // cannot carry another request after it.
@@ -108,6 +108,18 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   bool StartForward(const rules::RouteConfig& route);
   bool ReadsBeforeUpstream() const;
   Task<bool> ReadBeforeUpstream();
+  // A rule's cost comes from the body: read whole (within max_body_bytes,
+  // after a 100 Continue the client asked for) before admit decides, and
+  // forwarded with its length; false when it failed (answered). The body
+  // read, and the body to forward in its place (an LLM preset's rewrite).
+  Task<bool> ReadBodyForCost();
+  std::string_view BodyForCost() const {
+    return whole_ ? std::string_view(whole_->get().body()) : std::string_view();
+  }
+  void ReplaceBody(std::string body);
+  // The body into whole_ (the header moves there with it); false when it
+  // failed (answered, the connection closes).
+  Task<bool> ReadWhole();
   std::string_view UpstreamTarget() {
     // A buffered body took the header with it (Beast's move empties the
     // target it leaves behind).

@@ -43,10 +43,11 @@ struct Http1Connection::ForwardCall : UpstreamCall {
 };
 
 bool Http1Connection::StartForward(const rules::RouteConfig& route) {
-  HeadParser& head = *head_;
-  auto& req = head.get();
-  const bool chunked = head.chunked();
-  const bool buffered = !chunked && head.content_length().value_or(0) <= kBufferedBody;
+  // A body read whole for its cost took the header with it.
+  auto& req = whole_ ? whole_->get().base() : head_->get();
+  const bool chunked = !whole_ && head_->chunked();
+  const bool buffered =
+      whole_ || (!chunked && head_->content_length().value_or(0) <= kBufferedBody);
   if (websocket_ && generation_->http2_pools[route.upstream_index] != nullptr) {
     // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
     answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
@@ -59,7 +60,7 @@ bool Http1Connection::StartForward(const rules::RouteConfig& route) {
                        generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp,
                        ClientProtocol::kHttp1);
   req.version(11);
-  if (chunked) req.chunked(true);
+  if (chunked) head_->get().chunked(true);
   if (websocket_) {
     // The upgrade fields are hop-by-hop, but a handshake goes on with them.
     req.set(http::field::upgrade, "websocket");
@@ -69,6 +70,7 @@ bool Http1Connection::StartForward(const rules::RouteConfig& route) {
 }
 
 bool Http1Connection::ReadsBeforeUpstream() const {
+  if (whole_) return false;  // read already, for its cost
   const HeadParser& head = *head_;
   return head.chunked() || head.content_length().value_or(0) > 0;
 }
@@ -84,7 +86,40 @@ Task<bool> Http1Connection::ReadBeforeUpstream() {
   }
   // Chunked or large: streamed to the upstream as it comes.
   if (head.chunked() || head.content_length().value_or(0) > kBufferedBody) co_return true;
-  whole_.emplace(std::move(head));
+  co_return co_await ReadWhole();
+}
+
+Task<bool> Http1Connection::ReadBodyForCost() {
+  HeadParser& head = *head_;
+  if (!head.chunked() && head.content_length().value_or(0) == 0) co_return true;
+  auto& req = head.get();
+  if (beast::iequals(req[http::field::expect], "100-continue")) {
+    // Asked for now, before admit decides; the upstream is not asked again.
+    req.erase(http::field::expect);
+    if (co_await WriteContinue()) {
+      exchange_->close = true;
+      co_return false;
+    }
+  }
+  const bool read = co_await ReadWhole();
+  if (!read) co_return false;
+  // Forwarded with its length, whatever its framing was.
+  auto& whole = whole_->get();
+  if (whole.chunked()) whole.chunked(false);
+  whole.content_length(whole.body().size());
+  co_return true;
+}
+
+void Http1Connection::ReplaceBody(std::string body) {
+  if (!whole_) return;
+  auto& whole = whole_->get();
+  whole.body() = std::move(body);
+  whole.content_length(whole.body().size());
+}
+
+Task<bool> Http1Connection::ReadWhole() {
+  Exchange& ex = *exchange_;
+  whole_.emplace(std::move(*head_));
   whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   ErrorCode ec;
   if (!ParseBuffered(buffer_, *whole_, ec)) {

@@ -38,18 +38,26 @@ std::string_view CommonLogTime() {
 
 std::string_view OrDash(std::string_view s) { return s.empty() ? "-" : s; }
 
+// " cost=<reserved>/<settled>" ("-" for a cost the response did not say),
+// or nothing without a reservation.
+std::string CostField(const AccessRecord& r) {
+  if (r.cost_reserved < 0) return {};
+  if (r.cost_settled < 0) return fmt::format(" cost={}/-", r.cost_reserved);
+  return fmt::format(" cost={}/{}", r.cost_reserved, r.cost_settled);
+}
+
 std::string FormatCombined(const AccessRecord& r) {
   std::string upstream_s = r.upstream_s < 0 ? "-" : fmt::format("{:.3f}", r.upstream_s);
   return fmt::format(
       "{} - - [{}] \"{} {} HTTP/{}.{}\" {} {} \"{}\" \"{}\" rt={:.3f} urt={} route={} "
-      "upstream={} in={} rl={} request_id={}{}{}{}{}{}",
+      "upstream={} in={} rl={} request_id={}{}{}{}{}{}{}",
       r.client, CommonLogTime(), EscapeLogText(r.method), EscapeLogText(r.target), r.version / 10,
       r.version % 10, r.status, r.bytes_out, EscapeLogText(OrDash(r.referer)),
       EscapeLogText(OrDash(r.user_agent)), r.duration_s, upstream_s, OrDash(r.route),
       OrDash(r.upstream), r.bytes_in, OrDash(r.ratelimit), OrDash(r.request_id),
       r.limit_key.empty() ? "" : " key=", r.limit_key,
       r.retry_after_ms < 0 ? "" : fmt::format(" retry_after_ms={}", r.retry_after_ms),
-      r.error.empty() ? "" : " error=", r.error);
+      CostField(r), r.error.empty() ? "" : " error=", r.error);
 }
 
 // "2026-12-02T01:02:03.456Z" (RFC 3339, UTC, milliseconds) for now.
@@ -84,6 +92,8 @@ std::string FormatJson(const AccessRecord& r) {
   if (!r.limit_key.empty()) o["limit_key"] = ValidUtf8(r.limit_key);
   if (r.retry_after_ms >= 0) o["retry_after_ms"] = r.retry_after_ms;
   if (!r.request_id.empty()) o["request_id"] = r.request_id;
+  if (r.cost_reserved >= 0) o["cost_reserved"] = r.cost_reserved;
+  if (r.cost_settled >= 0) o["cost_settled"] = r.cost_settled;
   std::string line = boost::json::serialize(o);
   line.pop_back();  // the closing brace
   line += fmt::format(",\"duration_s\":{:.3f}", r.duration_s);

@@ -43,6 +43,10 @@ struct AccessRecord {
   // never the key's value; and the wait it announced when it limited.
   std::string_view limit_key;
   std::int64_t retry_after_ms = -1;  // < 0: not limited
+  // A settling rule's units (token budgets): reserved at admission (< 0:
+  // none), and settled from the response (< 0: the response did not say).
+  std::int64_t cost_reserved = -1;
+  std::int64_t cost_settled = -1;
   // X-Request-Id: visible ASCII only (gateway/core/request_id.h), written
   // as it is.
   std::string_view request_id;

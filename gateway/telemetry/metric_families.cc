@@ -136,6 +136,17 @@ void WriteDecisions(const Scrape& s, FamilyWriter& w) {
   }
 }
 
+// Only the rules that settle have costs: the others write no sample.
+void WriteCosts(const Scrape& s, FamilyWriter& w) {
+  for (std::size_t r = 0; r < s.rules.size(); ++r) {
+    for (int k = 0; k < kCostPhases; ++k) {
+      const std::uint64_t n =
+          Sum(s, [&](const ThreadCounters& t) { return Load(t.costs[r * kCostPhases + k]); });
+      if (n > 0) w.Sample(n, s.rules[r], kCostPhaseNames[k]);
+    }
+  }
+}
+
 void WriteUpstreamDuration(const Scrape& s, FamilyWriter& w) {
   PerName(s, w, s.upstreams, &ThreadCounters::upstream_duration);
 }

@@ -33,6 +33,10 @@ namespace tollgate::gateway {
     "Rate-limit decisions, by rule and decision (allowed, limited, delayed, dry_run, exempt, "   \
     "error).",                                                                                   \
     "rule", "decision")                                                                          \
+  F(Costs, "ratelimit_cost_total", kCounter, kAlways,                                            \
+    "Units of the rules that settle from the response (token budgets), by rule and phase "       \
+    "(reserved at admission, settled to the response's cost, refunded of a reservation).",      \
+    "rule", "phase")                                                                             \
   F(UpstreamDuration, "upstream_duration_seconds", kHistogram, kAlways,                          \
     "Time from sending a request upstream to the end of its response, by upstream.", "upstream") \
   F(UpstreamErrors, "upstream_errors_total", kCounter, kAlways,                                  \
@@ -147,6 +151,8 @@ inline constexpr MetricFamily kMetricFamilies[] = {
 // Label values, by the enums' order.
 inline constexpr std::string_view kDecisionNames[kDecisionKinds] = {"allowed", "limited", "delayed",
                                                                     "dry_run", "exempt",  "error"};
+inline constexpr std::string_view kCostPhaseNames[kCostPhases] = {"reserved", "settled",
+                                                                   "refunded"};
 inline constexpr std::string_view kUpstreamFailureNames[kUpstreamFailures] = {"connect", "timeout",
                                                                               "reset"};
 inline constexpr std::string_view kStoreNames[2] = {"local", "redis"};

@@ -26,6 +26,7 @@ ThreadCounters::ThreadCounters()
     : requests(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kStatuses)),
       request_duration(new Histogram[kMaxNames]),
       decisions(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kDecisionKinds)),
+      costs(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kCostPhases)),
       upstream_duration(new Histogram[kMaxNames]),
       upstream_failures(Zeroed<std::atomic<std::uint64_t>>(kMaxNames * kUpstreamFailures)),
       connections(Zeroed<std::atomic<std::int64_t>>(kMaxNames)),
@@ -44,6 +45,13 @@ void ThreadMetrics::RecordRequest(int route, unsigned status, double seconds) {
 
 void ThreadMetrics::RecordDecision(int rule, DecisionKind kind) {
   Bump(counters_.decisions[rule * kDecisionKinds + static_cast<int>(kind)]);
+}
+
+void ThreadMetrics::RecordCost(int rule, CostPhase phase, std::int64_t units) {
+  if (units > 0) {
+    Add<std::uint64_t>(counters_.costs[rule * kCostPhases + static_cast<int>(phase)],
+                       static_cast<std::uint64_t>(units));
+  }
 }
 
 void ThreadMetrics::RecordUpstream(int upstream, double seconds) {

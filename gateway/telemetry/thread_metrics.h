@@ -24,6 +24,11 @@ namespace tollgate::gateway {
 
 enum class DecisionKind : std::uint8_t { kAllowed, kLimited, kDelayed, kDryRun, kExempt, kError };
 inline constexpr int kDecisionKinds = 6;
+// What happened to a settling rule's units (tollgate_ratelimit_cost_total):
+// reserved at admission, settled to the response's cost, and the part of
+// a reservation given back.
+enum class CostPhase : std::uint8_t { kReserved, kSettled, kRefunded };
+inline constexpr int kCostPhases = 3;
 enum class UpstreamFailure : std::uint8_t { kConnect, kTimeout, kReset };
 inline constexpr int kUpstreamFailures = 3;
 enum class StoreKindLabel : std::uint8_t { kLocal, kRedis };
@@ -58,6 +63,7 @@ struct ThreadCounters {
   std::unique_ptr<std::atomic<std::uint64_t>[]> requests;           // [route][status - 100]
   std::unique_ptr<Histogram[]> request_duration;                    // [route]
   std::unique_ptr<std::atomic<std::uint64_t>[]> decisions;          // [rule][kind]
+  std::unique_ptr<std::atomic<std::uint64_t>[]> costs;              // [rule][phase], units
   std::unique_ptr<Histogram[]> upstream_duration;                   // [upstream]
   std::unique_ptr<std::atomic<std::uint64_t>[]> upstream_failures;  // [upstream][failure]
   Histogram redis_duration;  // the local store's decisions take no loop time
@@ -83,6 +89,8 @@ class ThreadMetrics {
  public:
   void RecordRequest(int route, unsigned status, double seconds);
   void RecordDecision(int rule, DecisionKind kind);
+  // `units` (>= 0) of a settling rule's cost in `phase`.
+  void RecordCost(int rule, CostPhase phase, std::int64_t units);
   void RecordUpstream(int upstream, double seconds);
   void RecordUpstreamFailure(int upstream, UpstreamFailure failure);
   // The time the store took to decide (observed for Redis only).

@@ -116,7 +116,8 @@ class Limits : public ::testing::Test {
   LimitOutcome Decide(store::Store& store) {
     const LimitContext context = Context(store);
     LimitOutcome outcome;
-    if (!StartLimits(context, facts_, identity_, evaluation_, hits_, batch_, outcome)) {
+    if (StartLimits(context, facts_, identity_, evaluation_, hits_, batch_, outcome) ==
+        LimitStart::kStarted) {
       EXPECT_TRUE(batch_.done());
       FinishLimits(context, hits_, batch_, outcome);
     }
@@ -279,7 +280,8 @@ TEST_F(Limits, ABatchAnsweredLaterWakesItsWaiterOnce) {
   batch_.set_waker(&waker);
   const LimitContext context = Context(store);
   LimitOutcome outcome;
-  ASSERT_FALSE(StartLimits(context, facts_, identity_, evaluation_, hits_, batch_, outcome));
+  ASSERT_EQ(StartLimits(context, facts_, identity_, evaluation_, hits_, batch_, outcome),
+            LimitStart::kStarted);
   EXPECT_FALSE(batch_.done());
   EXPECT_EQ(waker.woken, 0);
   store.Complete();

@@ -30,6 +30,9 @@ TEST(MetricsRender, EveryFamilyAsTheGoldenText) {
   a.RecordDecision(k0, DecisionKind::kAllowed);
   b.RecordDecision(k0, DecisionKind::kLimited);
   a.RecordDecision(k1, DecisionKind::kError);
+  a.RecordCost(k1, CostPhase::kReserved, 300);
+  b.RecordCost(k1, CostPhase::kSettled, 120);
+  b.RecordCost(k1, CostPhase::kRefunded, 180);
   a.RecordUpstream(u0, 0.01);
   b.RecordUpstream(u1, 3);
   a.RecordUpstreamFailure(u1, UpstreamFailure::kTimeout);

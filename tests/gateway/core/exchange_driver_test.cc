@@ -167,6 +167,9 @@ class FakeDown final : private ClientWatch {
   static bool StartForward(const rules::RouteConfig&) { return true; }
   static bool ReadsBeforeUpstream() { return false; }
   static Task<bool> ReadBeforeUpstream() { co_return true; }
+  static Task<bool> ReadBodyForCost() { co_return true; }
+  static std::string_view BodyForCost() { return {}; }
+  static void ReplaceBody(std::string) {}
   std::string_view UpstreamTarget() { return request_.target(); }
   static void RefusedBeforeUpstream(Exchange&) {}
   // The fake upstream: an answer, or a failure answered as the forward

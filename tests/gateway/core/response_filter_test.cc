@@ -120,10 +120,18 @@ TEST_F(ResponseFilterTest, WebSocketUpgradeKeepsItsUpgradeFields) {
 
 class Recorder final : public ResponseBodyObserver {
  public:
+  void OnResponseHead(unsigned status, const ResponseFields& fields) override {
+    head_status = status;
+    content_type = fields.Get("content-type");
+    private_field = fields.Get("X-Private");
+  }
   void OnResponseBody(std::string_view piece) override { pieces.emplace_back(piece); }
   void OnResponseEnd() override { ++ends; }
   std::vector<std::string> pieces;
   int ends = 0;
+  unsigned head_status = 0;
+  std::string content_type;
+  std::string private_field;
 };
 
 TEST_F(ResponseFilterTest, BodyObserverSeesEveryPieceThenTheEnd) {
@@ -131,6 +139,12 @@ TEST_F(ResponseFilterTest, BodyObserverSeesEveryPieceThenTheEnd) {
   Recorder recorder;
   ex_.body_observer = &recorder;
   const ResponseFilter filter(ex_);
+  // The head as the upstream said it, before its hop-by-hop fields go.
+  auto res = Response();
+  filter.Head(state_, nullptr, upstream(), UpstreamProtocol::kHttp1, res, lines_);
+  EXPECT_EQ(recorder.head_status, 200u);
+  EXPECT_EQ(recorder.content_type, "text/plain");
+  EXPECT_EQ(recorder.private_field, "hop");
   filter.Body("data: {\"tokens\":");
   filter.Body(std::string_view("12}\n\nrest", 5));
   filter.End();

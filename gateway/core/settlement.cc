@@ -1,0 +1,153 @@
+#include "gateway/core/settlement.h"
+
+#include "gateway/core/admission.h"
+#include "gateway/core/gateway_state.h"
+#include "gateway/core/limits.h"
+#include "gateway/core/request_cost.h"
+#include "gateway/telemetry/metrics.h"
+#include "rules/config.h"
+#include "store/store.h"
+
+namespace tollgate::gateway {
+namespace {
+
+budget::LlmApi ApiOf(rules::CostKind kind) {
+  return kind == rules::CostKind::kAnthropic ? budget::LlmApi::kAnthropic : budget::LlmApi::kOpenAi;
+}
+
+// Hears a settle's answer, which may come after the exchange has ended
+// (Redis): it owns itself and goes when answered, which every store does
+// within its deadline.
+class SettleSink final : public store::DecisionSink {
+ public:
+  SettleSink(ThreadMetrics* metrics, int rule, std::int64_t reserved, std::int64_t actual)
+      : metrics_(metrics), rule_(rule), reserved_(reserved), actual_(actual) {}
+  void OnDecision(const store::StoreResult& result) override {
+    if (metrics_ != nullptr && result.status == store::StoreStatus::kOk) {
+      metrics_->RecordCost(rule_, CostPhase::kSettled, actual_);
+      if (actual_ < reserved_) metrics_->RecordCost(rule_, CostPhase::kRefunded, reserved_ - actual_);
+    }
+    delete this;
+  }
+
+ private:
+  ThreadMetrics* const metrics_;
+  const int rule_;
+  const std::int64_t reserved_;
+  const std::int64_t actual_;
+};
+
+}  // namespace
+
+void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view model) {
+  state_ = &state;
+  ex_ = &ex;
+  model_.assign(model);
+  response_bytes_ = 0;
+  const std::vector<Reservation>& reserved = ex.limits.reserved;
+  watches_.clear();
+  watches_.resize(reserved.size());
+  for (std::size_t i = 0; i < reserved.size(); ++i) {
+    Watch& w = watches_[i];
+    w.reservation = i;
+    w.scanner.reset();
+    w.from_header.reset();
+    const rules::RuleBudget& budget = reserved[i].decided_by->budget;
+    w.paths = budget.settle == rules::SettleKind::kJson ? budget::SinglePath(budget.settle_json)
+                                                        : budget::UsagePaths{};
+    if (services_.metrics != nullptr) {
+      const int rule = state.rule_ids[reserved[i].rule - state.config->rules.data()];
+      services_.metrics->RecordCost(rule, CostPhase::kReserved, reserved[i].cost);
+    }
+  }
+  ex.cost_reserved = reserved.front().cost;
+  ex.body_observer = this;
+}
+
+void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
+  const budget::BodyFormat format = budget::BodyFormatOf(fields.Get("Content-Type"));
+  for (Watch& w : watches_) {
+    const rules::RuleBudget& budget = ex_->limits.reserved[w.reservation].decided_by->budget;
+    switch (budget.settle) {
+      case rules::SettleKind::kHeader: {
+        const std::int64_t n = CostFromHeader(fields.Get(budget.settle_header), -1);
+        if (n >= 0) w.from_header = n;
+        break;
+      }
+      case rules::SettleKind::kJson:
+        w.scanner.emplace(w.paths, format);
+        break;
+      case rules::SettleKind::kUsage:
+        w.scanner.emplace(budget::UsagePathsOf(ApiOf(budget.cost)), format);
+        break;
+      case rules::SettleKind::kResponseBytes:
+      case rules::SettleKind::kNone:
+        break;
+    }
+  }
+}
+
+void Settlement::OnResponseBody(std::string_view piece) {
+  response_bytes_ += piece.size();
+  for (Watch& w : watches_) {
+    if (w.scanner) w.scanner->Feed(piece);
+  }
+}
+
+std::optional<std::int64_t> Settlement::Actual(const Watch& w) const {
+  const Reservation& r = ex_->limits.reserved[w.reservation];
+  const rules::RuleBudget& budget = r.decided_by->budget;
+  switch (budget.settle) {
+    case rules::SettleKind::kNone:
+      return std::nullopt;
+    case rules::SettleKind::kHeader:
+      return w.from_header;
+    case rules::SettleKind::kResponseBytes:
+      return static_cast<std::int64_t>(response_bytes_);
+    case rules::SettleKind::kJson:
+      if (!w.scanner) return std::nullopt;
+      return w.scanner->usage().total;
+    case rules::SettleKind::kUsage:
+      break;
+  }
+  if (!w.scanner) return std::nullopt;
+  const budget::Usage usage = w.scanner->usage();
+  switch (budget.tokens) {
+    case rules::TokenCount::kTotal:
+      return usage.Count(budget::TokenCount::kTotal);
+    case rules::TokenCount::kInput:
+      return usage.Count(budget::TokenCount::kInput);
+    case rules::TokenCount::kOutput:
+      return usage.Count(budget::TokenCount::kOutput);
+    case rules::TokenCount::kPrice:
+      break;
+  }
+  const rules::ModelPrice* price = PriceOf(state_->config->prices, model_);
+  if (price == nullptr || !usage.input || !usage.output) return std::nullopt;
+  return PricedCost(*price, *usage.input, *usage.output);
+}
+
+void Settlement::OnResponseEnd() {
+  ex_->body_observer = nullptr;
+  const LimitContext context = MakeLimitContext(*state_, *services_.store, services_.metrics);
+  for (Watch& w : watches_) {
+    if (w.scanner) w.scanner->Finish();
+    const std::optional<std::int64_t> actual = Actual(w);
+    if (!actual) continue;
+    const Reservation& r = ex_->limits.reserved[w.reservation];
+    if (w.reservation == 0) ex_->cost_settled = *actual;
+    store::SettleRequest settle;
+    settle.reservation = {r.key, r.decided_by->limit.get(), r.cost, r.now_ms, r.partition,
+                          r.key_hash};
+    settle.actual = *actual;
+    // On the clock the reservation was made on (limits.cc, DecisionBatch).
+    settle.now_ms = r.decided_by->limit->calendar ? context.unix_ms : context.store_now_ms;
+    settle.reserved_by = r.source;
+    const int rule = services_.metrics != nullptr
+                         ? state_->rule_ids[r.rule - state_->config->rules.data()]
+                         : 0;
+    services_.store->Settle(settle, *new SettleSink(services_.metrics, rule, r.cost, *actual));
+  }
+}
+
+}  // namespace tollgate::gateway

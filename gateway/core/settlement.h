@@ -1,0 +1,66 @@
+// Phase respond, for rate rules that settle (rules/budget.h): watches an
+// admitted request's response for what it really cost — a header
+// (settle = { header }), a number in a JSON body or in the `data:` events
+// of a text/event-stream (settle = { json }), the body's size
+// (settle = "response_bytes"), or an LLM preset's usage — while the body
+// streams past (nothing is held back), and when the response has ended
+// settles each reservation to that cost in one step on the store it was
+// reserved on (store::Store::Settle). A response that never says (cut
+// off, no such field, a count the upstream left out) keeps its
+// reservation. Worker thread only; one per Admission, reused by its
+// exchanges.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gateway/budget/usage.h"
+#include "gateway/core/exchange.h"
+#include "gateway/core/response_observer.h"
+#include "gateway/core/services.h"
+
+namespace tollgate::gateway {
+
+struct GatewayState;
+
+class Settlement final : public ResponseBodyObserver {
+ public:
+  explicit Settlement(const CoreServices& services) : services_(services) {}
+  Settlement(const Settlement&) = delete;
+  Settlement& operator=(const Settlement&) = delete;
+
+  // Watches the response of `ex` for its reservations (ex.limits.reserved,
+  // not empty) and becomes ex.body_observer. `model`: the LLM request's
+  // model ("" when none), which per-model prices settle by. `state` and
+  // `ex` outlive the response.
+  void Arm(const GatewayState& state, Exchange& ex, std::string_view model);
+
+  void OnResponseHead(unsigned status, const ResponseFields& fields) override;
+  void OnResponseBody(std::string_view piece) override;
+  void OnResponseEnd() override;
+
+ private:
+  // One reservation's way to its settled cost.
+  struct Watch {
+    std::size_t reservation = 0;  // index in ex.limits.reserved
+    budget::UsagePaths paths;     // settle = { json }: its one path
+    std::optional<budget::UsageScanner> scanner;
+    std::optional<std::int64_t> from_header;
+  };
+  // What the response says the reservation cost, if it says.
+  std::optional<std::int64_t> Actual(const Watch& watch) const;
+
+  const CoreServices& services_;
+  const GatewayState* state_ = nullptr;
+  Exchange* ex_ = nullptr;
+  std::string model_;
+  // Built whole by Arm before any scanner refers to its paths: never
+  // grows while the response is watched.
+  std::vector<Watch> watches_;
+  std::uint64_t response_bytes_ = 0;
+};
+
+}  // namespace tollgate::gateway

@@ -1,0 +1,296 @@
+// Token budgets end to end: a real gateway in front of a fake LLM API
+// (tests/gateway/fake_llm.py, OpenAI- and Anthropic-shaped JSON and event
+// streams with usage the test knows or reads back), on the local store and
+// on Redis: a request reserves its upper bound, the response settles it,
+// concurrent requests never spend more than the budget, a cut response
+// keeps its reservation, the output bound and a stream's usage are asked
+// for only when the request lacks them, and a stream reaches the client as
+// the upstream sends it. The manual clock holds every window still.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <boost/beast/http/read.hpp>
+#include <boost/json/parse.hpp>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "admin.h"
+#include "redis_server.h"
+#include "test_support.h"
+
+namespace tollgate::testing {
+namespace {
+
+namespace json = boost::json;
+
+// The fake LLM API, started for the test.
+class FakeLlm {
+ public:
+  FakeLlm() : process_({"/usr/bin/python3", TOLLGATE_FAKE_LLM}) {
+    const std::string line = process_.StderrLine();
+    std::smatch match;
+    if (std::regex_search(line, match, std::regex("port (\\d+)"))) {
+      port_ = static_cast<std::uint16_t>(std::stoi(match[1]));
+    }
+    EXPECT_NE(port_, 0) << line;
+  }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  Process process_;
+  std::uint16_t port_ = 0;
+};
+
+std::string Rule(const std::string& cost_keys, std::int64_t limit) {
+  return R"(
+[[rules]]
+name = "team-tokens"
+key = "header:X-Team"
+algorithm = "fixed_window"
+window = "1m"
+limit = )" + std::to_string(limit) +
+         "\n" + cost_keys + "\n";
+}
+
+const std::string kOpenAi = "cost = \"openai\"\nmax_output_tokens = 50";
+
+// A chat completion request's body, `extra` members added.
+std::string ChatBody(const std::string& extra = "") {
+  return R"({"model":"gpt-4o-mini","messages":[{"role":"user","content":"Say hi."}])" + extra +
+         "}";
+}
+
+std::string Post(const std::string& path, const std::string& team, const std::string& body,
+                 const std::string& headers = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\n" +
+         "X-Team: " + team + "\r\n" + headers + "Content-Length: " + std::to_string(body.size()) +
+         "\r\n\r\n" + body;
+}
+
+// The remaining units the RateLimit field shows (-1 when absent).
+std::int64_t Remaining(const Response& res) {
+  const std::string field(res["RateLimit"]);
+  std::smatch match;
+  if (!std::regex_search(field, match, std::regex(";r=(\\d+)"))) return -1;
+  return std::stoll(match[1]);
+}
+
+// Reads from `client`'s socket into `seen` until it holds `marker`; false
+// when the connection failed first.
+bool ReadUntil(Client& client, const std::string& marker, std::string& seen) {
+  while (seen.find(marker) == std::string::npos) {
+    char piece[512];
+    boost::system::error_code ec;
+    const std::size_t n = client.socket().read_some(boost::asio::buffer(piece), ec);
+    if (ec) return false;
+    seen.append(piece, n);
+  }
+  return true;
+}
+
+class TokenBudget : public ::testing::TestWithParam<bool> {
+ protected:
+  // `rules` on the local store, or on Redis when the parameter says so.
+  std::string Config(const std::string& rules) {
+    std::string store;
+    if (GetParam()) {
+      redis_ = std::make_unique<RedisServer>();
+      store = RedisStoreSection("url = \"" + redis_->url() + "\"", "deny", "500ms",
+                                "time = \"client\"\n");
+    }
+    return BasicConfig(store + rules);
+  }
+  FakeLlm llm_;
+  std::unique_ptr<RedisServer> redis_;
+};
+
+TEST_P(TokenBudget, AReservationSettlesToTheUsage) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  Client client(gateway.port());
+  const std::string body = ChatBody(R"(,"max_tokens":40)");
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 7,5\r\n"));
+  const Response first = client.Read();
+  ASSERT_EQ(first.result_int(), 200) << first.body();
+  // Reserved: the body's bytes and the request's own output bound.
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 40;
+  EXPECT_EQ(Remaining(first), 100'000 - reserved);
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 1,1\r\n"));
+  const Response second = client.Read();
+  ASSERT_EQ(second.result_int(), 200) << second.body();
+  // The first settled to its 12 tokens; the second is reserved whole.
+  EXPECT_EQ(Remaining(second), 100'000 - 12 - reserved);
+}
+
+TEST_P(TokenBudget, ACutResponseKeepsItsReservation) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  const std::string body = ChatBody(R"(,"max_tokens":40)");
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 40;
+  {
+    Client client(gateway.port());
+    client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 7,5\r\nX-Test-Cut: 1\r\n"));
+    client.ReadToClose();
+  }
+  Client client(gateway.port());
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 1,1\r\n"));
+  const Response next = client.Read();
+  ASSERT_EQ(next.result_int(), 200) << next.body();
+  EXPECT_EQ(Remaining(next), 100'000 - 2 * reserved);
+}
+
+TEST_P(TokenBudget, TheOutputBoundAndUsageAreAskedForOnlyWhenAbsent) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  Client client(gateway.port());
+  // No bound: the rule's is written into the request and reserved.
+  const std::string bare = ChatBody();
+  client.Send(Post("/v1/chat/completions", "a", bare, "X-Test-Usage: 1,1\r\n"));
+  Response res = client.Read();
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(json::parse(res.body()).at("seen").at("max_tokens"), 50) << res.body();
+  EXPECT_EQ(Remaining(res), 100'000 - static_cast<std::int64_t>(bare.size()) - 50);
+  // The request's own bound stays as it is.
+  client.Send(Post("/v1/chat/completions", "a", ChatBody(R"(,"max_tokens":7)")));
+  res = client.Read();
+  EXPECT_EQ(json::parse(res.body()).at("seen").at("max_tokens"), 7) << res.body();
+  // A stream is asked for its usage, and settles by it.
+  client.Send(Post("/v1/chat/completions", "a", ChatBody(R"(,"max_tokens":9,"stream":true)"),
+                   "X-Test-Usage: 3,4\r\n"));
+  res = client.Read();
+  ASSERT_EQ(res.result_int(), 200);
+  EXPECT_NE(res.body().find(R"("include_usage": true)"), std::string::npos) << res.body();
+  EXPECT_NE(res.body().find(R"("total_tokens": 7)"), std::string::npos) << res.body();
+  // A stream that set include_usage itself is forwarded as it is.
+  const std::string own = ChatBody(
+      R"(,"max_tokens":9,"stream":true,"stream_options":{"include_usage":true})");
+  client.Send(Post("/v1/chat/completions", "a", own));
+  res = client.Read();
+  EXPECT_NE(res.body().find(R"("bytes": )" + std::to_string(own.size())), std::string::npos)
+      << res.body();
+}
+
+TEST_P(TokenBudget, AnthropicStreamsSettleFromTheirEvents) {
+  TestGateway gateway(Config(Rule("cost = \"anthropic\"\nmax_output_tokens = 50", 100'000)),
+                      llm_.port());
+  Client client(gateway.port());
+  const std::string body =
+      R"({"model":"claude-x","max_tokens":30,"stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  client.Send(Post("/v1/messages", "a", body, "X-Test-Usage: 11,6\r\n"));
+  const Response first = client.Read();
+  ASSERT_EQ(first.result_int(), 200);
+  EXPECT_NE(first.body().find("message_delta"), std::string::npos);
+  client.Send(Post("/v1/messages", "a", body, "X-Test-Usage: 1,1\r\n"));
+  const Response second = client.Read();
+  EXPECT_EQ(Remaining(second), 100'000 - 17 - static_cast<std::int64_t>(body.size()) - 30);
+}
+
+// 64 clients of two teams at once, each sending until refused: the tokens
+// the responses say were used never add up to more than the budget.
+TEST_P(TokenBudget, ConcurrentRequestsNeverSpendBeyondTheBudget) {
+  constexpr std::int64_t kBudget = 3000;
+  TestGateway gateway(Config(Rule(kOpenAi, kBudget)), llm_.port());
+  std::atomic<std::int64_t> spent[2] = {0, 0};
+  std::atomic<int> refused{0};
+  std::vector<std::thread> clients;
+  for (int c = 0; c < 64; ++c) {
+    clients.emplace_back([&, c] {
+      const int team = c % 2;
+      Client client(gateway.port(), 20'000);
+      for (int i = 0; i < 8; ++i) {
+        client.Send(Post("/v1/chat/completions", team == 0 ? "a" : "b", ChatBody()));
+        const Response res = client.Read();
+        if (res.result_int() == 429) {
+          ++refused;
+          continue;
+        }
+        ASSERT_EQ(res.result_int(), 200) << res.body();
+        spent[team] += json::parse(res.body()).at("usage").at("total_tokens").as_int64();
+      }
+    });
+  }
+  for (std::thread& t : clients) t.join();
+  EXPECT_GT(refused.load(), 0);
+  for (const auto& team : spent) {
+    EXPECT_LE(team.load(), kBudget);
+    EXPECT_GT(team.load(), 0);
+  }
+}
+
+// Reservations in flight count: while ten streams wait, only as many as
+// their upper bounds fit are let through.
+TEST_P(TokenBudget, ReservationsStopABurstBeforeItIsSpent) {
+  const std::string body = ChatBody(R"(,"max_tokens":100,"stream":true)");
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 100;
+  TestGateway gateway(Config(Rule(kOpenAi, 3 * reserved)), llm_.port());
+  std::vector<std::unique_ptr<Client>> clients;
+  int admitted = 0;
+  int limited = 0;
+  for (int i = 0; i < 10; ++i) {
+    clients.push_back(std::make_unique<Client>(gateway.port()));
+    clients.back()->Send(
+        Post("/v1/chat/completions", "a", body, "X-Test-Wait: 1\r\nX-Test-Usage: 1,1\r\n"));
+    http::response_parser<http::string_body> head;
+    boost::system::error_code ec;
+    http::read_header(clients.back()->socket(), clients.back()->buffer(), head, ec);
+    ASSERT_FALSE(ec) << ec.message();
+    (head.get().result_int() == 200 ? admitted : limited) += 1;
+  }
+  EXPECT_EQ(admitted, 3);
+  EXPECT_EQ(limited, 7);
+  Client release(llm_.port());
+  release.Send("POST /v1/release HTTP/1.1\r\nHost: llm\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(release.Read().result_int(), 200);
+}
+
+// The first event reaches the client while the upstream still holds the
+// rest (it sends more only when told, after the client has read it).
+TEST_P(TokenBudget, AStreamReachesTheClientAsItIsSent) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  Client client(gateway.port());
+  client.Send(Post("/v1/chat/completions", "a", ChatBody(R"(,"max_tokens":9,"stream":true)"),
+                   "X-Test-Wait: 1\r\nX-Test-Usage: 2,2\r\n"));
+  http::response_parser<http::string_body> parser;
+  boost::system::error_code ec;
+  http::read_header(client.socket(), client.buffer(), parser, ec);
+  ASSERT_FALSE(ec);
+  // What the header's read took of the body first.
+  std::string seen(static_cast<const char*>(client.buffer().data().data()),
+                   client.buffer().size());
+  ASSERT_TRUE(ReadUntil(client, "\n\n", seen));
+  EXPECT_NE(seen.find("chat.completion.chunk"), std::string::npos) << seen;
+  Client release(llm_.port());
+  release.Send("POST /v1/release HTTP/1.1\r\nHost: llm\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(release.Read().result_int(), 200);
+  // The rest, to the chunked body's end.
+  ASSERT_TRUE(ReadUntil(client, "0\r\n\r\n", seen));
+  EXPECT_NE(seen.find("[DONE]"), std::string::npos) << seen;
+}
+
+// An HTTP/2 client (curl, prior knowledge): the body is read for its cost,
+// rewritten, and the response settles.
+TEST_P(TokenBudget, AnHttp2ClientIsChargedAlike) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  TempDir dir;
+  const std::string body = ChatBody();
+  const std::string file = dir.Write("body.json", body);
+  const std::string url = "http://127.0.0.1:" + std::to_string(gateway.port()) +
+                          "/v1/chat/completions";
+  const std::string curl = "curl -sS --http2-prior-knowledge -D - -H 'X-Team: a' "
+                           "-H 'Content-Type: application/json' -H 'X-Test-Usage: 4,4' "
+                           "--data-binary @" + file + " " + url;
+  const std::string first = Shell(curl);
+  EXPECT_NE(first.find("HTTP/2 200"), std::string::npos) << first;
+  EXPECT_NE(first.find(R"("max_tokens": 50)"), std::string::npos) << first;
+  const std::string second = Shell(curl);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(second, match, std::regex(";r=(\\d+)"))) << second;
+  EXPECT_EQ(std::stoll(match[1]), 100'000 - 8 - static_cast<std::int64_t>(body.size()) - 50);
+}
+
+INSTANTIATE_TEST_SUITE_P(Stores, TokenBudget, ::testing::Values(false, true),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? "Redis" : "Local";
+                         });
+
+}  // namespace
+}  // namespace tollgate::testing
