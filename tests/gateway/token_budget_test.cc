@@ -184,19 +184,21 @@ TEST_P(TokenBudget, AnthropicStreamsSettleFromTheirEvents) {
   EXPECT_EQ(Remaining(second), 100'000 - 17 - static_cast<std::int64_t>(body.size()) - 30);
 }
 
-// 64 clients of two teams at once, each sending until refused: the tokens
-// the responses say were used never add up to more than the budget.
-TEST_P(TokenBudget, ConcurrentRequestsNeverSpendBeyondTheBudget) {
-  constexpr std::int64_t kBudget = 3000;
-  TestGateway gateway(Config(Rule(kOpenAi, kBudget)), llm_.port());
+// What 64 clients of two teams spent, each sending `requests` one after
+// another until refused, spread over the gateways on `ports`.
+struct Spent {
+  std::int64_t team[2] = {0, 0};
+  int refused = 0;
+};
+Spent SpendConcurrently(const std::vector<std::uint16_t>& ports, int requests) {
   std::atomic<std::int64_t> spent[2] = {0, 0};
   std::atomic<int> refused{0};
   std::vector<std::thread> clients;
   for (int c = 0; c < 64; ++c) {
     clients.emplace_back([&, c] {
       const int team = c % 2;
-      Client client(gateway.port(), 20'000);
-      for (int i = 0; i < 8; ++i) {
+      Client client(ports[static_cast<std::size_t>(c / 2) % ports.size()], 20'000);
+      for (int i = 0; i < requests; ++i) {
         client.Send(Post("/v1/chat/completions", team == 0 ? "a" : "b", ChatBody()));
         const Response res = client.Read();
         if (res.result_int() == 429) {
@@ -209,10 +211,24 @@ TEST_P(TokenBudget, ConcurrentRequestsNeverSpendBeyondTheBudget) {
     });
   }
   for (std::thread& t : clients) t.join();
-  EXPECT_GT(refused.load(), 0);
-  for (const auto& team : spent) {
-    EXPECT_LE(team.load(), kBudget);
-    EXPECT_GT(team.load(), 0);
+  Spent out;
+  out.team[0] = spent[0];
+  out.team[1] = spent[1];
+  out.refused = refused;
+  return out;
+}
+
+// 64 clients of two teams at once, each sending until refused: the tokens
+// the responses say were used never add up to more than the budget.
+TEST_P(TokenBudget, ConcurrentRequestsNeverSpendBeyondTheBudget) {
+  constexpr std::int64_t kBudget = 3000;
+  TestGateway gateway(Config(Rule(kOpenAi, kBudget)), llm_.port());
+  const Spent spent = SpendConcurrently({gateway.port()}, 8);
+  EXPECT_GT(spent.refused, 0);
+  for (const std::int64_t team : spent.team) {
+    EXPECT_LE(team, kBudget);
+    // Refunds come back: most of the budget is used, not just reserved.
+    EXPECT_GT(team, kBudget / 2);
   }
 }
 
@@ -285,6 +301,62 @@ TEST_P(TokenBudget, AnHttp2ClientIsChargedAlike) {
   std::smatch match;
   ASSERT_TRUE(std::regex_search(second, match, std::regex(";r=(\\d+)"))) << second;
   EXPECT_EQ(std::stoll(match[1]), 100'000 - 8 - static_cast<std::int64_t>(body.size()) - 50);
+}
+
+// Leased quotas (sync = "lease") across two gateways on one Redis: each
+// takes slices of the team's budget, reserves from its hand and settles
+// into it, and together they never spend beyond the budget.
+TEST(TokenBudgetLeases, TwoGatewaysNeverSpendBeyondTheBudget) {
+  constexpr std::int64_t kBudget = 3000;
+  FakeLlm llm;
+  RedisServer redis;
+  const std::string config =
+      BasicConfig(RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "500ms",
+                                    "time = \"client\"\n") +
+                  Rule(kOpenAi, kBudget) + "sync = \"lease\"\nlease_max = 400\n");
+  TestGateway one(config, llm.port());
+  TestGateway two(config, llm.port());
+  const Spent spent = SpendConcurrently({one.port(), two.port()}, 8);
+  EXPECT_GT(spent.refused, 0);
+  for (const std::int64_t team : spent.team) {
+    EXPECT_LE(team, kBudget);
+    // Refunds come back: most of the budget is used, not just reserved.
+    EXPECT_GT(team, kBudget / 2);
+  }
+}
+
+// An HTTP/2 upstream (upstream_peer.py's llm: an OpenAI-shaped answer)
+// from an HTTP/1.1 client and from an HTTP/2 one: the body rewritten with
+// the output bound, forwarded with its new length, and settled.
+TEST_P(TokenBudget, AnHttp2UpstreamSettlesAlike) {
+  PortPeer peer({"/usr/bin/python3", std::string(TOLLGATE_HTTP2_SCRIPTS) + "/upstream_peer.py",
+                 "llm", "{STATS}"});
+  std::string config = Config(Rule(kOpenAi, 100'000));
+  config.replace(config.find("[[routes]]"), 0, "protocol = \"h2c\"\n");
+  TestGateway gateway(config, peer.port());
+  Client client(gateway.port());
+  const std::string bare = ChatBody();
+  client.Send(Post("/v1/chat/completions", "a", bare, "X-Test-Usage: 6,3\r\n"));
+  const Response first = client.Read();
+  ASSERT_EQ(first.result_int(), 200) << first.body();
+  const json::value seen = json::parse(first.body()).at("seen");
+  EXPECT_EQ(seen.at("max_tokens"), 50) << first.body();
+  EXPECT_GT(seen.at("bytes").as_int64(), static_cast<std::int64_t>(bare.size()));
+  const std::int64_t reserved = static_cast<std::int64_t>(bare.size()) + 50;
+  EXPECT_EQ(Remaining(first), 100'000 - reserved);
+  // An HTTP/2 client next: the first request settled to its 9 tokens.
+  TempDir dir;
+  const std::string curl =
+      "curl -sS --http2-prior-knowledge -D - -H 'X-Team: a' -H 'X-Test-Usage: 1,1' "
+      "-H 'Content-Type: application/json' --data-binary @" + dir.Write("body.json", bare) +
+      " http://127.0.0.1:" + std::to_string(gateway.port()) + "/v1/chat/completions";
+  const std::string second = Shell(curl);
+  std::smatch match;
+  ASSERT_TRUE(std::regex_search(second, match, std::regex(";r=(\\d+)"))) << second;
+  EXPECT_EQ(std::stoll(match[1]), 100'000 - 9 - reserved);
+  const std::string third = Shell(curl);
+  ASSERT_TRUE(std::regex_search(third, match, std::regex(";r=(\\d+)"))) << third;
+  EXPECT_EQ(std::stoll(match[1]), 100'000 - 9 - 2 - reserved);
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TokenBudget, ::testing::Values(false, true),

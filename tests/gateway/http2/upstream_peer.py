@@ -22,6 +22,10 @@ DELAY seconds (so that requests overlap), except as the scenario says:
               x-trailer: done
   headers     the body is the request's header fields as a JSON object
               (name: value, pseudo-headers included)
+  llm         an OpenAI chat completion's answer (application/json): its
+              usage is P prompt and C completion tokens as the request's
+              x-test-usage field says ("P,C"), and "seen" tells the
+              request's max_tokens and body size
 
 After each event the counters are written to STATS_FILE as JSON
 (connections, streams, refused, max_concurrent: the most streams open at
@@ -100,13 +104,26 @@ def serve(sock, scenario, stats_path):
         body = ("hello " + paths.pop(stream_id)).encode()
         if scenario == "headers":
             body = json.dumps(heads.pop(stream_id, {})).encode()
+        content_type = []
+        if scenario == "llm":
+            raw = bytes(bodies.pop(stream_id, b""))
+            prompt, completion = (int(x) for x in
+                                  heads.pop(stream_id, {}).get("x-test-usage", "1,1").split(","))
+            body = json.dumps({
+                "object": "chat.completion",
+                "seen": {"max_tokens": json.loads(raw or b"{}").get("max_tokens"),
+                         "bytes": len(raw)},
+                "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
+                          "total_tokens": prompt + completion}}).encode()
+            content_type = [("content-type", "application/json")]
         if scenario == "echo":
             body = bytes(bodies.pop(stream_id, b"")) or body
             conn.send_headers(stream_id, [(":status", "200")])
             sending[stream_id] = [body, [("x-echo-bytes", str(len(body))),
                                          ("x-trailer", "done")]]
             return
-        conn.send_headers(stream_id, [(":status", "200"), ("content-length", str(len(body)))])
+        conn.send_headers(stream_id, [(":status", "200"), ("content-length", str(len(body)))] +
+                          content_type)
         conn.send_data(stream_id, body, end_stream=True)
         open_streams.discard(stream_id)
 
@@ -189,7 +206,7 @@ def serve(sock, scenario, stats_path):
                     count(stats_path, "refused")
                     continue
                 paths[sid] = headers.get(":path", "")
-                if scenario == "headers":
+                if scenario in ("headers", "llm"):
                     heads[sid] = headers
                 received.append(sid)
                 if goaway_here and len(received) == 4 and last_stream is None:
@@ -203,7 +220,7 @@ def serve(sock, scenario, stats_path):
                         open_streams.discard(other)
                     due[:] = [d for d in due if d[1] <= last_stream]
             elif isinstance(event, h2.events.DataReceived):
-                if scenario == "echo":
+                if scenario in ("echo", "llm"):
                     bodies.setdefault(event.stream_id, bytearray()).extend(event.data)
                 conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
             elif isinstance(event, h2.events.StreamEnded):
