@@ -11,6 +11,18 @@ constexpr std::size_t kMaxFieldName = 16;
 EventStreamFields::EventStreamFields(const std::vector<std::string>& paths)
     : json_(paths), numbers_(paths.size()), strings_(paths.size()) {}
 
+void EventStreamFields::Reset() {
+  json_.Reset();
+  for (auto& n : numbers_) n.reset();
+  for (auto& s : strings_) s.reset();
+  state_ = State::kFieldName;
+  name_.clear();
+  skip_space_ = false;
+  after_cr_ = false;
+  event_has_data_ = false;
+  events_ = 0;
+}
+
 std::optional<std::string_view> EventStreamFields::String(std::size_t i) const {
   const auto& s = strings_.at(i);
   if (!s) return std::nullopt;

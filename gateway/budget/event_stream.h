@@ -26,6 +26,8 @@ class EventStreamFields {
   // The end of the stream: an event not ended by a blank line is not used
   // (the stream was cut within it).
   void Finish() {}
+  // Forgets the stream and the values: ready for the next one.
+  void Reset();
 
   std::optional<std::int64_t> Number(std::size_t i) const { return numbers_.at(i); }
   std::optional<std::string_view> String(std::size_t i) const;

@@ -84,6 +84,16 @@ void UsageScanner::Feed(std::string_view bytes) {
   }
 }
 
+void UsageScanner::Reset() {
+  if (auto* json = std::get_if<JsonFields>(&fields_)) {
+    json->Reset();
+  } else {
+    std::get<EventStreamFields>(fields_).Reset();
+  }
+  finished_ = false;
+  json_whole_ = false;
+}
+
 void UsageScanner::Finish() {
   if (finished_) return;
   finished_ = true;

@@ -54,6 +54,10 @@ class UsageScanner {
   // The next bytes of the response body, then its end.
   void Feed(std::string_view bytes);
   void Finish();
+  // Ready for the next body, of the same paths and format (cheaper than a
+  // new scanner: the parser and the paths are kept).
+  void Reset();
+  BodyFormat format() const { return format_; }
 
   Usage usage() const;
 

@@ -45,16 +45,21 @@ void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view m
   model_.assign(model);
   response_bytes_ = 0;
   const std::vector<Reservation>& reserved = ex.limits.reserved;
-  watches_.clear();
   watches_.resize(reserved.size());
   for (std::size_t i = 0; i < reserved.size(); ++i) {
     Watch& w = watches_[i];
     w.reservation = i;
-    w.scanner.reset();
     w.from_header.reset();
+    w.scanning = false;
     const rules::RuleBudget& budget = reserved[i].decided_by->budget;
-    w.paths = budget.settle == rules::SettleKind::kJson ? budget::SinglePath(budget.settle_json)
-                                                        : budget::UsagePaths{};
+    if (w.kind != budget.settle || w.api != budget.cost || w.json_path != budget.settle_json) {
+      w.kind = budget.settle;
+      w.api = budget.cost;
+      w.json_path = budget.settle_json;
+      w.scanner.reset();  // it refers to the paths
+      w.paths = budget.settle == rules::SettleKind::kJson ? budget::SinglePath(budget.settle_json)
+                                                          : budget::UsagePaths{};
+    }
     if (services_.metrics != nullptr) {
       const int rule = state.rule_ids[reserved[i].rule - state.config->rules.data()];
       services_.metrics->RecordCost(rule, CostPhase::kReserved, reserved[i].cost);
@@ -75,10 +80,15 @@ void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
         break;
       }
       case rules::SettleKind::kJson:
-        w.scanner.emplace(w.paths, format);
-        break;
       case rules::SettleKind::kUsage:
-        w.scanner.emplace(budget::UsagePathsOf(ApiOf(budget.cost)), format);
+        if (w.scanner && w.scanner->format() == format) {
+          w.scanner->Reset();
+        } else if (budget.settle == rules::SettleKind::kJson) {
+          w.scanner.emplace(w.paths, format);
+        } else {
+          w.scanner.emplace(budget::UsagePathsOf(ApiOf(budget.cost)), format);
+        }
+        w.scanning = true;
         break;
       case rules::SettleKind::kResponseBytes:
       case rules::SettleKind::kNone:
@@ -90,7 +100,7 @@ void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
 void Settlement::OnResponseBody(std::string_view piece) {
   response_bytes_ += piece.size();
   for (Watch& w : watches_) {
-    if (w.scanner) w.scanner->Feed(piece);
+    if (w.scanning) w.scanner->Feed(piece);
   }
 }
 
@@ -105,12 +115,12 @@ std::optional<std::int64_t> Settlement::Actual(const Watch& w) const {
     case rules::SettleKind::kResponseBytes:
       return static_cast<std::int64_t>(response_bytes_);
     case rules::SettleKind::kJson:
-      if (!w.scanner) return std::nullopt;
+      if (!w.scanning) return std::nullopt;
       return w.scanner->usage().total;
     case rules::SettleKind::kUsage:
       break;
   }
-  if (!w.scanner) return std::nullopt;
+  if (!w.scanning) return std::nullopt;
   const budget::Usage usage = w.scanner->usage();
   switch (budget.tokens) {
     case rules::TokenCount::kTotal:
@@ -131,7 +141,7 @@ void Settlement::OnResponseEnd() {
   ex_->body_observer = nullptr;
   const LimitContext context = MakeLimitContext(*state_, *services_.store, services_.metrics);
   for (Watch& w : watches_) {
-    if (w.scanner) w.scanner->Finish();
+    if (w.scanning) w.scanner->Finish();
     const std::optional<std::int64_t> actual = Actual(w);
     if (!actual) continue;
     const Reservation& r = ex_->limits.reserved[w.reservation];

@@ -21,6 +21,7 @@
 #include "gateway/core/exchange.h"
 #include "gateway/core/response_observer.h"
 #include "gateway/core/services.h"
+#include "rules/budget.h"
 
 namespace tollgate::gateway {
 
@@ -43,11 +44,19 @@ class Settlement final : public ResponseBodyObserver {
   void OnResponseEnd() override;
 
  private:
-  // One reservation's way to its settled cost.
+  // One reservation's way to its settled cost. Kept from one exchange to
+  // the next: a scanner for the same source is reset, not made anew.
   struct Watch {
     std::size_t reservation = 0;  // index in ex.limits.reserved
-    budget::UsagePaths paths;     // settle = { json }: its one path
+    // What `paths` and `scanner` read: the rule's settle kind, its JSON
+    // path or the preset's API (a key by value: a rule's address may be
+    // another rule's after a reload).
+    rules::SettleKind kind = rules::SettleKind::kNone;
+    rules::CostKind api = rules::CostKind::kFixed;
+    std::string json_path;
+    budget::UsagePaths paths;  // settle = { json }: its one path
     std::optional<budget::UsageScanner> scanner;
+    bool scanning = false;  // `scanner` reads this exchange's response
     std::optional<std::int64_t> from_header;
   };
   // What the response says the reservation cost, if it says.
@@ -57,8 +66,8 @@ class Settlement final : public ResponseBodyObserver {
   const GatewayState* state_ = nullptr;
   Exchange* ex_ = nullptr;
   std::string model_;
-  // Built whole by Arm before any scanner refers to its paths: never
-  // grows while the response is watched.
+  // Sized by Arm before any scanner refers to its paths: never grows
+  // while the response is watched.
   std::vector<Watch> watches_;
   std::uint64_t response_bytes_ = 0;
 };

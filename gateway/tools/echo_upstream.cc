@@ -221,6 +221,15 @@ class Connection {
         if (a.global) res.set("X-RateLimit-Global", "true");
         res.body() = "partner limit\n";
       }
+    } else if (path.rfind("/_test/usage/", 0) == 0) {
+      // An LLM API's answer that used N tokens (bench/cost.sh settles by it).
+      const std::uint64_t n = Number(path.substr(13));
+      res.set(http::field::content_type, "application/json");
+      res.body() = fmt::format(
+          R"({{"object":"chat.completion","choices":[{{"index":0,"message":{{"role":"assistant",)"
+          R"("content":"hi"}}}}],"usage":{{"prompt_tokens":{},"completion_tokens":{},)"
+          R"("total_tokens":{}}}}})",
+          n / 2, n - n / 2, n);
     } else if (path == "/_test/partner-stats") {
       res.set(http::field::content_type, "application/json");
       res.body() = partner_.Stats();

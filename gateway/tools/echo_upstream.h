@@ -16,6 +16,8 @@
 //                       grpc-message: ok
 //   /_test/headers      the request headers as JSON
 //   /_test/close        200, then closes the connection
+//   /_test/usage/N      an OpenAI chat completion (JSON) whose usage says N
+//                       tokens in all
 //   /_test/limited/B?limit=N&window=MS[&global=1][&unix=1]
 //                       a partner API with its own limit: N per fixed window
 //                       of MS for bucket B, X-RateLimit-* headers, 429 with

@@ -23,6 +23,7 @@
 import http.server
 import json
 import random
+import socket
 import sys
 import threading
 
@@ -31,6 +32,11 @@ release = threading.Event()
 
 class Handler(http.server.BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+
+    def setup(self):
+        super().setup()
+        # Each event goes out when written, not after the last one's ACK.
+        self.request.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
     def log_message(self, *args):
         pass

@@ -82,6 +82,21 @@ TEST(UsageScannerTest, AnthropicStreamAddsStartAndDelta) {
   }
 }
 
+TEST(UsageScannerTest, AResetScannerReadsTheNextBodyAfresh) {
+  for (const BodyFormat format : {BodyFormat::kJson, BodyFormat::kEventStream}) {
+    const std::string_view body = format == BodyFormat::kJson ? kOpenAiJson : kOpenAiStream;
+    UsageScanner scanner(UsagePathsOf(LlmApi::kOpenAi), format);
+    scanner.Feed(body.substr(0, body.size() / 2));  // a response cut halfway
+    scanner.Reset();
+    scanner.Feed(body);
+    scanner.Finish();
+    EXPECT_EQ(scanner.usage().Count(TokenCount::kTotal), 21);
+    scanner.Reset();
+    scanner.Finish();  // an empty body says nothing
+    EXPECT_EQ(scanner.usage().Count(TokenCount::kTotal), std::nullopt);
+  }
+}
+
 TEST(UsageScannerTest, AnthropicJsonBody) {
   const Usage u = Scan(LlmApi::kAnthropic, BodyFormat::kJson,
                        R"({"id":"m","type":"message","usage":{"input_tokens":7,"output_tokens":3}})", 5);

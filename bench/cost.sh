@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Token budgets (docs/token-budgets.md), three figures in one run:
+#  1. What settling costs: wrk against the echo upstream's /_test/usage/7 (a
+#     JSON body whose usage says 7 tokens) through tollgate with a
+#     token_bucket rule that settles from it (settle = { json =
+#     "usage.total_tokens" }) and through the same rule with a fixed cost,
+#     alternating rounds (goal: settling ≥ 0.9× the fixed cost's req/s),
+#     with each tollgate's CPU time per request from /proc (its own
+#     accounting: what the noise of this shared machine cannot move much).
+#  2. Time to the first event of a streamed chat completion
+#     (tests/gateway/fake_llm.py as the upstream) through tollgate with
+#     cost = "openai" and through nginx with proxy_buffering off (as an SSE
+#     proxy is configured), alternating (goal: tollgate ≤ 1.1× nginx).
+#  3. Tokens admitted ÷ budget: 64 clients of one team (bench/cost_load.py)
+#     against a fixed_window budget of BUDGET tokens, each request allowed
+#     64 output tokens, through tollgate with cost = "openai" (reserve the
+#     upper bound, settle to the usage) and with cost = 1 settled to the
+#     usage: a check at admission and the real charge afterwards, as
+#     Envoy's apply_on_stream_done, Kong's AI rate limiting and APISIX's
+#     ai-rate-limiting charge (the anchors' way, measured on tollgate).
+# Usage: bench/cost.sh [rounds]   (env: BUDGET, TTFB_REQUESTS, WRK_*)
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+rounds=${1:-5}
+budget=${BUDGET:-20000}
+ttfb_requests=${TTFB_REQUESTS:-200}
+
+rule() {  # name "cost keys" limit algorithm
+  printf '[[rules]]\nname = "%s"\nkey = "header:X-Team"\nalgorithm = "%s"\nlimit = %s\nwindow = "1h"\n%s\n' \
+    "$1" "$4" "$3" "$2"
+}
+
+declare -A port pid
+# 1. Settling against a fixed cost, same rule otherwise.
+echo_port=$(free_port); start_echo "$echo_port"
+port[fixed]=$(free_port)
+start_tollgate "${port[fixed]}" "$echo_port" "$(rule fixed 'cost = 10' 100000000 token_bucket)"
+pid[fixed]=${PIDS[-1]}
+port[settle]=$(free_port)
+start_tollgate "${port[settle]}" "$echo_port" \
+  "$(rule settle $'cost = 10\nsettle = { json = "usage.total_tokens" }' 100000000 token_bucket)"
+pid[settle]=${PIDS[-1]}
+lua=$WORK/team.lua
+echo 'wrk.headers["X-Team"] = "bench"' > "$lua"
+cpu_ticks() { local stat; read -r stat < "/proc/$1/stat"; awk '{ print $12 + $13 }' <<<"${stat##*) }"; }
+for t in fixed settle; do : > "$WORK/$t"; done
+for round in $(seq "$rounds"); do
+  order="fixed settle"
+  if [ $((round % 2)) -eq 0 ]; then order="settle fixed"; fi
+  for t in $order; do
+    before=$(cpu_ticks "${pid[$t]}")
+    result=$(run_wrk "http://127.0.0.1:${port[$t]}/_test/usage/7" "$lua")
+    after=$(cpu_ticks "${pid[$t]}")
+    cpu_us=$(awk -v a="$before" -v b="$after" -v n="$(awk '{ print $5 }' <<<"$result")" \
+      -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')
+    echo "round $round $t: $result $cpu_us (req/s p50_ms p99_ms non2xx requests cpu_us/req)" >&2
+    echo "$result $cpu_us" >> "$WORK/$t"
+  done
+done
+
+# 2. Time to the first event, tollgate against nginx.
+python3 "$BENCH_ROOT/tests/gateway/fake_llm.py" 2>"$WORK/llm.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q port "$WORK/llm.err" 2>/dev/null && break; sleep 0.05; done
+llm_port=$(sed -n 's/port //p' "$WORK/llm.err")
+port[nginx_sse]=$(free_port)
+start_nginx "${port[nginx_sse]}" "$llm_port" "proxy_buffering off;"
+port[tollgate_sse]=$(free_port)
+start_tollgate "${port[tollgate_sse]}" "$llm_port" \
+  "$(rule sse $'cost = "openai"\nmax_output_tokens = 64' 100000000 token_bucket)"
+for t in nginx_sse tollgate_sse; do : > "$WORK/$t"; done
+for round in $(seq "$rounds"); do
+  order="nginx_sse tollgate_sse"
+  if [ $((round % 2)) -eq 0 ]; then order="tollgate_sse nginx_sse"; fi
+  for t in $order; do
+    result=$(python3 "$BENCH_ROOT/bench/sse_ttfb.py" \
+      "http://127.0.0.1:${port[$t]}/v1/chat/completions" "$ttfb_requests")
+    echo "round $round $t: $result" >&2
+    awk '{ gsub(/[a-z0-9_]+=/, ""); print }' <<<"$result" >> "$WORK/$t"
+  done
+done
+
+# 3. Tokens admitted against the budget, 64 clients at once.
+declare -A admitted
+for t in reserve after; do
+  keys=$'cost = "openai"\nmax_output_tokens = 64'
+  if [ "$t" = after ]; then keys=$'cost = 1\nsettle = { json = "usage.total_tokens" }'; fi
+  p=$(free_port)
+  start_tollgate "$p" "$llm_port" "$(rule "$t" "$keys" "$budget" fixed_window)"
+  admitted[$t]=$(python3 "$BENCH_ROOT/bench/cost_load.py" "http://127.0.0.1:$p/v1/chat/completions" \
+    64 "${COST_REQUESTS:-20}" 64)
+  echo "$t: ${admitted[$t]}" >&2
+done
+tokens_of() { sed -n 's/.*tokens=\([0-9]*\).*/\1/p' <<<"${admitted[$1]}"; }
+
+report=$WORK/report.md
+{
+  echo "## Token budgets (bench/cost.sh)"
+  echo
+  echo "\`bench/cost.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d), at $(git -C "$BENCH_ROOT" rev-parse --short HEAD). tollgate \`threads = 1\`, nginx 1 worker."
+  echo
+  echo "**1. Settling from a JSON body** (wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s}, the echo upstream's /_test/usage/7, a token_bucket rule with cost = 10, with and without \`settle = { json = \"usage.total_tokens\" }\`; $rounds alternating rounds, medians):"
+  echo
+  echo "| target | req/s | p50 ms | p99 ms | CPU µs per request |"
+  echo "|---|---:|---:|---:|---:|"
+  for t in fixed settle; do
+    echo "| $t | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 6) |"
+  done
+  echo
+  echo "settle ÷ fixed: req/s **$(ratio "$(col settle 1)" "$(col fixed 1)")×** (goal ≥ 0.90×; round by round $(round_ratios fixed settle 1 higher)), CPU per request $(ratio "$(col settle 6)" "$(col fixed 6)")× (round by round $(round_ratios fixed settle 6 lower))."
+  echo
+  echo "**2. Time to the first event of a stream** (bench/sse_ttfb.py, $ttfb_requests requests a round, each on a new connection; tests/gateway/fake_llm.py upstream; tollgate with cost = \"openai\", nginx with \`proxy_buffering off\`):"
+  echo
+  echo "| target | p50 ms | p90 ms |"
+  echo "|---|---:|---:|"
+  for t in nginx_sse tollgate_sse; do echo "| $t | $(col "$t" 1) | $(col "$t" 2) |"; done
+  echo
+  echo "tollgate ÷ nginx, p50: **$(ratio "$(col tollgate_sse 1)" "$(col nginx_sse 1)")×** (goal ≤ 1.10×; round by round $(round_ratios nginx_sse tollgate_sse 1 lower)); p90 $(ratio "$(col tollgate_sse 2)" "$(col nginx_sse 2)")×."
+  echo
+  echo "**3. Tokens admitted ÷ budget** (bench/cost_load.py: 64 clients of one team, ${COST_REQUESTS:-20} requests each, max_tokens 64, fixed_window budget of $budget tokens an hour):"
+  echo
+  echo "| charging | tokens admitted | ÷ budget | requests admitted / refused |"
+  echo "|---|---:|---:|---:|"
+  for t in reserve after; do
+    name="reserve the upper bound, settle (cost = \"openai\")"
+    [ "$t" = after ] && name="after the fact (cost = 1, settled to the usage)"
+    echo "| $name | $(tokens_of "$t") | $(ratio "$(tokens_of "$t")" "$budget") | $(sed -n 's/.*admitted=\([0-9]*\) refused=\([0-9]*\).*/\1 \/ \2/p' <<<"${admitted[$t]}") |"
+  done
+} > "$report"
+cat "$report"
+write_results cost "$report"
