@@ -58,6 +58,7 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
   state->config = config;
   state->clock = clock;
   state->waiting_room = waiting_room.get();
+  state->reservations = &reservations;
   state->blocks = &blocks;
   state->overrides = &overrides;
   state->upstream_places = &upstream_places;

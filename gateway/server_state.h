@@ -44,6 +44,7 @@ struct Server::Impl final : StateSource {
   std::unique_ptr<Metrics> metrics;     // null when [admin] metrics = false
   std::unique_ptr<StatusBoard> status;  // with metrics; used on the admin thread only
   std::unique_ptr<WaitingRoom> waiting_room;
+  ReservationLedger reservations;  // token budgets' units in flight
   BlockTable blocks;        // set by the admin API, read by admit
   OverrideTable overrides;  // likewise
   store::LocalCoordinator coordinator;

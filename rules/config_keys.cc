@@ -352,7 +352,7 @@ constexpr KeySpec kRuleKeys[] = {
     Bool("exempt", "Matching requests skip the rules after this one."),
     Conditional(StringOrStrings(
         "key", "What is counted apart (not in exempt rules).",
-        "^(ip|user|role|global|route|descriptor|header:[-!#$%&'*+.^_`|~0-9A-Za-z]+)$")),
+        "^(ip|user|role|global|route|descriptor|header:[-!#$%&'*+.^_`|~0-9A-Za-z]+|json:[ -~]+)$")),
     Choice("per", kPer, "Count requests, or WebSocket messages."),
     Integer("max_inflight", 1, 10'000'000, "A concurrency rule: requests in flight."),
     Conditional(Choice("algorithm", algorithms::kAlgorithmNames,

@@ -61,6 +61,10 @@ struct RequestFacts {
   // Set: every rate rule that matches decides by this limit in place of
   // its own (gateway/core/descriptor_limit.h). Null: the rules' limits.
   const DescriptorLimit* descriptor_limit = nullptr;
+  // The JSON request body's values by dotted path, for json:PATH key
+  // parts; null: the body is not read (yet), and a key with such parts is
+  // built up to them (RuleHit::body_key).
+  const HeaderLookup* body_fields = nullptr;
 };
 
 }  // namespace tollgate::rules

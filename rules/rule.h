@@ -19,11 +19,13 @@ namespace tollgate::rules {
 
 // kDescriptor: an Envoy RLS descriptor's entries (rules with `domain` or
 // `descriptor` only).
-enum class KeyPartKind { kIp, kUser, kRole, kGlobal, kRoute, kHeader, kDescriptor };
+enum class KeyPartKind { kIp, kUser, kRole, kGlobal, kRoute, kHeader, kDescriptor, kJson };
 
 struct KeyPart {
   KeyPartKind kind = KeyPartKind::kIp;
-  std::string header;  // kHeader only: the header's name
+  // kHeader: the header's name; kJson: the dotted path of a value in the
+  // JSON request body (json:PATH; such parts come last in RuleConfig::key).
+  std::string header;
 };
 
 enum class RuleAction { kReject, kDelay, kDryRun };
@@ -67,6 +69,9 @@ struct RuleConfig {
   RuleMatch match;
   bool exempt = false;  // a match lets the request through, no later rule applies
   std::vector<KeyPart> key;
+  // The key has json:PATH parts (the last ones): its value needs the
+  // request body, read before the rule is decided.
+  bool body_key = false;
   // "ip", "user", "header:X-Api-Key", "user+route": what the key is made
   // of (never a key's value), for logs.
   std::string KeyKind() const;

@@ -89,6 +89,8 @@ std::string_view PartName(const KeyPart& part) {
       return "header:";
     case KeyPartKind::kDescriptor:
       return "descriptor";
+    case KeyPartKind::kJson:
+      return "json:";
   }
   return "";
 }
@@ -195,6 +197,17 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
   return match.exclude == nullptr || !Matches(*match.exclude, request, identity);
 }
 
+namespace {
+
+bool AppendJsonPart(const KeyPart& part, const HeaderLookup& body_fields, std::string& key) {
+  const std::string_view value = body_fields.Get(part.header);
+  if (value.empty()) return false;
+  AppendBounded(value, key);
+  return true;
+}
+
+}  // namespace
+
 bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
               std::string& key) {
   key.assign(rule.name);
@@ -227,7 +240,19 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
         if (request.descriptor.empty()) return false;
         AppendDescriptor(rule.match, request.descriptor, key);
         break;
+      case KeyPartKind::kJson:
+        // The last parts: AppendBodyKey's when the body is yet to be read.
+        if (request.body_fields == nullptr) return true;
+        if (!AppendJsonPart(part, *request.body_fields, key)) return false;
+        break;
     }
+  }
+  return true;
+}
+
+bool AppendBodyKey(const RuleConfig& rule, const HeaderLookup& body_fields, std::string& key) {
+  for (const KeyPart& part : rule.key) {
+    if (part.kind == KeyPartKind::kJson && !AppendJsonPart(part, body_fields, key)) return false;
   }
   return true;
 }
@@ -246,7 +271,9 @@ std::vector<ShownPart> ShownKeyParts(const RuleConfig& rule, std::string_view ke
     rest.remove_prefix(size);
     ShownPart& shown = parts.emplace_back();
     shown.name = PartName(part);
-    if (part.kind == KeyPartKind::kHeader) shown.name += part.header;
+    if (part.kind == KeyPartKind::kHeader || part.kind == KeyPartKind::kJson) {
+      shown.name += part.header;
+    }
     if (part.kind == KeyPartKind::kIp && (value.size() == 16 || value.size() == 17)) {
       IpAddress ip;
       std::copy_n(value.begin(), 16, ip.bytes.begin());
@@ -313,6 +340,7 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
     RuleHit& hit = list[used];
     hit.rule = &rule;
     hit.cost = -1;
+    hit.body_key = rule.body_key && request.body_fields == nullptr;
     hit.partition = partitions_[static_cast<std::size_t>(&rule - rules_.data())];
     if (BuildKey(rule, request, identity, hit.key)) ++used;
   }
@@ -323,7 +351,7 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
 
 std::string KeyPartName(const KeyPart& part) {
   std::string out(PartName(part));
-  if (part.kind == KeyPartKind::kHeader) out += part.header;
+  if (part.kind == KeyPartKind::kHeader || part.kind == KeyPartKind::kJson) out += part.header;
   return out;
 }
 

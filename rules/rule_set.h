@@ -23,6 +23,8 @@ struct RuleHit {
   // request (budget.cost: a header, the body, an LLM preset); -1: the
   // rule's own cost. Set by the gateway after Evaluate, which resets it.
   std::int64_t cost = -1;
+  // The key lacks its json:PATH parts: AppendBodyKey once the body is read.
+  bool body_key = false;
 };
 
 // Reused from request to request: Evaluate builds keys in the storage of
@@ -60,9 +62,15 @@ bool Matches(const RuleMatch& match, const RequestFacts& request, const Identity
 // client's network (Identity::ipv6_prefix) or an unidentified client's
 // fingerprint, never one for another. False when the request lacks a part
 // (no user, no role, no such header): the rule does not apply to it.
+// Without request.body_fields, a key with json:PATH parts is built up to
+// them (they come last): AppendBodyKey adds them once the body is read.
 inline constexpr std::size_t kMaxKeyPart = 64;
 bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
               std::string& key);
+// The json:PATH parts of `rule`'s key appended to `key` (built by BuildKey
+// without the body), from `body_fields`; false when the body lacks one (the
+// rule does not apply to the request).
+bool AppendBodyKey(const RuleConfig& rule, const HeaderLookup& body_fields, std::string& key);
 
 // A key built by BuildKey for `rule`, for people: its parts after the rule's
 // name as "ip=192.0.2.1 user=alice route=api" ("ip=2001:db8:1:2::/64" for

@@ -33,6 +33,14 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
       part.kind = KeyPartKind::kRoute;
     } else if (text == "descriptor") {
       part.kind = KeyPartKind::kDescriptor;
+    } else if (text.rfind("json:", 0) == 0) {
+      part.kind = KeyPartKind::kJson;
+      part.header = text.substr(5);
+      if (const std::string problem = JsonPathProblem(part.header); !problem.empty()) {
+        errors.Add(v, fmt::format("\"{}\" in \"key\": \"{}\" is not a JSON path: {}", text,
+                                  part.header, problem));
+        return std::nullopt;
+      }
     } else if (text.rfind("header:", 0) == 0 && text.size() > 7) {
       part.kind = KeyPartKind::kHeader;
       part.header = text.substr(7);
@@ -41,7 +49,7 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
       }
     } else {
       errors.Add(v, fmt::format("\"key\" parts must be \"ip\", \"user\", \"role\", \"global\", "
-                                "\"route\", \"header:NAME\" or \"descriptor\"; got \"{}\"",
+                                "\"route\", \"header:NAME\", \"json:PATH\" or \"descriptor\"; got \"{}\"",
                                 text));
       return std::nullopt;
     }
@@ -51,6 +59,10 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
     errors.Add(v, "\"key\" names no part");
     return std::nullopt;
   }
+  // The body's parts last: a key is built up to them before the body is
+  // read, and they are appended once it is (rules::AppendBodyKey).
+  std::stable_partition(parts.begin(), parts.end(),
+                        [](const KeyPart& part) { return part.kind != KeyPartKind::kJson; });
   return parts;
 }
 
@@ -498,6 +510,14 @@ void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
   }
   if (auto per = r.OneOf("per")) {
     rule.per = *per == "message" ? LimitUnit::kMessage : LimitUnit::kRequest;
+  }
+  rule.body_key = std::any_of(rule.key.begin(), rule.key.end(),
+                              [](const KeyPart& p) { return p.kind == KeyPartKind::kJson; });
+  if (rule.body_key &&
+      (rule.per == LimitUnit::kMessage || r.Has("max_inflight") || rule.match.ForDescriptors())) {
+    errors.Add(*r.Find("key"),
+               "a \"json:PATH\" key part needs the request body: it applies to rate rules of HTTP "
+               "requests only (not per = \"message\", max_inflight or descriptor rules)");
   }
   if (auto n = r.Integer("max_inflight")) {
     ReadConcurrencyRule(r, *n, rule);

@@ -358,6 +358,11 @@ Task<Response> AdminApi::Keys(const http::request<http::string_body>& req, const
   for (const json::value& w : *windows) limited = limited || w.at("retry_after_ms").as_int64() > 0;
   out["limited"] = limited;
   out["windows"] = std::move(*windows);
+  // A rule that settles: the units this gateway reserved for requests of
+  // the key whose responses have not ended (counted in the windows above).
+  if (decided.budget.Settles() && state->reservations != nullptr) {
+    out["reserved_in_flight"] = state->reservations->InFlight(store_key);
+  }
   if (applied) out["override"] = AdminOverrides::DescribeApplied(*applied, clock_.UnixMs());
   // A block that applies to the key's parts refuses its requests first.
   if (const std::optional<rules::Block> block =

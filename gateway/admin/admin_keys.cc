@@ -144,8 +144,10 @@ KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
   // Without an ip part the key names no address: no IP block applies to it.
   identity.unidentified_client = "(no ip part)";
   QueryHeaders& headers = out.headers;
+  QueryHeaders body;  // json:PATH parts, by path
   rules::RequestFacts facts;
   facts.headers = &headers;
+  facts.body_fields = &body;
   std::vector<bool> given(rule.key.size(), false);
   std::vector<rules::DescriptorEntry> descriptor;  // views into `params`
   for (const auto& [name, value] : params) {
@@ -181,6 +183,9 @@ KeyQuery ParseKeyParts(const rules::Config& config, std::string_view rule_name,
         break;
       case rules::KeyPartKind::kHeader:
         headers.Add(part->header, value);
+        break;
+      case rules::KeyPartKind::kJson:
+        body.Add(part->header, value);
         break;
       case rules::KeyPartKind::kGlobal:
         break;

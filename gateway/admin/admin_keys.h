@@ -53,7 +53,7 @@ struct KeyQuery {
 // `rule` and one per part of the rule's key: `ip` (an address; an IPv6
 // one may name its network, "2001:db8:1:2::/64", with [identity]
 // ipv6_prefix bits), `user`, `role`, `route`, `header:NAME` (the name in
-// any case), `descriptor` (an RLS descriptor's entries as
+// any case), `json:PATH` (a value of the JSON request body), `descriptor` (an RLS descriptor's entries as
 // "key=value,key=value"); `global` needs none. A rule without rate-limit
 // state (exempt, max_inflight) names no key.
 KeyQuery ParseKeyQuery(const rules::Config& config, std::string_view query);

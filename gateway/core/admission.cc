@@ -150,6 +150,11 @@ Admit Admission::ContinueWithBody(const GatewayState& state, std::string_view bo
                                   Answer& answer) {
   const LimitContext context = MakeLimitContext(state, *services_.store, services_.metrics);
   CostsFromBody(evaluation_.hits, body, state.config->prices, body_costs_);
+  // A rule whose json:PATH key part the body lacks does not apply.
+  hits_.clear();
+  for (const rules::RuleHit& hit : evaluation_.hits) {
+    if (!hit.key.empty()) hits_.push_back(&hit);
+  }
   if (context.metrics != nullptr) asked_ = store::LoopNow();
   batch_.Start(context, hits_, 0, {}, descriptor_limit_ ? &*descriptor_limit_ : nullptr);
   decided_ = false;
@@ -172,6 +177,8 @@ Admit Admission::Started(const LimitContext& context, Exchange& ex, Answer& answ
   if (outcome.shown != nullptr && context.describe) ex.limit_key = outcome.shown->KeyKind();
   return Judge(ex, answer);
 }
+
+void Admission::DisarmSettlement() { settlement_->Disarm(); }
 
 void Admission::ArmSettlement(const GatewayState& state, Exchange& ex) {
   if (!settlement_) settlement_ = std::make_unique<Settlement>(services_);

@@ -112,6 +112,10 @@ class Admission {
   void ObserveResponse(const GatewayState& state, Exchange& ex) {
     if (!ex.limits.reserved.empty()) ArmSettlement(state, ex);
   }
+  // The exchange has ended: what ObserveResponse watched is done with.
+  void EndExchange() {
+    if (settlement_) DisarmSettlement();
+  }
   Task<Admit> FinishRequest(const GatewayState& state, ClientWatch& client, Exchange& ex,
                             Answer& answer);
 
@@ -169,6 +173,7 @@ class Admission {
   // StartRequest's and ContinueWithBody's end, once the batch is started.
   Admit Started(const LimitContext& context, Exchange& ex, Answer& answer);
   void ArmSettlement(const GatewayState& state, Exchange& ex);
+  void DisarmSettlement();
 
   const CoreServices& services_;
   rules::Evaluation evaluation_;  // reused between requests

@@ -284,6 +284,7 @@ class ExchangeDriver {
 
   static bool End(Down& down, const GatewayState& state, Exchange& ex) {
     down.EndExchange(ex);
+    down.admission().EndExchange();
     LogExchange(state, down.metrics(), down.peer_ip(), ex);
     ex.Release();  // places of concurrency rules are given back here
     return down.KeepsConnection(ex);

@@ -9,6 +9,7 @@
 
 #include "gateway/core/block_table.h"
 #include "gateway/core/overrides.h"
+#include "gateway/core/reservation_ledger.h"
 #include "gateway/core/waiting_room.h"
 #include "gateway/io/tls.h"
 #include "gateway/telemetry/access_log.h"
@@ -35,6 +36,7 @@ struct GatewayState {
   // Outlives the state (kept across configurations). The rate-limit store
   // and coordinator are the worker's (Worker::store(), coordinator()).
   WaitingRoom* waiting_room = nullptr;
+  ReservationLedger* reservations = nullptr;  // likewise: in flight across reloads
   const BlockTable* blocks = nullptr;  // likewise: blocks survive reloads
   const OverrideTable* overrides = nullptr;  // likewise: overrides survive reloads
   FairPlaces* upstream_places = nullptr;  // likewise: concurrency, by upstream

@@ -159,6 +159,7 @@ LimitStart StartLimits(const LimitContext& context, const rules::RequestFacts& r
     } else if (kind != rules::CostKind::kFixed && request.cost <= 0) {
       needs_body = true;
     }
+    needs_body = needs_body || hit.body_key;
   }
   if (needs_body) return LimitStart::kNeedsBody;
   batch.Start(context, hits, request.cost, {}, request.descriptor_limit);

@@ -166,8 +166,8 @@ enum class LimitStart {
                // rule applies): `outcome` is the answer
   kStarted,    // the applying rules are in `scratch.hits`, their decisions
                // started in `batch`
-  kNeedsBody,  // likewise, but the cost of a rule comes from the request
-               // body (rules::RuleBudget): set the hits' costs
+  kNeedsBody,  // likewise, but the cost or the key (json:PATH) of a rule
+               // comes from the request body: complete the hits
                // (gateway/core/request_cost.h), then batch.Start
 };
 

@@ -38,11 +38,62 @@ std::int64_t PresetCost(const rules::RuleConfig& rule, const budget::LlmRequest&
       break;
   }
   const rules::ModelPrice* price = PriceOf(prices, request.model);
-  // A model without a price costs what the rule says a request costs.
+  // A model without a price costs the rule's fixed cost (1 with a preset).
   if (price == nullptr) return rule.cost;
   return PricedCost(
       *price, budget::ReservedTokens(request, output_bound, budget::TokenCount::kInput, reserve),
       output_bound);
+}
+
+// The JSON body's values at the paths of the json:PATH key parts, by path:
+// a string as it is, a number in decimal.
+class BodyFields final : public rules::HeaderLookup {
+ public:
+  BodyFields(std::vector<std::string> paths, std::string_view body)
+      : paths_(std::move(paths)), fields_(paths_) {
+    fields_.Feed(body);
+    whole_ = fields_.Finish();
+  }
+  std::string_view Get(std::string_view path) const override {
+    if (!whole_) return {};
+    const auto it = std::find(paths_.begin(), paths_.end(), path);
+    if (it == paths_.end()) return {};
+    const auto i = static_cast<std::size_t>(it - paths_.begin());
+    if (const std::optional<std::string_view> s = fields_.String(i)) return *s;
+    if (const std::optional<std::int64_t> n = fields_.Number(i)) {
+      number_ = std::to_string(*n);
+      return number_;
+    }
+    return {};
+  }
+  std::string GetJoined(std::string_view path) const override { return std::string(Get(path)); }
+
+ private:
+  std::vector<std::string> paths_;
+  budget::JsonFields fields_;
+  bool whole_ = false;
+  mutable std::string number_;
+};
+
+// Appends the json:PATH parts to the keys of the hits that lack them.
+void CompleteKeys(std::span<rules::RuleHit> hits, std::string_view body) {
+  std::vector<std::string> paths;
+  for (const rules::RuleHit& hit : hits) {
+    if (!hit.body_key) continue;
+    for (const rules::KeyPart& part : hit.rule->key) {
+      if (part.kind == rules::KeyPartKind::kJson &&
+          std::find(paths.begin(), paths.end(), part.header) == paths.end()) {
+        paths.push_back(part.header);
+      }
+    }
+  }
+  if (paths.empty()) return;
+  const BodyFields fields(std::move(paths), body);
+  for (rules::RuleHit& hit : hits) {
+    if (!hit.body_key) continue;
+    hit.body_key = false;
+    if (!rules::AppendBodyKey(*hit.rule, fields, hit.key)) hit.key.clear();
+  }
 }
 
 }  // namespace
@@ -73,6 +124,7 @@ void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
                    const std::vector<rules::ModelPrice>& prices, BodyCosts& out) {
   out.rewritten.reset();
   out.model.clear();
+  CompleteKeys(hits, body);
   std::optional<budget::LlmRequest> llm;
   bool llm_read = false;
   // The output bound written into the request when it sets none: the

@@ -33,7 +33,9 @@ struct BodyCosts {
 // (RuleHit::cost): a JSON path's number, the body's size, or an LLM
 // preset's reservation, else the rule's cost_default. With several preset
 // rules, the smallest max_output_tokens is the one written into the
-// request, and every preset rule reserves by it.
+// request, and every preset rule reserves by it. Completes the keys that
+// lack their json:PATH parts (RuleHit::body_key); a hit whose key the body
+// lacks a value for gets an empty key: its rule does not apply.
 void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
                    const std::vector<rules::ModelPrice>& prices, BodyCosts& out);
 

@@ -60,6 +60,7 @@ void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view m
       w.paths = budget.settle == rules::SettleKind::kJson ? budget::SinglePath(budget.settle_json)
                                                           : budget::UsagePaths{};
     }
+    if (state.reservations != nullptr) state.reservations->Add(reserved[i].key, reserved[i].cost);
     if (services_.metrics != nullptr) {
       const int rule = state.rule_ids[reserved[i].rule - state.config->rules.data()];
       services_.metrics->RecordCost(rule, CostPhase::kReserved, reserved[i].cost);
@@ -67,6 +68,13 @@ void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view m
   }
   ex.cost_reserved = reserved.front().cost;
   ex.body_observer = this;
+}
+
+void Settlement::Unledger() {
+  if (state_->reservations != nullptr) {
+    for (const Reservation& r : ex_->limits.reserved) state_->reservations->Remove(r.key, r.cost);
+  }
+  ex_ = nullptr;
 }
 
 void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
@@ -158,6 +166,7 @@ void Settlement::OnResponseEnd() {
                          : 0;
     services_.store->Settle(settle, *new SettleSink(services_.metrics, rule, r.cost, *actual));
   }
+  Unledger();
 }
 
 }  // namespace tollgate::gateway

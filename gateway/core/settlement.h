@@ -39,6 +39,12 @@ class Settlement final : public ResponseBodyObserver {
   // `ex` outlive the response.
   void Arm(const GatewayState& state, Exchange& ex, std::string_view model);
 
+  // The exchange has ended: its reservations are no longer in flight
+  // (GatewayState::reservations), settled or not. Nothing when not armed.
+  void Disarm() {
+    if (ex_ != nullptr) Unledger();
+  }
+
   void OnResponseHead(unsigned status, const ResponseFields& fields) override;
   void OnResponseBody(std::string_view piece) override;
   void OnResponseEnd() override;
@@ -59,12 +65,13 @@ class Settlement final : public ResponseBodyObserver {
     bool scanning = false;  // `scanner` reads this exchange's response
     std::optional<std::int64_t> from_header;
   };
+  void Unledger();
   // What the response says the reservation cost, if it says.
   std::optional<std::int64_t> Actual(const Watch& watch) const;
 
   const CoreServices& services_;
   const GatewayState* state_ = nullptr;
-  Exchange* ex_ = nullptr;
+  Exchange* ex_ = nullptr;  // while armed
   std::string model_;
   // Sized by Arm before any scanner refers to its paths: never grows
   // while the response is watched.

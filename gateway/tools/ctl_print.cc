@@ -123,6 +123,10 @@ void PrintKey(const json::object& doc, std::ostream& out) {
                     w.contains("state") ? StateText(w.at("state").as_object()) : ""});
   }
   PrintTable(rows, out);
+  if (doc.contains("reserved_in_flight")) {
+    out << "reserved for responses in flight (this gateway): "
+        << Text(doc.at("reserved_in_flight")) << " units\n";
+  }
   if (doc.contains("override")) {
     const json::object& o = doc.at("override").as_object();
     out << "override: " << OverrideLimits(o) << " for " << Seconds(o.at("ttl_ms")) << " s\n";

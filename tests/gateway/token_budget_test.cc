@@ -253,9 +253,20 @@ TEST_P(TokenBudget, ReservationsStopABurstBeforeItIsSpent) {
   }
   EXPECT_EQ(admitted, 3);
   EXPECT_EQ(limited, 7);
+  // The admin API shows the three reservations in flight, then none.
+  const std::string key = "/api/v1/keys?rule=team-tokens&header:X-Team=a";
+  Response view = AdminRequest(gateway.admin_port(), "GET", key);
+  ASSERT_EQ(view.result_int(), 200) << view.body();
+  EXPECT_EQ(json::parse(view.body()).at("reserved_in_flight"), 3 * reserved) << view.body();
   Client release(llm_.port());
   release.Send("POST /v1/release HTTP/1.1\r\nHost: llm\r\nContent-Length: 0\r\n\r\n");
   EXPECT_EQ(release.Read().result_int(), 200);
+  for (int i = 0; i < 3 * 200; ++i) {  // the streams end when released
+    view = AdminRequest(gateway.admin_port(), "GET", key);
+    if (json::parse(view.body()).at("reserved_in_flight") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(json::parse(view.body()).at("reserved_in_flight"), 0) << view.body();
 }
 
 // The first event reaches the client while the upstream still holds the
@@ -323,6 +334,46 @@ TEST(TokenBudgetLeases, TwoGatewaysNeverSpendBeyondTheBudget) {
     // Refunds come back: most of the budget is used, not just reserved.
     EXPECT_GT(team, kBudget / 2);
   }
+}
+
+// A budget per team and model (key = ["header:X-Team", "json:model"]):
+// one model's spent budget leaves the other's whole; a request without a
+// model is not under the rule.
+TEST_P(TokenBudget, ABudgetPerModel) {
+  const std::string a = ChatBody(R"(,"max_tokens":10)");
+  std::string b = a;
+  b.replace(b.find("gpt-4o-mini"), 11, "gpt-4o-maxi");
+  const std::int64_t reserved = static_cast<std::int64_t>(a.size()) + 10;
+  TestGateway gateway(Config(R"(
+[[rules]]
+name = "team-model"
+key = ["header:X-Team", "json:model"]
+algorithm = "fixed_window"
+window = "1m"
+limit = )" + std::to_string(reserved) + "\n" + kOpenAi + "\n"),
+                      llm_.port());
+  Client client(gateway.port());
+  const std::string usage = "X-Test-Usage: " + std::to_string(reserved - 10) + ",10\r\n";
+  client.Send(Post("/v1/chat/completions", "t", a, usage));
+  Response res = client.Read();
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  client.Send(Post("/v1/chat/completions", "t", a, usage));
+  res = client.Read();
+  EXPECT_EQ(res.result_int(), 429) << res.body();
+  client.Send(Post("/v1/chat/completions", "t", b, usage));
+  res = client.Read();
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(Remaining(res), 0);
+  client.Send(Post("/v1/chat/completions", "t", R"({"messages":[],"max_tokens":10})", usage));
+  res = client.Read();
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(res.find("RateLimit"), res.end());
+  // The admin API names the key by its parts, the model's included.
+  const Response view = AdminRequest(gateway.admin_port(), "GET",
+                                     "/api/v1/keys?rule=team-model&header:X-Team=t&json:model=gpt-4o-mini");
+  ASSERT_EQ(view.result_int(), 200) << view.body();
+  EXPECT_NE(view.body().find("json:model=gpt-4o-mini"), std::string::npos) << view.body();
+  EXPECT_EQ(json::parse(view.body()).at("windows").at(0).at("remaining"), 0) << view.body();
 }
 
 // An HTTP/2 upstream (upstream_peer.py's llm: an OpenAI-shaped answer)

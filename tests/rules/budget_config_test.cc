@@ -1,6 +1,5 @@
-// The budget keys of a rule (rules/budget.h: read and checked, not yet
-// applied to requests) and [[prices]], and the errors of what cannot be, at
-// their position.
+// The budget keys of a rule (rules/budget.h), json:PATH key parts and
+// [[prices]], and the errors of what cannot be, at their position.
 #include "rules/budget_config.h"
 
 #include <fmt/format.h>
@@ -95,6 +94,49 @@ TEST(BudgetConfig, ErrorsArePlaced) {
       R"(t.toml:60:10: "settle" must be one of "response_bytes" or a table; got an integer)",
   };
   EXPECT_EQ(errors, expected);
+}
+
+TEST(BudgetConfig, JsonKeyPartsComeLast) {
+  LoadResult r = LoadConfigText(
+      std::string(kMinimal) + R"([[rules]]
+name = "per-model"
+key = ["json:model", "header:X-Team"]
+algorithm = "fixed_window"
+limit = 1000
+window = "1m"
+)",
+      "t.toml");
+  ASSERT_TRUE(r.config) << r.errors.front().ToString();
+  const RuleConfig& rule = r.config->rules[0];
+  ASSERT_EQ(rule.key.size(), 2u);
+  EXPECT_EQ(rule.key[0].kind, KeyPartKind::kHeader);
+  EXPECT_EQ(rule.key[1].kind, KeyPartKind::kJson);
+  EXPECT_EQ(rule.key[1].header, "model");
+  EXPECT_TRUE(rule.body_key);
+  EXPECT_EQ(rule.KeyKind(), "header:X-Team+json:model");
+}
+
+TEST(BudgetConfig, JsonKeyPartErrors) {
+  const std::vector<std::string> errors =
+      Errors(std::string(kMinimal) +
+             R"([[rules]]
+name = "bad-path"
+key = "json:a..b"
+algorithm = "fixed_window"
+limit = 10
+window = "1m"
+[[rules]]
+name = "messages"
+key = ["ip", "json:model"]
+per = "message"
+algorithm = "fixed_window"
+limit = 10
+window = "1m"
+)");
+  ASSERT_EQ(errors.size(), 2u);
+  EXPECT_NE(errors[0].find(R"("json:a..b" in "key": "a..b" is not a JSON path)"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("needs the request body"), std::string::npos) << errors[1];
 }
 
 TEST(BudgetConfig, JsonPaths) {

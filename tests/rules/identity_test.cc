@@ -750,7 +750,7 @@ action = "explode"
       R"(t.toml:11:13: "algorithm" must be one of token_bucket, leaky_bucket, fixed_window, sliding_log, sub_window, two_bucket; got "token-bucket")",
       R"(t.toml:20:9: "burst" applies to token_bucket and leaky_bucket only)",
       R"(t.toml:21:8: cost 11 exceeds the capacity 10 of this fixed_window limit, so it could never pass)",
-      R"(t.toml:24:7: "key" parts must be "ip", "user", "role", "global", "route", "header:NAME" or "descriptor"; got "nose")",
+      R"(t.toml:24:7: "key" parts must be "ip", "user", "role", "global", "route", "header:NAME", "json:PATH" or "descriptor"; got "nose")",
       R"(t.toml:26:9: window 1000ms is not divisible into 7 sub_windows of whole milliseconds)",
       R"(t.toml:29:10: "action" must be one of reject, delay, dry_run; got "explode")",
   };
