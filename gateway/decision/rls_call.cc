@@ -11,6 +11,7 @@
 #include "gateway/core/respond.h"
 #include "gateway/decision/rls.h"
 #include "gateway/http2/connection.h"
+#include "gateway/http2/stream_hold.h"
 #include "gateway/serve/worker.h"
 
 namespace tollgate::gateway {
@@ -75,13 +76,7 @@ class RlsCall final : private ClientWatch {
 };
 
 Task<ClientWatch::Held> RlsCall::Hold(std::chrono::milliseconds wait) {
-  if (stream_.cancelled()) co_return Held::kClientGone;
-  const Executor executor = co_await asio::this_coro::executor;
-  Timer timer(executor, wait);
-  hold_timer_ = &timer;
-  co_await timer.async_wait(kUseTuple);
-  hold_timer_ = nullptr;
-  co_return stream_.cancelled() ? Held::kClientGone : Held::kElapsed;
+  return HoldStream(stream_, hold_timer_, wait);
 }
 
 void RlsCall::Fail(GrpcStatus status, std::string_view message) {

@@ -13,6 +13,7 @@
 #include "gateway/core/wire_header.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/h2/stream_exchange.h"
+#include "gateway/http2/stream_hold.h"
 
 namespace tollgate::gateway {
 
@@ -164,13 +165,7 @@ void StreamExchange::OnCancel() {
 }
 
 Task<ClientWatch::Held> StreamExchange::Hold(std::chrono::milliseconds wait) {
-  if (stream_.cancelled()) co_return Held::kClientGone;
-  const Executor executor = co_await asio::this_coro::executor;
-  Timer timer(executor, wait);
-  hold_timer_ = &timer;
-  co_await timer.async_wait(kUseTuple);
-  hold_timer_ = nullptr;
-  co_return stream_.cancelled() ? Held::kClientGone : Held::kElapsed;
+  return HoldStream(stream_, hold_timer_, wait);
 }
 
 void StreamExchange::RecordGrpc(int grpc_status) {

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "gateway/io/draining_read.h"
+#include "gateway/io/readable_wait.h"
 
 namespace tollgate::gateway::http2_detail {
 
@@ -44,8 +45,10 @@ Task<FrameReader::Piece> FrameReader::Next(AnyStream& stream) {
   for (;;) {
     if (wait_) {
       // Edge-triggered epoll: this wait starts only after a read that found
-      // the socket empty, so whatever arrives since raises its event.
-      auto [ec] = co_await lowest.socket().async_wait(tcp::socket::wait_read, kUseTuple);
+      // the socket empty, so whatever arrives since raises its event. Not
+      // async_wait, which re-registers the socket each time (readable_wait.h).
+      auto [ec, unused] =
+          co_await lowest.socket().async_receive(ReadableWait(), ReadableWait::kFlags, kUseTuple);
       if (ec) co_return Piece{ec};
       wait_ = false;
     } else if (yield_) {

@@ -241,7 +241,8 @@ TEST(Http2GatewayStall, ZeroWindowStreamsHoldBoundedUpstreamConnections) {
   std::string served;
   const std::string release = dir.path() + "/release";
   const std::string out = PeerWhile(
-      "h2_gateway_peer.py", "zero-window-many", gateway.port(), "RELEASE=" + release,
+      "h2_gateway_peer.py", "zero-window-many", gateway.port(),
+      "RELEASE=" + release + " HELD_AT_MOST=" + std::to_string(cap),
       [&](const std::string& line) {
         if (line.rfind("stalled ", 0) != 0) return;
         during = Descriptors(gateway.pid());
