@@ -197,6 +197,9 @@ Admit Admission::Judge(Exchange& ex, Answer& answer) const {
       return Admit::kRefused;
     case Verdict::kReject:
       answer = Limited(*outcome.shown, outcome.shown_decision);
+      // Retrying would not help: said so, and no Retry-After. (The rule
+      // and decision stay for the decision service's verdict.)
+      if (outcome.beyond_capacity) answer.refusal = Refusal::kCostBeyondCapacity;
       return Admit::kRefused;
     case Verdict::kDelay:
       return Admit::kPending;

@@ -73,6 +73,7 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
     slot.batch = this;
     slot.rule = hits[i]->rule;
     slot.overridden.reset();
+    slot.beyond_capacity = false;
     std::string_view key = hits[i]->key;
     std::uint64_t key_hash = key_hashes.empty() ? 0 : key_hashes[i];
     if (descriptor_limit != nullptr) {
@@ -97,6 +98,7 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
     // above what the limit can ever allow: refused here for every store
     // alike, before a Lua script or a lease does arithmetic with it.
     if (algorithms::ExceedsCapacity(rule.limit->windows, hit_cost)) {
+      slot.beyond_capacity = true;
       slot.OnDecision({store::StoreStatus::kOk, store::ResultSource::kPrimary,
                        algorithms::NeverPasses(rule.limit->windows)});
       continue;
@@ -214,6 +216,7 @@ void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* c
         outcome.shown_decision = d;
       }
       outcome.verdict = Verdict::kReject;
+      outcome.beyond_capacity = outcome.beyond_capacity || batch.beyond_capacity(i);
       continue;
     }
     if (d.allowed) outcome.delay_ms = std::max(outcome.delay_ms, d.delay_ms);

@@ -64,6 +64,9 @@ struct LimitOutcome {
   std::vector<std::shared_ptr<const rules::RuleConfig>> overridden;
   // What the settling rules reserved, once each allowed the request.
   std::vector<Reservation> reserved;
+  // kReject: a rule refused the request because its cost is more than the
+  // rule's limit can ever allow (a cost from the request).
+  bool beyond_capacity = false;
 
   // As a fresh LimitOutcome, keeping the vectors' and string's room (no
   // object built and move-assigned per request). Beside the fields: one
@@ -78,6 +81,7 @@ struct LimitOutcome {
     inflight.clear();
     overridden.clear();
     reserved.clear();
+    beyond_capacity = false;
   }
 };
 
@@ -144,6 +148,9 @@ class DecisionBatch {
   // Hit `i`'s decision as the store was asked it (its key, cost, time,
   // partition and hash); valid while the batch's hits are.
   const store::DecideRequest& asked(std::size_t i) const { return slots_[i].asked; }
+  // Hit `i` was refused without asking the store: its cost is more than
+  // its rule's limit can ever allow.
+  bool beyond_capacity(std::size_t i) const { return slots_[i].beyond_capacity; }
 
  private:
   struct Slot final : store::DecisionSink {
@@ -153,6 +160,7 @@ class DecisionBatch {
     std::shared_ptr<const rules::RuleConfig> overridden;
     std::string store_key;  // under a descriptor's limit
     store::DecideRequest asked;
+    bool beyond_capacity = false;
     void OnDecision(const store::StoreResult& r) override;
   };
   std::vector<Slot> slots_;

@@ -21,7 +21,7 @@ using enum GrpcStatus;
 // what may pass on a retry soon, DEADLINE_EXCEEDED for time running out,
 // PERMISSION_DENIED for a block, and gRPC's own mapping of the HTTP status
 // otherwise.
-constexpr std::array<RefusalInfo, 16> kRefusals{{
+constexpr std::array<RefusalInfo, 17> kRefusals{{
     {"bad_request", 400, "malformed request", kInvalidArgument},
     {"header_too_large", 431, "request header exceeds the limit", kResourceExhausted},
     {"body_too_large", 413, "request body exceeds the limit", kResourceExhausted},
@@ -34,6 +34,9 @@ constexpr std::array<RefusalInfo, 16> kRefusals{{
     {"store_unavailable", 503, "the rate-limit store is unavailable", kUnavailable},
     {"rate_limited", 429, "the rate limit is reached", kResourceExhausted},
     {"too_many_inflight", 429, "too many requests of this client are in flight",
+     kResourceExhausted},
+    {"cost_beyond_capacity", 429,
+     "the request costs more than the rule's limit can ever allow: retrying will not help",
      kResourceExhausted},
     {"upstream_busy", 503, "too many requests are in flight to the upstream", kUnavailable},
     {"upstream_rate_limited", 429, "the upstream's rate limit is reached", kResourceExhausted},

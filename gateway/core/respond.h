@@ -34,6 +34,8 @@ enum class Refusal : std::uint8_t {
   kStoreUnavailable,     // 503 on_error = "deny" while the store cannot decide
   kRateLimited,          // the rule's status (429): a rate rule limited it
   kTooManyInflight,      // the rule's status: a max_inflight rule refused it
+  kCostBeyondCapacity,   // the rule's status (429): the request's cost is more
+                         // than the rule's limit can ever allow (no Retry-After)
   kUpstreamBusy,         // the upstream's max_connections_status
   kUpstreamRateLimited,  // 429 the upstream's learned limit would refuse it
   kBadGateway,           // 502

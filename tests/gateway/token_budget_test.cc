@@ -17,6 +17,8 @@
 #include <vector>
 
 #include "admin.h"
+#include "files.h"
+#include "prometheus.h"
 #include "redis_server.h"
 #include "test_support.h"
 
@@ -336,6 +338,77 @@ TEST(TokenBudgetLeases, TwoGatewaysNeverSpendBeyondTheBudget) {
   }
 }
 
+// The access log says what was reserved and settled; the metrics count it.
+TEST_P(TokenBudget, TheAccessLogAndTheMetricsShowTheCosts) {
+  TempDir dir;
+  const std::string log = dir.path() + "/access.log";
+  std::string config = Config(Rule(kOpenAi, 100'000));
+  config.replace(config.find("access = \"off\""), 14, "access = \"" + log + "\"");
+  TestGateway gateway(config, llm_.port());
+  Client client(gateway.port());
+  const std::string body = ChatBody(R"(,"max_tokens":40)");
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 40;
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 7,5\r\n"));
+  ASSERT_EQ(client.Read().result_int(), 200);
+  const std::string line = "cost=" + std::to_string(reserved) + "/12";
+  std::string logged;
+  std::string metrics;
+  const std::string series = R"(tollgate_ratelimit_cost_total{rule="team-tokens",phase=")";
+  for (int i = 0; i < 1500; ++i) {  // the log flushes every second; a settle may answer later
+    logged = ReadFile(log);
+    metrics = AdminRequest(gateway.admin_port(), "GET", "/metrics").body();
+    if (logged.find(line) != std::string::npos && IntSample(metrics, series + "settled\"}") >= 0) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_NE(logged.find(line), std::string::npos) << logged;
+  EXPECT_EQ(IntSample(metrics, series + "reserved\"}"), reserved);
+  EXPECT_EQ(IntSample(metrics, series + "settled\"}"), 12);
+  EXPECT_EQ(IntSample(metrics, series + "refunded\"}"), reserved - 12);
+}
+
+// A cost from the request above what the limit can ever allow is refused
+// with the rule's status, a body that says so and no Retry-After.
+TEST_P(TokenBudget, ACostBeyondTheCapacityIsRefusedForGood) {
+  TestGateway gateway(Config(Rule("cost = { header = \"X-Cost\" }", 100)), llm_.port());
+  Client client(gateway.port());
+  const std::string body = ChatBody();
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Cost: 101\r\nX-Test-Usage: 1,1\r\n"));
+  Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 429);
+  EXPECT_NE(res.body().find(R"("error":"cost_beyond_capacity")"), std::string::npos) << res.body();
+  EXPECT_EQ(res.find(http::field::retry_after), res.end());
+  // (A refusal before the body is read ends the connection.)
+  Client next(gateway.port());
+  next.Send(Post("/v1/chat/completions", "a", body, "X-Cost: 100\r\nX-Test-Usage: 1,1\r\n"));
+  res = next.Read();
+  EXPECT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(Remaining(res), 0);
+}
+
+// tokens = "price": the reservation and the settlement in cost units of
+// the model's [[prices]] entry (here 1 a prompt token, 2 an output token).
+TEST_P(TokenBudget, PricesSettleInCostUnits) {
+  TestGateway gateway(Config(Rule(kOpenAi + "\ntokens = \"price\"", 100'000) + R"(
+[[prices]]
+model = "gpt-4o-*"
+input = 1000000
+output = 2000000
+)"),
+                      llm_.port());
+  Client client(gateway.port());
+  const std::string body = ChatBody(R"(,"max_tokens":40)");
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 2 * 40;
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 7,5\r\n"));
+  Response res = client.Read();
+  ASSERT_EQ(res.result_int(), 200) << res.body();
+  EXPECT_EQ(Remaining(res), 100'000 - reserved);
+  client.Send(Post("/v1/chat/completions", "a", body, "X-Test-Usage: 1,1\r\n"));
+  res = client.Read();
+  EXPECT_EQ(Remaining(res), 100'000 - (7 + 2 * 5) - reserved);
+}
+
 // A budget per team and model (key = ["header:X-Team", "json:model"]):
 // one model's spent budget leaves the other's whole; a request without a
 // model is not under the rule.
@@ -408,6 +481,20 @@ TEST_P(TokenBudget, AnHttp2UpstreamSettlesAlike) {
   const std::string third = Shell(curl);
   ASSERT_TRUE(std::regex_search(third, match, std::regex(";r=(\\d+)"))) << third;
   EXPECT_EQ(std::stoll(match[1]), 100'000 - 9 - 2 - reserved);
+}
+
+// reserve = "estimate" reserves a quarter of the prompt's bytes: more
+// requests run at once, and what they spend may pass the budget, by at
+// most the fixed window's debt (its count stops at twice the limit).
+TEST_P(TokenBudget, EstimatesPassTheBudgetByTheDebtRuleAtMost) {
+  constexpr std::int64_t kBudget = 3000;
+  TestGateway gateway(Config(Rule(kOpenAi + "\nreserve = \"estimate\"", kBudget)), llm_.port());
+  const Spent spent = SpendConcurrently({gateway.port()}, 8);
+  EXPECT_GT(spent.refused, 0);
+  for (const std::int64_t team : spent.team) {
+    EXPECT_LE(team, 2 * kBudget);
+    EXPECT_GT(team, kBudget / 2);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Stores, TokenBudget, ::testing::Values(false, true),
