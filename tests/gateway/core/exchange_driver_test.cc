@@ -355,7 +355,8 @@ TEST(ExchangeDriver, UnroutedRequestIs404) {
 }
 
 TEST(ExchangeDriver, CheckEndpointAnswersForTheDescribedRequest) {
-  DriverWorld world(kOnePerMinute);
+  // The check endpoint is served only where [decision] is configured.
+  DriverWorld world(std::string(kOnePerMinute) + "[decision]\naddress = \"127.0.0.1:0\"\n");
   FakeDown down(world);
   down.check_endpoint = true;
   down.Request("/check", {{"X-Original-URI", "/api/items"}});
