@@ -108,7 +108,7 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
     }
     call.conn = std::move(cr.connection);
     if (stream_.cancelled()) co_return;
-    hold.emplace(worker_, adapter_.upstreams_held_);
+    hold.emplace(worker_, adapter_.upstreams_held_, tied_);
     upstream_ = call.conn.get();
     wire_.clear();
     AppendWireHeader(req, wire_, forwarded_lines_);

@@ -41,15 +41,18 @@ BodyFailure StreamBodyFailure(const ErrorCode& ec);
 
 // An upstream connection one of the adapter's streams holds, while it
 // lives: the second and later ones of a client connection count against
-// the descriptor budget (Worker::HoldExtraUpstream).
+// the descriptor budget (Worker::HoldExtraUpstream). `stream` is the
+// holder's handle on its stream (Http2Stream::OnCancel), nulled when the
+// io_context is destroyed with the holder pending: the adapter, and
+// `held` with it, may be gone before the hold.
 class UpstreamHold {
  public:
-  UpstreamHold(Worker& worker, std::size_t& held)
-      : worker_(worker), held_(held), extra_(++held_ > 1) {
+  UpstreamHold(Worker& worker, std::size_t& held, Http2Stream* const& stream)
+      : worker_(worker), held_(held), stream_(stream), extra_(++held_ > 1) {
     if (extra_) worker_.HoldExtraUpstream();
   }
   ~UpstreamHold() {
-    --held_;
+    if (stream_ != nullptr) --held_;
     if (extra_) worker_.ReleaseExtraUpstream();
   }
   UpstreamHold(const UpstreamHold&) = delete;
@@ -58,6 +61,7 @@ class UpstreamHold {
  private:
   Worker& worker_;
   std::size_t& held_;
+  Http2Stream* const& stream_;
   const bool extra_;
 };
 

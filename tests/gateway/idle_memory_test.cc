@@ -56,6 +56,15 @@ const Kind kKinds[] = {
     {"ws", Listener::kPlain, Upstream::kWebSocket, 36 * 1024},
 };
 
+// A sanitizer's allocator puts redzones and a quarantine (ASan) or shadow
+// memory (TSan) around every allocation: the gateway's resident memory then
+// says nothing about what a connection holds, and only `served` is checked.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kMemoryBounded = false;
+#else
+constexpr bool kMemoryBounded = true;
+#endif
+
 // Connections per kind: a few thousand (a thousand over TLS, whose
 // handshakes take the Python client longer), within the descriptor limit
 // (the gateway holds two per WebSocket tunnel, the client and the echo one
@@ -121,7 +130,7 @@ TEST_P(IdleMemory, EveryIdleConnectionIsServedAndHoldsLittle) {
   const std::map<std::string, double> fields = Fields(out);
   ASSERT_TRUE(fields.contains("served") && fields.contains("bytes_per_connection")) << out;
   EXPECT_EQ(fields.at("served"), static_cast<double>(count)) << out;
-  EXPECT_LE(fields.at("bytes_per_connection"), kind.bound_bytes) << out;
+  if (kMemoryBounded) EXPECT_LE(fields.at("bytes_per_connection"), kind.bound_bytes) << out;
   std::printf("%s: %s", kind.name, out.c_str());
 }
 

@@ -7,6 +7,8 @@
 // (upstream_peer.py). Floods and stalled clients: flood_test.cc.
 #include <gtest/gtest.h>
 
+#include <boost/asio/read_until.hpp>
+#include <boost/asio/streambuf.hpp>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -382,6 +384,24 @@ TEST(Http2Gateway, DrainAnswersStreamsInFlightThenGoaway) {
         if (line == "started\n") gateway.server().Drain();
       });
   EXPECT_NE(out.find("status=200 goaway=0"), std::string::npos) << out;
+}
+
+// The gateway destroyed while a stream waits for its HTTP/1.1 upstream's
+// answer: the stream's coroutine frame may go after its connection, which
+// counted the upstream connections its streams hold.
+TEST(Http2Gateway, DestroyedWhileAStreamWaitsForItsUpstream) {
+  TempDir dir;
+  boost::asio::io_context io;
+  boost::asio::ip::tcp::acceptor silent(io, {boost::asio::ip::make_address("127.0.0.1"), 0});
+  auto gateway = std::make_unique<TestGateway>(Config(dir, ""), silent.local_endpoint().port());
+  Process client({"/usr/bin/curl", "-sS", "-m", "30", "--http2-prior-knowledge",
+                  Url(*gateway, "/api/hello")});
+  boost::asio::ip::tcp::socket upstream(io);
+  silent.accept(upstream);
+  // The stream holds the upstream connection before it writes the request.
+  boost::asio::streambuf head;
+  boost::asio::read_until(upstream, head, "\r\n\r\n");
+  gateway.reset();
 }
 
 // max_inflight takes a place per stream: two streams of one client at
