@@ -119,7 +119,11 @@ Admit StartCheck(const GatewayState& state, Admission& admission, http::request_
 }
 
 Admit FinishCheck(const GatewayState& state, Admit admit, Answer& answer) {
-  if (admit == Admit::kRefused) ApplyDenyStatus(state.config->decision->deny_status, answer);
+  // (An HTTP/2 stream is taken for a check by the configuration of its
+  // arrival; a reload that removed [decision] may be this exchange's.)
+  if (admit == Admit::kRefused && state.config->decision) {
+    ApplyDenyStatus(state.config->decision->deny_status, answer);
+  }
   return admit;
 }
 
