@@ -12,7 +12,8 @@
 #     cost = "openai" and through nginx with proxy_buffering off (as an SSE
 #     proxy is configured), alternating (goal: tollgate ≤ 1.1× nginx): on
 #     one kept-alive connection (as SDK clients send), and with a
-#     connection per request.
+#     connection per request; and through tollgate without a rule, which
+#     tells the budget's own part from the proxy's.
 #  3. Tokens admitted ÷ budget: 64 clients of one team (bench/cost_load.py)
 #     against a fixed_window budget of BUDGET tokens, each request allowed
 #     64 output tokens, through tollgate with cost = "openai" (reserve the
@@ -70,10 +71,12 @@ start_nginx "${port[nginx_sse]}" "$llm_port" "proxy_buffering off;"
 port[tollgate_sse]=$(free_port)
 start_tollgate "${port[tollgate_sse]}" "$llm_port" \
   "$(rule sse $'cost = "openai"\nmax_output_tokens = 64' 100000000 token_bucket)"
-for t in nginx_sse tollgate_sse; do : > "$WORK/$t"; done
+port[plain_sse]=$(free_port)
+start_tollgate "${port[plain_sse]}" "$llm_port"
+for t in nginx_sse tollgate_sse plain_sse; do : > "$WORK/$t"; done
 for round in $(seq "$rounds"); do
-  order="nginx_sse tollgate_sse"
-  if [ $((round % 2)) -eq 0 ]; then order="tollgate_sse nginx_sse"; fi
+  order="nginx_sse tollgate_sse plain_sse"
+  if [ $((round % 2)) -eq 0 ]; then order="plain_sse tollgate_sse nginx_sse"; fi
   for t in $order; do
     url="http://127.0.0.1:${port[$t]}/v1/chat/completions"
     kept=$(python3 "$BENCH_ROOT/bench/sse_ttfb.py" "$url" "$ttfb_requests")
@@ -112,15 +115,15 @@ report=$WORK/report.md
   echo
   echo "settle ÷ fixed: req/s **$(ratio "$(col settle 1)" "$(col fixed 1)")×** (goal ≥ 0.90×; round by round $(round_ratios fixed settle 1 higher)), CPU per request $(ratio "$(col settle 6)" "$(col fixed 6)")× (round by round $(round_ratios fixed settle 6 lower))."
   echo
-  echo "**2. Time to the first event of a stream** (bench/sse_ttfb.py, $ttfb_requests requests a round, each read to its end; tests/gateway/fake_llm.py upstream; tollgate with cost = \"openai\", nginx with \`proxy_buffering off\`):"
+  echo "**2. Time to the first event of a stream** (bench/sse_ttfb.py, $ttfb_requests requests a round, each read to its end; tests/gateway/fake_llm.py upstream; tollgate with cost = \"openai\" (tollgate_sse) and without any rule (plain_sse), nginx with \`proxy_buffering off\`):"
   echo
   echo "| target | kept-alive p50 ms | p90 ms | new connections p50 ms | p90 ms |"
   echo "|---|---:|---:|---:|---:|"
-  for t in nginx_sse tollgate_sse; do
+  for t in nginx_sse tollgate_sse plain_sse; do
     echo "| $t | $(col "$t" 1) | $(col "$t" 2) | $(col "$t" 3) | $(col "$t" 4) |"
   done
   echo
-  echo "tollgate ÷ nginx, p50 kept-alive: **$(ratio "$(col tollgate_sse 1)" "$(col nginx_sse 1)")×** (goal ≤ 1.10×; round by round $(round_ratios nginx_sse tollgate_sse 1 lower)); with a connection per request **$(ratio "$(col tollgate_sse 3)" "$(col nginx_sse 3)")×** (round by round $(round_ratios nginx_sse tollgate_sse 3 lower))."
+  echo "tollgate ÷ nginx, p50 kept-alive: **$(ratio "$(col tollgate_sse 1)" "$(col nginx_sse 1)")×** (goal ≤ 1.10×; round by round $(round_ratios nginx_sse tollgate_sse 1 lower)); with a connection per request **$(ratio "$(col tollgate_sse 3)" "$(col nginx_sse 3)")×** (round by round $(round_ratios nginx_sse tollgate_sse 3 lower)). The budget's own part, tollgate with the rule ÷ without (plain_sse): kept-alive $(ratio "$(col tollgate_sse 1)" "$(col plain_sse 1)")× (round by round $(round_ratios plain_sse tollgate_sse 1 lower)), new connections $(ratio "$(col tollgate_sse 3)" "$(col plain_sse 3)")×."
   echo
   echo "**3. Tokens admitted ÷ budget** (bench/cost_load.py: 64 clients of one team, ${COST_REQUESTS:-20} requests each, max_tokens 64, fixed_window budget of $budget tokens an hour):"
   echo
