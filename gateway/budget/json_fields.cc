@@ -13,12 +13,25 @@ using json::error_code;
 // Longer keys match no wanted path: they are not kept whole.
 constexpr std::size_t kMaxKey = 256;
 
-std::vector<std::string> Split(const std::string& path) {
-  std::vector<std::string> segments;
+// One name of a dotted path: an object key, and the array index it names
+// when it is a decimal number (-1 otherwise), so that an element is
+// matched without formatting its index.
+struct Segment {
+  std::string key;
+  std::int64_t index = -1;
+};
+
+std::vector<Segment> Split(const std::string& path) {
+  std::vector<Segment> segments;
   std::size_t start = 0;
   for (;;) {
     const std::size_t dot = path.find('.', start);
-    segments.push_back(path.substr(start, dot == std::string::npos ? dot : dot - start));
+    Segment& s = segments.emplace_back();
+    s.key = path.substr(start, dot == std::string::npos ? dot : dot - start);
+    if (!s.key.empty() && s.key.size() <= 18 &&
+        s.key.find_first_not_of("0123456789") == std::string::npos) {
+      s.index = std::stoll(s.key);
+    }
     if (dot == std::string::npos) return segments;
     start = dot + 1;
   }
@@ -38,7 +51,7 @@ struct Handler {
     bool key_too_long = false;
   };
 
-  std::vector<std::vector<std::string>> wanted;
+  std::vector<std::vector<Segment>> wanted;
   std::vector<std::optional<std::int64_t>> numbers;
   std::vector<std::optional<std::string>> strings;
   std::vector<Frame> frames;
@@ -68,9 +81,10 @@ struct Handler {
       for (std::size_t i = 0; i < frames.size() && match; ++i) {
         const Frame& f = frames[i];
         if (f.array) {
-          match = path[i] == std::to_string(f.next_index - 1);  // the element being read
+          // The element being read.
+          match = path[i].index == static_cast<std::int64_t>(f.next_index) - 1;
         } else {
-          match = !f.key_too_long && path[i] == f.key;
+          match = !f.key_too_long && path[i].key == f.key;
         }
       }
       if (match) return static_cast<int>(w);

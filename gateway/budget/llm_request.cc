@@ -1,5 +1,6 @@
 #include "gateway/budget/llm_request.h"
 
+#include <boost/json/monotonic_resource.hpp>
 #include <boost/json/parse.hpp>
 #include <boost/json/serialize.hpp>
 #include <boost/json/value.hpp>
@@ -20,18 +21,10 @@ std::optional<std::int64_t> CountOf(const boost::json::object& object, std::stri
 
 bool IsTrue(const boost::json::value* v) { return v != nullptr && v->is_bool() && v->get_bool(); }
 
-}  // namespace
-
-std::optional<LlmRequest> ReadLlmRequest(std::string_view body) {
-  // A request body is bounded by max_body_bytes and read whole before it
-  // is forwarded: its tree costs no more than the body.
-  boost::system::error_code ec;
-  const boost::json::value value =
-      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
-  if (ec || !value.is_object()) return std::nullopt;
-  const boost::json::object& object = value.get_object();
+// The fields of a request's JSON object.
+LlmRequest FieldsOf(const boost::json::object& object, std::size_t body_bytes) {
   LlmRequest request;
-  request.body_bytes = static_cast<std::int64_t>(body.size());
+  request.body_bytes = static_cast<std::int64_t>(body_bytes);
   for (std::string_view key : {"max_completion_tokens", "max_tokens", "max_output_tokens"}) {
     if (auto n = CountOf(object, key)) {
       request.output_bound = n;
@@ -51,6 +44,54 @@ std::optional<LlmRequest> ReadLlmRequest(std::string_view body) {
   return request;
 }
 
+// The output bound and include_usage the request lacks, added to
+// `object`; false when nothing needs to change.
+bool Rewrite(boost::json::object& object, LlmApi api, const LlmRequest& request,
+             std::int64_t rule_output_bound) {
+  if (api != LlmApi::kOpenAi) return false;
+  const bool add_bound = !request.output_bound && rule_output_bound > 0;
+  const bool add_usage = request.stream && !request.include_usage && !request.responses_api;
+  if (!add_bound && !add_usage) return false;
+  if (add_bound) object[request.responses_api ? "max_output_tokens" : "max_tokens"] = rule_output_bound;
+  if (add_usage) {
+    boost::json::value& options = object["stream_options"];
+    if (!options.is_object()) options = boost::json::object(object.storage());
+    options.get_object()["include_usage"] = true;
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<LlmRequest> ReadLlmRequest(std::string_view body) {
+  // A request body is bounded by max_body_bytes and read whole before it
+  // is forwarded: its tree costs no more than the body.
+  boost::system::error_code ec;
+  const boost::json::value value =
+      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
+  if (ec || !value.is_object()) return std::nullopt;
+  return FieldsOf(value.get_object(), body.size());
+}
+
+std::optional<LlmRequest> ReadLlmRequest(std::string_view body, LlmApi api,
+                                         std::int64_t rule_output_bound,
+                                         std::optional<std::string>& rewritten) {
+  rewritten.reset();
+  // One parse for both, its tree in a buffer of the stack's (a chat
+  // request is small; a larger one takes more from the heap).
+  unsigned char buffer[4096];
+  boost::json::monotonic_resource resource(buffer, sizeof(buffer));
+  boost::system::error_code ec;
+  boost::json::value value =
+      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec, &resource);
+  if (ec || !value.is_object()) return std::nullopt;
+  const LlmRequest request = FieldsOf(value.get_object(), body.size());
+  if (Rewrite(value.get_object(), api, request, rule_output_bound)) {
+    rewritten = boost::json::serialize(value);
+  }
+  return request;
+}
+
 std::int64_t ReservedTokens(const LlmRequest& request, std::int64_t output_bound,
                             TokenCount which, Reserve reserve) {
   const std::int64_t input =
@@ -64,27 +105,6 @@ std::int64_t ReservedTokens(const LlmRequest& request, std::int64_t output_bound
       return input + output_bound;
   }
   return input + output_bound;
-}
-
-std::optional<std::string> RewriteLlmRequest(std::string_view body, LlmApi api,
-                                             const LlmRequest& request,
-                                             std::int64_t rule_output_bound) {
-  if (api != LlmApi::kOpenAi) return std::nullopt;
-  const bool add_bound = !request.output_bound && rule_output_bound > 0;
-  const bool add_usage = request.stream && !request.include_usage && !request.responses_api;
-  if (!add_bound && !add_usage) return std::nullopt;
-  boost::system::error_code ec;
-  boost::json::value value =
-      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
-  if (ec || !value.is_object()) return std::nullopt;
-  boost::json::object& object = value.get_object();
-  if (add_bound) object[request.responses_api ? "max_output_tokens" : "max_tokens"] = rule_output_bound;
-  if (add_usage) {
-    boost::json::value& options = object["stream_options"];
-    if (!options.is_object()) options = boost::json::object();
-    options.get_object()["include_usage"] = true;
-  }
-  return boost::json::serialize(value);
 }
 
 }  // namespace tollgate::gateway::budget

@@ -35,20 +35,20 @@ struct LlmRequest {
 
 // The request's fields; nullopt when the body is not a JSON object.
 std::optional<LlmRequest> ReadLlmRequest(std::string_view body);
+// The same and, in one parse, the body to forward into `rewritten`: `body`
+// with the output bound added when the request has none (`max_tokens`, or
+// `max_output_tokens` for the Responses API) and, for an OpenAI stream
+// without it, stream_options.include_usage = true; nullopt when nothing
+// needs to change (or the body is not a JSON object). Anthropic requires
+// max_tokens, so only OpenAI requests change.
+std::optional<LlmRequest> ReadLlmRequest(std::string_view body, LlmApi api,
+                                         std::int64_t rule_output_bound,
+                                         std::optional<std::string>& rewritten);
 
 // The reservation for `which` count, given the output bound in force (the
 // request's, else the rule's). kEstimate takes a quarter of the input
 // bytes, rounded up, instead of all of them.
 std::int64_t ReservedTokens(const LlmRequest& request, std::int64_t output_bound,
                             TokenCount which, Reserve reserve);
-
-// The body to forward: `body` with the output bound added when the request
-// has none (`max_tokens`, or `max_output_tokens` for the Responses API)
-// and, for an OpenAI stream without it, stream_options.include_usage =
-// true; nullopt when nothing needs to change (or the body is not a JSON
-// object). Anthropic requires max_tokens, so only OpenAI requests change.
-std::optional<std::string> RewriteLlmRequest(std::string_view body, LlmApi api,
-                                             const LlmRequest& request,
-                                             std::int64_t rule_output_bound);
 
 }  // namespace tollgate::gateway::budget

@@ -125,8 +125,6 @@ void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
   out.rewritten.reset();
   out.model.clear();
   CompleteKeys(hits, body);
-  std::optional<budget::LlmRequest> llm;
-  bool llm_read = false;
   // The output bound written into the request when it sets none: the
   // smallest of the preset rules' (each reserves by what the model may
   // really spend); and which API's shape the body has.
@@ -135,19 +133,14 @@ void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
   for (rules::RuleHit& hit : hits) {
     const rules::RuleConfig& rule = *hit.rule;
     if (!IsPreset(rule.budget.cost)) continue;
-    if (!llm_read) {
-      llm = budget::ReadLlmRequest(body);
-      llm_read = true;
-    }
     if (rule_bound == 0 || rule.budget.max_output_tokens < rule_bound) {
       rule_bound = rule.budget.max_output_tokens;
     }
     if (!api || ApiOf(rule.budget.cost) == budget::LlmApi::kOpenAi) api = ApiOf(rule.budget.cost);
   }
-  if (llm) {
-    out.model = llm->model;
-    out.rewritten = budget::RewriteLlmRequest(body, *api, *llm, rule_bound);
-  }
+  std::optional<budget::LlmRequest> llm;
+  if (api) llm = budget::ReadLlmRequest(body, *api, rule_bound, out.rewritten);
+  if (llm) out.model = llm->model;
   for (rules::RuleHit& hit : hits) {
     const rules::RuleConfig& rule = *hit.rule;
     switch (rule.budget.cost) {

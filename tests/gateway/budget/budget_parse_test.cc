@@ -169,6 +169,13 @@ TEST(JsonFieldsTest, ArraysKeysAndStrings) {
   EXPECT_FALSE(NumberAt("not json", "x"));
 }
 
+// The body ReadLlmRequest would forward in place of `body`.
+std::optional<std::string> Rewritten(const std::string& body, LlmApi api, std::int64_t bound) {
+  std::optional<std::string> out;
+  ReadLlmRequest(body, api, bound, out);
+  return out;
+}
+
 TEST(LlmRequestTest, ReadsBoundsModelAndStream) {
   const std::string body =
       R"({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":100,)"
@@ -184,7 +191,7 @@ TEST(LlmRequestTest, ReadsBoundsModelAndStream) {
   EXPECT_EQ(ReservedTokens(*r, 100, TokenCount::kTotal, Reserve::kUpperBound), r->body_bytes + 100);
   EXPECT_EQ(ReservedTokens(*r, 100, TokenCount::kTotal, Reserve::kEstimate), (r->body_bytes + 3) / 4 + 100);
   EXPECT_EQ(ReservedTokens(*r, 100, TokenCount::kOutput, Reserve::kUpperBound), 100);
-  EXPECT_FALSE(RewriteLlmRequest(body, LlmApi::kOpenAi, *r, 500));  // nothing to add
+  EXPECT_FALSE(Rewritten(body, LlmApi::kOpenAi, 500));  // nothing to add
   EXPECT_FALSE(ReadLlmRequest("[1,2]"));
   EXPECT_FALSE(ReadLlmRequest("{"));
 }
@@ -194,7 +201,7 @@ TEST(LlmRequestTest, WritesTheBoundAndIncludeUsageOnlyWhenAbsent) {
   const auto r = ReadLlmRequest(body);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->output_bound);
-  const auto rewritten = RewriteLlmRequest(body, LlmApi::kOpenAi, *r, 256);
+  const auto rewritten = Rewritten(body, LlmApi::kOpenAi, 256);
   ASSERT_TRUE(rewritten);
   const auto again = ReadLlmRequest(*rewritten);
   ASSERT_TRUE(again);
@@ -205,12 +212,12 @@ TEST(LlmRequestTest, WritesTheBoundAndIncludeUsageOnlyWhenAbsent) {
   const std::string responses = R"({"model":"m","input":"hi","stream":true})";
   const auto rr = ReadLlmRequest(responses);
   ASSERT_TRUE(rr && rr->responses_api);
-  const auto rewritten_responses = RewriteLlmRequest(responses, LlmApi::kOpenAi, *rr, 64);
+  const auto rewritten_responses = Rewritten(responses, LlmApi::kOpenAi, 64);
   ASSERT_TRUE(rewritten_responses);
   EXPECT_NE(rewritten_responses->find("\"max_output_tokens\":64"), std::string::npos);
   EXPECT_EQ(rewritten_responses->find("stream_options"), std::string::npos);
   // Anthropic requires max_tokens itself: never rewritten.
-  EXPECT_FALSE(RewriteLlmRequest(body, LlmApi::kAnthropic, *r, 256));
+  EXPECT_FALSE(Rewritten(body, LlmApi::kAnthropic, 256));
 }
 
 }  // namespace
