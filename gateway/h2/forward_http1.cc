@@ -263,8 +263,6 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
     }
     const bool has_trailers = trailers.begin() != trailers.end();
     ex_.bytes_out += got;
-    filter.Body(buffer, got);
-    if (done) filter.End();
     if (got > 0 || (done && !has_trailers)) {
       const ErrorCode wec = co_await stream_.WriteBody(
           asio::buffer(buffer, got), done && !has_trailers ? BodyEnd::kLast : BodyEnd::kMore,
@@ -275,7 +273,10 @@ Task<void> StreamExchange::Relay(UpstreamCall& call, const rules::UpstreamConfig
         co_return;
       }
     }
+    // Seen once on its way: the client does not wait for what looks at it.
+    filter.Body(buffer, got);
     if (!done) continue;
+    filter.End();
     if (has_trailers && stream_.SubmitTrailers(trailers)) co_return;
     if (has_trailers) {
       RecordGrpcIn(trailers);

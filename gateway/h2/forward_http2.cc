@@ -168,7 +168,6 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
       co_return;
     }
     ex_.bytes_out += r.bytes;
-    filter.Body(buffer, r.bytes);
     const Fields& trailers = up.trailers();
     const bool has_trailers = r.end && trailers.begin() != trailers.end();
     if (r.bytes > 0 || (r.end && !has_trailers)) {
@@ -181,6 +180,8 @@ Task<void> StreamExchange::RelayHttp2(Http2UpstreamStream& up,
         co_return;
       }
     }
+    // Seen once on its way: the client does not wait for what looks at it.
+    filter.Body(buffer, r.bytes);
     if (!r.end) continue;
     mark_end();
     if (has_trailers && stream_.SubmitTrailers(trailers)) co_return;

@@ -48,8 +48,9 @@ struct NoPieceHook {
 };
 
 // Writes the header of `parser`'s message to `out`, then the body as it is
-// read from `in`, each piece shown to `on_piece` first. `buffer` holds
-// kRelayChunk bytes.
+// read from `in`, each piece shown to `on_piece` once it is written (the
+// client does not wait for what looks at it). `buffer` holds kRelayChunk
+// bytes.
 template <bool kIsRequest, typename OnPiece = NoPieceHook>
 Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
                         http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
@@ -86,12 +87,12 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
       // yet"; a zero-size piece would be serialized as the last chunk.
       body.data = body.size > 0 ? buffer : nullptr;
       body.more = !parser.is_done();
-      if (body.size > 0) on_piece(buffer, body.size);
     } else {
       body.data = nullptr;
       body.size = 0;
       body.more = false;
     }
+    const std::size_t piece = body.data != nullptr ? body.size : 0;
     result.bytes += body.size;
     if (past_deadline()) {
       // While the body is still incomplete the relay waits for its reader's
@@ -104,6 +105,7 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
         [&](auto& s) { return http::async_write(s, serializer, kUseTuple); }, out);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return RelayResult{RelayFailure::kWrite, ec, result.bytes};
+    if (piece > 0) on_piece(buffer, piece);  // still in `buffer`: read again only next turn
   } while (!parser.is_done() || !serializer.is_done());
   co_return result;
 }
