@@ -7,8 +7,8 @@ namespace {
 constexpr std::size_t kMaxFieldName = 16;
 
 // Where the line that goes on at `i` ends in `bytes` (a CR or an LF), or
-// bytes.size(). A plain loop: string_view::find_first_of calls memchr on
-// its set for every byte it passes.
+// bytes.size(). A plain loop rather than find_first_of, which looks each
+// byte up in its set.
 std::size_t LineEnd(std::string_view bytes, std::size_t i) {
   while (i < bytes.size() && bytes[i] != '\r' && bytes[i] != '\n') ++i;
   return i;

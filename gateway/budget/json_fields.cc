@@ -28,7 +28,8 @@ std::vector<Segment> Split(const std::string& path) {
     const std::size_t dot = path.find('.', start);
     Segment& s = segments.emplace_back();
     s.key = path.substr(start, dot == std::string::npos ? dot : dot - start);
-    if (!s.key.empty() && s.key.size() <= 18 &&
+    // A canonical decimal ("7", not "007"): an index as JSON counts it.
+    if (!s.key.empty() && s.key.size() <= 18 && (s.key == "0" || s.key[0] != '0') &&
         s.key.find_first_not_of("0123456789") == std::string::npos) {
       s.index = std::stoll(s.key);
     }

@@ -126,6 +126,7 @@ Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFac
   LimitOutcome& outcome = ex.limits;
   descriptor_limit_.reset();
   if (facts.descriptor_limit != nullptr) descriptor_limit_ = *facts.descriptor_limit;
+  request_cost_ = facts.cost;
   if (context.metrics != nullptr) asked_ = store::LoopNow();
   const LimitStart start = StartLimits(context, facts, identity, evaluation_, hits_, batch_, outcome);
   if (start == LimitStart::kNeedsBody) {
@@ -146,7 +147,8 @@ Admit Admission::ContinueWithBody(const GatewayState& state, std::string_view bo
     if (!hit.key.empty()) hits_.push_back(&hit);
   }
   if (context.metrics != nullptr) asked_ = store::LoopNow();
-  batch_.Start(context, hits_, 0, {}, descriptor_limit_ ? &*descriptor_limit_ : nullptr);
+  batch_.Start(context, hits_, request_cost_, {},
+               descriptor_limit_ ? &*descriptor_limit_ : nullptr);
   decided_ = false;
   return Started(context, ex, answer);
 }

@@ -178,6 +178,7 @@ class Admission {
   const CoreServices& services_;
   rules::Evaluation evaluation_;  // reused between requests
   BodyCosts body_costs_;          // ContinueWithBody's
+  std::int64_t request_cost_ = 0;  // StartRequest's facts.cost, for ContinueWithBody
   std::unique_ptr<Settlement> settlement_;  // made for the first request that settles
   std::vector<const rules::RuleHit*> hits_;
   DecisionBatch batch_;

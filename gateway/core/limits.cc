@@ -93,7 +93,10 @@ void DecisionBatch::Start(const LimitContext& context, std::span<const rules::Ru
       }
     }
     const rules::RuleConfig& rule = *slot.rule;
-    const std::int64_t hit_cost = cost > 0 ? cost : hits[i]->cost >= 0 ? hits[i]->cost : rule.cost;
+    // A cost from the request of 0 (an empty body's size, "X-Cost: 0")
+    // counts as 1: a decision takes at least one unit.
+    const std::int64_t hit_cost =
+        cost > 0 ? cost : hits[i]->cost >= 0 ? std::max<std::int64_t>(1, hits[i]->cost) : rule.cost;
     // A cost the caller chose (an RLS hits_addend, a check's cost) may be
     // above what the limit can ever allow: refused here for every store
     // alike, before a Lua script or a lease does arithmetic with it.
@@ -202,7 +205,8 @@ void FinishLimits(const LimitContext& context, std::span<const rules::RuleHit* c
     if (d.allowed) NoteReservation(hit, batch, i, outcome);
     Record(context, hit, KindOf(d.allowed, rule.action));
     if (outcome.verdict == Verdict::kStoreUnavailable) continue;
-    if (!d.allowed && rule.action == rules::RuleAction::kDelay) {
+    // (A cost beyond the capacity never passes: refused, not held.)
+    if (!d.allowed && rule.action == rules::RuleAction::kDelay && !batch.beyond_capacity(i)) {
       outcome.delayed.push_back({&hit, d, &rule});
       if (outcome.verdict == Verdict::kForward) outcome.verdict = Verdict::kDelay;
       continue;

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,9 +74,9 @@ class Settlement final : public ResponseBodyObserver {
   const GatewayState* state_ = nullptr;
   Exchange* ex_ = nullptr;  // while armed
   std::string model_;
-  // Sized by Arm before any scanner refers to its paths: never grows
-  // while the response is watched.
-  std::vector<Watch> watches_;
+  // A deque: growing it for an exchange with more reservations than the
+  // last keeps every Watch where it is (a scanner refers to its paths).
+  std::deque<Watch> watches_;
   std::uint64_t response_bytes_ = 0;
 };
 

@@ -101,10 +101,17 @@ Task<bool> Http1Connection::ReadBodyForCost() {
       co_return false;
     }
   }
+  // A chunked body's trailers join the parsed message's fields: the ones
+  // beyond the header's are dropped, as a body sent with its length has
+  // no trailer section (and admit decided on the header alone).
+  const auto fields = static_cast<std::size_t>(std::distance(req.begin(), req.end()));
   const bool read = co_await ReadWhole();
   if (!read) co_return false;
   // Forwarded with its length, whatever its framing was.
   auto& whole = whole_->get();
+  auto trailer = whole.begin();
+  std::advance(trailer, static_cast<std::ptrdiff_t>(fields));
+  while (trailer != whole.end()) trailer = whole.erase(trailer);
   if (whole.chunked()) whole.chunked(false);
   whole.content_length(whole.body().size());
   co_return true;

@@ -409,6 +409,45 @@ output = 2000000
   EXPECT_EQ(Remaining(res), 100'000 - (7 + 2 * 5) - reserved);
 }
 
+// One connection, an exchange with one settling rule, then one with two:
+// each settles from its own response (the settlement grows for the second
+// without moving what the first set up).
+TEST_P(TokenBudget, AConnectionsExchangesSettleAsManyRulesAsTheyMatch) {
+  TestGateway gateway(Config(R"(
+[[rules]]
+name = "all"
+key = "header:X-Team"
+algorithm = "fixed_window"
+window = "1m"
+limit = 1000
+cost = 100
+settle = { json = "usage.total_tokens" }
+[[rules]]
+name = "two"
+match = { path_prefix = "/two/" }
+key = "header:X-Team"
+algorithm = "fixed_window"
+window = "1m"
+limit = 1000
+cost = 100
+settle = { json = "usage.total_tokens" }
+headers = "none"
+)"),
+                      llm_.port());
+  Client client(gateway.port());
+  client.Send(Post("/v1/chat/completions", "a", ChatBody(), "X-Test-Usage: 2,3\r\n"));
+  ASSERT_EQ(client.Read().result_int(), 200);
+  client.Send(Post("/two/chat/completions", "a", ChatBody(), "X-Test-Usage: 4,4\r\n"));
+  ASSERT_EQ(client.Read().result_int(), 200);
+  client.Send(Post("/two/chat/completions", "a", ChatBody(), "X-Test-Usage: 1,1\r\n"));
+  const Response third = client.Read();
+  ASSERT_EQ(third.result_int(), 200);
+  // "all": 5 and 8 settled, 100 reserved now.
+  EXPECT_EQ(Remaining(third), 1000 - 5 - 8 - 100);
+  const Response two = AdminRequest(gateway.admin_port(), "GET", "/api/v1/keys?rule=two&header:X-Team=a");
+  EXPECT_EQ(json::parse(two.body()).at("windows").at(0).at("remaining"), 1000 - 8 - 2) << two.body();
+}
+
 // A budget per team and model (key = ["header:X-Team", "json:model"]):
 // one model's spent budget leaves the other's whole; a request without a
 // model is not under the rule.
