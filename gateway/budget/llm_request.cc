@@ -63,16 +63,6 @@ bool Rewrite(boost::json::object& object, LlmApi api, const LlmRequest& request,
 
 }  // namespace
 
-std::optional<LlmRequest> ReadLlmRequest(std::string_view body) {
-  // A request body is bounded by max_body_bytes and read whole before it
-  // is forwarded: its tree costs no more than the body.
-  boost::system::error_code ec;
-  const boost::json::value value =
-      boost::json::parse(boost::json::string_view(body.data(), body.size()), ec);
-  if (ec || !value.is_object()) return std::nullopt;
-  return FieldsOf(value.get_object(), body.size());
-}
-
 std::optional<LlmRequest> ReadLlmRequest(std::string_view body, LlmApi api,
                                          std::int64_t rule_output_bound,
                                          std::optional<std::string>& rewritten) {

@@ -33,9 +33,8 @@ struct LlmRequest {
   bool responses_api = false;  // an `input` and no `messages`: OpenAI's Responses API
 };
 
-// The request's fields; nullopt when the body is not a JSON object.
-std::optional<LlmRequest> ReadLlmRequest(std::string_view body);
-// The same and, in one parse, the body to forward into `rewritten`: `body`
+// The request's fields (nullopt when the body is not a JSON object) and,
+// in the same parse, the body to forward into `rewritten`: `body`
 // with the output bound added when the request has none (`max_tokens`, or
 // `max_output_tokens` for the Responses API) and, for an OpenAI stream
 // without it, stream_options.include_usage = true; nullopt when nothing

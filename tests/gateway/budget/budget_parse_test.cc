@@ -169,6 +169,12 @@ TEST(JsonFieldsTest, ArraysKeysAndStrings) {
   EXPECT_FALSE(NumberAt("not json", "x"));
 }
 
+// The fields ReadLlmRequest reads (an Anthropic request: never rewritten).
+std::optional<LlmRequest> Read(std::string_view body) {
+  std::optional<std::string> rewritten;
+  return ReadLlmRequest(body, LlmApi::kAnthropic, 0, rewritten);
+}
+
 // The body ReadLlmRequest would forward in place of `body`.
 std::optional<std::string> Rewritten(const std::string& body, LlmApi api, std::int64_t bound) {
   std::optional<std::string> out;
@@ -180,7 +186,7 @@ TEST(LlmRequestTest, ReadsBoundsModelAndStream) {
   const std::string body =
       R"({"model":"gpt-4o","messages":[{"role":"user","content":"hi"}],"max_completion_tokens":100,)"
       R"("stream":true,"stream_options":{"include_usage":true}})";
-  const auto r = ReadLlmRequest(body);
+  const auto r = Read(body);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->body_bytes, static_cast<std::int64_t>(body.size()));
   EXPECT_EQ(r->output_bound, 100);
@@ -192,25 +198,25 @@ TEST(LlmRequestTest, ReadsBoundsModelAndStream) {
   EXPECT_EQ(ReservedTokens(*r, 100, TokenCount::kTotal, Reserve::kEstimate), (r->body_bytes + 3) / 4 + 100);
   EXPECT_EQ(ReservedTokens(*r, 100, TokenCount::kOutput, Reserve::kUpperBound), 100);
   EXPECT_FALSE(Rewritten(body, LlmApi::kOpenAi, 500));  // nothing to add
-  EXPECT_FALSE(ReadLlmRequest("[1,2]"));
-  EXPECT_FALSE(ReadLlmRequest("{"));
+  EXPECT_FALSE(Read("[1,2]"));
+  EXPECT_FALSE(Read("{"));
 }
 
 TEST(LlmRequestTest, WritesTheBoundAndIncludeUsageOnlyWhenAbsent) {
   const std::string body = R"({"model":"m","messages":[],"stream":true})";
-  const auto r = ReadLlmRequest(body);
+  const auto r = Read(body);
   ASSERT_TRUE(r);
   EXPECT_FALSE(r->output_bound);
   const auto rewritten = Rewritten(body, LlmApi::kOpenAi, 256);
   ASSERT_TRUE(rewritten);
-  const auto again = ReadLlmRequest(*rewritten);
+  const auto again = Read(*rewritten);
   ASSERT_TRUE(again);
   EXPECT_EQ(again->output_bound, 256);
   EXPECT_TRUE(again->include_usage);
   EXPECT_EQ(again->model, "m");
   // The Responses API's bound has its own name and needs no stream option.
   const std::string responses = R"({"model":"m","input":"hi","stream":true})";
-  const auto rr = ReadLlmRequest(responses);
+  const auto rr = Read(responses);
   ASSERT_TRUE(rr && rr->responses_api);
   const auto rewritten_responses = Rewritten(responses, LlmApi::kOpenAi, 64);
   ASSERT_TRUE(rewritten_responses);
