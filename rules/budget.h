@@ -48,6 +48,8 @@ struct RuleBudget {
 
   // Whether a request's reservation is settled from its response.
   bool Settles() const { return settle != SettleKind::kNone; }
+  // Whether the cost is an LLM preset's (`"openai"`, `"anthropic"`).
+  bool FromPreset() const { return cost == CostKind::kOpenAi || cost == CostKind::kAnthropic; }
 };
 
 // One [[prices]] entry: `input` and `output` cost units per `unit_tokens`

@@ -45,8 +45,6 @@ bool ReadSourceTable(const toml::value& table, const TableSpec& spec, std::strin
   return true;
 }
 
-bool IsPreset(CostKind kind) { return kind == CostKind::kOpenAi || kind == CostKind::kAnthropic; }
-
 // The cost's kind, its header or path, or the fixed cost into `cost`.
 void ReadCost(TableReader& r, RuleBudget& out, std::int64_t& cost) {
   const std::optional<TableReader::Source> source = r.SourceOf("cost");
@@ -70,7 +68,7 @@ void ReadCost(TableReader& r, RuleBudget& out, std::int64_t& cost) {
 void ReadSettle(TableReader& r, RuleBudget& out) {
   const std::optional<TableReader::Source> source = r.SourceOf("settle");
   if (!source) return;
-  if (IsPreset(out.cost)) {
+  if (out.FromPreset()) {
     r.errors().Add(*r.Find("settle"),
                    "cost = \"openai\" and \"anthropic\" settle from the response's usage: no "
                    "\"settle\" with them");
@@ -91,7 +89,7 @@ void ReadSettle(TableReader& r, RuleBudget& out) {
 // tokens, reserve and max_output_tokens: the LLM presets' own keys.
 void ReadPresetKeys(TableReader& r, std::size_t prices, RuleBudget& out) {
   ErrorList& errors = r.errors();
-  const bool preset = IsPreset(out.cost);
+  const bool preset = out.FromPreset();
   if (preset) out.settle = SettleKind::kUsage;
   if (auto t = r.OneOf("tokens")) {
     out.tokens = *t == "input"    ? TokenCount::kInput

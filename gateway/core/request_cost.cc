@@ -10,14 +10,6 @@
 namespace tollgate::gateway {
 namespace {
 
-bool IsPreset(rules::CostKind kind) {
-  return kind == rules::CostKind::kOpenAi || kind == rules::CostKind::kAnthropic;
-}
-
-budget::LlmApi ApiOf(rules::CostKind kind) {
-  return kind == rules::CostKind::kAnthropic ? budget::LlmApi::kAnthropic : budget::LlmApi::kOpenAi;
-}
-
 budget::Reserve ReserveOf(rules::Reserve reserve) {
   return reserve == rules::Reserve::kEstimate ? budget::Reserve::kEstimate
                                               : budget::Reserve::kUpperBound;
@@ -98,6 +90,11 @@ void CompleteKeys(std::span<rules::RuleHit> hits, std::string_view body) {
 
 }  // namespace
 
+budget::LlmApi LlmApiOf(rules::CostKind preset) {
+  return preset == rules::CostKind::kAnthropic ? budget::LlmApi::kAnthropic
+                                               : budget::LlmApi::kOpenAi;
+}
+
 const rules::ModelPrice* PriceOf(const std::vector<rules::ModelPrice>& prices,
                                  std::string_view model) {
   for (const rules::ModelPrice& price : prices) {
@@ -132,11 +129,13 @@ void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
   std::optional<budget::LlmApi> api;
   for (rules::RuleHit& hit : hits) {
     const rules::RuleConfig& rule = *hit.rule;
-    if (!IsPreset(rule.budget.cost)) continue;
+    if (!rule.budget.FromPreset()) continue;
     if (rule_bound == 0 || rule.budget.max_output_tokens < rule_bound) {
       rule_bound = rule.budget.max_output_tokens;
     }
-    if (!api || ApiOf(rule.budget.cost) == budget::LlmApi::kOpenAi) api = ApiOf(rule.budget.cost);
+    if (!api || LlmApiOf(rule.budget.cost) == budget::LlmApi::kOpenAi) {
+      api = LlmApiOf(rule.budget.cost);
+    }
   }
   std::optional<budget::LlmRequest> llm;
   if (api) llm = budget::ReadLlmRequest(body, *api, rule_bound, out.rewritten);

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "gateway/budget/usage.h"
 #include "rules/budget.h"
 #include "rules/rule_set.h"
 
@@ -38,6 +39,9 @@ struct BodyCosts {
 // lacks a value for gets an empty key: its rule does not apply.
 void CostsFromBody(std::span<rules::RuleHit> hits, std::string_view body,
                    const std::vector<rules::ModelPrice>& prices, BodyCosts& out);
+
+// The API whose shape an LLM preset's requests and responses have.
+budget::LlmApi LlmApiOf(rules::CostKind preset);
 
 // The price of `model` (the first [[prices]] entry that matches: a trailing
 // '*' matches any rest); null when none does.

@@ -11,10 +11,6 @@
 namespace tollgate::gateway {
 namespace {
 
-budget::LlmApi ApiOf(rules::CostKind kind) {
-  return kind == rules::CostKind::kAnthropic ? budget::LlmApi::kAnthropic : budget::LlmApi::kOpenAi;
-}
-
 // Hears a settle's answer, which may come after the exchange has ended
 // (Redis): it owns itself and goes when answered, which every store does
 // within its deadline.
@@ -94,7 +90,7 @@ void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
         } else if (budget.settle == rules::SettleKind::kJson) {
           w.scanner.emplace(w.paths, format);
         } else {
-          w.scanner.emplace(budget::UsagePathsOf(ApiOf(budget.cost)), format);
+          w.scanner.emplace(budget::UsagePathsOf(LlmApiOf(budget.cost)), format);
         }
         w.scanning = true;
         break;

@@ -34,9 +34,7 @@ Task<bool> StreamExchange::ReadBodyForCost() {
   if (beast::iequals(req[http::field::expect], "100-continue")) {
     // Asked for now, before admit decides; the upstream is not asked again.
     req.erase(http::field::expect);
-    http::response_header<Fields> interim;
-    interim.result(http::status::continue_);
-    stream_.SubmitResponse(interim, Http2Body::kNone);
+    SubmitContinue();
   }
   const auto limit = static_cast<std::uint64_t>(config_.limits.max_body_bytes);
   char* buffer = Buffer();
@@ -56,6 +54,12 @@ Task<bool> StreamExchange::ReadBodyForCost() {
   co_return true;
 }
 
+void StreamExchange::SubmitContinue() {
+  http::response_header<Fields> interim;
+  interim.result(http::status::continue_);
+  stream_.SubmitResponse(interim, Http2Body::kNone);
+}
+
 void StreamExchange::ReplaceBody(std::string body) {
   if (!read_body_) return;
   *read_body_ = std::move(body);
@@ -68,11 +72,7 @@ void StreamExchange::SetLength(std::size_t bytes) {
 
 Task<void> StreamExchange::ExchangeWithUpstream(const rules::RouteConfig& route,
                                                 const rules::UpstreamConfig& upstream) {
-  if (expects_continue_) {
-    http::response_header<Fields> interim;
-    interim.result(http::status::continue_);
-    stream_.SubmitResponse(interim, Http2Body::kNone);
-  }
+  if (expects_continue_) SubmitContinue();
   if (Http2UpstreamPool* pool = generation_->http2_pools[route.upstream_index].get()) {
     co_await ExchangeHttp2(*pool, upstream);
   } else {

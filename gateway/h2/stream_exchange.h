@@ -161,6 +161,8 @@ class StreamExchange final : private ClientWatch {
   void ReplaceBody(std::string body);
   // The request's content-length, for a body forwarded whole.
   void SetLength(std::size_t bytes);
+  // The interim 100 Continue a request with Expect asked for.
+  void SubmitContinue();
   std::string_view UpstreamTarget() { return stream_.request().target(); }
   static void RefusedBeforeUpstream(Exchange&) {}
   Task<void> ExchangeWithUpstream(const rules::RouteConfig& route,

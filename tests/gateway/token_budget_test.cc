@@ -71,12 +71,22 @@ std::string Post(const std::string& path, const std::string& team, const std::st
          "\r\n\r\n" + body;
 }
 
-// The remaining units the RateLimit field shows (-1 when absent).
-std::int64_t Remaining(const Response& res) {
-  const std::string field(res["RateLimit"]);
+// The remaining units a RateLimit field in `text` shows (-1 when none).
+std::int64_t RemainingIn(const std::string& text) {
   std::smatch match;
-  if (!std::regex_search(field, match, std::regex(";r=(\\d+)"))) return -1;
+  if (!std::regex_search(text, match, std::regex(";r=(\\d+)"))) return -1;
   return std::stoll(match[1]);
+}
+std::int64_t Remaining(const Response& res) { return RemainingIn(std::string(res["RateLimit"])); }
+
+// The curl command of an HTTP/2 (prior knowledge) client sending team
+// "a"'s chat completion `body` (written into `dir`) to `port`, with
+// X-Test-Usage `usage`; it prints the response's head and body.
+std::string CurlChat(const TempDir& dir, const std::string& body, std::uint16_t port,
+                     const std::string& usage) {
+  return "curl -sS --http2-prior-knowledge -D - -H 'X-Team: a' -H 'X-Test-Usage: " + usage +
+         "' -H 'Content-Type: application/json' --data-binary @" + dir.Write("body.json", body) +
+         " http://127.0.0.1:" + std::to_string(port) + "/v1/chat/completions";
 }
 
 // Reads from `client`'s socket into `seen` until it holds `marker`; false
@@ -301,19 +311,13 @@ TEST_P(TokenBudget, AnHttp2ClientIsChargedAlike) {
   TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
   TempDir dir;
   const std::string body = ChatBody();
-  const std::string file = dir.Write("body.json", body);
-  const std::string url = "http://127.0.0.1:" + std::to_string(gateway.port()) +
-                          "/v1/chat/completions";
-  const std::string curl = "curl -sS --http2-prior-knowledge -D - -H 'X-Team: a' "
-                           "-H 'Content-Type: application/json' -H 'X-Test-Usage: 4,4' "
-                           "--data-binary @" + file + " " + url;
+  const std::string curl = CurlChat(dir, body, gateway.port(), "4,4");
   const std::string first = Shell(curl);
   EXPECT_NE(first.find("HTTP/2 200"), std::string::npos) << first;
   EXPECT_NE(first.find(R"("max_tokens": 50)"), std::string::npos) << first;
   const std::string second = Shell(curl);
-  std::smatch match;
-  ASSERT_TRUE(std::regex_search(second, match, std::regex(";r=(\\d+)"))) << second;
-  EXPECT_EQ(std::stoll(match[1]), 100'000 - 8 - static_cast<std::int64_t>(body.size()) - 50);
+  EXPECT_EQ(RemainingIn(second), 100'000 - 8 - static_cast<std::int64_t>(body.size()) - 50)
+      << second;
 }
 
 // Leased quotas (sync = "lease") across two gateways on one Redis: each
@@ -509,17 +513,11 @@ TEST_P(TokenBudget, AnHttp2UpstreamSettlesAlike) {
   EXPECT_EQ(Remaining(first), 100'000 - reserved);
   // An HTTP/2 client next: the first request settled to its 9 tokens.
   TempDir dir;
-  const std::string curl =
-      "curl -sS --http2-prior-knowledge -D - -H 'X-Team: a' -H 'X-Test-Usage: 1,1' "
-      "-H 'Content-Type: application/json' --data-binary @" + dir.Write("body.json", bare) +
-      " http://127.0.0.1:" + std::to_string(gateway.port()) + "/v1/chat/completions";
+  const std::string curl = CurlChat(dir, bare, gateway.port(), "1,1");
   const std::string second = Shell(curl);
-  std::smatch match;
-  ASSERT_TRUE(std::regex_search(second, match, std::regex(";r=(\\d+)"))) << second;
-  EXPECT_EQ(std::stoll(match[1]), 100'000 - 9 - reserved);
+  EXPECT_EQ(RemainingIn(second), 100'000 - 9 - reserved) << second;
   const std::string third = Shell(curl);
-  ASSERT_TRUE(std::regex_search(third, match, std::regex(";r=(\\d+)"))) << third;
-  EXPECT_EQ(std::stoll(match[1]), 100'000 - 9 - 2 - reserved);
+  EXPECT_EQ(RemainingIn(third), 100'000 - 9 - 2 - reserved) << third;
 }
 
 // reserve = "estimate" reserves a quarter of the prompt's bytes: more
