@@ -85,14 +85,11 @@ void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
       }
       case rules::SettleKind::kJson:
       case rules::SettleKind::kUsage:
-        if (w.scanner && w.scanner->format() == format) {
-          w.scanner->Reset();
-        } else if (budget.settle == rules::SettleKind::kJson) {
-          w.scanner.emplace(w.paths, format);
-        } else {
-          w.scanner.emplace(budget::UsagePathsOf(LlmApiOf(budget.cost)), format);
-        }
+        // The scanner is made ready with the first piece of the body, once
+        // the head is on its way to the client.
+        w.format = format;
         w.scanning = true;
+        w.fed = false;
         break;
       case rules::SettleKind::kResponseBytes:
       case rules::SettleKind::kNone:
@@ -104,7 +101,20 @@ void Settlement::OnResponseHead(unsigned, const ResponseFields& fields) {
 void Settlement::OnResponseBody(std::string_view piece) {
   response_bytes_ += piece.size();
   for (Watch& w : watches_) {
-    if (w.scanning) w.scanner->Feed(piece);
+    if (!w.scanning) continue;
+    if (!w.fed) Ready(w);
+    w.scanner->Feed(piece);
+  }
+}
+
+void Settlement::Ready(Watch& w) {
+  w.fed = true;
+  if (w.scanner && w.scanner->format() == w.format) {
+    w.scanner->Reset();
+  } else if (w.kind == rules::SettleKind::kJson) {
+    w.scanner.emplace(w.paths, w.format);
+  } else {
+    w.scanner.emplace(budget::UsagePathsOf(LlmApiOf(w.api)), w.format);
   }
 }
 
@@ -145,6 +155,7 @@ void Settlement::OnResponseEnd() {
   ex_->body_observer = nullptr;
   const LimitContext context = MakeLimitContext(*state_, *services_.store, services_.metrics);
   for (Watch& w : watches_) {
+    if (w.scanning && !w.fed) Ready(w);  // an empty body
     if (w.scanning) w.scanner->Finish();
     const std::optional<std::int64_t> actual = Actual(w);
     if (!actual) continue;

@@ -63,10 +63,15 @@ class Settlement final : public ResponseBodyObserver {
     std::string json_path;
     budget::UsagePaths paths;  // settle = { json }: its one path
     std::optional<budget::UsageScanner> scanner;
+    budget::BodyFormat format = budget::BodyFormat::kJson;  // this response's
     bool scanning = false;  // `scanner` reads this exchange's response
+    bool fed = false;       // Ready() has made it ready for this response
     std::optional<std::int64_t> from_header;
   };
   void Unledger();
+  // Makes `w.scanner` ready for this response's body (reset, or made for
+  // its format).
+  void Ready(Watch& w);
   // What the response says the reservation cost, if it says.
   std::optional<std::int64_t> Actual(const Watch& watch) const;
 

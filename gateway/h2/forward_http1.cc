@@ -8,7 +8,7 @@
 
 #include "gateway/core/forward.h"
 #include "gateway/core/response_filter.h"
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 #include "gateway/h2/stream_exchange.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"

@@ -16,6 +16,7 @@
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/h2/adapter.h"
 #include "gateway/io/relay.h"
+#include "gateway/io/wire_write.h"
 
 namespace tollgate::gateway {
 
@@ -351,20 +352,11 @@ Task<void> Http1Connection::Reply(Exchange& ex) {
 }
 
 bool Http1Connection::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) {
-  if (auto* plain = std::get_if<TcpStream>(&stream)) {
-    const std::size_t n = plain->TryWrite(asio::buffer(wire_), ec);
-    if (ec || n == wire_.size()) return true;
-    wire_.erase(0, n);
-    return false;
+  if (last && &stream == &stream_ && std::holds_alternative<TlsStream>(stream) &&
+      WriteLastOverTls(std::get<TlsStream>(stream))) {
+    return true;
   }
-  auto& tls = std::get<TlsStream>(stream);
-  if (last && &stream == &stream_ && WriteLastOverTls(tls)) return true;
-  const std::size_t n = tls.TryWrite(asio::buffer(wire_), ec);
-  if (ec) return true;
-  wire_.erase(0, n);
-  // WriteWire() sends what is left, the unsent records first (with nothing
-  // left of wire_, its empty write sends them).
-  return wire_.empty() && tls.unsent() == 0;
+  return gateway::TryWriteWire(stream, wire_, ec);
 }
 
 // The largest last response WriteLastOverTls() takes: one TLS record
@@ -401,10 +393,7 @@ void Http1Connection::IssueTickets() {
 }
 
 Task<ErrorCode> Http1Connection::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {
-  Lowest(stream).expires_after(timeout);
-  auto [ec, n] = co_await Visit(
-      stream, [&](auto& s) { return asio::async_write(s, asio::buffer(wire_), kUseTuple); });
-  co_return ec;
+  return WriteWireRest(stream, wire_, timeout);
 }
 
 }  // namespace tollgate::gateway

@@ -4,7 +4,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 #include "gateway/http1/connection.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/http2/upstream_pool.h"
@@ -286,7 +286,8 @@ Task<bool> Http1Connection::SendStreamed(ForwardCall& call, HeadParser& head, Ex
   const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
                                   Budget(timeouts.upstream_response_ms, ex), SteadyDeadline(ex)};
   RelayResult relayed =
-      co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), to_upstream);
+      co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), wire_,
+                     to_upstream);
   ex.bytes_in = relayed.bytes;
   if (relayed.failure == RelayFailure::kRead) {
     co_await FailBody(relayed.ec, ex);
@@ -369,7 +370,7 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
   streamed.body_limit(boost::none);
   const ResponseFilter filter(ex);
   RelayResult relayed =
-      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), to_client,
+      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), wire_, to_client,
                      [filter](const char* data, std::size_t size) { filter.Body(data, size); });
   MarkUpstreamEnd(clock, ex);
   ex.bytes_out = relayed.bytes;

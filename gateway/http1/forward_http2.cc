@@ -2,7 +2,7 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/response_filter.h"
 #include "gateway/core/upstream_call.h"
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 #include "gateway/http1/connection.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/read_util.h"

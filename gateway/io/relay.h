@@ -1,13 +1,16 @@
 // Streams a message body from one connection to another through a fixed
-// buffer (Beast's buffer_body relay), so memory stays bounded whatever the
-// body size; chunked framing is re-encoded by the serializer.
+// buffer (Beast's buffer_body parser), so memory stays bounded whatever the
+// body size; chunked framing is re-encoded by hand (wire_header.h).
 #pragma once
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <string>
 
 #include "gateway/io/net.h"
+#include "gateway/io/wire_header.h"
+#include "gateway/io/wire_write.h"
 #include "base/loop_time.h"
 
 namespace tollgate::gateway {
@@ -47,66 +50,100 @@ struct NoPieceHook {
   void operator()(const char* /*data*/, std::size_t /*size*/) const {}
 };
 
-// Writes the header of `parser`'s message to `out`, then the body as it is
+// Parses what `in_buffer` holds of `parser`'s body into
+// buffer[piece, kRelayChunk), as many pieces (chunks) as there are and fit,
+// and moves `piece` past them. `ec`: the framing is bad, or the body is
+// over the parser's limit.
+template <bool kIsRequest>
+void ParseBufferedBody(beast::flat_buffer& in_buffer,
+                       http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
+                       char* buffer, std::size_t& piece, ErrorCode& ec) {
+  auto& body = parser.get().body();
+  while (!parser.is_done() && in_buffer.size() > 0 && piece < kRelayChunk) {
+    body.data = buffer + piece;
+    body.size = kRelayChunk - piece;
+    const std::size_t used = parser.put(in_buffer.data(), ec);
+    in_buffer.consume(used);
+    piece = kRelayChunk - body.size;
+    // need_more: the rest of a chunk's framing is still to come;
+    // need_buffer: `buffer` is full.
+    if (ec == http::error::need_more || ec == http::error::need_buffer) {
+      ec = {};
+      return;
+    }
+    if (ec || used == 0) return;
+  }
+}
+
+// Writes the header of `parser`'s message to `out`, then its body as it is
 // read from `in`, each piece shown to `on_piece` once it is written (the
-// client does not wait for what looks at it). `buffer` holds kRelayChunk
-// bytes.
+// client does not wait for what looks at it). The framing is the
+// message's own fields': chunked when they say so, else the bytes as they
+// are. Body bytes already in `in_buffer` go out with the header, and pieces
+// that arrive together go out together: one write and one wake-up of the
+// peer, as nginx sends them. Otherwise the header goes at once, so that a
+// stream whose first event is late still shows its head. Writes go through
+// `wire` (the socket's fast path first, see wire_write.h); `buffer` holds
+// kRelayChunk bytes.
 template <bool kIsRequest, typename OnPiece = NoPieceHook>
 Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
                         http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
-                        AnyStream& out, char* buffer, RelayTimeouts timeouts,
+                        AnyStream& out, char* buffer, std::string& wire, RelayTimeouts timeouts,
                         OnPiece on_piece = {}) {
   RelayResult result;
-  http::serializer<kIsRequest, http::buffer_body, Fields> serializer{parser.get()};
-  auto& body = parser.get().body();
-  body.data = nullptr;
-  body.size = 0;
-  body.more = true;
-  Lowest(out).expires_after(timeouts.Within(timeouts.write));
-  auto [header_ec, header_n] = co_await std::visit(
-      [&](auto& s) { return http::async_write_header(s, serializer, kUseTuple); }, out);
-  if (header_ec) co_return RelayResult{RelayFailure::kWrite, header_ec, 0};
+  const bool chunked = parser.get().chunked();
+  wire.clear();
+  AppendWireHeader(parser.get().base(), wire);
   // Each operation is cut to what is left of the deadline; one that would
   // start past it fails at once (one that completes within its 1 ms floor
   // does not keep the relay going).
   const auto past_deadline = [&] { return store::LoopNow() >= timeouts.deadline; };
-  do {
-    if (!parser.is_done()) {
+  for (;;) {
+    std::size_t piece = 0;
+    ErrorCode ec;
+    ParseBufferedBody(in_buffer, parser, buffer, piece, ec);
+    if (ec) co_return RelayResult{RelayFailure::kRead, ec, result.bytes};
+    const bool done = parser.is_done();
+    if (piece == 0 && !done && wire.empty()) {
       if (past_deadline()) {
         co_return RelayResult{RelayFailure::kRead, beast::error::timeout, result.bytes};
       }
-      body.data = buffer;
-      body.size = kRelayChunk;
       Lowest(in).expires_after(timeouts.Within(timeouts.read));
-      auto [ec, n] = co_await std::visit(
-          [&](auto& s) { return http::async_read_some(s, in_buffer, parser, kUseTuple); }, in);
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec) co_return RelayResult{RelayFailure::kRead, ec, result.bytes};
-      body.size = kRelayChunk - body.size;
-      // A read may parse only framing. A null pointer then means "nothing
-      // yet"; a zero-size piece would be serialized as the last chunk.
-      body.data = body.size > 0 ? buffer : nullptr;
-      body.more = !parser.is_done();
-    } else {
-      body.data = nullptr;
-      body.size = 0;
-      body.more = false;
+      auto [rec, n] = co_await std::visit(
+          [&](auto& s) {
+            return s.async_read_some(in_buffer.prepare(beast::read_size(in_buffer, kRelayChunk)),
+                                     kUseTuple);
+          },
+          in);
+      in_buffer.commit(n);
+      // A body without length or chunks ends where its connection does.
+      if (rec == asio::error::eof) parser.put_eof(rec);
+      if (rec) co_return RelayResult{RelayFailure::kRead, rec, result.bytes};
+      continue;
     }
-    const std::size_t piece = body.data != nullptr ? body.size : 0;
-    result.bytes += body.size;
+    if (piece > 0) {
+      if (chunked) AppendChunkSizeLine(piece, wire);
+      wire.append(buffer, piece);
+      if (chunked) wire += "\r\n";
+      result.bytes += piece;
+    }
+    if (done && chunked) AppendLastChunk(Fields{}, wire);
     if (past_deadline()) {
       // While the body is still incomplete the relay waits for its reader's
       // peer (a dripping client: 408), not for the writer's.
-      co_return RelayResult{parser.is_done() ? RelayFailure::kWrite : RelayFailure::kRead,
+      co_return RelayResult{done ? RelayFailure::kWrite : RelayFailure::kRead,
                             beast::error::timeout, result.bytes};
     }
-    Lowest(out).expires_after(timeouts.Within(timeouts.write));
-    auto [ec, n] = co_await std::visit(
-        [&](auto& s) { return http::async_write(s, serializer, kUseTuple); }, out);
-    if (ec == http::error::need_buffer) ec = {};
+    if (!TryWriteWire(out, wire, ec)) {
+      ec = co_await WriteWireRest(out, wire, timeouts.Within(timeouts.write));
+    }
+    wire.clear();
     if (ec) co_return RelayResult{RelayFailure::kWrite, ec, result.bytes};
     if (piece > 0) on_piece(buffer, piece);  // still in `buffer`: read again only next turn
-  } while (!parser.is_done() || !serializer.is_done());
+    if (done) break;
+  }
+  // A large piece made `wire` large: an idle connection keeps none of it.
+  if (wire.capacity() > kRelayChunk / 4) std::string().swap(wire);
   co_return result;
 }
 

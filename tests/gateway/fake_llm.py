@@ -21,6 +21,7 @@
 #   X-Test-Wait: 1          a stream stops after its first chunk until
 #                           /v1/release is asked
 import http.server
+import itertools
 import json
 import random
 import socket
@@ -116,7 +117,7 @@ class Handler(http.server.BaseHTTPRequestHandler):
                                    "usage": {"output_tokens": completion}}),
                 ("message_stop", {"type": "message_stop"}),
             ]
-            texts = [f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events]
+            texts = (f"event: {name}\ndata: {json.dumps(data)}\n\n" for name, data in events)
         else:
             chunks = [{"object": "chat.completion.chunk", "seen": seen,
                        "choices": [{"index": 0, "delta": {"content": "hi"}}], "usage": None},
@@ -127,10 +128,14 @@ class Handler(http.server.BaseHTTPRequestHandler):
                 chunks.append({"object": "chat.completion.chunk", "choices": [], "usage": {
                     "prompt_tokens": prompt, "completion_tokens": completion,
                     "total_tokens": prompt + completion}})
-            texts = [f"data: {json.dumps(c)}\n\n" for c in chunks] + ["data: [DONE]\n\n"]
+            texts = itertools.chain((f"data: {json.dumps(c)}\n\n" for c in chunks),
+                                    ["data: [DONE]\n\n"])
+        # Each event is made as it is sent, as a model's server makes them:
+        # a later event (the usage one) does not delay the first.
+        count = len(events) if anthropic else len(chunks) + 1
         cut = bool(self.headers.get("X-Test-Cut"))
         for i, text in enumerate(texts):
-            if cut and i == len(texts) - 2:
+            if cut and i == count - 2:
                 self.close_connection = True
                 return
             self.chunk(text)

@@ -2,7 +2,7 @@
 // X-Forwarded-* are tollgate's own, whatever the case a client wrote, and a
 // Host holds only what a host and port may.
 #include "gateway/core/http_util.h"
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 
 #include <gtest/gtest.h>
 

@@ -211,7 +211,7 @@ window = "1d"
 // then unit calls, of which exactly the capacity pass.
 TEST_F(DecisionService, RlsHitsAddendAboveTheCapacityIsOverLimitAndTakesNothing) {
   RedisServer redis;
-  for (const std::string store :
+  for (const std::string& store :
        {std::string(), RedisStoreSection("url = \"" + redis.url() + "\"", "deny", "1s")}) {
     gateway_.reset();
     Start(std::string(kEveryAlgorithmADay) + store);

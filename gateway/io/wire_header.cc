@@ -1,4 +1,4 @@
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 
 #include <algorithm>
 #include <charconv>
