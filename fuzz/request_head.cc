@@ -13,7 +13,7 @@
 #include <string_view>
 
 #include "gateway/core/http_util.h"
-#include "gateway/core/wire_header.h"
+#include "gateway/io/wire_header.h"
 #include "gateway/io/io_types.h"
 #include "rules/normalize.h"
 
