@@ -47,8 +47,11 @@ struct Handler {
 
   struct Frame {
     bool array = false;
+    // Some wanted path goes on inside this container: what is not is
+    // parsed (it must be, to find where it ends) but not followed.
+    bool live = false;
     std::size_t next_index = 0;  // arrays: elements started so far
-    std::string key;             // objects: the key of the current member
+    std::string key;             // objects, when live: the key of the current member
     bool key_too_long = false;
   };
 
@@ -71,26 +74,50 @@ struct Handler {
     string_for = -1;
   }
 
+  // Whether the first `depth` names of `path` are those of the values
+  // being read (frames[0, depth)).
+  bool Matches(const std::vector<Segment>& path, std::size_t depth) const {
+    for (std::size_t i = 0; i < depth; ++i) {
+      const Frame& f = frames[i];
+      // An array's: the element being read.
+      const bool match = f.array ? path[i].index == static_cast<std::int64_t>(f.next_index) - 1
+                                 : !f.key_too_long && path[i].key == f.key;
+      if (!match) return false;
+    }
+    return true;
+  }
+
   // The wanted path the value that starts now is at; -1: none. Moves an
   // array's index on.
   int ValueStarts() {
-    if (!frames.empty() && frames.back().array) ++frames.back().next_index;
+    if (!frames.empty()) {
+      Frame& top = frames.back();
+      if (top.array) ++top.next_index;
+      if (!top.live) return -1;
+    }
     for (std::size_t w = 0; w < wanted.size(); ++w) {
-      const auto& path = wanted[w];
-      if (path.size() != frames.size()) continue;
-      bool match = true;
-      for (std::size_t i = 0; i < frames.size() && match; ++i) {
-        const Frame& f = frames[i];
-        if (f.array) {
-          // The element being read.
-          match = path[i].index == static_cast<std::int64_t>(f.next_index) - 1;
-        } else {
-          match = !f.key_too_long && path[i].key == f.key;
-        }
+      if (wanted[w].size() == frames.size() && Matches(wanted[w], frames.size())) {
+        return static_cast<int>(w);
       }
-      if (match) return static_cast<int>(w);
     }
     return -1;
+  }
+
+  // Opens the container that starts now, live if a wanted path goes on
+  // inside it.
+  void ContainerStarts(bool array) {
+    ValueStarts();
+    bool live = frames.empty() || frames.back().live;
+    if (live) {
+      live = false;
+      for (const auto& path : wanted) {
+        if (path.size() > frames.size() && Matches(path, frames.size())) {
+          live = true;
+          break;
+        }
+      }
+    }
+    frames.push_back({array, live, 0, {}, false});
   }
 
   void KeepNumber(int w, std::int64_t value) {
@@ -100,8 +127,7 @@ struct Handler {
   bool on_document_begin(error_code&) { return true; }
   bool on_document_end(error_code&) { return true; }
   bool on_array_begin(error_code&) {
-    ValueStarts();
-    frames.push_back({true, 0, {}, false});
+    ContainerStarts(true);
     return true;
   }
   bool on_array_end(std::size_t, error_code&) {
@@ -109,8 +135,7 @@ struct Handler {
     return true;
   }
   bool on_object_begin(error_code&) {
-    ValueStarts();
-    frames.push_back({});
+    ContainerStarts(false);
     return true;
   }
   bool on_object_end(std::size_t, error_code&) {
@@ -146,12 +171,13 @@ struct Handler {
     }
   }
   bool on_key_part(json::string_view s, std::size_t, error_code&) {
-    AppendKey(s);
+    if (frames.back().live) AppendKey(s);
     return true;
   }
   bool on_key(json::string_view s, std::size_t, error_code&) {
-    AppendKey(s);
     Frame& f = frames.back();
+    if (!f.live) return true;
+    AppendKey(s);
     f.key = std::move(key);
     f.key_too_long = key_too_long;
     key.clear();

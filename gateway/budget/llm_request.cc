@@ -6,6 +6,7 @@
 #include <boost/json/value.hpp>
 #include <algorithm>
 #include <cstdint>
+#include <string>
 
 namespace tollgate::gateway::budget {
 namespace {
@@ -44,21 +45,59 @@ LlmRequest FieldsOf(const boost::json::object& object, std::size_t body_bytes) {
   return request;
 }
 
-// The output bound and include_usage the request lacks, added to
-// `object`; false when nothing needs to change.
-bool Rewrite(boost::json::object& object, LlmApi api, const LlmRequest& request,
-             std::int64_t rule_output_bound) {
-  if (api != LlmApi::kOpenAi) return false;
-  const bool add_bound = !request.output_bound && rule_output_bound > 0;
-  const bool add_usage = request.stream && !request.include_usage && !request.responses_api;
-  if (!add_bound && !add_usage) return false;
-  if (add_bound) object[request.responses_api ? "max_output_tokens" : "max_tokens"] = rule_output_bound;
-  if (add_usage) {
+// What the request lacks of an output bound and of include_usage.
+struct Additions {
+  bool bound = false;
+  bool usage = false;
+  const char* bound_key = "max_tokens";
+};
+
+Additions AdditionsOf(LlmApi api, const LlmRequest& request, std::int64_t rule_output_bound) {
+  Additions add;
+  if (api != LlmApi::kOpenAi) return add;
+  add.bound = !request.output_bound && rule_output_bound > 0;
+  add.usage = request.stream && !request.include_usage && !request.responses_api;
+  if (request.responses_api) add.bound_key = "max_output_tokens";
+  return add;
+}
+
+// `body` with the additions written in as text before the closing brace of
+// its object, which none of their keys is in: the client's bytes kept as
+// they are, and no serializer pass. nullopt where that does not apply.
+std::optional<std::string> Spliced(std::string_view body, const boost::json::object& object,
+                                   const Additions& add, std::int64_t rule_output_bound) {
+  if ((add.bound && object.contains(add.bound_key)) ||
+      (add.usage && object.contains("stream_options"))) {
+    return std::nullopt;
+  }
+  const std::size_t close = body.find_last_not_of(" \t\r\n");
+  if (close == std::string_view::npos || body[close] != '}') return std::nullopt;
+  std::string out(body.substr(0, close));
+  bool first = object.empty();
+  if (add.bound) {
+    out += first ? "\"" : ",\"";
+    out += add.bound_key;
+    out += "\":";
+    out += std::to_string(rule_output_bound);
+    first = false;
+  }
+  if (add.usage) out += first ? R"("stream_options":{"include_usage":true})"
+                              : R"(,"stream_options":{"include_usage":true})";
+  out.append(body.substr(close));
+  return out;
+}
+
+// `object` with the additions, serialized: where a key is there with a
+// value that is no count (or stream_options is no object), it is replaced.
+std::string Rewritten(boost::json::object& object, const Additions& add,
+                      std::int64_t rule_output_bound) {
+  if (add.bound) object[add.bound_key] = rule_output_bound;
+  if (add.usage) {
     boost::json::value& options = object["stream_options"];
     if (!options.is_object()) options = boost::json::object(object.storage());
     options.get_object()["include_usage"] = true;
   }
-  return true;
+  return boost::json::serialize(object);
 }
 
 }  // namespace
@@ -75,9 +114,12 @@ std::optional<LlmRequest> ReadLlmRequest(std::string_view body, LlmApi api,
   boost::json::value value =
       boost::json::parse(boost::json::string_view(body.data(), body.size()), ec, &resource);
   if (ec || !value.is_object()) return std::nullopt;
-  const LlmRequest request = FieldsOf(value.get_object(), body.size());
-  if (Rewrite(value.get_object(), api, request, rule_output_bound)) {
-    rewritten = boost::json::serialize(value);
+  boost::json::object& object = value.get_object();
+  const LlmRequest request = FieldsOf(object, body.size());
+  const Additions add = AdditionsOf(api, request, rule_output_bound);
+  if (add.bound || add.usage) {
+    rewritten = Spliced(body, object, add, rule_output_bound);
+    if (!rewritten) rewritten = Rewritten(object, add, rule_output_bound);
   }
   return request;
 }

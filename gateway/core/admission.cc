@@ -170,10 +170,16 @@ Admit Admission::Started(const LimitContext& context, Exchange& ex, Answer& answ
   return Judge(ex, answer);
 }
 
-void Admission::DisarmSettlement() { settlement_->Disarm(); }
+void Admission::DisarmSettlement() {
+  settlement_->Disarm();
+  if (services_.settlements != nullptr) services_.settlements->Give(std::move(settlement_));
+}
 
 void Admission::ArmSettlement(const GatewayState& state, Exchange& ex) {
-  if (!settlement_) settlement_ = std::make_unique<Settlement>(services_);
+  if (!settlement_) {
+    settlement_ = services_.settlements != nullptr ? services_.settlements->Take(services_)
+                                                   : std::make_unique<Settlement>(services_);
+  }
   settlement_->Arm(state, ex, body_costs_.model);
 }
 

@@ -16,6 +16,7 @@ class Coordinator;
 
 namespace tollgate::gateway {
 
+class SettlementPool;
 class ThreadMetrics;
 
 struct CoreServices {
@@ -23,6 +24,9 @@ struct CoreServices {
   store::Store* store = nullptr;
   store::Coordinator* coordinator = nullptr;
   ThreadMetrics* metrics = nullptr;  // null when metrics are off
+  // The thread's spare settlements (settlement.h); null: each connection
+  // makes its own.
+  SettlementPool* settlements = nullptr;
 };
 
 }  // namespace tollgate::gateway

@@ -176,4 +176,15 @@ void Settlement::OnResponseEnd() {
   Unledger();
 }
 
+std::unique_ptr<Settlement> SettlementPool::Take(const CoreServices& services) {
+  if (kept_.empty()) return std::make_unique<Settlement>(services);
+  std::unique_ptr<Settlement> settlement = std::move(kept_.back());
+  kept_.pop_back();
+  return settlement;
+}
+
+void SettlementPool::Give(std::unique_ptr<Settlement> settlement) {
+  if (kept_.size() < kKept) kept_.push_back(std::move(settlement));
+}
+
 }  // namespace tollgate::gateway

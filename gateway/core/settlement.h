@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -83,6 +84,22 @@ class Settlement final : public ResponseBodyObserver {
   // last keeps every Watch where it is (a scanner refers to its paths).
   std::deque<Watch> watches_;
   std::uint64_t response_bytes_ = 0;
+};
+
+// The settlements of one worker thread that no exchange uses, with their
+// scanners ready, so that a connection's first exchange that settles does
+// not make them anew. Keeps at most kKept. Worker thread only.
+class SettlementPool {
+ public:
+  static constexpr std::size_t kKept = 64;
+
+  // A settlement for `services` (the thread's): a kept one, or a new one.
+  std::unique_ptr<Settlement> Take(const CoreServices& services);
+  // `settlement`, disarmed, for a later Take().
+  void Give(std::unique_ptr<Settlement> settlement);
+
+ private:
+  std::vector<std::unique_ptr<Settlement>> kept_;
 };
 
 }  // namespace tollgate::gateway

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "gateway/core/settlement.h"
 #include "gateway/http2/upstream_pool.h"
 #include "gateway/io/draining_read.h"
 #include "gateway/io/socket_internals.h"
@@ -15,7 +16,9 @@
 namespace tollgate::gateway {
 
 Worker::Worker(const StateSource& source, std::size_t index, ServeConnection serve)
-    : source_(source), index_(index), serve_(serve) {
+    : source_(source), index_(index), serve_(serve),
+      settlements_(std::make_unique<SettlementPool>()) {
+  services_.settlements = settlements_.get();
   Current();
 }
 

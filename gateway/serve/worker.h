@@ -159,6 +159,8 @@ class Worker {
   std::vector<Worker*> peers_;
   std::size_t next_peer_ = 0;  // asked next to make room
   std::chrono::steady_clock::time_point paused_warning_{};  // logged last
+  // Declared before io_: the sessions it destroys may give theirs back.
+  std::unique_ptr<SettlementPool> settlements_;
   // One thread runs it and its sockets never leave it: no reactor locking.
   asio::io_context io_{BOOST_ASIO_CONCURRENCY_HINT_UNSAFE_IO};
   // Declared after io_: pooled upstream sockets and acceptors close while

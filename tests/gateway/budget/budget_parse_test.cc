@@ -169,6 +169,24 @@ TEST(JsonFieldsTest, ArraysKeysAndStrings) {
   EXPECT_FALSE(NumberAt("not json", "x"));
 }
 
+// Subtrees no wanted path goes into are parsed but not followed: the same
+// names inside them are not taken for the wanted ones, and a path that
+// goes on after such a sibling is still found.
+TEST(JsonFieldsTest, ValuesOutsideTheWantedPathsAreNotTaken) {
+  JsonFields f({"usage.total", "x.1.usage", "x.1.y.0"});
+  const std::string text =
+      R"({"choices":[{"usage":{"total":9}},{"usage":{"total":8}}],"x":[{"usage":7},)"
+      R"({"z":{"usage":6},"usage":5,"y":[4,{"y":3}]}],"usage":{"total":3,"more":{"total":2}}})";
+  for (std::size_t piece : {std::size_t{1}, std::size_t{7}, text.size()}) {
+    f.Reset();
+    FeedInPieces(f, text, piece);
+    ASSERT_TRUE(f.Finish());
+    EXPECT_EQ(f.Number(0), 3);
+    EXPECT_EQ(f.Number(1), 5);
+    EXPECT_EQ(f.Number(2), 4);
+  }
+}
+
 // The fields ReadLlmRequest reads (an Anthropic request: never rewritten).
 std::optional<LlmRequest> Read(std::string_view body) {
   std::optional<std::string> rewritten;
@@ -224,6 +242,27 @@ TEST(LlmRequestTest, WritesTheBoundAndIncludeUsageOnlyWhenAbsent) {
   EXPECT_EQ(rewritten_responses->find("stream_options"), std::string::npos);
   // Anthropic requires max_tokens itself: never rewritten.
   EXPECT_FALSE(Rewritten(body, LlmApi::kAnthropic, 256));
+}
+
+// The additions go in as text, the client's bytes kept; a key that is
+// there with a value that is no count, or stream options without
+// include_usage, are replaced in the parsed request instead.
+TEST(LlmRequestTest, RewritesKeepTheClientsBytesOrReplaceWhatIsThere) {
+  EXPECT_EQ(Rewritten(R"( {"messages":[], "stream":true} )", LlmApi::kOpenAi, 8),
+            R"( {"messages":[], "stream":true,"max_tokens":8,"stream_options":{"include_usage":true}} )");
+  EXPECT_EQ(Rewritten("{}", LlmApi::kOpenAi, 8), R"({"max_tokens":8})");
+  for (const std::string body :
+       {R"({"messages":[],"max_tokens":null,"stream":true})",
+        R"({"messages":[],"stream":true,"stream_options":{"x":1}})",
+        R"({"messages":[],"stream":true,"stream_options":false})"}) {
+    const auto rewritten = Rewritten(body, LlmApi::kOpenAi, 8);
+    ASSERT_TRUE(rewritten) << body;
+    const auto again = Read(*rewritten);
+    ASSERT_TRUE(again) << *rewritten;
+    EXPECT_EQ(again->output_bound, 8) << *rewritten;
+    EXPECT_TRUE(again->include_usage) << *rewritten;
+    EXPECT_EQ(rewritten->find("null"), std::string::npos) << *rewritten;
+  }
 }
 
 }  // namespace
