@@ -52,7 +52,7 @@ const UsagePaths& UsagePathsOf(LlmApi api) {
   return api == LlmApi::kOpenAi ? kOpenAi : kAnthropic;
 }
 
-UsagePaths SinglePath(const std::string& path) { return {.total = {{path}}}; }
+UsagePaths SinglePath(const std::string& path) { return {.input = {}, .output = {}, .total = {{path}}}; }
 
 std::optional<std::int64_t> Usage::Count(TokenCount which) const {
   switch (which) {

@@ -145,6 +145,31 @@ TEST(UsageScannerTest, ASinglePathAndHostileNumbers) {
   EXPECT_EQ(huge.usage().Count(TokenCount::kInput), INT64_MAX);
 }
 
+// Events that cannot hold a wanted value are not parsed; those that can
+// are, whether they name the key plainly, escaped, or beyond what an event
+// holds back (kHeldEvent).
+TEST(EventStreamFieldsTest, SkipsOnlyEventsThatCannotHoldTheValue) {
+  const std::string filler(EventStreamFields::kHeldEvent, 'x');
+  const std::vector<std::pair<std::string, std::optional<std::int64_t>>> cases = {
+      {"data: {\"usage\":{\"total_tokens\":5}}\n\n", 5},
+      {"data: {\"usage\":{\"total_tokens\" :\n data: 6}}\n\n", std::nullopt},
+      {"data: {\"usage\":\ndata: {\"total_tokens\"\t:\ndata: 6}}\n\n", 6},
+      {"data: {\"usage\":{\"total\\u005ftokens\":7}}\n\n", 7},
+      {"data: {\"pad\":\"" + filler + "\",\"usage\":{\"total_tokens\":8}}\n\n", 8},
+      {"data: {\"note\":\"total_tokens\",\"usage\":null}\n\n", std::nullopt},
+      {"data: {\"usage\":null,\"total_tokens\":9}\n\n", std::nullopt},
+  };
+  for (const auto& [stream, want] : cases) {
+    for (std::size_t piece : {std::size_t{1}, std::size_t{5}, stream.size()}) {
+      EventStreamFields f({"usage.total_tokens"});
+      // A value seen earlier stays unless an event that holds one follows.
+      f.Feed("data: {\"usage\":{\"total_tokens\":1}}\n\n");
+      FeedInPieces(f, stream, piece);
+      EXPECT_EQ(f.Number(0), want.value_or(1)) << stream.substr(0, 60) << " piece " << piece;
+    }
+  }
+}
+
 TEST(UsageScannerTest, BodyFormatFromContentType) {
   EXPECT_EQ(BodyFormatOf("text/event-stream; charset=utf-8"), BodyFormat::kEventStream);
   EXPECT_EQ(BodyFormatOf("Text/Event-Stream"), BodyFormat::kEventStream);
