@@ -9,11 +9,13 @@
 #                              stream_options.include_usage is true
 #   POST /v1/messages          Anthropic messages: JSON, or a stream of
 #                              message_start ... message_delta events
+#   POST /v1/responses         OpenAI Responses API: JSON with `usage`, or a
+#                              stream whose response.completed event has it
 #   POST /v1/release           lets every stream waiting for it go on
 #
 # Usage is random but never beyond what the request allows: the prompt's
 # tokens at most its body's bytes / 4 + 1, the completion's at most its
-# output bound (max_tokens, max_completion_tokens). Every response says
+# output bound (max_tokens, max_completion_tokens, max_output_tokens). Every response says
 # what it saw in the request (field "seen": the output bound and
 # include_usage). Request headers that steer it:
 #   X-Test-Usage: P,C       exactly P prompt and C completion tokens
@@ -54,7 +56,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
         except ValueError:
             self.reply(400, "application/json", b'{"error":"not json"}')
             return
-        bound = request.get("max_completion_tokens", request.get("max_tokens"))
+        bound = request.get("max_completion_tokens",
+                            request.get("max_tokens", request.get("max_output_tokens")))
         options = request.get("stream_options") or {}
         seen = {"max_tokens": bound, "include_usage": bool(options.get("include_usage")),
                 "bytes": len(raw)}
@@ -66,6 +69,9 @@ class Handler(http.server.BaseHTTPRequestHandler):
             completion = random.randint(1, max(1, int(bound or 16)))
         anthropic = self.path == "/v1/messages"
         stream = bool(request.get("stream"))
+        if self.path == "/v1/responses":
+            self.respond_responses(request, prompt, completion, seen, stream)
+            return
         if stream:
             self.stream(anthropic, prompt, completion, seen, seen["include_usage"])
             return
@@ -89,6 +95,32 @@ class Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self.reply(200, "application/json", data)
+
+    def respond_responses(self, request, prompt, completion, seen, stream):
+        usage = {"input_tokens": prompt, "output_tokens": completion,
+                 "total_tokens": prompt + completion}
+        if not stream:
+            body = {"object": "response", "model": request.get("model"), "seen": seen,
+                    "status": "completed", "output": [{"type": "message", "content": [
+                        {"type": "output_text", "text": "hi"}]}], "usage": usage}
+            self.reply(200, "application/json", json.dumps(body).encode())
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        events = [
+            ("response.created", {"type": "response.created", "response": {
+                "status": "in_progress", "seen": seen}}),
+            ("response.output_text.delta", {"type": "response.output_text.delta",
+                                            "delta": "hi"}),
+            ("response.completed", {"type": "response.completed", "response": {
+                "status": "completed", "usage": usage}}),
+        ]
+        for name, data in events:
+            self.chunk(f"event: {name}\ndata: {json.dumps(data)}\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
 
     def reply(self, status, content_type, data):
         self.send_response(status)

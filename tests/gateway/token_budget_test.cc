@@ -196,6 +196,32 @@ TEST_P(TokenBudget, AnthropicStreamsSettleFromTheirEvents) {
   EXPECT_EQ(Remaining(second), 100'000 - 17 - static_cast<std::int64_t>(body.size()) - 30);
 }
 
+// The Responses API: the rule's output bound is written in as
+// max_output_tokens (a stream needs no stream_options: its
+// response.completed event carries the usage), and the reservation settles
+// to that usage, streamed or not.
+TEST_P(TokenBudget, ResponsesApiRequestsSettleFromTheirUsage) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), llm_.port());
+  Client client(gateway.port());
+  const std::string stream = R"({"model":"gpt-4o-mini","input":"hi","stream":true})";
+  client.Send(Post("/v1/responses", "a", stream, "X-Test-Usage: 11,6\r\n"));
+  const Response first = client.Read();
+  ASSERT_EQ(first.result_int(), 200) << first.body();
+  EXPECT_NE(first.body().find("response.completed"), std::string::npos);
+  EXPECT_NE(first.body().find(R"("max_tokens": 50)"), std::string::npos) << first.body();
+  EXPECT_NE(first.body().find(R"("include_usage": false)"), std::string::npos) << first.body();
+  const std::string whole = R"({"model":"gpt-4o-mini","input":"hi","max_output_tokens":20})";
+  client.Send(Post("/v1/responses", "a", whole, "X-Test-Usage: 3,4\r\n"));
+  const Response second = client.Read();
+  ASSERT_EQ(second.result_int(), 200) << second.body();
+  EXPECT_EQ(json::parse(second.body()).at("usage").at("total_tokens").as_int64(), 7);
+  // The first settled to 17 before the second reserved its bytes + 20.
+  EXPECT_EQ(Remaining(second), 100'000 - 17 - static_cast<std::int64_t>(whole.size()) - 20);
+  client.Send(Post("/v1/responses", "a", whole, "X-Test-Usage: 1,1\r\n"));
+  const Response third = client.Read();
+  EXPECT_EQ(Remaining(third), 100'000 - 17 - 7 - static_cast<std::int64_t>(whole.size()) - 20);
+}
+
 // What 64 clients of two teams spent, each sending `requests` one after
 // another until refused, spread over the gateways on `ports`.
 struct Spent {
