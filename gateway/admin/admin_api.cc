@@ -10,6 +10,7 @@
 #include "gateway/admin/admin_blocks.h"
 #include "gateway/admin/admin_keys.h"
 #include "gateway/admin/admin_overrides.h"
+#include "gateway/admin/admin_views.h"
 #include "gateway/admin/store_reply.h"
 #include "gateway/telemetry/utf8.h"
 #include "gateway/core/gateway_state.h"
@@ -40,81 +41,6 @@ Response Error(http::status status, std::string_view code, std::string_view mess
   extra["message"] = message;
   extra["status"] = static_cast<unsigned>(status);
   return Json(status, extra);
-}
-
-std::string_view ActionName(rules::RuleAction action) {
-  switch (action) {
-    case rules::RuleAction::kReject:
-      return "reject";
-    case rules::RuleAction::kDelay:
-      return "delay";
-    case rules::RuleAction::kDryRun:
-      return "dry_run";
-  }
-  return "";
-}
-
-json::object DescribeRule(const rules::RuleConfig& rule) {
-  json::object out;
-  out["name"] = rule.name;
-  if (rule.exempt) {
-    out["exempt"] = true;
-    return out;
-  }
-  json::array key;
-  for (const rules::KeyPart& part : rule.key) key.emplace_back(rules::KeyPartName(part));
-  out["key"] = std::move(key);
-  if (rule.max_inflight > 0) {
-    out["max_inflight"] = rule.max_inflight;
-    return out;
-  }
-  json::array limits;
-  for (std::size_t i = 0; i < rule.limit->windows.size(); ++i) {
-    const algorithms::LimitParams& p = rule.limit->windows[i];
-    json::object window;
-    window["algorithm"] = algorithms::AlgorithmName(p.algorithm);
-    window["limit"] = p.limit;
-    window["window"] = rule.windows[i].text;
-    if (const auto& calendar = rule.limit->calendar) {
-      // Its periods' usual length: the algorithm's window is only a span.
-      window["window_ms"] = rule.windows[i].seconds * 1000;
-      window["timezone"] = calendar->zone_name();
-    } else {
-      window["window_ms"] = p.window_ms;
-    }
-    if (p.algorithm == algorithms::Algorithm::kTokenBucket ||
-        p.algorithm == algorithms::Algorithm::kLeakyBucket) {
-      window["burst"] = p.burst;
-    }
-    if (p.algorithm == algorithms::Algorithm::kSubWindow) window["sub_windows"] = p.sub_windows;
-    limits.emplace_back(std::move(window));
-  }
-  out["limits"] = std::move(limits);
-  out["cost"] = rule.cost;
-  out["per"] = rule.per == rules::LimitUnit::kMessage ? "message" : "request";
-  out["action"] = ActionName(rule.action);
-  out["status"] = rule.status;
-  return out;
-}
-
-// A window's own state as its algorithm keeps it (WindowView): a bucket's
-// level in units of window_ms per token (or queued request), what a window
-// counts, a sliding log's length, two_bucket's two windows.
-json::object AlgorithmState(const algorithms::LimitParams& p, const algorithms::WindowView& v) {
-  switch (p.algorithm) {
-    case algorithms::Algorithm::kTokenBucket:
-      return {{"level", v.level}, {"units_per_token", p.window_ms}};
-    case algorithms::Algorithm::kLeakyBucket:
-      return {{"level", v.level}, {"units_per_request", p.window_ms}};
-    case algorithms::Algorithm::kSlidingLog:
-      return {{"log_length", v.level}};
-    case algorithms::Algorithm::kTwoBucket:
-      return {{"count", v.level}, {"previous_count", v.previous}};
-    case algorithms::Algorithm::kFixedWindow:
-    case algorithms::Algorithm::kSubWindow:
-      break;
-  }
-  return {{"count", v.level}};
 }
 
 // The endpoints and the methods each answers.
