@@ -10,9 +10,9 @@
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
-#include "gateway/io/handshake_failure.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/read_util.h"
+#include "gateway/http1/connection_start.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/h2/adapter.h"
 #include "gateway/io/relay.h"
@@ -90,41 +90,22 @@ char* Http1Connection::RelayBuffer() {
   return relay_buffer_.get();
 }
 
-void Http1Connection::NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec) {
-  const HandshakeFailureInfo failure = ExplainHandshakeFailure(ssl, ec);
-  if (ThreadMetrics* metrics = worker_.metrics()) {
-    metrics->RecordTlsHandshakeFailure(metric_listener_, failure.reason);
-  }
-  const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*config_);
-  LogHandshakeFailure(failure, peer_ip_,
-                      listener_ < listeners.size() ? listeners[listener_]->address.ToString() : "",
-                      generation_->state->clock->NowMs());
-}
-
 Task<void> Http1Connection::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
-    SSL* ssl = tls->native_handle();
-    SSL_set_num_tickets(ssl, 0);  // IssueTickets() issues them
-    Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
-    auto [ec] = co_await tls->async_handshake(ssl::stream_base::server, kUseTuple);
-    const HandshakeResult result = ec ? HandshakeResult::kFailed : Finished(ssl);
-    if (ThreadMetrics* metrics = worker_.metrics()) {
-      metrics->RecordTlsHandshake(metric_listener_, result);
-    }
-    if (ec) {
-      NoteHandshakeFailure(ssl, ec);
-      co_return;
-    }
-    tickets_owed_ = TicketsOwed(ssl, result);
+    const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*config_);
+    const std::string address =
+        listener_ < listeners.size() ? listeners[listener_]->address.ToString() : "";
+    const HandshakeWitness witness{worker_.metrics(), metric_listener_, peer_ip_, address,
+                                   generation_->state->clock->NowMs()};
+    TlsStart start = co_await StartTls(*tls, Ms(config_->timeouts.client_header_ms), witness);
+    if (!start.ok) co_return;
+    tickets_owed_ = start.tickets_owed;
     // Once per connection: every request on it (HTTP/1.1 or HTTP/2) is
     // identified by the same certificate.
-    client_cert_ = VerifiedClientCertificate(ssl);
-    const unsigned char* alpn = nullptr;
-    unsigned int alpn_size = 0;
-    SSL_get0_alpn_selected(ssl, &alpn, &alpn_size);
-    if (std::string_view(reinterpret_cast<const char*>(alpn), alpn_size) == "h2") {
+    client_cert_ = std::move(start.client_cert);
+    if (start.http2) {
       IssueTickets();
       co_await RunHttp2({});
       co_return;
@@ -151,7 +132,13 @@ Task<void> Http1Connection::Run() {
       buffer_.commit(n);
       if (first) {
         // (GCC 12 miscompiles co_await inside &&: a statement of its own.)
-        const bool http2 = co_await PriorKnowledge(ec);
+        bool http2 = false;
+        // The decision listener always speaks HTTP/2 too (Envoy's RLS is
+        // gRPC). (The deadline of the first read, client_header, still runs.)
+        if (!generation_->state->listener_tls[listener_] &&
+            (IsDecisionListener(*config_, listener_) || config_->listeners[listener_].http2)) {
+          http2 = co_await ReadsHttp2Preface(stream_, buffer_, ec);
+        }
         if (http2) {
           // The bytes move out of buffer_, which RunHttp2 gives back.
           const std::string preface(static_cast<const char*>(buffer_.data().data()),
@@ -167,31 +154,6 @@ Task<void> Http1Connection::Run() {
     served_ = true;
   }
   co_await Shutdown();
-}
-
-Task<bool> Http1Connection::PriorKnowledge(ErrorCode& ec) {
-  // The decision listener always speaks HTTP/2 too (Envoy's RLS is gRPC).
-  if (generation_->state->listener_tls[listener_] ||
-      (!IsDecisionListener(*config_, listener_) && !config_->listeners[listener_].http2)) {
-    co_return false;
-  }
-  const auto bytes = [&] {
-    return std::string_view(static_cast<const char*>(buffer_.data().data()), buffer_.size());
-  };
-  PrefaceMatch match = MatchHttp2Preface(bytes());
-  while (match == PrefaceMatch::kPrefix) {
-    // (The deadline of the first read, client_header, still runs.)
-    auto [read_ec, n] = co_await Visit(stream_, [&](auto& s) {
-      return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
-    });
-    if (read_ec) {
-      ec = read_ec;
-      co_return false;
-    }
-    buffer_.commit(n);
-    match = MatchHttp2Preface(bytes());
-  }
-  co_return match == PrefaceMatch::kYes;
 }
 
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
@@ -359,25 +321,8 @@ bool Http1Connection::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) 
   return gateway::TryWriteWire(stream, wire_, ec);
 }
 
-// The largest last response WriteLastOverTls() takes: one TLS record
-// (16 KiB at most), with two tickets and the close_notify beside it, fits
-// in one send of TlsStream's output buffer, which Shutdown() makes.
-constexpr std::size_t kLastOverTls = 15 * 1024;
-
 bool Http1Connection::WriteLastOverTls(TlsStream& tls) {
-  if (wire_.size() > kLastOverTls) return false;
-  // Into TlsStream's output buffer only (SSL_write's BIO appends there):
-  // no socket I/O here. Tickets owed go first (SSL_write sends them).
-  SSL* ssl = tls.native_handle();
-  ERR_clear_error();
-  const int n = SSL_write(ssl, wire_.data(), static_cast<int>(wire_.size()));
-  if (n <= 0) {
-    // Nothing was taken (not expected with the buffer empty): the usual
-    // write reports what is wrong.
-    ERR_clear_error();
-    return false;
-  }
-  wire_.erase(0, static_cast<std::size_t>(n));
+  if (!EncryptLastOverTls(tls, wire_)) return false;
   last_in_tls_ = true;
   return wire_.empty();
 }

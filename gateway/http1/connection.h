@@ -41,13 +41,6 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
  private:
   using HeadParser = RequestParser<http::empty_body>;
 
-  // Whether the first bytes (read into buffer_) are HTTP/2's preface, on a
-  // cleartext listener with http2 on, reading more while they may be.
-  // False also when the connection failed meanwhile (`ec`).
-  Task<bool> PriorKnowledge(ErrorCode& ec);
-  // A client's failed TLS handshake: counted by reason and logged (rate
-  // limited, gateway/io/handshake_failure.h).
-  void NoteHandshakeFailure(SSL* ssl, const ErrorCode& ec);
   // The rest of the connection as HTTP/2; `already_read` goes first.
   Task<void> RunHttp2(asio::const_buffer already_read);
 

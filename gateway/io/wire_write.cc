@@ -1,5 +1,8 @@
 #include "gateway/io/wire_write.h"
 
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+
 namespace tollgate::gateway {
 
 bool TryWriteWire(AnyStream& stream, std::string& wire, ErrorCode& ec) {
@@ -24,6 +27,19 @@ Task<ErrorCode> WriteWireRest(AnyStream& stream, const std::string& wire,
   auto [ec, n] = co_await std::visit(
       [&](auto& s) { return asio::async_write(s, asio::buffer(wire), kUseTuple); }, stream);
   co_return ec;
+}
+
+bool EncryptLastOverTls(TlsStream& tls, std::string& wire) {
+  if (wire.size() > kLastOverTls) return false;
+  SSL* ssl = tls.native_handle();
+  ERR_clear_error();
+  const int n = SSL_write(ssl, wire.data(), static_cast<int>(wire.size()));
+  if (n <= 0) {
+    ERR_clear_error();
+    return false;
+  }
+  wire.erase(0, static_cast<std::size_t>(n));
+  return true;
 }
 
 }  // namespace tollgate::gateway

@@ -1,0 +1,47 @@
+// How a client connection starts, before its first exchange (the step that
+// decides which protocol adapter serves it): the TLS handshake and the
+// protocol its ALPN chose, or on a cleartext listener that takes HTTP/2
+// whether the client's first bytes are HTTP/2's prior-knowledge preface.
+// Worker thread only.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string_view>
+
+#include "gateway/io/net.h"
+#include "rules/identity.h"
+
+namespace tollgate::gateway {
+
+class ThreadMetrics;
+
+// Where a handshake failure is counted and logged.
+struct HandshakeWitness {
+  ThreadMetrics* metrics = nullptr;  // null when metrics are off
+  int metric_listener = 0;
+  std::string_view peer_ip;
+  std::string_view listener_address;
+  std::int64_t now_ms = 0;  // the gateway clock's, for the log's rate limit
+};
+
+// What a TLS handshake gave the connection.
+struct TlsStart {
+  bool ok = false;     // false: it failed (counted by reason and logged)
+  bool http2 = false;  // ALPN chose "h2"
+  int tickets_owed = 0;  // TLS 1.3 session tickets to issue (tls.h, TicketsOwed)
+  // The client certificate it verified; null: none.
+  std::unique_ptr<const rules::ClientCertificate> client_cert;
+};
+
+// The server side of `tls`'s handshake within `timeout`, OpenSSL's own
+// tickets turned off (the connection issues them with its first write).
+Task<TlsStart> StartTls(TlsStream& tls, std::chrono::milliseconds timeout,
+                        const HandshakeWitness& witness);
+
+// Whether the first bytes, in `buffer` (read from `stream`), are HTTP/2's
+// preface, reading more while they may be (within the deadline the stream
+// already has). False also when the connection failed meanwhile (`ec`).
+Task<bool> ReadsHttp2Preface(AnyStream& stream, beast::flat_buffer& buffer, ErrorCode& ec);
+
+}  // namespace tollgate::gateway
