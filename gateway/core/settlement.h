@@ -7,8 +7,9 @@
 // settles each reservation to that cost in one step on the store it was
 // reserved on (store::Store::Settle). A response that never says (cut
 // off, no such field, a count the upstream left out) keeps its
-// reservation. Worker thread only; one per Admission, reused by its
-// exchanges.
+// reservation. Worker thread only; an Admission takes one from its
+// thread's SettlementPool for an exchange that settles and gives it back
+// when the exchange ends.
 #pragma once
 
 #include <cstdint>

@@ -94,11 +94,8 @@ Task<void> Http1Connection::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
-    const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*config_);
-    const std::string address =
-        listener_ < listeners.size() ? listeners[listener_]->address.ToString() : "";
-    const HandshakeWitness witness{worker_.metrics(), metric_listener_, peer_ip_, address,
-                                   generation_->state->clock->NowMs()};
+    const HandshakeWitness witness{worker_.metrics(), metric_listener_, peer_ip_,
+                                   config_, listener_, generation_->state->clock};
     TlsStart start = co_await StartTls(*tls, Ms(config_->timeouts.client_header_ms), witness);
     if (!start.ok) co_return;
     tickets_owed_ = start.tickets_owed;

@@ -1,5 +1,6 @@
 #include "gateway/http1/connection_start.h"
 
+#include "gateway/core/gateway_state.h"
 #include "gateway/http2/connection.h"
 #include "gateway/io/handshake_failure.h"
 #include "gateway/io/relay.h"
@@ -22,7 +23,12 @@ Task<TlsStart> StartTls(TlsStream& tls, std::chrono::milliseconds timeout,
     if (witness.metrics != nullptr) {
       witness.metrics->RecordTlsHandshakeFailure(witness.metric_listener, failure.reason);
     }
-    LogHandshakeFailure(failure, witness.peer_ip, witness.listener_address, witness.now_ms);
+    const std::vector<const rules::ListenerConfig*> listeners = BoundListeners(*witness.config);
+    LogHandshakeFailure(failure, witness.peer_ip,
+                        witness.listener < listeners.size()
+                            ? listeners[witness.listener]->address.ToString()
+                            : "",
+                        witness.clock->NowMs());
     co_return start;
   }
   start.ok = true;

@@ -10,19 +10,23 @@
 #include <string_view>
 
 #include "gateway/io/net.h"
+#include "base/clock.h"
+#include "rules/config.h"
 #include "rules/identity.h"
 
 namespace tollgate::gateway {
 
 class ThreadMetrics;
 
-// Where a handshake failure is counted and logged.
+// Where a handshake failure is counted and logged (what the log names is
+// looked up only then).
 struct HandshakeWitness {
   ThreadMetrics* metrics = nullptr;  // null when metrics are off
   int metric_listener = 0;
   std::string_view peer_ip;
-  std::string_view listener_address;
-  std::int64_t now_ms = 0;  // the gateway clock's, for the log's rate limit
+  const rules::Config* config = nullptr;  // its listeners name the one accepted on
+  std::size_t listener = 0;
+  const store::Clock* clock = nullptr;  // the log's rate limit's
 };
 
 // What a TLS handshake gave the connection.

@@ -378,8 +378,16 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
     filter.End();
     co_return true;
   }
-  // Headers are out: the only honest signal left is closing the connection.
   ex.close = true;
+  if (!relayed.header_sent && relayed.failure == RelayFailure::kRead) {
+    // The body that came with the header was bad: the client has seen
+    // nothing yet, and hears why.
+    answer_ = Refuse(UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec,
+                                    worker_.metrics()));
+    co_await Reply(ex);
+    co_return false;
+  }
+  // Headers are out: the only honest signal left is closing the connection.
   if (relayed.failure == RelayFailure::kRead) ex.error = "upstream_body";
   co_return false;
 }

@@ -23,6 +23,9 @@ struct RelayResult {
   RelayFailure failure = RelayFailure::kNone;
   ErrorCode ec;
   std::uint64_t bytes = 0;  // body bytes written
+  // The header went out: the peer has seen the message start, and a
+  // failure can only end it by closing.
+  bool header_sent = false;
 };
 
 // Each read and each write has its own timeout, and none outlives
@@ -83,8 +86,9 @@ void ParseBufferedBody(beast::flat_buffer& in_buffer,
 // that arrive together go out together: one write and one wake-up of the
 // peer, as nginx sends them. Otherwise the header goes at once, so that a
 // stream whose first event is late still shows its head. Writes go through
-// `wire` (the socket's fast path first, see wire_write.h); `buffer` holds
-// kRelayChunk bytes.
+// `wire` (the socket's fast path first, see wire_write.h), which holds
+// nothing else meanwhile (it is cleared first); `buffer` holds kRelayChunk
+// bytes.
 template <bool kIsRequest, typename OnPiece = NoPieceHook>
 Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
                         http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
@@ -98,27 +102,31 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
   // start past it fails at once (one that completes within its 1 ms floor
   // does not keep the relay going).
   const auto past_deadline = [&] { return store::LoopNow() >= timeouts.deadline; };
+  const auto fail = [&](RelayFailure failure, const ErrorCode& ec) {
+    RelayResult failed = result;
+    failed.failure = failure;
+    failed.ec = ec;
+    return failed;
+  };
   for (;;) {
     std::size_t piece = 0;
     ErrorCode ec;
     ParseBufferedBody(in_buffer, parser, buffer, piece, ec);
-    if (ec) co_return RelayResult{RelayFailure::kRead, ec, result.bytes};
+    if (ec) co_return fail(RelayFailure::kRead, ec);
     const bool done = parser.is_done();
     if (piece == 0 && !done && wire.empty()) {
-      if (past_deadline()) {
-        co_return RelayResult{RelayFailure::kRead, beast::error::timeout, result.bytes};
-      }
+      if (past_deadline()) co_return fail(RelayFailure::kRead, beast::error::timeout);
+      // Framing that never ends (a chunk extension or trailers without a
+      // line end: the parser takes nothing) fills the buffer to its bound.
+      const std::size_t room = beast::read_size(in_buffer, kRelayChunk);
+      if (room == 0) co_return fail(RelayFailure::kRead, http::error::buffer_overflow);
       Lowest(in).expires_after(timeouts.Within(timeouts.read));
       auto [rec, n] = co_await std::visit(
-          [&](auto& s) {
-            return s.async_read_some(in_buffer.prepare(beast::read_size(in_buffer, kRelayChunk)),
-                                     kUseTuple);
-          },
-          in);
+          [&](auto& s) { return s.async_read_some(in_buffer.prepare(room), kUseTuple); }, in);
       in_buffer.commit(n);
       // A body without length or chunks ends where its connection does.
       if (rec == asio::error::eof) parser.put_eof(rec);
-      if (rec) co_return RelayResult{RelayFailure::kRead, rec, result.bytes};
+      if (rec) co_return fail(RelayFailure::kRead, rec);
       continue;
     }
     if (piece > 0) {
@@ -131,14 +139,15 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
     if (past_deadline()) {
       // While the body is still incomplete the relay waits for its reader's
       // peer (a dripping client: 408), not for the writer's.
-      co_return RelayResult{done ? RelayFailure::kWrite : RelayFailure::kRead,
-                            beast::error::timeout, result.bytes};
+      co_return fail(done ? RelayFailure::kWrite : RelayFailure::kRead, beast::error::timeout);
     }
-    if (!TryWriteWire(out, wire, ec)) {
+    // (Empty: a body that ended with its connection, the last piece out.)
+    if (!wire.empty() && !TryWriteWire(out, wire, ec)) {
       ec = co_await WriteWireRest(out, wire, timeouts.Within(timeouts.write));
     }
     wire.clear();
-    if (ec) co_return RelayResult{RelayFailure::kWrite, ec, result.bytes};
+    result.header_sent = true;
+    if (ec) co_return fail(RelayFailure::kWrite, ec);
     if (piece > 0) on_piece(buffer, piece);  // still in `buffer`: read again only next turn
     if (done) break;
   }

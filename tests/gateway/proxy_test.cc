@@ -87,6 +87,29 @@ TEST(UpstreamResponseHead, CutShortByACloseIs502AndNotSentAgain) {
   EXPECT_EQ(boost::json::parse(res.body()).as_object().at("error").as_string(), "bad_gateway");
 }
 
+// Bad chunk framing in the bytes that came with the header: the client has
+// seen nothing of the response yet and gets a 502, not a closed connection.
+TEST(UpstreamResponseHead, BadFramingThatCameWithTheHeadIs502) {
+  ScriptedUpstream upstream(
+      {"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n"});
+  TestGateway gateway(BasicConfig(), upstream.port());
+  Client client(gateway.port());
+  Response res = client.Get("/");
+  EXPECT_EQ(res.result_int(), 502);
+}
+
+// A chunk extension that never ends fills the request buffer: the upload is
+// refused (400) at once, not read forever.
+TEST_F(ProxyTest, AChunkedBodysFramingWithoutALineEndIsRefused) {
+  StartGateway();
+  Client client(port());
+  client.Send("POST /_test/count HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n"
+              "5\r\nhello\r\n1;" +
+              std::string(64 * 1024, 'x'));
+  const Response res = client.Read();
+  EXPECT_EQ(res.result_int(), 400);
+}
+
 TEST(UpstreamResponseHead, ClosedWithoutAByteOnAFreshConnectionIs502) {
   ScriptedUpstream upstream({});
   TestGateway gateway(BasicConfig(), upstream.port());
