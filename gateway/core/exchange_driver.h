@@ -21,6 +21,7 @@
 //   http::request_header<Fields>& request();
 //   HeadRead TakeHead(Refusal&);        // the head from what was read already
 //   Task<HeadRead> ReadHead(Refusal&);  // kNeedMore: the rest from the client
+//                                       // (only where TakeHead can say so)
 //   void OnHead(const GatewayState&, Exchange&);  // version, persistence, deadline
 //   RequestHeaderCheck CheckHead();     // CheckRequestHeader in its protocol
 //   void CloseAfterMalformed(Exchange&);  // a malformed head ends the connection?
@@ -100,7 +101,9 @@ class ExchangeDriver {
     Begin(state, ex);
     Refusal refusal = Refusal::kBadRequest;
     HeadRead head = down.TakeHead(refusal);
-    if (head == HeadRead::kNeedMore) head = co_await down.ReadHead(refusal);
+    if constexpr (requires { down.ReadHead(refusal); }) {
+      if (head == HeadRead::kNeedMore) head = co_await down.ReadHead(refusal);
+    }
     if (head == HeadRead::kClientGone) {
       if constexpr (std::is_void_v<Result>) {
         co_return;

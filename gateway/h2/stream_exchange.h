@@ -106,9 +106,9 @@ class StreamExchange final : private ClientWatch {
   const rules::IpAddress& peer_address() const { return adapter_.peer_address_; }
   const rules::ClientCertificate* client_cert() const { return adapter_.client_cert_; }
   http::request_header<Fields>& request() { return stream_.request(); }
-  // The connection has read the head before the stream's handler starts.
+  // The connection has read the head before the stream's handler starts
+  // (so there is no ReadHead).
   static HeadRead TakeHead(Refusal&) { return HeadRead::kRead; }
-  static Task<HeadRead> ReadHead(Refusal&) { co_return HeadRead::kRead; }
   // HTTP/2, gRPC or not, and a gRPC call's own deadline (grpc-timeout).
   void OnHead(const GatewayState& state, Exchange& ex);
   // CheckRequestHeader with the stream's :scheme; CONNECT is not offered.
