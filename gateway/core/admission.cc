@@ -170,6 +170,10 @@ Admit Admission::Started(const LimitContext& context, Exchange& ex, Answer& answ
   return Judge(ex, answer);
 }
 
+void Admission::RefundUnforwarded(const GatewayState& state, Exchange& ex) {
+  RefundReservations(state, services_, ex);
+}
+
 void Admission::DisarmSettlement() {
   settlement_->Disarm();
   if (services_.settlements != nullptr) services_.settlements->Give(std::move(settlement_));

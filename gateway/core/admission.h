@@ -112,6 +112,10 @@ class Admission {
   void ObserveResponse(const GatewayState& state, Exchange& ex) {
     if (!ex.limits.reserved.empty()) ArmSettlement(state, ex);
   }
+  // An admitted request that never reached the upstream (refused on the
+  // way, or its body failed): what its rules reserved settles to 0
+  // (RefundReservations, settlement.h).
+  void RefundUnforwarded(const GatewayState& state, Exchange& ex);
   // The exchange has ended: what ObserveResponse watched is done with.
   void EndExchange() {
     if (settlement_) DisarmSettlement();

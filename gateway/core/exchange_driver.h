@@ -150,6 +150,8 @@ class ExchangeDriver {
         admit = co_await down.admission().AdmitUpstream(
             state, upstream, route->name, UpstreamPath(down.UpstreamTarget()), ex, down.answer());
       }
+      // Refused on the way, or its body failed: the upstream never saw it.
+      if (!ready || admit != Admit::kAdmitted) down.admission().RefundUnforwarded(state, ex);
       if (ready && admit != Admit::kAdmitted) {
         down.RefusedBeforeUpstream(ex);
         if (!down.StartReply()) co_await down.FinishReply();

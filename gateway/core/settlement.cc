@@ -33,7 +33,33 @@ class SettleSink final : public store::DecisionSink {
   const std::int64_t actual_;
 };
 
+// Settles reservation `r` of `ex` to `actual` on the store it was made on.
+void SettleReservation(const GatewayState& state, const CoreServices& services,
+                       const LimitContext& context, Exchange& ex, const Reservation& r,
+                       std::int64_t actual) {
+  if (&r == &ex.limits.reserved.front()) ex.cost_settled = actual;
+  store::SettleRequest settle;
+  settle.reservation = {r.key, r.decided_by->limit.get(), r.cost, r.now_ms, r.partition,
+                        r.key_hash};
+  settle.actual = actual;
+  // On the clock the reservation was made on (limits.cc, DecisionBatch).
+  settle.now_ms = r.decided_by->limit->calendar ? context.unix_ms : context.store_now_ms;
+  settle.reserved_by = r.source;
+  const int rule =
+      services.metrics != nullptr ? state.rule_ids[r.rule - state.config->rules.data()] : 0;
+  services.store->Settle(settle, *new SettleSink(services.metrics, rule, r.cost, actual));
+}
+
 }  // namespace
+
+void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex) {
+  if (ex.limits.reserved.empty()) return;
+  const LimitContext context = MakeLimitContext(state, *services.store, services.metrics);
+  for (const Reservation& r : ex.limits.reserved) {
+    SettleReservation(state, services, context, ex, r, 0);
+  }
+  ex.cost_reserved = ex.limits.reserved.front().cost;
+}
 
 void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view model) {
   state_ = &state;
@@ -159,19 +185,8 @@ void Settlement::OnResponseEnd() {
     if (w.scanning) w.scanner->Finish();
     const std::optional<std::int64_t> actual = Actual(w);
     if (!actual) continue;
-    const Reservation& r = ex_->limits.reserved[w.reservation];
-    if (w.reservation == 0) ex_->cost_settled = *actual;
-    store::SettleRequest settle;
-    settle.reservation = {r.key, r.decided_by->limit.get(), r.cost, r.now_ms, r.partition,
-                          r.key_hash};
-    settle.actual = *actual;
-    // On the clock the reservation was made on (limits.cc, DecisionBatch).
-    settle.now_ms = r.decided_by->limit->calendar ? context.unix_ms : context.store_now_ms;
-    settle.reserved_by = r.source;
-    const int rule = services_.metrics != nullptr
-                         ? state_->rule_ids[r.rule - state_->config->rules.data()]
-                         : 0;
-    services_.store->Settle(settle, *new SettleSink(services_.metrics, rule, r.cost, *actual));
+    SettleReservation(*state_, services_, context, *ex_, ex_->limits.reserved[w.reservation],
+                      *actual);
   }
   Unledger();
 }

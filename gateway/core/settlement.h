@@ -87,6 +87,12 @@ class Settlement final : public ResponseBodyObserver {
   std::uint64_t response_bytes_ = 0;
 };
 
+// The request of `ex`, admitted, never reached the upstream (tollgate
+// refused it on the way, or its body failed): each of its reservations
+// settles to 0, as a response that said it cost nothing would. Nothing when
+// it reserved nothing.
+void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex);
+
 // The settlements of one worker thread that no exchange uses, with their
 // scanners ready, so that a connection's first exchange that settles does
 // not make them anew. Keeps at most kKept. Worker thread only.

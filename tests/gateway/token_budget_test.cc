@@ -307,6 +307,45 @@ TEST_P(TokenBudget, ReservationsStopABurstBeforeItIsSpent) {
   EXPECT_EQ(json::parse(view.body()).at("reserved_in_flight"), 0) << view.body();
 }
 
+// A request the upstream never sees (here refused by the upstream's own
+// max_connections while a stream holds its one place) gives its
+// reservation back; the held stream's settles to its usage.
+TEST_P(TokenBudget, ARequestRefusedBeforeTheUpstreamGivesItsReservationBack) {
+  const std::string body = ChatBody(R"(,"max_tokens":100,"stream":true)");
+  const std::int64_t reserved = static_cast<std::int64_t>(body.size()) + 100;
+  std::string config = Config(Rule(kOpenAi, 100'000));
+  const std::string servers = "servers = [\"127.0.0.1:{ECHO}\"]\n";
+  config.insert(config.find(servers) + servers.size(), "max_connections = 1\n");
+  TestGateway gateway(config, llm_.port());
+  Client held(gateway.port());
+  held.Send(Post("/v1/chat/completions", "a", body, "X-Test-Wait: 1\r\nX-Test-Usage: 2,3\r\n"));
+  http::response_parser<http::string_body> head;
+  boost::system::error_code ec;
+  http::read_header(held.socket(), held.buffer(), head, ec);
+  ASSERT_FALSE(ec) << ec.message();
+  ASSERT_EQ(head.get().result_int(), 200);
+  Client refused(gateway.port());
+  refused.Send(Post("/v1/chat/completions", "a", body));
+  EXPECT_EQ(refused.Read().result_int(), 503);
+  Client release(llm_.port());
+  release.Send("POST /v1/release HTTP/1.1\r\nHost: llm\r\nContent-Length: 0\r\n\r\n");
+  EXPECT_EQ(release.Read().result_int(), 200);
+  std::string rest;
+  ASSERT_TRUE(ReadUntil(held, "0\r\n\r\n", rest));
+  // Once the held stream has settled (nothing in flight), only its usage
+  // (5) is spent when the next request reserves: not the refused one's.
+  const std::string key = "/api/v1/keys?rule=team-tokens&header:X-Team=a";
+  for (int i = 0; i < 400; ++i) {
+    const Response view = AdminRequest(gateway.admin_port(), "GET", key);
+    if (json::parse(view.body()).at("reserved_in_flight") == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  Client next(gateway.port());
+  next.Send(Post("/v1/chat/completions", "a", ChatBody(), "X-Test-Usage: 1,1\r\n"));
+  const std::int64_t next_reserved = static_cast<std::int64_t>(ChatBody().size()) + 50;
+  EXPECT_EQ(Remaining(next.Read()), 100'000 - 5 - next_reserved) << "refused: " << reserved;
+}
+
 // The first event reaches the client while the upstream still holds the
 // rest (it sends more only when told, after the client has read it).
 TEST_P(TokenBudget, AStreamReachesTheClientAsItIsSent) {
