@@ -16,17 +16,13 @@
 #include "gateway/core/message_admission.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/net.h"
+#include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
 #include "gateway/telemetry/metrics.h"
 #include "base/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {
-
-template <typename Fn>
-auto Visit(AnyStream& stream, Fn&& fn) {
-  return std::visit(std::forward<Fn>(fn), stream);
-}
 
 // One tunnel's shared state; lives in RunTunnel's frame while its three
 // parts (two directions and the watchdog) run: coroutines (Spawn) or

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "gateway/io/net.h"
+#include "gateway/io/read_util.h"
 #include "gateway/io/wire_header.h"
 #include "gateway/io/wire_write.h"
 #include "base/loop_time.h"
@@ -53,31 +54,6 @@ struct NoPieceHook {
   void operator()(const char* /*data*/, std::size_t /*size*/) const {}
 };
 
-// Parses what `in_buffer` holds of `parser`'s body into
-// buffer[piece, kRelayChunk), as many pieces (chunks) as there are and fit,
-// and moves `piece` past them. `ec`: the framing is bad, or the body is
-// over the parser's limit.
-template <bool kIsRequest>
-void ParseBufferedBody(beast::flat_buffer& in_buffer,
-                       http::parser<kIsRequest, http::buffer_body, FieldAlloc>& parser,
-                       char* buffer, std::size_t& piece, ErrorCode& ec) {
-  auto& body = parser.get().body();
-  while (!parser.is_done() && in_buffer.size() > 0 && piece < kRelayChunk) {
-    body.data = buffer + piece;
-    body.size = kRelayChunk - piece;
-    const std::size_t used = parser.put(in_buffer.data(), ec);
-    in_buffer.consume(used);
-    piece = kRelayChunk - body.size;
-    // need_more: the rest of a chunk's framing is still to come;
-    // need_buffer: `buffer` is full.
-    if (ec == http::error::need_more || ec == http::error::need_buffer) {
-      ec = {};
-      return;
-    }
-    if (ec || used == 0) return;
-  }
-}
-
 // Writes the header of `parser`'s message to `out`, then its body as it is
 // read from `in`, each piece shown to `on_piece` once it is written (the
 // client does not wait for what looks at it). The framing is the
@@ -109,10 +85,16 @@ Task<RelayResult> Relay(AnyStream& in, beast::flat_buffer& in_buffer,
     return failed;
   };
   for (;;) {
-    std::size_t piece = 0;
+    // What in_buffer holds, parsed into `buffer`: as many chunks as there
+    // are and fit (need_buffer: it is full).
+    auto& body = parser.get().body();
+    body.data = buffer;
+    body.size = kRelayChunk;
     ErrorCode ec;
-    ParseBufferedBody(in_buffer, parser, buffer, piece, ec);
+    ParseBuffered(in_buffer, parser, ec);
+    if (ec == http::error::need_buffer) ec = {};
     if (ec) co_return fail(RelayFailure::kRead, ec);
+    const std::size_t piece = kRelayChunk - body.size;
     const bool done = parser.is_done();
     if (piece == 0 && !done && wire.empty()) {
       if (past_deadline()) co_return fail(RelayFailure::kRead, beast::error::timeout);
