@@ -33,6 +33,19 @@ class SettleSink final : public store::DecisionSink {
   const std::int64_t actual_;
 };
 
+// The metrics' id of the rule that made `r`.
+int MetricRuleOf(const GatewayState& state, const Reservation& r) {
+  return state.rule_ids[r.rule - state.config->rules.data()];
+}
+
+// Counts `r` as reserved (tollgate_ratelimit_cost_total, phase "reserved").
+void RecordReserved(const GatewayState& state, const CoreServices& services,
+                    const Reservation& r) {
+  if (services.metrics != nullptr) {
+    services.metrics->RecordCost(MetricRuleOf(state, r), CostPhase::kReserved, r.cost);
+  }
+}
+
 // Settles reservation `r` of `ex` to `actual` on the store it was made on.
 void SettleReservation(const GatewayState& state, const CoreServices& services,
                        const LimitContext& context, Exchange& ex, const Reservation& r,
@@ -45,8 +58,7 @@ void SettleReservation(const GatewayState& state, const CoreServices& services,
   // On the clock the reservation was made on (limits.cc, DecisionBatch).
   settle.now_ms = r.decided_by->limit->calendar ? context.unix_ms : context.store_now_ms;
   settle.reserved_by = r.source;
-  const int rule =
-      services.metrics != nullptr ? state.rule_ids[r.rule - state.config->rules.data()] : 0;
+  const int rule = services.metrics != nullptr ? MetricRuleOf(state, r) : 0;
   services.store->Settle(settle, *new SettleSink(services.metrics, rule, r.cost, actual));
 }
 
@@ -56,6 +68,7 @@ void RefundReservations(const GatewayState& state, const CoreServices& services,
   if (ex.limits.reserved.empty()) return;
   const LimitContext context = MakeLimitContext(state, *services.store, services.metrics);
   for (const Reservation& r : ex.limits.reserved) {
+    RecordReserved(state, services, r);
     SettleReservation(state, services, context, ex, r, 0);
   }
   ex.cost_reserved = ex.limits.reserved.front().cost;
@@ -83,10 +96,7 @@ void Settlement::Arm(const GatewayState& state, Exchange& ex, std::string_view m
                                                           : budget::UsagePaths{};
     }
     if (state.reservations != nullptr) state.reservations->Add(reserved[i].key, reserved[i].cost);
-    if (services_.metrics != nullptr) {
-      const int rule = state.rule_ids[reserved[i].rule - state.config->rules.data()];
-      services_.metrics->RecordCost(rule, CostPhase::kReserved, reserved[i].cost);
-    }
+    RecordReserved(state, services_, reserved[i]);
   }
   ex.cost_reserved = reserved.front().cost;
   ex.body_observer = this;

@@ -344,6 +344,18 @@ TEST_P(TokenBudget, ARequestRefusedBeforeTheUpstreamGivesItsReservationBack) {
   next.Send(Post("/v1/chat/completions", "a", ChatBody(), "X-Test-Usage: 1,1\r\n"));
   const std::int64_t next_reserved = static_cast<std::int64_t>(ChatBody().size()) + 50;
   EXPECT_EQ(Remaining(next.Read()), 100'000 - 5 - next_reserved) << "refused: " << reserved;
+  // The refund is counted as the settles are: what is refunded was reserved
+  // (all of the refused request's, and what the two others did not use).
+  const std::string series = R"(tollgate_ratelimit_cost_total{rule="team-tokens",phase=")";
+  const std::int64_t refunded = reserved + (reserved - 5) + (next_reserved - 2);
+  std::string metrics;
+  for (int i = 0; i < 400; ++i) {  // a settle's count comes with the store's answer
+    metrics = AdminRequest(gateway.admin_port(), "GET", "/metrics").body();
+    if (IntSample(metrics, series + "refunded\"}") == refunded) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(IntSample(metrics, series + "reserved\"}"), 2 * reserved + next_reserved);
+  EXPECT_EQ(IntSample(metrics, series + "refunded\"}"), refunded);
 }
 
 // The first event reaches the client while the upstream still holds the
