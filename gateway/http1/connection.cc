@@ -11,6 +11,7 @@
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
 #include "gateway/io/linger.h"
+#include "gateway/io/read_now.h"
 #include "gateway/io/read_util.h"
 #include "gateway/http1/connection_start.h"
 #include "gateway/http1/websocket_tunnel.h"
@@ -29,11 +30,7 @@ Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t l
       listener_(listener),
       peer_ip_(peer.address().to_string()),
       peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
-      admission_(worker.services()),
-      exchange_(std::make_unique<Exchange>()) {
-  // Beast sizes each read by the buffer's spare capacity (at least 512 bytes):
-  // without room, a streamed body would arrive in tiny reads.
-  buffer_.reserve(kRelayChunk);
+      admission_(worker.services()) {
   worker_.Register(this);
   if (ThreadMetrics* metrics = worker_.metrics()) {
     metric_listener_ = generation_->state->listener_ids[listener_];
@@ -118,23 +115,20 @@ Task<void> Http1Connection::Run() {
       // Waiting for the first byte of the next request is idleness, with its
       // own (longer) deadline; the header then has client_header to arrive.
       idle_ = true;
-      Lowest(stream_).expires_after(
+      const ErrorCode ec = co_await AwaitRequest(
           Ms(first ? config_->timeouts.client_header_ms : config_->timeouts.client_idle_ms));
-      auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
-        return s.async_read_some(buffer_.prepare(kRelayChunk), kUseTuple);
-      });
       idle_ = false;
       closing_ = false;
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
-      buffer_.commit(n);
       if (first) {
         // (GCC 12 miscompiles co_await inside &&: a statement of its own.)
         bool http2 = false;
+        ErrorCode preface_ec;
         // The decision listener always speaks HTTP/2 too (Envoy's RLS is
         // gRPC). (The deadline of the first read, client_header, still runs.)
         if (!generation_->state->listener_tls[listener_] &&
             (IsDecisionListener(*config_, listener_) || config_->listeners[listener_].http2)) {
-          http2 = co_await ReadsHttp2Preface(stream_, buffer_, ec);
+          http2 = co_await ReadsHttp2Preface(stream_, buffer_, preface_ec);
         }
         if (http2) {
           // The bytes move out of buffer_, which RunHttp2 gives back.
@@ -143,7 +137,7 @@ Task<void> Http1Connection::Run() {
           co_await RunHttp2(asio::buffer(preface));
           co_return;
         }
-        if (ec) co_return;
+        if (preface_ec) co_return;
       }
     }
     first = false;
@@ -153,13 +147,62 @@ Task<void> Http1Connection::Run() {
   co_await Shutdown();
 }
 
+void Http1Connection::Rest() {
+  // The request buffer is empty here (nothing pipelined). What is
+  // allocated again for the next request comes from the allocator's
+  // thread cache: a few allocations per request on a busy connection,
+  // against a buffer held by every idle one.
+  buffer_.shrink_to_fit();
+  exchange_.reset();
+  head_.reset();
+  whole_.reset();
+  res_head_.reset();
+  relay_buffer_.reset();
+  std::string().swap(wire_);
+  std::string().swap(extra_headers_);
+  std::string().swap(canonical_);
+}
+
+Task<ErrorCode> Http1Connection::AwaitRequest(std::chrono::milliseconds deadline) {
+  Rest();
+  TcpStream& lowest = Lowest(stream_);
+  lowest.expires_after(deadline);
+  // Bytes OpenSSL holds already (a request that came with the handshake's
+  // last flight) raise no event on the socket: read them first.
+  auto* tls = std::get_if<TlsStream>(&stream_);
+  bool wait = tls == nullptr || SSL_has_pending(tls->native_handle()) == 0;
+  for (;;) {
+    if (wait) {
+      auto [ec, unused] = co_await lowest.async_wait_readable(kUseTuple);
+      if (ec) co_return ec;
+    }
+    // Beast sizes each later read by the buffer's spare capacity (at least
+    // 512 bytes): without room, a streamed body would arrive in tiny reads.
+    buffer_.reserve(kRelayChunk);
+    ErrorCode ec;
+    bool exhausted = false;
+    const std::size_t n = ReadNow(stream_, buffer_.prepare(kRelayChunk), exhausted, ec);
+    if (ec) co_return ec;
+    if (n > 0) {
+      buffer_.commit(n);
+      if (!exchange_) exchange_ = std::make_unique<Exchange>();
+      co_return ErrorCode{};
+    }
+    // Nothing after all (an event older than the last read that drained
+    // the socket, or a TLS record with no request bytes): wait again,
+    // without the buffer, at once if the read left bytes behind (ReadNow
+    // told the reactor).
+    buffer_.shrink_to_fit();
+    wait = true;
+  }
+}
+
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
   // HTTP/2 reads into a buffer of its thread's (gateway/http2/frame_reader.h)
   // and has exchanges of its own: what HTTP/1.1 kept for them goes, for the
   // connection's whole life (an h2c preface read into buffer_ was copied
   // out into `already_read`).
-  buffer_ = beast::flat_buffer();
-  exchange_.reset();
+  Rest();
   http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
                                           client_cert_.get());
   if (worker_.draining()) http2_->Drain();

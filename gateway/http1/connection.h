@@ -43,6 +43,13 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
 
   // The rest of the connection as HTTP/2; `already_read` goes first.
   Task<void> RunHttp2(asio::const_buffer already_read);
+  // Between requests a connection holds no buffer, parser or exchange, as
+  // nginx's keep-alive connections hold none: Rest() gives them back, and
+  // AwaitRequest() waits (within `deadline`) for the socket to be readable
+  // before it takes a buffer and reads the first bytes of the next request
+  // into buffer_ (the error of the wait or of the read, if any).
+  void Rest();
+  Task<ErrorCode> AwaitRequest(std::chrono::milliseconds deadline);
 
   // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
   friend class ExchangeDriver<Http1Connection>;

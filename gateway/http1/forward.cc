@@ -315,7 +315,10 @@ BodyFailure Http1Connection::BodyFailureOf(const ErrorCode& ec) {
 Task<void> Http1Connection::FailBody(const ErrorCode& ec, Exchange& ex) {
   ex.close = true;
   const BodyFailure failure = BodyFailureOf(ec);
-  if (failure == BodyFailure::kTooLarge) CloseWithBodyUnread(ex);  // the rest of it
+  // The rest of the body is unread (too large, malformed, or late): the
+  // close lingers, so that what the client still sends cannot make the
+  // kernel reset the connection before the client has read the answer.
+  if (failure != BodyFailure::kClientGone) CloseWithBodyUnread(ex);
   if (RefuseBody(failure, answer_)) co_await Reply(ex);
 }
 

@@ -5,7 +5,7 @@
 #include <boost/asio/post.hpp>
 #include <memory>
 
-#include "gateway/io/draining_read.h"
+#include "gateway/io/read_now.h"
 #include "gateway/io/readable_wait.h"
 
 namespace tollgate::gateway::http2_detail {
@@ -18,23 +18,6 @@ constexpr std::size_t kReadChunk = 16 * 1024;
 asio::mutable_buffer ThreadReadBuffer() {
   thread_local const std::unique_ptr<std::uint8_t[]> buffer(new std::uint8_t[kReadChunk]);
   return asio::buffer(buffer.get(), kReadChunk);
-}
-
-// One read of what is there now: bytes, 0 when nothing is (`exhausted`
-// then too), or `ec`.
-std::size_t ReadNow(AnyStream& stream, asio::mutable_buffer buffer, bool& exhausted,
-                    ErrorCode& ec) {
-  if (auto* tls = std::get_if<TlsStream>(&stream)) return tls->TryRead(buffer, ec, exhausted);
-  std::size_t bytes = 0;
-  int queued = -1;
-  if (!draining_detail::Receive(Lowest(stream).socket().native_handle(), buffer, MSG_DONTWAIT, ec,
-                                bytes, queued)) {
-    exhausted = true;
-    return 0;
-  }
-  // Without TCP_INQ's answer (queued -1) the next read is tried first.
-  exhausted = queued == 0;
-  return ec ? 0 : bytes;
 }
 
 }  // namespace

@@ -34,6 +34,7 @@
 
 #include "gateway/io/draining_read.h"
 #include "gateway/io/io_types.h"
+#include "gateway/io/readable_wait.h"
 #include "gateway/io/socket_internals.h"
 #include "base/loop_time.h"
 
@@ -158,6 +159,18 @@ class DeadlineStream {
           } else {
             socket.async_read_some(buffers, std::move(completion));
           }
+        });
+  }
+
+  // A read's wait without its buffer: completes (with no error, 0 bytes)
+  // when the socket may be readable, or with the read's deadline, as a read
+  // would. Costs no system call to start (gateway/io/readable_wait.h); the
+  // caller then reads with ReadNow (gateway/io/read_now.h).
+  template <typename Token>
+  auto async_wait_readable(Token&& token) {
+    return Initiate<void(ErrorCode, std::size_t)>(
+        deadline_detail::kRead, token, [](TcpSocket& socket, auto completion) {
+          socket.async_receive(ReadableWait(), ReadableWait::kFlags, std::move(completion));
         });
   }
 

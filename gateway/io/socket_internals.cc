@@ -45,6 +45,12 @@ struct ReadProbe {
   bool may_find_data = true;
 };
 
+// The same record, written: whether the reactor tries the next read at once.
+struct ReadMark {
+  asio::detail::epoll_reactor::per_descriptor_data descriptor;
+  bool try_at_once = true;
+};
+
 // The implementation (descriptor, Asio's state bits, reactor record) behind a
 // socket: basic_socket keeps it in a protected member, reached through a
 // class derived from it (never instantiated).
@@ -70,6 +76,15 @@ inline void object_pool_access::destroy<tollgate::gateway::socket_internals_deta
   epoll_reactor::descriptor_state* state = probe->descriptor;
   conditionally_enabled_mutex::scoped_lock lock(state->mutex_);
   probe->may_find_data = state->shutdown_ || state->try_speculative_[epoll_reactor::read_op];
+}
+
+// Writes the field ReadProbe reads, by the same route.
+template <>
+inline void object_pool_access::destroy<tollgate::gateway::socket_internals_detail::ReadMark>(
+    tollgate::gateway::socket_internals_detail::ReadMark* mark) {
+  epoll_reactor::descriptor_state* state = mark->descriptor;
+  conditionally_enabled_mutex::scoped_lock lock(state->mutex_);
+  state->try_speculative_[epoll_reactor::read_op] = mark->try_at_once;
 }
 
 }  // namespace boost::asio::detail
@@ -159,6 +174,13 @@ bool ReadMayFindData(TcpSocket& socket) {
   return probe.may_find_data;
 }
 
+void NoteReadOutcome(TcpSocket& socket, bool exhausted) {
+  auto& impl = socket_internals_detail::SocketAccess::Implementation(socket);
+  if (impl.reactor_data_ == nullptr) return;
+  socket_internals_detail::ReadMark mark{impl.reactor_data_, !exhausted};
+  asio::detail::object_pool_access::destroy(&mark);
+}
+
 }  // namespace tollgate::gateway
 
 #else  // not the Asio these internals are known for
@@ -174,6 +196,8 @@ AcceptOutcome AcceptNow(Acceptor&, TcpSocket&, tcp::endpoint&, ErrorCode&) {
 }
 
 bool ReadMayFindData(TcpSocket&) { return true; }
+
+void NoteReadOutcome(TcpSocket&, bool) {}
 
 }  // namespace tollgate::gateway
 

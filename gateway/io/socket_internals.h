@@ -14,6 +14,12 @@
 // is how nginx knows an idle keep-alive upstream connection is still usable
 // (an event on it closes it).
 //
+// NoteReadOutcome() tells the reactor what a read made outside Asio found,
+// so that Asio's next read on the socket is tried at once when bytes were
+// left behind (else, after a readiness wait that marked the socket drained,
+// it would wait for an event that the queued bytes never raise) and waits
+// for the next event when the read took everything.
+//
 // AcceptNow() accepts a client connection non-blocking in one accept4(2)
 // call, as nginx does. Asio's accept makes a blocking socket, which its first
 // operation makes non-blocking with ioctl(FIONBIO), and takes it for a
@@ -66,5 +72,9 @@ AcceptOutcome AcceptNow(Acceptor& acceptor, TcpSocket& socket, tcp::endpoint& pe
 // not yet handled (its descriptor's turn in the queue comes later), is not
 // known. True when unknown.
 bool ReadMayFindData(TcpSocket& socket);
+
+// A read of the open `socket` that bypassed Asio took everything the socket
+// held (`exhausted`: by the kernel's count, TCP_INQ) or left some behind.
+void NoteReadOutcome(TcpSocket& socket, bool exhausted);
 
 }  // namespace tollgate::gateway
