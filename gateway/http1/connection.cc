@@ -82,10 +82,6 @@ std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exch
   return store::LoopNow() + Ms(ex.deadline_ms - generation_->state->clock->NowMs());
 }
 
-char* Http1Connection::RelayBuffer() {
-  if (!relay_buffer_) relay_buffer_ = std::make_unique_for_overwrite<char[]>(kRelayChunk);
-  return relay_buffer_.get();
-}
 
 Task<void> Http1Connection::Run() {
   // config_ changes with reloads between exchanges (and the old one may be
@@ -157,7 +153,7 @@ void Http1Connection::Rest() {
   head_.reset();
   whole_.reset();
   res_head_.reset();
-  relay_buffer_.reset();
+  relay_buffer_.Release();
   std::string().swap(wire_);
   std::string().swap(extra_headers_);
   std::string().swap(canonical_);
@@ -167,12 +163,9 @@ Task<ErrorCode> Http1Connection::AwaitRequest(std::chrono::milliseconds deadline
   Rest();
   TcpStream& lowest = Lowest(stream_);
   lowest.expires_after(deadline);
-  // Bytes OpenSSL holds already (a request that came with the handshake's
-  // last flight) raise no event on the socket: read them first.
-  auto* tls = std::get_if<TlsStream>(&stream_);
-  bool wait = tls == nullptr || SSL_has_pending(tls->native_handle()) == 0;
+  NoteHeldBytes(stream_);
   for (;;) {
-    if (wait) {
+    {
       auto [ec, unused] = co_await lowest.async_wait_readable(kUseTuple);
       if (ec) co_return ec;
     }
@@ -190,10 +183,9 @@ Task<ErrorCode> Http1Connection::AwaitRequest(std::chrono::milliseconds deadline
     }
     // Nothing after all (an event older than the last read that drained
     // the socket, or a TLS record with no request bytes): wait again,
-    // without the buffer, at once if the read left bytes behind (ReadNow
+    // without the buffer (at once if the read left bytes behind: ReadNow
     // told the reactor).
     buffer_.shrink_to_fit();
-    wait = true;
   }
 }
 

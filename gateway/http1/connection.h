@@ -18,6 +18,7 @@
 #include "gateway/core/exchange_driver.h"
 #include "gateway/core/respond.h"
 #include "gateway/io/net.h"
+#include "gateway/io/relay_chunk.h"
 #include "gateway/serve/worker.h"
 
 namespace tollgate::gateway {
@@ -209,7 +210,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // The exchange's deadline (timeouts.request from its start) on
   // store::LoopNow()'s scale, which stream deadlines use.
   std::chrono::steady_clock::time_point SteadyDeadline(const Exchange& ex) const;
-  char* RelayBuffer();
+  char* RelayBuffer() { return relay_buffer_.Get(); }
 
   Worker& worker_;
   // The configuration of the current exchange (refreshed before each one).
@@ -224,7 +225,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   std::unique_ptr<const rules::ClientCertificate> client_cert_;
   Admission admission_;
   Answer answer_;  // what Reply() writes for the current exchange
-  std::unique_ptr<char[]> relay_buffer_;
+  RelayChunk relay_buffer_;  // a streamed body's, while it passes
   // The current exchange and its request header: members rather than
   // coroutine locals (frames above 1 KB cost a malloc and a free per
   // request; Asio recycles smaller ones), reset per exchange.

@@ -424,7 +424,7 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   options.messages = {admission_.message_rules(), generation_->state.get(), &worker_.store(),
                       NegotiatedCompression(res)};
   const TunnelResult tunnel = co_await RunTunnel(stream_, buffer_, call.conn->stream,
-                                                 call.conn->buffer, RelayBuffer(), options);
+                                                 call.conn->buffer, options);
   ex.bytes_in = tunnel.bytes_in;
   ex.bytes_out = tunnel.bytes_out;
   if (!tunnel.error.empty()) ex.error = tunnel.error;

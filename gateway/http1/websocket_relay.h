@@ -16,7 +16,9 @@
 #include "gateway/core/message_admission.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/net.h"
+#include "gateway/io/read_now.h"
 #include "gateway/io/read_util.h"
+#include "gateway/io/readable_wait.h"
 #include "gateway/io/relay.h"
 #include "gateway/telemetry/metrics.h"
 #include "base/loop_time.h"
@@ -168,29 +170,34 @@ bool Passed(Tunnel& t, TunnelDirection direction, std::size_t n, const ErrorCode
 // `pending` holds first. Completion handlers, not a coroutine: resuming a
 // coroutine per read (Asio's awaitable machinery, a frame for each
 // operation's initiation) is a large part of a relayed message's cost
-// (docs/performance.md).
+// (docs/performance.md). Between messages it holds no buffer: it waits for
+// `from` to be readable (ReadableWait), then reads with ReadNow into a
+// RelayChunk it gives back once the bytes went on.
 class BytePump {
  public:
-  BytePump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to, char* buffer,
-        TunnelDirection direction)
-      : t_(t), from_(from), pending_(pending), to_(to), buffer_(buffer), direction_(direction) {}
+  BytePump(Tunnel& t, AnyStream& from, beast::flat_buffer& pending, AnyStream& to,
+           TunnelDirection direction)
+      : t_(t), from_(from), pending_(pending), to_(to), direction_(direction) {}
   BytePump(const BytePump&) = delete;
   BytePump& operator=(const BytePump&) = delete;
 
   // A part of `t` until the direction ends, which stops the tunnel.
   void Start() {
     t_.Began();
+    Lowest(from_).expires_never();
+    NoteHeldBytes(from_);
     if (pending_.size() > 0) {
       Send(pending_.data());
     } else {
+      pending_.shrink_to_fit();
       Read();
     }
   }
 
  private:
-  struct OnRead {
+  struct OnReadable {
     BytePump* pump;
-    void operator()(const ErrorCode& ec, std::size_t n) const { pump->Received(ec, n); }
+    void operator()(const ErrorCode& ec, std::size_t) const { pump->Readable(ec); }
   };
   struct OnWritten {
     BytePump* pump;
@@ -200,14 +207,23 @@ class BytePump {
   };
 
   void Read() {
+    chunk_.Release();
     if (t_.stopped) {
       End();
       return;
     }
-    Lowest(from_).expires_never();
-    Visit(from_, [this](auto& s) {
-      s.async_read_some(asio::buffer(buffer_, kRelayChunk), OnRead{this});
-    });
+    Lowest(from_).socket().async_receive(ReadableWait(), ReadableWait::kFlags, OnReadable{this});
+  }
+
+  void Readable(const ErrorCode& ec) {
+    if (ec) {
+      Received(ec, 0);
+      return;
+    }
+    ErrorCode rec;
+    bool exhausted = false;
+    const std::size_t n = ReadNow(from_, asio::buffer(chunk_.Get(), kRelayChunk), exhausted, rec);
+    Received(rec, n);
   }
 
   void Received(const ErrorCode& ec, std::size_t n) {
@@ -223,7 +239,7 @@ class BytePump {
       return;
     }
     t_.last_activity = store::LoopNow();
-    Send(asio::const_buffer(buffer_, n));
+    Send(asio::const_buffer(chunk_.Get(), n));
   }
 
   // Writes `data` whole within the idle time: at once when the socket
@@ -240,7 +256,10 @@ class BytePump {
   }
 
   void Sent(std::size_t n, const ErrorCode& ec) {
-    if (pending_.size() > 0) pending_.consume(pending_.size());
+    if (pending_.size() > 0) {
+      pending_.consume(pending_.size());
+      pending_.shrink_to_fit();
+    }
     if (!Passed(t_, direction_, n, ec) || read_failed_) {
       End();
       return;
@@ -249,6 +268,7 @@ class BytePump {
   }
 
   void End() {
+    chunk_.Release();
     t_.Stop();
     t_.Ended();
   }
@@ -257,7 +277,7 @@ class BytePump {
   AnyStream& from_;
   beast::flat_buffer& pending_;
   AnyStream& to_;
-  char* buffer_;  // kRelayChunk bytes
+  RelayChunk chunk_;  // held while bytes pass
   TunnelDirection direction_;
   bool read_failed_ = false;
   std::size_t sent_ = 0;  // of the write under way, by WriteNow

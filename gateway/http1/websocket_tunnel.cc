@@ -401,21 +401,31 @@ Compression NegotiatedCompression(const http::response_header<Fields>& res) {
   return Compression::kNone;
 }
 
-Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffer,
-                             AnyStream& upstream, beast::flat_buffer& upstream_buffer, char* down,
-                             const TunnelOptions& options) {
+namespace {
+
+// A tunnel without message rules: its frame holds no more than the two
+// directions need, for as long as the tunnel lasts.
+Task<TunnelResult> RelayBytes(AnyStream& client, beast::flat_buffer& client_buffer,
+                              AnyStream& upstream, beast::flat_buffer& upstream_buffer,
+                              const TunnelOptions& options) {
+  const OpenGauge gauge(options.metrics, options.route_metric);
+  Tunnel t(client, upstream, options);
+  BytePump in(t, client, client_buffer, upstream, TunnelDirection::kIn);
+  BytePump out(t, upstream, upstream_buffer, client, TunnelDirection::kOut);
+  in.Start();
+  out.Start();
+  t.Spawn(Watch(t));
+  co_await t.Join();
+  co_return t.result;
+}
+
+Task<TunnelResult> RelayFrames(AnyStream& client, beast::flat_buffer& client_buffer,
+                               AnyStream& upstream, beast::flat_buffer& upstream_buffer,
+                               const TunnelOptions& options) {
   const OpenGauge gauge(options.metrics, options.route_metric);
   const auto up = std::make_unique_for_overwrite<char[]>(kRelayChunk);
+  const auto down = std::make_unique_for_overwrite<char[]>(kRelayChunk);
   Tunnel t(client, upstream, options);
-  if (options.messages.hits.empty()) {
-    BytePump in(t, client, client_buffer, upstream, up.get(), TunnelDirection::kIn);
-    BytePump out(t, upstream, upstream_buffer, client, down, TunnelDirection::kOut);
-    in.Start();
-    out.Start();
-    t.Spawn(Watch(t));
-    co_await t.Join();
-    co_return t.result;
-  }
   const MessageLimits& limits = options.messages;
   MessageLimiter limiter(limits.hits, *limits.state, *limits.store, options.metrics,
                          Lowest(client).get_executor());
@@ -423,13 +433,25 @@ Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffe
       static_cast<std::uint64_t>(limits.state->config->limits.max_websocket_message_bytes);
   FramedPump in(t, client, client_buffer, upstream, up.get(), TunnelDirection::kIn,
                 FrameParser(FrameSender::kClient, max_message, limits.compression), &limiter);
-  FramedPump out(t, upstream, upstream_buffer, client, down, TunnelDirection::kOut,
+  FramedPump out(t, upstream, upstream_buffer, client, down.get(), TunnelDirection::kOut,
                  FrameParser(FrameSender::kServer, max_message, limits.compression), nullptr);
   in.Start();
   out.Start();
   t.Spawn(Watch(t));
   co_await t.Join();
   co_return t.result;
+}
+
+}  // namespace
+
+// Not a coroutine: the tunnel's own is one of the two above.
+Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffer,
+                             AnyStream& upstream, beast::flat_buffer& upstream_buffer,
+                             const TunnelOptions& options) {
+  if (options.messages.hits.empty()) {
+    return RelayBytes(client, client_buffer, upstream, upstream_buffer, options);
+  }
+  return RelayFrames(client, client_buffer, upstream, upstream_buffer, options);
 }
 
 }  // namespace tollgate::gateway

@@ -90,12 +90,12 @@ struct TunnelResult {
 // Relays bytes both ways between `client` and `upstream` until either side
 // ends its stream, fails, the tunnel idles out, or (with message limits)
 // tollgate closes it. What the buffers already hold (read past the
-// handshake request and past the 101 response) goes first. Each direction
-// reads only once its last write completed (a slow reader holds back its
-// writer), through its own kRelayChunk buffer: `down` (upstream to client)
-// is given, the other is the tunnel's own. Reads have no deadline; the
-// idle watchdog ends the tunnel, which cancels both streams' pending
-// operations.
+// handshake request and past the 101 response) goes first, and the
+// buffers are then given back. Each direction reads only once its last
+// write completed (a slow reader holds back its writer), through a
+// kRelayChunk buffer of its own, which a tunnel without message rules
+// holds only while bytes pass. Reads have no deadline; the idle watchdog
+// ends the tunnel, which cancels both streams' pending operations.
 //
 // When tollgate closes a tunnel, the upstream gets a masked close frame
 // with the same code and reason (its answer is not awaited), and the client
@@ -105,7 +105,7 @@ struct TunnelResult {
 // closes too, for at most a second. The streams are left open otherwise
 // (the caller shuts them down and closes them).
 Task<TunnelResult> RunTunnel(AnyStream& client, beast::flat_buffer& client_buffer,
-                             AnyStream& upstream, beast::flat_buffer& upstream_buffer, char* down,
+                             AnyStream& upstream, beast::flat_buffer& upstream_buffer,
                              const TunnelOptions& options);
 
 }  // namespace tollgate::gateway

@@ -29,4 +29,11 @@ std::size_t ReadNow(AnyStream& stream, asio::mutable_buffer buffer, bool& exhaus
   return bytes;
 }
 
+void NoteHeldBytes(AnyStream& stream) {
+  auto* tls = std::get_if<TlsStream>(&stream);
+  if (tls != nullptr && SSL_has_pending(tls->native_handle()) != 0) {
+    NoteReadOutcome(Lowest(stream).socket(), false);
+  }
+}
+
 }  // namespace tollgate::gateway

@@ -22,4 +22,9 @@ namespace tollgate::gateway {
 std::size_t ReadNow(AnyStream& stream, asio::mutable_buffer buffer, bool& exhausted,
                     ErrorCode& ec);
 
+// Before the first readability wait on a stream whose last read was an
+// Asio operation's: bytes that OpenSSL holds already raise no event on the
+// socket, so the reactor is told to complete the wait at once.
+void NoteHeldBytes(AnyStream& stream);
+
 }  // namespace tollgate::gateway

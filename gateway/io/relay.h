@@ -10,13 +10,12 @@
 
 #include "gateway/io/net.h"
 #include "gateway/io/read_util.h"
+#include "gateway/io/relay_chunk.h"
 #include "gateway/io/wire_header.h"
 #include "gateway/io/wire_write.h"
 #include "base/loop_time.h"
 
 namespace tollgate::gateway {
-
-inline constexpr std::size_t kRelayChunk = 16 * 1024;
 
 enum class RelayFailure { kNone, kRead, kWrite };
 
