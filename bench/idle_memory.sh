@@ -13,6 +13,10 @@
 #
 # Kinds: http1 (keep-alive), https (TLS 1.3), h2c (prior knowledge), h2
 # (TLS, ALPN), ws (WebSocket tunnel, one 32-byte message each way).
+# For http1 also the floor: bench/idle_floor.cc, a server on Asio's reactor
+# holding only a socket, an idle timer and a wait per connection, with
+# completion handlers (asio-callback) or one coroutine per connection as
+# tollgate has (asio-coroutine).
 # Usage: bench/idle_memory.sh [rounds]
 #   (env: IDLE_KINDS="http1 https h2c h2 ws"; IDLE_N_HTTP1=8000,
 #    IDLE_N_HTTPS=4000, IDLE_N_H2C=4000, IDLE_N_H2=4000, IDLE_N_WS=4000:
@@ -44,7 +48,8 @@ count_of() {  # kind
 
 proxies_of() {  # kind
   case $1 in
-    http1 | https) echo "tollgate nginx haproxy" ;;
+    http1) echo "tollgate nginx haproxy asio-callback asio-coroutine" ;;
+    https) echo "tollgate nginx haproxy" ;;
     *) echo "tollgate nginx" ;;
   esac
 }
@@ -105,6 +110,14 @@ start_proxy() {  # proxy kind upstream
       ;;
     haproxy)
       start_haproxy "$proxy_port" "$upstream" "$tls"
+      proxy_pid=${PIDS[-1]}
+      ;;
+    asio-callback | asio-coroutine)
+      # Not a proxy: the floor (bench/idle_floor.cc), a server that answers
+      # by itself holding as little per connection as Asio allows.
+      "$BUILD_DIR/bench/idle_floor" --listen "127.0.0.1:$proxy_port" --mode "${proxy#asio-}" &
+      PIDS+=($!)
+      wait_port "$proxy_port"
       proxy_pid=${PIDS[-1]}
       ;;
   esac

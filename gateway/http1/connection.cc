@@ -44,15 +44,13 @@ Http1Connection::~Http1Connection() {
   worker_.Unregister(this);
 }
 
-namespace {
-Task<void> RunSession(std::unique_ptr<Http1Connection> session) { co_await session->Run(); }
-}  // namespace
-
 // Not a coroutine: the session is made (and counted by its worker) now,
 // before the accept loop goes on, not when its coroutine first runs.
 Task<void> ServeHttp1(Worker& worker, AnyStream stream, std::size_t listener,
                         const tcp::endpoint& peer) {
-  return RunSession(std::make_unique<Http1Connection>(worker, std::move(stream), listener, peer));
+  auto session = std::make_unique<Http1Connection>(worker, std::move(stream), listener, peer);
+  Http1Connection& connection = *session;
+  return connection.Run(std::move(session));
 }
 
 void Http1Connection::CloseIfIdle() {
@@ -83,7 +81,7 @@ std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exch
 }
 
 
-Task<void> Http1Connection::Run() {
+Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   if (auto* tls = std::get_if<TlsStream>(&stream_)) {
@@ -111,8 +109,16 @@ Task<void> Http1Connection::Run() {
       // Waiting for the first byte of the next request is idleness, with its
       // own (longer) deadline; the header then has client_header to arrive.
       idle_ = true;
-      const ErrorCode ec = co_await AwaitRequest(
+      Rest();
+      Lowest(stream_).expires_after(
           Ms(first ? config_->timeouts.client_header_ms : config_->timeouts.client_idle_ms));
+      NoteHeldBytes(stream_);
+      ErrorCode ec;
+      for (;;) {
+        auto [wait_ec, unused] = co_await Lowest(stream_).async_wait_readable(kUseTuple);
+        ec = wait_ec;
+        if (ec || ReadRequestStart(ec)) break;
+      }
       idle_ = false;
       closing_ = false;
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
@@ -149,44 +155,32 @@ void Http1Connection::Rest() {
   // thread cache: a few allocations per request on a busy connection,
   // against a buffer held by every idle one.
   buffer_.shrink_to_fit();
-  exchange_.reset();
-  head_.reset();
-  whole_.reset();
-  res_head_.reset();
+  work_.reset();
   relay_buffer_.Release();
   std::string().swap(wire_);
   std::string().swap(extra_headers_);
   std::string().swap(canonical_);
+  if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
 }
 
-Task<ErrorCode> Http1Connection::AwaitRequest(std::chrono::milliseconds deadline) {
-  Rest();
-  TcpStream& lowest = Lowest(stream_);
-  lowest.expires_after(deadline);
-  NoteHeldBytes(stream_);
-  for (;;) {
-    {
-      auto [ec, unused] = co_await lowest.async_wait_readable(kUseTuple);
-      if (ec) co_return ec;
-    }
-    // Beast sizes each later read by the buffer's spare capacity (at least
-    // 512 bytes): without room, a streamed body would arrive in tiny reads.
-    buffer_.reserve(kRelayChunk);
-    ErrorCode ec;
-    bool exhausted = false;
-    const std::size_t n = ReadNow(stream_, buffer_.prepare(kRelayChunk), exhausted, ec);
-    if (ec) co_return ec;
-    if (n > 0) {
-      buffer_.commit(n);
-      if (!exchange_) exchange_ = std::make_unique<Exchange>();
-      co_return ErrorCode{};
-    }
-    // Nothing after all (an event older than the last read that drained
-    // the socket, or a TLS record with no request bytes): wait again,
-    // without the buffer (at once if the read left bytes behind: ReadNow
-    // told the reactor).
-    buffer_.shrink_to_fit();
+bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
+  // Beast sizes each later read by the buffer's spare capacity (at least
+  // 512 bytes): without room, a streamed body would arrive in tiny reads.
+  buffer_.reserve(kRelayChunk);
+  bool exhausted = false;
+  const std::size_t n = ReadNow(stream_, buffer_.prepare(kRelayChunk), exhausted, ec);
+  if (ec) return true;
+  if (n > 0) {
+    buffer_.commit(n);
+    if (!work_) work_ = std::make_unique<Work>();
+    return true;
   }
+  // Nothing after all (an event older than the last read that drained the
+  // socket, or a TLS record with no request bytes): wait again, without
+  // the buffer (at once if the read left bytes behind: ReadNow told the
+  // reactor).
+  buffer_.shrink_to_fit();
+  return false;
 }
 
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
@@ -242,7 +236,7 @@ void Http1Connection::CloseWithBodyUnread(Exchange& ex) {
 }
 
 HeadRead Http1Connection::TakeHead(Refusal& refusal) {
-  HeadParser& head = head_.emplace();
+  HeadParser& head = work_->head.emplace();
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   ErrorCode ec;
@@ -254,7 +248,7 @@ HeadRead Http1Connection::TakeHead(Refusal& refusal) {
 Task<HeadRead> Http1Connection::ReadHead(Refusal& refusal) {
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
   auto [ec, n] = co_await Visit(
-      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, *head_, kUseTuple); });
+      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, *work_->head, kUseTuple); });
   co_return HeadEnded(ec, refusal);
 }
 
@@ -262,7 +256,7 @@ HeadRead Http1Connection::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
   // Whatever comes next, a body read or the response, carries them.
   IssueTickets();
   if (!ec) return HeadRead::kRead;
-  Exchange& ex = *exchange_;
+  Exchange& ex = work_->exchange;
   ex.close = true;
   if (IsClientGone(ec)) return HeadRead::kClientGone;
   if (ec == http::error::body_limit) CloseWithBodyUnread(ex);  // declared too large
@@ -274,20 +268,20 @@ HeadRead Http1Connection::HeadEnded(const ErrorCode& ec, Refusal& refusal) {
 }
 
 void Http1Connection::OnHead(const GatewayState&, Exchange& ex) {
-  ex.version = head_->get().version();
-  ex.close = !head_->keep_alive();  // the parser's flags: no lookup of Connection
+  ex.version = work_->head->get().version();
+  ex.close = !work_->head->keep_alive();  // the parser's flags: no lookup of Connection
 }
 
 bool Http1Connection::UpgradeRefused(const rules::RouteConfig& route) {
   // (The parser's flag first: no field lookup for other requests.)
-  websocket_ = head_->upgrade() && IsWebSocketHandshake(head_->get(), !head_->is_done());
+  websocket_ = work_->head->upgrade() && IsWebSocketHandshake(work_->head->get(), !work_->head->is_done());
   if (!websocket_ || route.websocket) return false;
   answer_ = Refuse(Refusal::kWebSocketDisabled);
   return true;
 }
 
 bool Http1Connection::StartReply() {
-  Exchange& ex = *exchange_;
+  Exchange& ex = work_->exchange;
   ErrorCode ec;
   if (!StartReply(ex, ec)) return false;
   if (ec) ex.close = true;
@@ -295,11 +289,11 @@ bool Http1Connection::StartReply() {
 }
 
 Task<void> Http1Connection::FinishReply() {
-  if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) exchange_->close = true;
+  if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) work_->exchange.close = true;
 }
 
 Task<void> Http1Connection::WriteCheckAllowed() {
-  Exchange& ex = *exchange_;
+  Exchange& ex = work_->exchange;
   wire_.clear();
   AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive,
                      ex.request_id, wire_);

@@ -35,7 +35,10 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Http1Connection(const Http1Connection&) = delete;
   Http1Connection& operator=(const Http1Connection&) = delete;
 
-  Task<void> Run();
+  // Serves the connection until it ends; `self` is this connection, owned
+  // by the coroutine (its frame, so also when the worker's loop is
+  // destroyed with the coroutine suspended).
+  Task<void> Run(std::unique_ptr<Http1Connection> self);
   void CloseIfIdle() override;
   bool CloseIfIdleKeepAlive() override;
 
@@ -46,11 +49,11 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Task<void> RunHttp2(asio::const_buffer already_read);
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
-  // AwaitRequest() waits (within `deadline`) for the socket to be readable
-  // before it takes a buffer and reads the first bytes of the next request
-  // into buffer_ (the error of the wait or of the read, if any).
+  // once the socket is readable ReadRequestStart() takes a buffer and reads
+  // the first bytes of the next request into buffer_: true when it read
+  // some or failed (`ec`), false when nothing was there (wait again).
   void Rest();
-  Task<ErrorCode> AwaitRequest(std::chrono::milliseconds deadline);
+  bool ReadRequestStart(ErrorCode& ec);
 
   // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
   friend class ExchangeDriver<Http1Connection>;
@@ -60,7 +63,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
     config_ = generation_->state->config.get();
     return *generation_->state;
   }
-  Exchange& exchange() { return *exchange_; }
+  Exchange& exchange() { return work_->exchange; }
   Answer& answer() { return answer_; }
   Admission& admission() { return admission_; }
   ClientWatch& watch() { return *this; }
@@ -69,7 +72,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   std::string_view peer_ip() const { return peer_ip_; }
   const rules::IpAddress& peer_address() const { return peer_address_; }
   const rules::ClientCertificate* client_cert() const { return client_cert_.get(); }
-  http::request_header<Fields>& request() { return head_->get(); }
+  http::request_header<Fields>& request() { return work_->head->get(); }
   // Run() has read the first bytes, which usually hold the whole header:
   // TakeHead parses them, ReadHead goes to the stream for the rest.
   HeadRead TakeHead(Refusal& refusal);
@@ -77,7 +80,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // How the head's parse ended (`ec`): a refusal, or the client gone.
   HeadRead HeadEnded(const ErrorCode& ec, Refusal& refusal);
   void OnHead(const GatewayState& state, Exchange& ex);
-  RequestHeaderCheck CheckHead() { return CheckRequestHeader(head_->get(), head_->chunked()); }
+  RequestHeaderCheck CheckHead() { return CheckRequestHeader(work_->head->get(), work_->head->chunked()); }
   void CloseAfterMalformed(Exchange& ex) { ex.close = true; }
   bool IsCheckEndpoint() const { return IsDecisionListener(*config_, listener_); }
   // The parser refuses a declared length beyond max_body_bytes itself.
@@ -85,7 +88,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // An unread body would be taken for the next request: the connection
   // closes instead.
   void RefusedWithBodyUnread(Exchange& ex) {
-    if (!whole_ && !head_->is_done()) CloseWithBodyUnread(ex);
+    if (!work_->whole && !work_->head->is_done()) CloseWithBodyUnread(ex);
   }
   // A check request's body means nothing; it is not read, so the connection
   // cannot carry another request after it.
@@ -94,7 +97,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   bool StartReply();
   Task<void> FinishReply();
   Task<void> WriteCheckAllowed();
-  void EndExchange(Exchange&) { whole_.reset(); }  // a buffered body is not kept
+  void EndExchange(Exchange&) { work_->whole.reset(); }  // a buffered body is not kept
   bool KeepsConnection(const Exchange& ex) const { return !ex.close && !worker_.draining(); }
   // ClientWatch: while admit holds the request, the client leaving (the
   // connection closed) ends the wait; a pipelined request does not.
@@ -115,16 +118,16 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // read, and the body to forward in its place (an LLM preset's rewrite).
   Task<bool> ReadBodyForCost();
   std::string_view BodyForCost() const {
-    return whole_ ? std::string_view(whole_->get().body()) : std::string_view();
+    return work_->whole ? std::string_view(work_->whole->get().body()) : std::string_view();
   }
   void ReplaceBody(std::string body);
-  // The body into whole_ (the header moves there with it); false when it
+  // The body into work_->whole (the header moves there with it); false when it
   // failed (answered, the connection closes).
   Task<bool> ReadWhole();
   std::string_view UpstreamTarget() {
     // A buffered body took the header with it (Beast's move empties the
     // target it leaves behind).
-    return whole_ ? whole_->get().target() : head_->get().target();
+    return work_->whole ? work_->whole->get().target() : work_->head->get().target();
   }
   void RefusedBeforeUpstream(Exchange& ex);
   Task<void> ExchangeWithUpstream(const rules::RouteConfig& route,
@@ -134,8 +137,8 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // request, and a malloc that large makes glibc consolidate its fast bins
   // first). The steps that face the upstream are gateway/core/upstream_call.h's.
   struct ForwardCall;
-  // Connects, sends the buffered request (whole_, or the header alone) and
-  // reads the response header into res_head_; a pooled connection found
+  // Connects, sends the buffered request (work_->whole, or the header alone) and
+  // reads the response header into work_->res_head; a pooled connection found
   // stale is replaced once by a fresh one when the request is idempotent.
   // False when the exchange failed and was answered.
   Task<bool> SendBuffered(ForwardCall& call, HeadParser& head, Exchange& ex);
@@ -160,7 +163,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
                         std::string_view key, Exchange& ex);
   // --- forward to an HTTP/2 upstream (forward_http2.cc) ---
   // The exchange as one stream of `pool`'s: the request header from `head`
-  // (or whole_, which holds a request read whole with its body), the body
+  // (or work_->whole, which holds a request read whole with its body), the body
   // sent as it is read, the response back as HTTP/1.1 with the upstream's
   // length or chunked, its trailers in the last chunk.
   Task<void> ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
@@ -226,13 +229,17 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Admission admission_;
   Answer answer_;  // what Reply() writes for the current exchange
   RelayChunk relay_buffer_;  // a streamed body's, while it passes
-  // The current exchange and its request header: members rather than
-  // coroutine locals (frames above 1 KB cost a malloc and a free per
-  // request; Asio recycles smaller ones), reset per exchange.
-  std::unique_ptr<Exchange> exchange_;
-  std::optional<HeadParser> head_;
-  std::optional<RequestParser<http::string_body>> whole_;  // a buffered request with its body
-  std::optional<ResponseParser<http::empty_body>> res_head_;
+  // What one exchange needs (its facts and its parsers), allocated when a
+  // request begins to arrive and given back when the connection goes idle
+  // (Rest): members rather than coroutine locals (frames above 1 KB cost a
+  // malloc and a free per request; Asio recycles smaller ones).
+  struct Work {
+    Exchange exchange;
+    std::optional<HeadParser> head;
+    std::optional<RequestParser<http::string_body>> whole;  // a buffered request with its body
+    std::optional<ResponseParser<http::empty_body>> res_head;
+  };
+  std::unique_ptr<Work> work_;
   std::string canonical_;  // Canonicalize()'s output, reused
   std::string wire_;       // reused for every buffered message this session sends
   std::string extra_headers_;  // rate-limit header lines for the current response

@@ -44,14 +44,14 @@ struct Http1Connection::ForwardCall : UpstreamCall {
 
 bool Http1Connection::StartForward(const rules::RouteConfig& route) {
   // A body read whole for its cost took the header with it.
-  auto& req = whole_ ? whole_->get().base() : head_->get();
-  const bool chunked = !whole_ && head_->chunked();
+  auto& req = work_->whole ? work_->whole->get().base() : work_->head->get();
+  const bool chunked = !work_->whole && work_->head->chunked();
   const bool buffered =
-      whole_ || (!chunked && head_->content_length().value_or(0) <= kBufferedBody);
+      work_->whole || (!chunked && work_->head->content_length().value_or(0) <= kBufferedBody);
   if (websocket_ && generation_->http2_pools[route.upstream_index] != nullptr) {
     // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
     answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
-    if (!buffered) CloseWithBodyUnread(*exchange_);
+    if (!buffered) CloseWithBodyUnread(work_->exchange);
     return false;
   }
   // (Read before PrepareForwardedHead, which removes Expect.)
@@ -60,7 +60,7 @@ bool Http1Connection::StartForward(const rules::RouteConfig& route) {
                        generation_->state->listener_tls[listener_] ? Scheme::kHttps : Scheme::kHttp,
                        ClientProtocol::kHttp1);
   req.version(11);
-  if (chunked) head_->get().chunked(true);
+  if (chunked) work_->head->get().chunked(true);
   if (websocket_) {
     // The upgrade fields are hop-by-hop, but a handshake goes on with them.
     req.set(http::field::upgrade, "websocket");
@@ -70,14 +70,14 @@ bool Http1Connection::StartForward(const rules::RouteConfig& route) {
 }
 
 bool Http1Connection::ReadsBeforeUpstream() const {
-  if (whole_) return false;  // read already, for its cost
-  const HeadParser& head = *head_;
+  if (work_->whole) return false;  // read already, for its cost
+  const HeadParser& head = *work_->head;
   return head.chunked() || head.content_length().value_or(0) > 0;
 }
 
 Task<bool> Http1Connection::ReadBeforeUpstream() {
-  HeadParser& head = *head_;
-  Exchange& ex = *exchange_;
+  HeadParser& head = *work_->head;
+  Exchange& ex = work_->exchange;
   if (expects_continue_) {
     if (co_await WriteContinue()) {
       ex.close = true;
@@ -90,14 +90,14 @@ Task<bool> Http1Connection::ReadBeforeUpstream() {
 }
 
 Task<bool> Http1Connection::ReadBodyForCost() {
-  HeadParser& head = *head_;
+  HeadParser& head = *work_->head;
   if (!head.chunked() && head.content_length().value_or(0) == 0) co_return true;
   auto& req = head.get();
   if (beast::iequals(req[http::field::expect], "100-continue")) {
     // Asked for now, before admit decides; the upstream is not asked again.
     req.erase(http::field::expect);
     if (co_await WriteContinue()) {
-      exchange_->close = true;
+      work_->exchange.close = true;
       co_return false;
     }
   }
@@ -108,7 +108,7 @@ Task<bool> Http1Connection::ReadBodyForCost() {
   const bool read = co_await ReadWhole();
   if (!read) co_return false;
   // Forwarded with its length, whatever its framing was.
-  auto& whole = whole_->get();
+  auto& whole = work_->whole->get();
   auto trailer = whole.begin();
   std::advance(trailer, static_cast<std::ptrdiff_t>(fields));
   while (trailer != whole.end()) trailer = whole.erase(trailer);
@@ -118,44 +118,44 @@ Task<bool> Http1Connection::ReadBodyForCost() {
 }
 
 void Http1Connection::ReplaceBody(std::string body) {
-  if (!whole_) return;
-  auto& whole = whole_->get();
+  if (!work_->whole) return;
+  auto& whole = work_->whole->get();
   whole.body() = std::move(body);
   whole.content_length(whole.body().size());
 }
 
 Task<bool> Http1Connection::ReadWhole() {
-  Exchange& ex = *exchange_;
-  whole_.emplace(std::move(*head_));
-  whole_->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
+  Exchange& ex = work_->exchange;
+  work_->whole.emplace(std::move(*work_->head));
+  work_->whole->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   ErrorCode ec;
-  if (!ParseBuffered(buffer_, *whole_, ec)) {
+  if (!ParseBuffered(buffer_, *work_->whole, ec)) {
     Lowest(stream_).expires_after(Budget(config_->timeouts.client_body_ms, ex));
     std::tie(ec, std::ignore) = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read(s, buffer_, *whole_, kUseTuple); });
+        stream_, [&](auto& s) { return http::async_read(s, buffer_, *work_->whole, kUseTuple); });
   }
   if (ec) {
     co_await FailBody(ec, ex);
     co_return false;
   }
-  ex.bytes_in = whole_->get().body().size();
+  ex.bytes_in = work_->whole->get().body().size();
   co_return true;
 }
 
 void Http1Connection::RefusedBeforeUpstream(Exchange& ex) {
   // An unread body would be taken for the next request.
-  if (!whole_ && !head_->is_done()) CloseWithBodyUnread(ex);
+  if (!work_->whole && !work_->head->is_done()) CloseWithBodyUnread(ex);
 }
 
 Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route,
                                                  const rules::UpstreamConfig& upstream) {
-  HeadParser& head = *head_;
-  Exchange& ex = *exchange_;
+  HeadParser& head = *work_->head;
+  Exchange& ex = work_->exchange;
   const store::Clock& clock = *generation_->state->clock;
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
   // (A buffered body took the header with it: `head` is what is left.)
-  auto& req = whole_ ? whole_->get().base() : head.get();
-  const bool buffered = whole_ || (!head.chunked() && head.content_length().value_or(0) == 0);
+  auto& req = work_->whole ? work_->whole->get().base() : head.get();
+  const bool buffered = work_->whole || (!head.chunked() && head.content_length().value_or(0) == 0);
   Http2UpstreamPool* http2 = generation_->http2_pools[route.upstream_index].get();
   if (http2 != nullptr) {
     co_await ForwardHttp2(*http2, head, upstream, ex);
@@ -174,7 +174,7 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
     sent = co_await SendStreamed(call, head, ex);
   }
   if (!sent) co_return;
-  if (websocket_ && res_head_->get().result() == http::status::switching_protocols) {
+  if (websocket_ && work_->res_head->get().result() == http::status::switching_protocols) {
     // The tunnel holds the upstream place (and the session the
     // max_inflight ones) until it closes.
     co_await OpenTunnel(call, upstream, req[http::field::sec_websocket_key], ex);
@@ -182,12 +182,12 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   }
 
   // The response as the client sees it.
-  auto& res = res_head_->get();
+  auto& res = work_->res_head->get();
   // (The parser's flags: the framing fields go with the hop-by-hop ones.)
-  bool upstream_reusable = res_head_->keep_alive();
-  const bool res_chunked = res_head_->chunked();
-  const auto res_length = res_head_->content_length();
-  const bool no_body = res_head_->is_done();
+  bool upstream_reusable = work_->res_head->keep_alive();
+  const bool res_chunked = work_->res_head->chunked();
+  const auto res_length = work_->res_head->content_length();
+  const bool no_body = work_->res_head->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
   ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
                           extra_headers_);
@@ -246,9 +246,9 @@ Task<bool> Http1Connection::SendBuffered(ForwardCall& call, HeadParser& head, Ex
     }
     call.conn = std::move(cr.connection);
     wire_.clear();
-    if (whole_) {
-      AppendWireHeader(whole_->get().base(), wire_);
-      wire_.append(whole_->get().body());
+    if (work_->whole) {
+      AppendWireHeader(work_->whole->get().base(), wire_);
+      wire_.append(work_->whole->get().body());
     } else {
       AppendWireHeader(head.get().base(), wire_);
     }
@@ -260,7 +260,7 @@ Task<bool> Http1Connection::SendBuffered(ForwardCall& call, HeadParser& head, Ex
     std::size_t received = 0;
     if (!ec) {
       std::tie(ec, received) = co_await ReadResponseHead(
-          call, res_head_, Budget(config_->timeouts.upstream_response_ms, ex));
+          call, work_->res_head, Budget(config_->timeouts.upstream_response_ms, ex));
     }
     if (!ec) co_return true;
     if (RetryOnFresh(call, attempt, received, ec)) continue;
@@ -296,7 +296,7 @@ Task<bool> Http1Connection::SendStreamed(ForwardCall& call, HeadParser& head, Ex
   ErrorCode ec = relayed.ec;
   if (!ec) {
     std::tie(ec, std::ignore) =
-        co_await ReadResponseHead(call, res_head_, Budget(timeouts.upstream_response_ms, ex));
+        co_await ReadResponseHead(call, work_->res_head, Budget(timeouts.upstream_response_ms, ex));
   }
   if (ec) {
     ex.close = true;
@@ -334,7 +334,7 @@ Task<bool> Http1Connection::RespondBuffered(ForwardCall& call, const RelayTimeou
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
-  ResponseParser<http::string_body> body{std::move(*res_head_)};
+  ResponseParser<http::string_body> body{std::move(*work_->res_head)};
   body.body_limit(boost::none);
   ErrorCode rec;
   if (!ParseBuffered(c.buffer, body, rec)) {
@@ -368,8 +368,8 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
-  AddHeaderLines(extra_headers_, res_head_->get());
-  ResponseParser<http::buffer_body> streamed{std::move(*res_head_)};
+  AddHeaderLines(extra_headers_, work_->res_head->get());
+  ResponseParser<http::buffer_body> streamed{std::move(*work_->res_head)};
   streamed.body_limit(boost::none);
   const ResponseFilter filter(ex);
   RelayResult relayed =
@@ -399,7 +399,7 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
                                std::string_view key, Exchange& ex) {
   MarkUpstreamEnd(*generation_->state->clock, ex);
   ex.close = true;  // the connection is the tunnel's now, or failed
-  auto& res = res_head_->get();
+  auto& res = work_->res_head->get();
   if (!AcceptsHandshake(res, key)) {
     // call.conn is dropped, not pooled: the upstream thinks it switched.
     answer_ = RefuseWith(Refusal::kBadGateway,

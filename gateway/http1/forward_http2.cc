@@ -19,16 +19,16 @@ namespace tollgate::gateway {
 Task<void> Http1Connection::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& head,
                                  const rules::UpstreamConfig& upstream, Exchange& ex) {
   const rules::TimeoutsConfig& timeouts = config_->timeouts;
-  const bool whole = whole_.has_value();
+  const bool whole = work_->whole.has_value();
   const bool streamed = !whole && (head.chunked() || head.content_length().value_or(0) > 0);
-  const http::request_header<Fields>& req = whole ? whole_->get().base() : head.get().base();
+  const http::request_header<Fields>& req = whole ? work_->whole->get().base() : head.get().base();
   Http2OpenResult open =
       co_await pool.Open(req, whole || streamed ? Http2Body::kFollows : Http2Body::kNone,
                          Budget(timeouts.upstream_connect_ms, ex));
   ex.upstream = open.server;
   ErrorCode ec;
   if (open.stream && whole) {
-    ec = co_await open.stream.WriteBody(asio::buffer(whole_->get().body()), BodyEnd::kLast,
+    ec = co_await open.stream.WriteBody(asio::buffer(work_->whole->get().body()), BodyEnd::kLast,
                                         Budget(timeouts.upstream_response_ms, ex));
   } else if (open.stream && streamed) {
     const bool client_ok = co_await SendBodyHttp2(open.stream, head, ex, ec);

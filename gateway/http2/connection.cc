@@ -956,7 +956,9 @@ void Http2Connection::MaybeErase(Http2Stream& s) {
 void Http2Connection::ReleaseIdleBuffers() {
   headers_.Release();
   if (pending_.empty()) std::string().swap(pending_);
-  if (writing_.empty()) std::string().swap(writing_);
+  if (!writing_.empty()) return;
+  std::string().swap(writing_);
+  if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
 }
 
 void Http2Connection::PostCancel(Http2Stream& s) {

@@ -99,6 +99,16 @@ class TlsStream {
   // Encrypted bytes not sent yet.
   std::size_t unsent() const { return core_->unsent(); }
 
+  // Gives OpenSSL's record buffers (up to ~17 KB each) back while nothing
+  // waits in them, so that an idle connection holds none.
+  // SSL_MODE_RELEASE_BUFFERS frees them after reads and writes, but not the
+  // read buffer that a write sets up when it also sends post-handshake
+  // messages (session tickets). Only while no read or write is pending.
+  void ReleaseBuffers() {
+    SSL* ssl = core_->ssl();
+    if (SSL_has_pending(ssl) == 0 && unsent() == 0) SSL_free_buffers(ssl);
+  }
+
   // Decrypts into `buffer` what has arrived, without waiting (no handler,
   // no deadline): the plaintext bytes read, 0 when there is none yet (wait
   // for the socket to be readable, then try again), or `ec` set as
