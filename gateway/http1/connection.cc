@@ -26,7 +26,6 @@ Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t l
       generation_(worker.Current()),
       config_(generation_->state->config.get()),
       stream_(std::move(stream)),
-      buffer_(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk),
       listener_(listener),
       peer_ip_(peer.address().to_string()),
       peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
@@ -105,7 +104,7 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
   bool first = true;
   for (;;) {
     if (worker_.draining()) break;
-    if (buffer_.size() == 0) {
+    if (!work_ || work_->buffer.size() == 0) {
       // Waiting for the first byte of the next request is idleness, with its
       // own (longer) deadline; the header then has client_header to arrive.
       idle_ = true;
@@ -130,12 +129,12 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
         // gRPC). (The deadline of the first read, client_header, still runs.)
         if (!generation_->state->listener_tls[listener_] &&
             (IsDecisionListener(*config_, listener_) || config_->listeners[listener_].http2)) {
-          http2 = co_await ReadsHttp2Preface(stream_, buffer_, preface_ec);
+          http2 = co_await ReadsHttp2Preface(stream_, work_->buffer, preface_ec);
         }
         if (http2) {
-          // The bytes move out of buffer_, which RunHttp2 gives back.
-          const std::string preface(static_cast<const char*>(buffer_.data().data()),
-                                    buffer_.size());
+          // The bytes move out of the buffer, which RunHttp2 gives back.
+          const std::string preface(static_cast<const char*>(work_->buffer.data().data()),
+                                    work_->buffer.size());
           co_await RunHttp2(asio::buffer(preface));
           co_return;
         }
@@ -150,43 +149,76 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
 }
 
 void Http1Connection::Rest() {
-  // The request buffer is empty here (nothing pipelined). What is
-  // allocated again for the next request comes from the allocator's
-  // thread cache: a few allocations per request on a busy connection,
-  // against a buffer held by every idle one.
-  buffer_.shrink_to_fit();
-  work_.reset();
+  // The request buffer is empty here (nothing pipelined).
   relay_buffer_.Release();
-  std::string().swap(wire_);
-  std::string().swap(extra_headers_);
-  std::string().swap(canonical_);
+  if (work_) {
+    work_->head.reset();
+    work_->whole.reset();
+    work_->res_head.reset();
+    GiveBack(std::move(work_));
+  }
   if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
+}
+
+namespace {
+
+// Spare Works per thread: enough for the connections that go idle and
+// come back within a turn of a busy worker's loop; beyond them a Work is
+// freed (and the allocator's thread cache serves the next one).
+constexpr std::size_t kSpareWorks = 16;
+
+}  // namespace
+
+std::vector<std::unique_ptr<Http1Connection::Work>>& Http1Connection::Spares() {
+  thread_local std::vector<std::unique_ptr<Work>> spares;
+  return spares;
+}
+
+std::unique_ptr<Http1Connection::Work> Http1Connection::TakeWork() {
+  auto& spares = Spares();
+  if (spares.empty()) return std::make_unique<Work>();
+  std::unique_ptr<Work> work = std::move(spares.back());
+  spares.pop_back();
+  return work;
+}
+
+void Http1Connection::GiveBack(std::unique_ptr<Work> work) {
+  auto& spares = Spares();
+  work->exchange.Release();
+  work->buffer.clear();
+  work->canonical.clear();
+  work->wire.clear();
+  work->extra_headers.clear();
+  if (spares.size() < kSpareWorks) spares.push_back(std::move(work));
 }
 
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
   // Beast sizes each later read by the buffer's spare capacity (at least
   // 512 bytes): without room, a streamed body would arrive in tiny reads.
-  buffer_.reserve(kRelayChunk);
+  if (!work_) {
+    work_ = TakeWork();
+    work_->buffer.max_size(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk);
+  }
+  work_->buffer.reserve(kRelayChunk);
   bool exhausted = false;
-  const std::size_t n = ReadNow(stream_, buffer_.prepare(kRelayChunk), exhausted, ec);
+  const std::size_t n = ReadNow(stream_, work_->buffer.prepare(kRelayChunk), exhausted, ec);
   if (ec) return true;
   if (n > 0) {
-    buffer_.commit(n);
-    if (!work_) work_ = std::make_unique<Work>();
+    work_->buffer.commit(n);
     return true;
   }
   // Nothing after all (an event older than the last read that drained the
   // socket, or a TLS record with no request bytes): wait again, without
   // the buffer (at once if the read left bytes behind: ReadNow told the
   // reactor).
-  buffer_.shrink_to_fit();
+  Rest();
   return false;
 }
 
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
   // HTTP/2 reads into a buffer of its thread's (gateway/http2/frame_reader.h)
   // and has exchanges of its own: what HTTP/1.1 kept for them goes, for the
-  // connection's whole life (an h2c preface read into buffer_ was copied
+  // connection's whole life (an h2c preface read into the buffer was copied
   // out into `already_read`).
   Rest();
   http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
@@ -240,7 +272,7 @@ HeadRead Http1Connection::TakeHead(Refusal& refusal) {
   head.header_limit(static_cast<std::uint32_t>(config_->limits.max_header_bytes));
   head.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   ErrorCode ec;
-  buffer_.consume(head.put(buffer_.data(), ec));
+  work_->buffer.consume(head.put(work_->buffer.data(), ec));
   if (ec == http::error::need_more) return HeadRead::kNeedMore;
   return HeadEnded(ec, refusal);
 }
@@ -248,7 +280,7 @@ HeadRead Http1Connection::TakeHead(Refusal& refusal) {
 Task<HeadRead> Http1Connection::ReadHead(Refusal& refusal) {
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
   auto [ec, n] = co_await Visit(
-      stream_, [&](auto& s) { return http::async_read_header(s, buffer_, *work_->head, kUseTuple); });
+      stream_, [&](auto& s) { return http::async_read_header(s, work_->buffer, *work_->head, kUseTuple); });
   co_return HeadEnded(ec, refusal);
 }
 
@@ -294,9 +326,9 @@ Task<void> Http1Connection::FinishReply() {
 
 Task<void> Http1Connection::WriteCheckAllowed() {
   Exchange& ex = work_->exchange;
-  wire_.clear();
+  work_->wire.clear();
   AppendCheckAllowed(ex.limits, ex.close ? Persistence::kClose : Persistence::kKeepAlive,
-                     ex.request_id, wire_);
+                     ex.request_id, work_->wire);
   ex.status = 200;
   ErrorCode ec;
   if (!TryWriteWire(stream_, ec, ex.close)) {
@@ -310,25 +342,32 @@ Task<ClientWatch::Held> Http1Connection::Hold(std::chrono::milliseconds wait) {
   const auto until = std::chrono::steady_clock::now() + wait;
   const Executor executor = co_await asio::this_coro::executor;
   Timer timer(executor, wait);
-  auto first = co_await (timer.async_wait(kUseTuple) ||
-                         Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
-  if (first.index() == 1) {
+  for (;;) {
+    auto first = co_await (timer.async_wait(kUseTuple) ||
+                           Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
+    if (first.index() == 0) co_return Held::kElapsed;
     char byte;
     const ssize_t n =
         ::recv(Lowest(stream_).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) co_return Held::kClientGone;
-    // Data (a pipelined request): it waits in the socket; keep our turn.
+    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+      co_return Held::kClientGone;
+    }
     timer.expires_at(until);
-    co_await timer.async_wait(kUseTuple);
+    if (n > 0) break;
+    // Nothing there: an event the reactor collected after the request was
+    // read (edge-triggered epoll reports arrivals, not what is left). Watch
+    // again for the rest of the wait.
   }
+  // Data (a pipelined request): it waits in the socket; keep our turn.
+  co_await timer.async_wait(kUseTuple);
   co_return Held::kElapsed;
 }
 
 bool Http1Connection::StartReply(Exchange& ex, ErrorCode& ec) {
-  wire_.clear();
+  work_->wire.clear();
   answer_.request_id = EnsureRequestId(ex.request_id);
   const std::size_t body =
-      AppendAnswer(answer_, ex.close ? Persistence::kClose : Persistence::kKeepAlive, wire_);
+      AppendAnswer(answer_, ex.close ? Persistence::kClose : Persistence::kKeepAlive, work_->wire);
   NoteAnswer(answer_, body, ex);
   return TryWriteWire(stream_, ec, ex.close);
 }
@@ -344,13 +383,13 @@ bool Http1Connection::TryWriteWire(AnyStream& stream, ErrorCode& ec, bool last) 
       WriteLastOverTls(std::get<TlsStream>(stream))) {
     return true;
   }
-  return gateway::TryWriteWire(stream, wire_, ec);
+  return gateway::TryWriteWire(stream, work_->wire, ec);
 }
 
 bool Http1Connection::WriteLastOverTls(TlsStream& tls) {
-  if (!EncryptLastOverTls(tls, wire_)) return false;
+  if (!EncryptLastOverTls(tls, work_->wire)) return false;
   last_in_tls_ = true;
-  return wire_.empty();
+  return work_->wire.empty();
 }
 
 void Http1Connection::IssueTickets() {
@@ -364,7 +403,7 @@ void Http1Connection::IssueTickets() {
 }
 
 Task<ErrorCode> Http1Connection::WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout) {
-  return WriteWireRest(stream, wire_, timeout);
+  return WriteWireRest(stream, work_->wire, timeout);
 }
 
 }  // namespace tollgate::gateway

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
@@ -50,7 +51,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
   // once the socket is readable ReadRequestStart() takes a buffer and reads
-  // the first bytes of the next request into buffer_: true when it read
+  // the first bytes of the next request into its buffer: true when it read
   // some or failed (`ec`), false when nothing was there (wait again).
   void Rest();
   bool ReadRequestStart(ErrorCode& ec);
@@ -68,7 +69,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Admission& admission() { return admission_; }
   ClientWatch& watch() { return *this; }
   ThreadMetrics* metrics() const { return worker_.metrics(); }
-  std::string& canonical() { return canonical_; }
+  std::string& canonical() { return work_->canonical; }
   std::string_view peer_ip() const { return peer_ip_; }
   const rules::IpAddress& peer_address() const { return peer_address_; }
   const rules::ClientCertificate* client_cert() const { return client_cert_.get(); }
@@ -185,14 +186,14 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // expression would stay in the caller's frame, one per call site.
   bool StartReply(Exchange& ex, ErrorCode& ec);
   Task<void> Reply(Exchange& ex);
-  // Writes wire_ (a whole message, see AppendWireHeader) to `stream`, within
+  // Writes the Work's wire (a whole message, see AppendWireHeader) to `stream`, within
   // `timeout`.
   Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout);
   // The fast path of WriteWire(), with no coroutine frame, operation or
   // handler: a stream (plain, or TLS: TlsStream::TryWrite) whose socket
-  // takes all of wire_ at once.
+  // takes all of the wire at once.
   // True when done (`ec` says how it went); false when bytes remain (those
-  // written are gone from wire_): WriteWire() the rest. `last`: wire_ is
+  // written are gone from the wire): WriteWire() the rest. `last`: the wire is
   // the last the connection sends (the exchange closes it); to the client
   // over TLS it is then encrypted now and sent by Shutdown() with the
   // close_notify and any session tickets still owed, in one send
@@ -220,7 +221,6 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   std::shared_ptr<Generation> generation_;
   const rules::Config* config_;
   AnyStream stream_;
-  beast::flat_buffer buffer_;
   std::size_t listener_;
   std::string peer_ip_;
   rules::IpAddress peer_address_;
@@ -229,20 +229,30 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Admission admission_;
   Answer answer_;  // what Reply() writes for the current exchange
   RelayChunk relay_buffer_;  // a streamed body's, while it passes
-  // What one exchange needs (its facts and its parsers), allocated when a
-  // request begins to arrive and given back when the connection goes idle
-  // (Rest): members rather than coroutine locals (frames above 1 KB cost a
-  // malloc and a free per request; Asio recycles smaller ones).
+  // What one exchange needs, taken when a request begins to arrive and
+  // given back when the connection goes idle (Rest): members rather than
+  // coroutine locals (frames above 1 KB cost a malloc and a free per
+  // request; Asio recycles smaller ones). A Work given back keeps its
+  // buffers' capacity for the next connection of the thread that takes it
+  // (TakeWork/GiveBack: a few spares per thread), so that a busy keep-alive
+  // connection allocates nothing per request and an idle one holds none.
   struct Work {
     Exchange exchange;
     std::optional<HeadParser> head;
     std::optional<RequestParser<http::string_body>> whole;  // a buffered request with its body
     std::optional<ResponseParser<http::empty_body>> res_head;
+    // The request's bytes read and not yet parsed or relayed (pipelined
+    // requests after it too).
+    beast::flat_buffer buffer;
+    std::string canonical;      // Canonicalize()'s output
+    std::string wire;           // every buffered message the connection sends
+    std::string extra_headers;  // rate-limit header lines for the current response
   };
+  static std::unique_ptr<Work> TakeWork();
+  static void GiveBack(std::unique_ptr<Work> work);
+  static std::vector<std::unique_ptr<Work>>& Spares();
+
   std::unique_ptr<Work> work_;
-  std::string canonical_;  // Canonicalize()'s output, reused
-  std::string wire_;       // reused for every buffered message this session sends
-  std::string extra_headers_;  // rate-limit header lines for the current response
   bool websocket_ = false;  // the current request is a WebSocket handshake
   bool expects_continue_ = false;  // the current request asked for 100 Continue
   bool idle_ = true;

@@ -129,10 +129,10 @@ Task<bool> Http1Connection::ReadWhole() {
   work_->whole.emplace(std::move(*work_->head));
   work_->whole->body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   ErrorCode ec;
-  if (!ParseBuffered(buffer_, *work_->whole, ec)) {
+  if (!ParseBuffered(work_->buffer, *work_->whole, ec)) {
     Lowest(stream_).expires_after(Budget(config_->timeouts.client_body_ms, ex));
     std::tie(ec, std::ignore) = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read(s, buffer_, *work_->whole, kUseTuple); });
+        stream_, [&](auto& s) { return http::async_read(s, work_->buffer, *work_->whole, kUseTuple); });
   }
   if (ec) {
     co_await FailBody(ec, ex);
@@ -190,7 +190,7 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   const bool no_body = work_->res_head->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
   ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
-                          extra_headers_);
+                          work_->extra_headers);
   res.version(11);
   if (until_close) {
     upstream_reusable = false;
@@ -218,8 +218,8 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   if (no_body) {
     MarkUpstreamEnd(clock, ex);
     ResponseFilter(ex).End();
-    wire_.clear();
-    AppendWireHeader(res.base(), wire_, extra_headers_);
+    work_->wire.clear();
+    AppendWireHeader(res.base(), work_->wire, work_->extra_headers);
     ErrorCode wec;
     if (!TryWriteWire(stream_, wec, ex.close)) {
       wec = co_await WriteWire(stream_, to_client.Within(to_client.write));
@@ -245,12 +245,12 @@ Task<bool> Http1Connection::SendBuffered(ForwardCall& call, HeadParser& head, Ex
       co_return false;
     }
     call.conn = std::move(cr.connection);
-    wire_.clear();
+    work_->wire.clear();
     if (work_->whole) {
-      AppendWireHeader(work_->whole->get().base(), wire_);
-      wire_.append(work_->whole->get().body());
+      AppendWireHeader(work_->whole->get().base(), work_->wire);
+      work_->wire.append(work_->whole->get().body());
     } else {
-      AppendWireHeader(head.get().base(), wire_);
+      AppendWireHeader(head.get().base(), work_->wire);
     }
     ErrorCode ec;
     if (!TryWriteWire(call.conn->stream, ec)) {
@@ -286,7 +286,7 @@ Task<bool> Http1Connection::SendStreamed(ForwardCall& call, HeadParser& head, Ex
   const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
                                   Budget(timeouts.upstream_response_ms, ex), SteadyDeadline(ex)};
   RelayResult relayed =
-      co_await Relay(stream_, buffer_, streamed, call.conn->stream, RelayBuffer(), wire_,
+      co_await Relay(stream_, work_->buffer, streamed, call.conn->stream, RelayBuffer(), work_->wire,
                      to_upstream);
   ex.bytes_in = relayed.bytes;
   if (relayed.failure == RelayFailure::kRead) {
@@ -351,9 +351,9 @@ Task<bool> Http1Connection::RespondBuffered(ForwardCall& call, const RelayTimeou
   const ResponseFilter filter(ex);
   filter.Body(body.get().body());
   filter.End();
-  wire_.clear();
-  AppendWireHeader(body.get().base(), wire_, extra_headers_);
-  wire_.append(body.get().body());
+  work_->wire.clear();
+  AppendWireHeader(body.get().base(), work_->wire, work_->extra_headers);
+  work_->wire.append(body.get().body());
   ex.bytes_out = body.get().body().size();
   ErrorCode wec;
   // The body took its time to arrive: the write gets what is left.
@@ -368,12 +368,12 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
                                     Exchange& ex) {
   const store::Clock& clock = *generation_->state->clock;
   UpstreamConnection& c = *call.conn;
-  AddHeaderLines(extra_headers_, work_->res_head->get());
+  AddHeaderLines(work_->extra_headers, work_->res_head->get());
   ResponseParser<http::buffer_body> streamed{std::move(*work_->res_head)};
   streamed.body_limit(boost::none);
   const ResponseFilter filter(ex);
   RelayResult relayed =
-      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), wire_, to_client,
+      co_await Relay(c.stream, c.buffer, streamed, stream_, RelayBuffer(), work_->wire, to_client,
                      [filter](const char* data, std::size_t size) { filter.Body(data, size); });
   MarkUpstreamEnd(clock, ex);
   ex.bytes_out = relayed.bytes;
@@ -408,10 +408,10 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
     co_return;
   }
   ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
-                          extra_headers_, ResponseKind::kWebSocketUpgrade);
+                          work_->extra_headers, ResponseKind::kWebSocketUpgrade);
   res.version(11);
-  wire_.clear();
-  AppendWireHeader(res.base(), wire_, extra_headers_);
+  work_->wire.clear();
+  AppendWireHeader(res.base(), work_->wire, work_->extra_headers);
   ErrorCode ec;
   if (!TryWriteWire(stream_, ec)) {
     ec = co_await WriteWire(stream_, Budget(config_->timeouts.client_body_ms, ex));
@@ -423,7 +423,7 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
   options.messages = {admission_.message_rules(), generation_->state.get(), &worker_.store(),
                       NegotiatedCompression(res)};
-  const TunnelResult tunnel = co_await RunTunnel(stream_, buffer_, call.conn->stream,
+  const TunnelResult tunnel = co_await RunTunnel(stream_, work_->buffer, call.conn->stream,
                                                  call.conn->buffer, options);
   ex.bytes_in = tunnel.bytes_in;
   ex.bytes_out = tunnel.bytes_out;

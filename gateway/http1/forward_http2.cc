@@ -61,7 +61,7 @@ Task<bool> Http1Connection::SendBodyHttp2(Http2UpstreamStream& up, HeadParser& h
     piece.size = kRelayChunk;
     Lowest(stream_).expires_after(Budget(timeouts.client_body_ms, ex));
     auto [ec, n] = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read_some(s, buffer_, body, kUseTuple); });
+        stream_, [&](auto& s) { return http::async_read_some(s, work_->buffer, body, kUseTuple); });
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       co_await FailBody(ec, ex);
@@ -89,7 +89,7 @@ Task<void> Http1Connection::RespondHttp2(Http2UpstreamStream& up, const rules::U
   auto& res = up.response();
   ResponseFilter filter(ex);
   filter.Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp2, res,
-              extra_headers_);
+              work_->extra_headers);
   res.version(11);
   const bool has_body = up.response_has_body();
   const bool has_length = res.find(http::field::content_length) != res.end();
@@ -109,8 +109,8 @@ Task<void> Http1Connection::RespondHttp2(Http2UpstreamStream& up, const rules::U
   }
   if (worker_.draining()) ex.close = true;
   if (ex.close) res.set(http::field::connection, "close");
-  wire_.clear();
-  AppendWireHeader(res, wire_, extra_headers_);
+  work_->wire.clear();
+  AppendWireHeader(res, work_->wire, work_->extra_headers);
   // The header goes out at once (the reader of a streamed response wants
   // it before the first piece), then each piece of the body as it comes.
   char* buffer = RelayBuffer();
@@ -140,11 +140,11 @@ Task<void> Http1Connection::RespondHttp2(Http2UpstreamStream& up, const rules::U
     ex.bytes_out += r.bytes;
     filter.Body(buffer, r.bytes);
     end = r.end;
-    wire_.clear();
-    if (framed && r.bytes > 0) AppendChunkSizeLine(r.bytes, wire_);
-    wire_.append(buffer, r.bytes);
-    if (framed && r.bytes > 0) wire_ += "\r\n";
-    if (framed && end) AppendLastChunk(up.trailers(), wire_);
+    work_->wire.clear();
+    if (framed && r.bytes > 0) AppendChunkSizeLine(r.bytes, work_->wire);
+    work_->wire.append(buffer, r.bytes);
+    if (framed && r.bytes > 0) work_->wire += "\r\n";
+    if (framed && end) AppendLastChunk(up.trailers(), work_->wire);
   }
 }
 

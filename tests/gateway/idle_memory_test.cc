@@ -40,20 +40,18 @@ struct Kind {
 
 void PrintTo(const Kind& kind, std::ostream* os) { *os << kind.name; }
 
-// Each bound is about 1.2 times what the kind measured when it was set
+// Each bound is about 1.25 times what the kind measured when it was set
 // (bench/RESULTS.md, "Memory per idle connection"): enough for the spread
-// of runs, not for a per-connection buffer coming back (the h2c bound fails
-// with the 16 KB read buffer each HTTP/2 connection had). Issue 48: an idle
-// HTTP/1.1 session (and so HTTPS, and a WebSocket tunnel, which begins as
-// one) still keeps its buffers, so its bounds pass as it is; the HTTP/1.1
-// bound is to come down to the issue's 4 KB once the session gives them
-// back while idle.
+// of runs, not for a per-connection buffer coming back (an idle HTTP/1.1
+// connection held a 16 KiB read buffer, a page or two of it resident; a
+// WebSocket tunnel one per direction; an idle HTTPS connection OpenSSL's
+// read buffer).
 const Kind kKinds[] = {
-    {"http1", Listener::kPlain, Upstream::kHttp, 16 * 1024},
-    {"https", Listener::kTls, Upstream::kHttp, 36 * 1024},
+    {"http1", Listener::kPlain, Upstream::kHttp, 4 * 1024},
+    {"https", Listener::kTls, Upstream::kHttp, 24 * 1024},
     {"h2c", Listener::kPlain, Upstream::kHttp, 28 * 1024},
-    {"h2", Listener::kTls, Upstream::kHttp, 52 * 1024},
-    {"ws", Listener::kPlain, Upstream::kWebSocket, 36 * 1024},
+    {"h2", Listener::kTls, Upstream::kHttp, 48 * 1024},
+    {"ws", Listener::kPlain, Upstream::kWebSocket, 14 * 1024},
 };
 
 // A sanitizer's allocator puts redzones and a quarantine (ASan) or shadow
