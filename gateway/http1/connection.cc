@@ -162,10 +162,12 @@ void Http1Connection::Rest() {
 
 namespace {
 
-// Spare Works per thread: enough for the connections that go idle and
-// come back within a turn of a busy worker's loop; beyond them a Work is
-// freed (and the allocator's thread cache serves the next one).
-constexpr std::size_t kSpareWorks = 16;
+// Spare Works per thread: enough for a worker's kept-alive clients going
+// idle and coming back in turn (a load generator's 64 connections, say);
+// beyond them a Work is freed and the next one allocated again. At most
+// a few MB per worker thread (a Work keeps up to one page or two of its
+// read buffer touched, and its strings).
+constexpr std::size_t kSpareWorks = 64;
 
 }  // namespace
 
