@@ -1,10 +1,6 @@
 #include "gateway/http1/connection.h"
 
-#include <sys/socket.h>
-
-#include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/write.hpp>
-#include <cerrno>
 
 #include "gateway/core/http_util.h"
 #include "gateway/core/identify.h"
@@ -117,6 +113,13 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
         auto [wait_ec, unused] = co_await Lowest(stream_).async_wait_readable(kUseTuple);
         ec = wait_ec;
         if (ec || ReadRequestStart(ec)) break;
+        // CloseIfIdle (drain, or room for a new client) cancels a pending
+        // wait; one that came while this wait's completion was queued
+        // found none to cancel.
+        if (closing_ || worker_.draining()) {
+          ec = asio::error::operation_aborted;
+          break;
+        }
       }
       idle_ = false;
       closing_ = false;
@@ -146,75 +149,6 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
     served_ = true;
   }
   co_await Shutdown();
-}
-
-void Http1Connection::Rest() {
-  // The request buffer is empty here (nothing pipelined).
-  relay_buffer_.Release();
-  if (work_) {
-    work_->head.reset();
-    work_->whole.reset();
-    work_->res_head.reset();
-    GiveBack(std::move(work_));
-  }
-  if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
-}
-
-namespace {
-
-// Spare Works per thread: enough for a worker's kept-alive clients going
-// idle and coming back in turn (a load generator's 64 connections, say);
-// beyond them a Work is freed and the next one allocated again. At most
-// a few MB per worker thread (a Work keeps up to one page or two of its
-// read buffer touched, and its strings).
-constexpr std::size_t kSpareWorks = 64;
-
-}  // namespace
-
-std::vector<std::unique_ptr<Http1Connection::Work>>& Http1Connection::Spares() {
-  thread_local std::vector<std::unique_ptr<Work>> spares;
-  return spares;
-}
-
-std::unique_ptr<Http1Connection::Work> Http1Connection::TakeWork() {
-  auto& spares = Spares();
-  if (spares.empty()) return std::make_unique<Work>();
-  std::unique_ptr<Work> work = std::move(spares.back());
-  spares.pop_back();
-  return work;
-}
-
-void Http1Connection::GiveBack(std::unique_ptr<Work> work) {
-  auto& spares = Spares();
-  work->exchange.Release();
-  work->buffer.clear();
-  work->canonical.clear();
-  work->wire.clear();
-  work->extra_headers.clear();
-  if (spares.size() < kSpareWorks) spares.push_back(std::move(work));
-}
-
-bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
-  // Beast sizes each later read by the buffer's spare capacity (at least
-  // 512 bytes): without room, a streamed body would arrive in tiny reads.
-  if (!work_) {
-    work_ = TakeWork();
-    work_->buffer.max_size(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk);
-  }
-  work_->buffer.reserve(kRelayChunk);
-  bool exhausted = false;
-  const std::size_t n = ReadNow(stream_, work_->buffer.prepare(kRelayChunk), exhausted, ec);
-  if (ec) return true;
-  if (n > 0) {
-    work_->buffer.commit(n);
-    return true;
-  }
-  // Nothing after all (an event older than the last read that drained the
-  // socket, or a TLS record with no request bytes): wait again, without
-  // the buffer (at once if the read left bytes behind: ReadNow told the
-  // reactor).
-  Rest();
-  return false;
 }
 
 Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
@@ -337,32 +271,6 @@ Task<void> Http1Connection::WriteCheckAllowed() {
     ec = co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms));
   }
   if (ec) ex.close = true;
-}
-
-Task<ClientWatch::Held> Http1Connection::Hold(std::chrono::milliseconds wait) {
-  using namespace asio::experimental::awaitable_operators;
-  const auto until = std::chrono::steady_clock::now() + wait;
-  const Executor executor = co_await asio::this_coro::executor;
-  Timer timer(executor, wait);
-  for (;;) {
-    auto first = co_await (timer.async_wait(kUseTuple) ||
-                           Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
-    if (first.index() == 0) co_return Held::kElapsed;
-    char byte;
-    const ssize_t n =
-        ::recv(Lowest(stream_).socket().native_handle(), &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
-      co_return Held::kClientGone;
-    }
-    timer.expires_at(until);
-    if (n > 0) break;
-    // Nothing there: an event the reactor collected after the request was
-    // read (edge-triggered epoll reports arrivals, not what is left). Watch
-    // again for the rest of the wait.
-  }
-  // Data (a pipelined request): it waits in the socket; keep our turn.
-  co_await timer.async_wait(kUseTuple);
-  co_return Held::kElapsed;
 }
 
 bool Http1Connection::StartReply(Exchange& ex, ErrorCode& ec) {

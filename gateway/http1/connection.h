@@ -12,12 +12,12 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <vector>
 
 #include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
 #include "gateway/core/exchange_driver.h"
 #include "gateway/core/respond.h"
+#include "gateway/http1/exchange_work.h"
 #include "gateway/io/net.h"
 #include "gateway/io/relay_chunk.h"
 #include "gateway/serve/worker.h"
@@ -186,7 +186,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // expression would stay in the caller's frame, one per call site.
   bool StartReply(Exchange& ex, ErrorCode& ec);
   Task<void> Reply(Exchange& ex);
-  // Writes the Work's wire (a whole message, see AppendWireHeader) to `stream`, within
+  // Writes the wire (a whole message, see AppendWireHeader) to `stream`, within
   // `timeout`.
   Task<ErrorCode> WriteWire(AnyStream& stream, std::chrono::steady_clock::duration timeout);
   // The fast path of WriteWire(), with no coroutine frame, operation or
@@ -229,30 +229,11 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Admission admission_;
   Answer answer_;  // what Reply() writes for the current exchange
   RelayChunk relay_buffer_;  // a streamed body's, while it passes
-  // What one exchange needs, taken when a request begins to arrive and
-  // given back when the connection goes idle (Rest): members rather than
-  // coroutine locals (frames above 1 KB cost a malloc and a free per
-  // request; Asio recycles smaller ones). A Work given back keeps its
-  // buffers' capacity for the next connection of the thread that takes it
-  // (TakeWork/GiveBack: a few spares per thread), so that a busy keep-alive
-  // connection allocates nothing per request and an idle one holds none.
-  struct Work {
-    Exchange exchange;
-    std::optional<HeadParser> head;
-    std::optional<RequestParser<http::string_body>> whole;  // a buffered request with its body
-    std::optional<ResponseParser<http::empty_body>> res_head;
-    // The request's bytes read and not yet parsed or relayed (pipelined
-    // requests after it too).
-    beast::flat_buffer buffer;
-    std::string canonical;      // Canonicalize()'s output
-    std::string wire;           // every buffered message the connection sends
-    std::string extra_headers;  // rate-limit header lines for the current response
-  };
-  static std::unique_ptr<Work> TakeWork();
-  static void GiveBack(std::unique_ptr<Work> work);
-  static std::vector<std::unique_ptr<Work>>& Spares();
-
-  std::unique_ptr<Work> work_;
+  // The current exchange's storage (gateway/http1/exchange_work.h): null
+  // while the connection is idle. Members rather than coroutine locals:
+  // frames above 1 KB cost a malloc and a free per request (Asio recycles
+  // smaller ones).
+  std::unique_ptr<ExchangeWork> work_;
   bool websocket_ = false;  // the current request is a WebSocket handshake
   bool expects_continue_ = false;  // the current request asked for 100 Continue
   bool idle_ = true;

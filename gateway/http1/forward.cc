@@ -315,10 +315,13 @@ BodyFailure Http1Connection::BodyFailureOf(const ErrorCode& ec) {
 Task<void> Http1Connection::FailBody(const ErrorCode& ec, Exchange& ex) {
   ex.close = true;
   const BodyFailure failure = BodyFailureOf(ec);
-  // The rest of the body is unread (too large, malformed, or late): the
-  // close lingers, so that what the client still sends cannot make the
-  // kernel reset the connection before the client has read the answer.
-  if (failure != BodyFailure::kClientGone) CloseWithBodyUnread(ex);
+  // The rest of the body is unread (too large, or malformed): the close
+  // lingers, so that what the client still sends cannot make the kernel
+  // reset the connection before the client has read the answer. (A read
+  // that timed out has ended receiving already: nothing to linger on.)
+  if (failure == BodyFailure::kTooLarge || failure == BodyFailure::kMalformed) {
+    CloseWithBodyUnread(ex);
+  }
   if (RefuseBody(failure, answer_)) co_await Reply(ex);
 }
 

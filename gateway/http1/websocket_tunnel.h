@@ -90,8 +90,8 @@ struct TunnelResult {
 // Relays bytes both ways between `client` and `upstream` until either side
 // ends its stream, fails, the tunnel idles out, or (with message limits)
 // tollgate closes it. What the buffers already hold (read past the
-// handshake request and past the 101 response) goes first, and the
-// buffers are then given back. Each direction reads only once its last
+// handshake request and past the 101 response) goes first (without
+// message rules, the buffers are then given back). Each direction reads only once its last
 // write completed (a slow reader holds back its writer), through a
 // kRelayChunk buffer of its own, which a tunnel without message rules
 // holds only while bytes pass. Reads have no deadline; the idle watchdog

@@ -1,8 +1,8 @@
 // ReadNow: one read of what a client or upstream stream holds now, made
 // outside Asio's operations, for readers that wait for readability with no
 // buffer (ReadableWait, gateway/io/readable_wait.h) and then read into a
-// buffer they take only for that read: HTTP/2's FrameReader and an idle
-// HTTP/1.1 connection. The reactor is told what the read found
+// buffer they take only for that read: HTTP/2's FrameReader, an idle
+// HTTP/1.1 connection and a WebSocket tunnel's byte relay. The reactor is told what the read found
 // (NoteReadOutcome, gateway/io/socket_internals.h), so that an Asio read
 // that follows is tried at once when bytes were left behind.
 // Single-threaded: call from the stream's executor, with no read pending.

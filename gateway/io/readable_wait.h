@@ -1,6 +1,7 @@
 // ReadableWait: a wait for a socket to become readable that costs no system
-// call to start, for a reader that reads by itself into a buffer it holds
-// only while reading (HTTP/2's FrameReader).
+// call to start, for a reader that reads by itself (gateway/io/read_now.h)
+// into a buffer it holds only while reading: HTTP/2's FrameReader, an idle
+// HTTP/1.1 connection, a WebSocket tunnel's byte relay.
 //
 // Asio's epoll reactor starts a wait (async_wait, null_buffers) without
 // trying it first and re-registers the descriptor for it: one
@@ -13,10 +14,12 @@
 // try a read, and reports the socket drained, so that the next one is queued
 // until epoll reports the socket again.
 //
-// The caller waits only after a read of its own found the socket drained:
-// whatever arrives after that read raises an edge-triggered event, which
-// either completes the queued wait or, collected before the wait starts,
-// makes the reactor complete it at once. A completion says the socket may
+// The caller waits after a read that found the socket drained (its own
+// ReadNow, or an Asio read, both of which leave the reactor's record
+// right): whatever arrives after that read raises an edge-triggered event,
+// which either completes the queued wait or, collected before the wait
+// starts, makes the reactor complete it at once. Bytes that OpenSSL holds
+// raise no event: NoteHeldBytes (read_now.h) first. A completion says the socket may
 // be readable: the read after it can find nothing (an event the reactor
 // recorded before that caller's last read), and the caller then waits again.
 //

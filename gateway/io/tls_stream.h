@@ -50,6 +50,14 @@
 
 namespace tollgate::gateway {
 
+// OpenSSL's SSL_free_buffers leaves a partly received record alone
+// (CVE-2024-4741 fixed).
+inline constexpr bool kFreeBuffersIsSafe =
+    (OPENSSL_VERSION_NUMBER >= 0x300000e0L && OPENSSL_VERSION_NUMBER < 0x30100000L) ||
+    (OPENSSL_VERSION_NUMBER >= 0x30100060L && OPENSSL_VERSION_NUMBER < 0x30200000L) ||
+    (OPENSSL_VERSION_NUMBER >= 0x30200020L && OPENSSL_VERSION_NUMBER < 0x30300000L) ||
+    OPENSSL_VERSION_NUMBER >= 0x30300010L;
+
 class TlsStream {
  public:
   using executor_type = Executor;
@@ -104,9 +112,12 @@ class TlsStream {
   // SSL_MODE_RELEASE_BUFFERS frees them after reads and writes, but not the
   // read buffer that a write sets up when it also sends post-handshake
   // messages (session tickets). Only while no read or write is pending.
+  // (SSL_free_buffers freed a buffer that a partly received record still
+  // used before OpenSSL 3.0.14, 3.1.6, 3.2.2 and 3.3.1: CVE-2024-4741;
+  // with those it does nothing then.)
   void ReleaseBuffers() {
     SSL* ssl = core_->ssl();
-    if (SSL_has_pending(ssl) == 0 && unsent() == 0) SSL_free_buffers(ssl);
+    if (kFreeBuffersIsSafe && SSL_has_pending(ssl) == 0 && unsent() == 0) SSL_free_buffers(ssl);
   }
 
   // Decrypts into `buffer` what has arrived, without waiting (no handler,

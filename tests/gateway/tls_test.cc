@@ -194,6 +194,38 @@ TEST(Tls, RefusalWithTheBodyUnreadReachesTheClient) {
   }
 }
 
+// Requests that arrive together are all answered, however TLS packs them:
+// several in one record, and records sent back to back, which OpenSSL
+// reads together and holds decrypted while the socket has nothing more to
+// report (an idle connection waits for the socket only once nothing is
+// held).
+TEST(Tls, PipelinedRequestsAreAllAnswered) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "localhost");
+  auto echo = StartEcho();
+  TestGateway gateway(TlsConfig(TlsTable(cert, key)), echo->port());
+  asio::io_context io;
+  ssl::context ctx = TrustingClient(cert);
+  ssl::stream<tcp::socket> stream(io, ctx);
+  ConnectTls(stream, gateway.port());
+  const std::string request = "GET /_test/headers HTTP/1.1\r\nHost: localhost\r\n\r\n";
+  asio::write(stream, asio::buffer(request + request + request));  // one record
+  // Three records, written before any answer is read.
+  for (int i = 0; i < 3; ++i) asio::write(stream, asio::buffer(request));
+  boost::beast::flat_buffer buffer;
+  for (int i = 0; i < 6; ++i) {
+    SCOPED_TRACE(i);
+    Response res;
+    http::read(stream, buffer, res);
+    EXPECT_EQ(res.result_int(), 200);
+  }
+  // And the connection is still served once idle.
+  asio::write(stream, asio::buffer(request));
+  Response res;
+  http::read(stream, buffer, res);
+  EXPECT_EQ(res.result_int(), 200);
+}
+
 // A client too slow with its request head is answered 408 over TLS, and
 // the connection ends with close_notify: the read that timed out (the
 // socket's receiving side shut) leaves the TLS session able to write.

@@ -1,0 +1,50 @@
+#include "gateway/http1/exchange_work.h"
+
+#include <vector>
+
+#include "gateway/io/relay_chunk.h"
+
+namespace tollgate::gateway {
+
+namespace {
+
+// Spare Works per thread: enough for a worker's kept-alive clients going
+// idle and coming back in turn (a load generator's 64 connections, say);
+// beyond them a Work is freed and the next one allocated again. Each keeps
+// at most kRelayChunk of read buffer (the pages touched are resident) and
+// of wire: at most ~2 MB per worker thread.
+constexpr std::size_t kSpareWorks = 64;
+
+std::vector<std::unique_ptr<ExchangeWork>>& Spares() {
+  thread_local std::vector<std::unique_ptr<ExchangeWork>> spares;
+  return spares;
+}
+
+}  // namespace
+
+std::unique_ptr<ExchangeWork> TakeExchangeWork() {
+  auto& spares = Spares();
+  if (spares.empty()) return std::make_unique<ExchangeWork>();
+  std::unique_ptr<ExchangeWork> work = std::move(spares.back());
+  spares.pop_back();
+  return work;
+}
+
+void GiveBackExchangeWork(std::unique_ptr<ExchangeWork> work) {
+  work->exchange.Release();
+  work->head.reset();
+  work->whole.reset();
+  work->res_head.reset();
+  // A spare keeps what a usual exchange needs, not what a large one grew
+  // to (a whole buffered body in `wire`, a large header in `buffer`).
+  work->buffer.clear();
+  if (work->buffer.capacity() > kRelayChunk) work->buffer.shrink_to_fit();
+  work->canonical.clear();
+  work->wire.clear();
+  if (work->wire.capacity() > kRelayChunk) std::string().swap(work->wire);
+  work->extra_headers.clear();
+  auto& spares = Spares();
+  if (spares.size() < kSpareWorks) spares.push_back(std::move(work));
+}
+
+}  // namespace tollgate::gateway
