@@ -24,8 +24,7 @@ Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t l
       stream_(std::move(stream)),
       listener_(listener),
       peer_ip_(peer.address().to_string()),
-      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})),
-      admission_(worker.services()) {
+      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})) {
   worker_.Register(this);
   if (ThreadMetrics* metrics = worker_.metrics()) {
     metric_listener_ = generation_->state->listener_ids[listener_];
@@ -244,7 +243,7 @@ bool Http1Connection::UpgradeRefused(const rules::RouteConfig& route) {
   // (The parser's flag first: no field lookup for other requests.)
   websocket_ = work_->head->upgrade() && IsWebSocketHandshake(work_->head->get(), !work_->head->is_done());
   if (!websocket_ || route.websocket) return false;
-  answer_ = Refuse(Refusal::kWebSocketDisabled);
+  work_->answer = Refuse(Refusal::kWebSocketDisabled);
   return true;
 }
 
@@ -275,10 +274,10 @@ Task<void> Http1Connection::WriteCheckAllowed() {
 
 bool Http1Connection::StartReply(Exchange& ex, ErrorCode& ec) {
   work_->wire.clear();
-  answer_.request_id = EnsureRequestId(ex.request_id);
+  work_->answer.request_id = EnsureRequestId(ex.request_id);
   const std::size_t body =
-      AppendAnswer(answer_, ex.close ? Persistence::kClose : Persistence::kKeepAlive, work_->wire);
-  NoteAnswer(answer_, body, ex);
+      AppendAnswer(work_->answer, ex.close ? Persistence::kClose : Persistence::kKeepAlive, work_->wire);
+  NoteAnswer(work_->answer, body, ex);
   return TryWriteWire(stream_, ec, ex.close);
 }
 

@@ -65,8 +65,8 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
     return *generation_->state;
   }
   Exchange& exchange() { return work_->exchange; }
-  Answer& answer() { return answer_; }
-  Admission& admission() { return admission_; }
+  Answer& answer() { return work_->answer; }
+  Admission& admission() { return work_->admission; }
   ClientWatch& watch() { return *this; }
   ThreadMetrics* metrics() const { return worker_.metrics(); }
   std::string& canonical() { return work_->canonical; }
@@ -106,7 +106,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
 
   // --- forward (forward.cc) ---
   // Forward (the driver runs the upstream's admission between these): the
-  // request's head made the upstream's (false: refused, answer_ set);
+  // request's head made the upstream's (false: refused, answer() set);
   // whether a body must be read (or a 100 Continue written) before the
   // upstream is asked, and doing it (false: failed, answered); the refusal's
   // effect on the connection; then the exchange itself.
@@ -179,11 +179,12 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   Task<ErrorCode> WriteContinue();
 
   // --- respond ---
-  // Writes answer_ (with Connection: close when ex.close) and notes it in
+  // Writes answer() (with Connection: close when ex.close) and notes it in
   // `ex`. StartReply writes what the socket takes at once and is true when
   // that was all (`ec` says how it went); else WriteWire() the rest. The
-  // answer is a member, not an argument: a temporary Answer in a co_await
-  // expression would stay in the caller's frame, one per call site.
+  // answer is the exchange's (in its Work), not an argument: a temporary
+  // Answer in a co_await expression would stay in the caller's frame, one
+  // per call site.
   bool StartReply(Exchange& ex, ErrorCode& ec);
   Task<void> Reply(Exchange& ex);
   // Writes the wire (a whole message, see AppendWireHeader) to `stream`, within
@@ -226,8 +227,6 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   rules::IpAddress peer_address_;
   // The client certificate the TLS handshake verified; null: none.
   std::unique_ptr<const rules::ClientCertificate> client_cert_;
-  Admission admission_;
-  Answer answer_;  // what Reply() writes for the current exchange
   RelayChunk relay_buffer_;  // a streamed body's, while it passes
   // The current exchange's storage (gateway/http1/exchange_work.h): null
   // while the connection is idle. Members rather than coroutine locals:

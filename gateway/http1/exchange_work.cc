@@ -22,12 +22,15 @@ std::vector<std::unique_ptr<ExchangeWork>>& Spares() {
 
 }  // namespace
 
-std::unique_ptr<ExchangeWork> TakeExchangeWork() {
+std::unique_ptr<ExchangeWork> TakeExchangeWork(const CoreServices& services) {
   auto& spares = Spares();
-  if (spares.empty()) return std::make_unique<ExchangeWork>();
-  std::unique_ptr<ExchangeWork> work = std::move(spares.back());
-  spares.pop_back();
-  return work;
+  while (!spares.empty()) {
+    std::unique_ptr<ExchangeWork> work = std::move(spares.back());
+    spares.pop_back();
+    // (A thread serves one worker; a spare of another one's is dropped.)
+    if (work->services == &services) return work;
+  }
+  return std::make_unique<ExchangeWork>(services);
 }
 
 void GiveBackExchangeWork(std::unique_ptr<ExchangeWork> work) {

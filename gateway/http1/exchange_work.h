@@ -1,6 +1,6 @@
 // ExchangeWork: what one HTTP/1.1 exchange needs besides its connection
 // (the request's bytes read, the strings it builds, its facts and its
-// parsers), taken when a request begins to arrive and given back when the
+// parsers, its admission and answer), taken when a request begins to arrive and given back when the
 // connection goes idle, so that an idle connection holds none of it, as
 // nginx's keep-alive connections hold no buffers. A Work given back keeps
 // its buffers' capacity for the next connection of its thread that takes
@@ -14,13 +14,21 @@
 #include <optional>
 #include <string>
 
+#include "gateway/core/admission.h"
 #include "gateway/core/exchange.h"
+#include "gateway/core/respond.h"
+#include "gateway/core/services.h"
 #include "gateway/io/net.h"
 
 namespace tollgate::gateway {
 
 struct ExchangeWork {
+  explicit ExchangeWork(const CoreServices& s) : services(&s), admission(s) {}
+
+  const CoreServices* services;  // the worker's whose admission this is
   Exchange exchange;
+  Admission admission;
+  Answer answer;  // what the connection writes for the current exchange
   std::optional<RequestParser<http::empty_body>> head;
   std::optional<RequestParser<http::string_body>> whole;  // a buffered request with its body
   std::optional<ResponseParser<http::empty_body>> res_head;
@@ -32,8 +40,8 @@ struct ExchangeWork {
   std::string extra_headers;  // rate-limit header lines for the current response
 };
 
-// A spare Work of this thread's, or a new one.
-std::unique_ptr<ExchangeWork> TakeExchangeWork();
+// A spare Work of this thread's for `services` (its worker's), or a new one.
+std::unique_ptr<ExchangeWork> TakeExchangeWork(const CoreServices& services);
 
 // Gives `work` back: the places its exchange holds are released, its
 // parsers reset and its buffers emptied (their capacity kept); it becomes

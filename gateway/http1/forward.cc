@@ -50,7 +50,7 @@ bool Http1Connection::StartForward(const rules::RouteConfig& route) {
       work_->whole || (!chunked && work_->head->content_length().value_or(0) <= kBufferedBody);
   if (websocket_ && generation_->http2_pools[route.upstream_index] != nullptr) {
     // A WebSocket over HTTP/2 (RFC 8441) is not offered to upstreams.
-    answer_ = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
+    work_->answer = RefuseWith(Refusal::kNotImplemented, kWebSocketToHttp2);
     if (!buffered) CloseWithBodyUnread(work_->exchange);
     return false;
   }
@@ -189,7 +189,7 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   const auto res_length = work_->res_head->content_length();
   const bool no_body = work_->res_head->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
-  ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
+  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream, UpstreamProtocol::kHttp1, res,
                           work_->extra_headers);
   res.version(11);
   if (until_close) {
@@ -322,14 +322,14 @@ Task<void> Http1Connection::FailBody(const ErrorCode& ec, Exchange& ex) {
   if (failure == BodyFailure::kTooLarge || failure == BodyFailure::kMalformed) {
     CloseWithBodyUnread(ex);
   }
-  if (RefuseBody(failure, answer_)) co_await Reply(ex);
+  if (RefuseBody(failure, work_->answer)) co_await Reply(ex);
 }
 
 Task<void> Http1Connection::FailUpstream(ForwardCall& call, ConnectFailure failure, const ErrorCode& ec,
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
   if (!call.buffered) CloseWithBodyUnread(ex);
-  answer_ = Refuse(UpstreamFailed(call.upstream_metric, failure, ec, worker_.metrics()));
+  work_->answer = Refuse(UpstreamFailed(call.upstream_metric, failure, ec, worker_.metrics()));
   co_await Reply(ex);
 }
 
@@ -388,7 +388,7 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
   if (!relayed.header_sent && relayed.failure == RelayFailure::kRead) {
     // The body that came with the header was bad: the client has seen
     // nothing yet, and hears why.
-    answer_ = Refuse(UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec,
+    work_->answer = Refuse(UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec,
                                     worker_.metrics()));
     co_await Reply(ex);
     co_return false;
@@ -405,12 +405,12 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   auto& res = work_->res_head->get();
   if (!AcceptsHandshake(res, key)) {
     // call.conn is dropped, not pooled: the upstream thinks it switched.
-    answer_ = RefuseWith(Refusal::kBadGateway,
+    work_->answer = RefuseWith(Refusal::kBadGateway,
                               "the upstream's WebSocket handshake answer is not valid");
     co_await Reply(ex);
     co_return;
   }
-  ResponseFilter(ex).Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp1, res,
+  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream, UpstreamProtocol::kHttp1, res,
                           work_->extra_headers, ResponseKind::kWebSocketUpgrade);
   res.version(11);
   work_->wire.clear();
@@ -424,7 +424,7 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   options.idle = Ms(config_->timeouts.websocket_idle_ms);
   options.metrics = worker_.metrics();
   if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
-  options.messages = {admission_.message_rules(), generation_->state.get(), &worker_.store(),
+  options.messages = {work_->admission.message_rules(), generation_->state.get(), &worker_.store(),
                       NegotiatedCompression(res)};
   const TunnelResult tunnel = co_await RunTunnel(stream_, work_->buffer, call.conn->stream,
                                                  call.conn->buffer, options);

@@ -42,7 +42,7 @@ Task<void> Http1Connection::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& he
   if (!open.stream || ec) {
     // An unread request body would be taken for the next request.
     if (streamed && !open.stream) CloseWithBodyUnread(ex);
-    answer_ = Refuse(UpstreamFailed(ex.upstream_metric, open.failure, ec, worker_.metrics()));
+    work_->answer = Refuse(UpstreamFailed(ex.upstream_metric, open.failure, ec, worker_.metrics()));
     co_await Reply(ex);
     co_return;
   }
@@ -88,7 +88,7 @@ Task<void> Http1Connection::RespondHttp2(Http2UpstreamStream& up, const rules::U
   const store::Clock& clock = *generation_->state->clock;
   auto& res = up.response();
   ResponseFilter filter(ex);
-  filter.Head(*generation_->state, &admission_, upstream, UpstreamProtocol::kHttp2, res,
+  filter.Head(*generation_->state, &work_->admission, upstream, UpstreamProtocol::kHttp2, res,
               work_->extra_headers);
   res.version(11);
   const bool has_body = up.response_has_body();
