@@ -6,18 +6,19 @@
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
+#include "gateway/h2/adapter.h"
+#include "gateway/http1/connection_start.h"
+#include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/read_now.h"
 #include "gateway/io/read_util.h"
-#include "gateway/http1/connection_start.h"
-#include "gateway/http1/websocket_tunnel.h"
-#include "gateway/h2/adapter.h"
 #include "gateway/io/relay.h"
 #include "gateway/io/wire_write.h"
 
 namespace tollgate::gateway {
 
-Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer)
+Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t listener,
+                                 const tcp::endpoint& peer)
     : worker_(worker),
       generation_(worker.Current()),
       config_(generation_->state->config.get()),
@@ -73,7 +74,6 @@ std::chrono::milliseconds Http1Connection::Budget(std::int64_t op_ms, const Exch
 std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exchange& ex) const {
   return store::LoopNow() + Ms(ex.deadline_ms - generation_->state->clock->NowMs());
 }
-
 
 Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
   // config_ changes with reloads between exchanges (and the old one may be
@@ -214,8 +214,9 @@ HeadRead Http1Connection::TakeHead(Refusal& refusal) {
 
 Task<HeadRead> Http1Connection::ReadHead(Refusal& refusal) {
   Lowest(stream_).expires_after(Ms(config_->timeouts.client_header_ms));
-  auto [ec, n] = co_await Visit(
-      stream_, [&](auto& s) { return http::async_read_header(s, work_->buffer, *work_->head, kUseTuple); });
+  auto [ec, n] = co_await Visit(stream_, [&](auto& s) {
+    return http::async_read_header(s, work_->buffer, *work_->head, kUseTuple);
+  });
   co_return HeadEnded(ec, refusal);
 }
 
@@ -241,7 +242,8 @@ void Http1Connection::OnHead(const GatewayState&, Exchange& ex) {
 
 bool Http1Connection::UpgradeRefused(const rules::RouteConfig& route) {
   // (The parser's flag first: no field lookup for other requests.)
-  websocket_ = work_->head->upgrade() && IsWebSocketHandshake(work_->head->get(), !work_->head->is_done());
+  websocket_ =
+      work_->head->upgrade() && IsWebSocketHandshake(work_->head->get(), !work_->head->is_done());
   if (!websocket_ || route.websocket) return false;
   work_->answer = Refuse(Refusal::kWebSocketDisabled);
   return true;
@@ -256,7 +258,9 @@ bool Http1Connection::StartReply() {
 }
 
 Task<void> Http1Connection::FinishReply() {
-  if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) work_->exchange.close = true;
+  if (co_await WriteWire(stream_, Ms(config_->timeouts.client_body_ms))) {
+    work_->exchange.close = true;
+  }
 }
 
 Task<void> Http1Connection::WriteCheckAllowed() {
@@ -275,8 +279,8 @@ Task<void> Http1Connection::WriteCheckAllowed() {
 bool Http1Connection::StartReply(Exchange& ex, ErrorCode& ec) {
   work_->wire.clear();
   work_->answer.request_id = EnsureRequestId(ex.request_id);
-  const std::size_t body =
-      AppendAnswer(work_->answer, ex.close ? Persistence::kClose : Persistence::kKeepAlive, work_->wire);
+  const std::size_t body = AppendAnswer(
+      work_->answer, ex.close ? Persistence::kClose : Persistence::kKeepAlive, work_->wire);
   NoteAnswer(work_->answer, body, ex);
   return TryWriteWire(stream_, ec, ex.close);
 }

@@ -81,7 +81,9 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // How the head's parse ended (`ec`): a refusal, or the client gone.
   HeadRead HeadEnded(const ErrorCode& ec, Refusal& refusal);
   void OnHead(const GatewayState& state, Exchange& ex);
-  RequestHeaderCheck CheckHead() { return CheckRequestHeader(work_->head->get(), work_->head->chunked()); }
+  RequestHeaderCheck CheckHead() {
+    return CheckRequestHeader(work_->head->get(), work_->head->chunked());
+  }
   void CloseAfterMalformed(Exchange& ex) { ex.close = true; }
   bool IsCheckEndpoint() const { return IsDecisionListener(*config_, listener_); }
   // The parser refuses a declared length beyond max_body_bytes itself.

@@ -22,7 +22,8 @@ void Http1Connection::Rest() {
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
   if (!work_) {
     work_ = TakeExchangeWork(worker_.services());
-    work_->buffer.max_size(static_cast<std::size_t>(config_->limits.max_header_bytes) + kRelayChunk);
+    work_->buffer.max_size(static_cast<std::size_t>(config_->limits.max_header_bytes) +
+                           kRelayChunk);
   }
   // Beast sizes each later read by the buffer's spare capacity (at least
   // 512 bytes): without room, a streamed body would arrive in tiny reads.

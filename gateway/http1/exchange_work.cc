@@ -1,8 +1,7 @@
 #include "gateway/http1/exchange_work.h"
 
-#include <vector>
-
 #include "gateway/io/relay_chunk.h"
+#include "gateway/io/thread_spares.h"
 
 namespace tollgate::gateway {
 
@@ -13,21 +12,13 @@ namespace {
 // beyond them a Work is freed and the next one allocated again. Each keeps
 // at most kRelayChunk of read buffer (the pages touched are resident) and
 // of wire: at most ~2 MB per worker thread.
-constexpr std::size_t kSpareWorks = 64;
-
-std::vector<std::unique_ptr<ExchangeWork>>& Spares() {
-  thread_local std::vector<std::unique_ptr<ExchangeWork>> spares;
-  return spares;
-}
+using Spares = ThreadSpares<ExchangeWork, 64>;
 
 }  // namespace
 
 std::unique_ptr<ExchangeWork> TakeExchangeWork(const CoreServices& services) {
-  auto& spares = Spares();
-  while (!spares.empty()) {
-    std::unique_ptr<ExchangeWork> work = std::move(spares.back());
-    spares.pop_back();
-    // (A thread serves one worker; a spare of another one's is dropped.)
+  // (A thread serves one worker; a spare of another one's is dropped.)
+  while (std::unique_ptr<ExchangeWork> work = Spares::Take()) {
     if (work->services == &services) return work;
   }
   return std::make_unique<ExchangeWork>(services);
@@ -46,8 +37,7 @@ void GiveBackExchangeWork(std::unique_ptr<ExchangeWork> work) {
   work->wire.clear();
   if (work->wire.capacity() > kRelayChunk) std::string().swap(work->wire);
   work->extra_headers.clear();
-  auto& spares = Spares();
-  if (spares.size() < kSpareWorks) spares.push_back(std::move(work));
+  Spares::Put(std::move(work));
 }
 
 }  // namespace tollgate::gateway

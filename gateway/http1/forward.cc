@@ -131,8 +131,9 @@ Task<bool> Http1Connection::ReadWhole() {
   ErrorCode ec;
   if (!ParseBuffered(work_->buffer, *work_->whole, ec)) {
     Lowest(stream_).expires_after(Budget(config_->timeouts.client_body_ms, ex));
-    std::tie(ec, std::ignore) = co_await Visit(
-        stream_, [&](auto& s) { return http::async_read(s, work_->buffer, *work_->whole, kUseTuple); });
+    std::tie(ec, std::ignore) = co_await Visit(stream_, [&](auto& s) {
+      return http::async_read(s, work_->buffer, *work_->whole, kUseTuple);
+    });
   }
   if (ec) {
     co_await FailBody(ec, ex);
@@ -189,8 +190,8 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   const auto res_length = work_->res_head->content_length();
   const bool no_body = work_->res_head->is_done();
   const bool until_close = !no_body && !res_chunked && !res_length;
-  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream, UpstreamProtocol::kHttp1, res,
-                          work_->extra_headers);
+  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream,
+                          UpstreamProtocol::kHttp1, res, work_->extra_headers);
   res.version(11);
   if (until_close) {
     upstream_reusable = false;
@@ -285,9 +286,8 @@ Task<bool> Http1Connection::SendStreamed(ForwardCall& call, HeadParser& head, Ex
   streamed.body_limit(static_cast<std::uint64_t>(config_->limits.max_body_bytes));
   const RelayTimeouts to_upstream{Budget(timeouts.client_body_ms, ex),
                                   Budget(timeouts.upstream_response_ms, ex), SteadyDeadline(ex)};
-  RelayResult relayed =
-      co_await Relay(stream_, work_->buffer, streamed, call.conn->stream, RelayBuffer(), work_->wire,
-                     to_upstream);
+  RelayResult relayed = co_await Relay(stream_, work_->buffer, streamed, call.conn->stream,
+                                       RelayBuffer(), work_->wire, to_upstream);
   ex.bytes_in = relayed.bytes;
   if (relayed.failure == RelayFailure::kRead) {
     co_await FailBody(relayed.ec, ex);
@@ -388,8 +388,8 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
   if (!relayed.header_sent && relayed.failure == RelayFailure::kRead) {
     // The body that came with the header was bad: the client has seen
     // nothing yet, and hears why.
-    work_->answer = Refuse(UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec,
-                                    worker_.metrics()));
+    work_->answer = Refuse(
+        UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec, worker_.metrics()));
     co_await Reply(ex);
     co_return false;
   }
@@ -405,13 +405,14 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   auto& res = work_->res_head->get();
   if (!AcceptsHandshake(res, key)) {
     // call.conn is dropped, not pooled: the upstream thinks it switched.
-    work_->answer = RefuseWith(Refusal::kBadGateway,
-                              "the upstream's WebSocket handshake answer is not valid");
+    work_->answer =
+        RefuseWith(Refusal::kBadGateway, "the upstream's WebSocket handshake answer is not valid");
     co_await Reply(ex);
     co_return;
   }
-  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream, UpstreamProtocol::kHttp1, res,
-                          work_->extra_headers, ResponseKind::kWebSocketUpgrade);
+  ResponseFilter(ex).Head(*generation_->state, &work_->admission, upstream,
+                          UpstreamProtocol::kHttp1, res, work_->extra_headers,
+                          ResponseKind::kWebSocketUpgrade);
   res.version(11);
   work_->wire.clear();
   AppendWireHeader(res.base(), work_->wire, work_->extra_headers);
@@ -426,8 +427,8 @@ Task<void> Http1Connection::OpenTunnel(ForwardCall& call, const rules::UpstreamC
   if (ex.route_metric >= 0) options.route_metric = ex.route_metric;
   options.messages = {work_->admission.message_rules(), generation_->state.get(), &worker_.store(),
                       NegotiatedCompression(res)};
-  const TunnelResult tunnel = co_await RunTunnel(stream_, work_->buffer, call.conn->stream,
-                                                 call.conn->buffer, options);
+  const TunnelResult tunnel =
+      co_await RunTunnel(stream_, work_->buffer, call.conn->stream, call.conn->buffer, options);
   ex.bytes_in = tunnel.bytes_in;
   ex.bytes_out = tunnel.bytes_out;
   if (!tunnel.error.empty()) ex.error = tunnel.error;

@@ -13,6 +13,7 @@
 #include <string>
 #include <variant>
 
+#include "base/loop_time.h"
 #include "gateway/core/message_admission.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/net.h"
@@ -21,7 +22,6 @@
 #include "gateway/io/readable_wait.h"
 #include "gateway/io/relay.h"
 #include "gateway/telemetry/metrics.h"
-#include "base/loop_time.h"
 
 namespace tollgate::gateway {
 namespace {

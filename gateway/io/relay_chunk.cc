@@ -1,6 +1,6 @@
 #include "gateway/io/relay_chunk.h"
 
-#include <vector>
+#include "gateway/io/thread_spares.h"
 
 namespace tollgate::gateway {
 
@@ -9,31 +9,17 @@ namespace {
 // Spares kept per thread: enough for the directions that pass bytes in
 // one turn of a busy worker's loop; beyond them a chunk goes back to the
 // allocator (whose own thread cache serves the next one).
-constexpr std::size_t kSpares = 16;
-
-std::vector<std::unique_ptr<char[]>>& Spares() {
-  thread_local std::vector<std::unique_ptr<char[]>> spares;
-  return spares;
-}
+using Spares = ThreadSpares<char[], 16>;
 
 }  // namespace
 
 void RelayChunk::Release() {
-  if (!data_) return;
-  auto& spares = Spares();
-  if (spares.size() < kSpares) {
-    spares.push_back(std::move(data_));
-  } else {
-    data_.reset();
-  }
+  if (data_) Spares::Put(std::move(data_));
 }
 
 std::unique_ptr<char[]> RelayChunk::Take() {
-  auto& spares = Spares();
-  if (spares.empty()) return std::make_unique_for_overwrite<char[]>(kRelayChunk);
-  std::unique_ptr<char[]> chunk = std::move(spares.back());
-  spares.pop_back();
-  return chunk;
+  if (std::unique_ptr<char[]> chunk = Spares::Take()) return chunk;
+  return std::make_unique_for_overwrite<char[]>(kRelayChunk);
 }
 
 }  // namespace tollgate::gateway

@@ -28,7 +28,6 @@ class RelayChunk {
     if (!data_) data_ = Take();
     return data_.get();
   }
-  bool held() const { return data_ != nullptr; }
   // Gives the bytes back (to the thread's spares, or to the allocator when
   // there are enough); Get() takes some again.
   void Release();
