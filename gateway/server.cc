@@ -73,7 +73,10 @@ std::shared_ptr<const GatewayState> Server::Impl::Build(std::shared_ptr<const ru
                                : MaxConnectionsFor(DescriptorLimit());
   state->routes = std::make_unique<rules::RouteTable>(config->routes);
   for (const rules::UpstreamConfig& u : config->upstreams) {
-    if (u.max_connections_delay_ms > 0) state->upstream_waits = true;
+    if (u.max_connections_delay_ms > 0) state->waits = true;
+  }
+  for (const rules::RuleConfig& r : config->rules) {
+    if (r.action == rules::RuleAction::kDelay || r.max_delay_ms > 0) state->waits = true;
   }
   state->identity = rules::IdentityResolver::Create(config->identity, *clock, error);
   if (!state->identity) {

@@ -16,6 +16,7 @@
 #include "rules/rules_config.h"
 #include "rules/store_config.h"
 #include "rules/upstream_config.h"
+#include "rules/wait_config.h"
 
 namespace tollgate::rules {
 namespace {
@@ -58,6 +59,7 @@ void ReadLimits(TableReader r, LimitsConfig& out) {
   if (auto v = r.Integer("max_header_bytes")) out.max_header_bytes = *v;
   if (auto v = r.Integer("max_body_bytes")) out.max_body_bytes = *v;
   if (auto v = r.Integer("max_waiting")) out.max_waiting = *v;
+  ReadWeights(r, out);
   if (auto v = r.Integer("max_connections")) out.max_connections = *v;
   if (auto v = r.Integer("max_concurrent_streams")) out.max_concurrent_streams = *v;
   if (auto v = r.Integer("max_websocket_message_bytes")) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "rules/budget.h"
@@ -96,7 +97,12 @@ struct TimeoutsConfig {
 struct LimitsConfig {
   std::int64_t max_header_bytes = 16'384;
   std::int64_t max_body_bytes = 10'485'760;
-  std::int64_t max_waiting = 10'000;  // requests held by delay rules, in total
+  // Requests waiting in the process for delay rules and max_inflight
+  // places, in total; and for each upstream's places.
+  std::int64_t max_waiting = 10'000;
+  // A waiting request's weight in the fair order by its role (role, weight);
+  // a role not listed, or none, weighs 1.
+  std::vector<std::pair<std::string, std::uint32_t>> weight;
   // Client connections of the process; 0: derived from the descriptor
   // limit (gateway::MaxConnectionsFor).
   std::int64_t max_connections = 0;
@@ -175,6 +181,8 @@ struct RouteConfig {
   std::string upstream;
   std::size_t upstream_index = 0;  // into Config::upstreams
   bool websocket = true;           // WebSocket handshakes are tunnelled (false: answered 400)
+  // Its requests' priority in every wait, unless a rule they match says.
+  Priority priority = Priority::kNormal;
 };
 
 struct Config {

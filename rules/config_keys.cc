@@ -135,7 +135,13 @@ constexpr TableSpec kTimeouts{"timeouts", kTimeoutsKeys};
 constexpr KeySpec kLimitsKeys[] = {
     Integer("max_header_bytes", 1024, 1 << 20, "Largest request header, in bytes."),
     Integer("max_body_bytes", 0, kMaxInt, "Largest request body, in bytes."),
-    Integer("max_waiting", 0, 10'000'000, "Requests held by delay rules, in total."),
+    Integer("max_waiting", 0, 10'000'000,
+            "Requests waiting (delay rules, max_inflight places), in total."),
+    {.name = "weight",
+     .type = KeyType::kIntegerTable,
+     .min = 1,
+     .max = 1000,
+     .description = "A waiting request's share of turns by its role (others: 1)."},
     Integer("max_connections", 1, 10'000'000,
             "Client connections of the process (default: from the descriptor limit)."),
     Integer("max_concurrent_streams", 1, 100'000,
@@ -198,11 +204,13 @@ constexpr KeySpec kUpstreamKeys[] = {
 };
 constexpr TableSpec kUpstream{"upstream", kUpstreamKeys};
 
+constexpr std::string_view kPriorities[] = {"high", "normal", "low"};
 constexpr KeySpec kRouteKeys[] = {
     Matching("path_prefix", "^/", "Path prefix the route matches (default \"/\")."),
     String("host", "Host the route matches (default: any)."),
     String("name", "Name in logs and metrics (default: host and path_prefix)."),
     Bool("websocket", "Tunnel WebSocket handshakes (false: answered 400)."),
+    Choice("priority", kPriorities, "Its requests' priority in every wait (a rule's wins)."),
     Required(String("upstream", "The [[upstreams]] name requests go to.")),
 };
 constexpr TableSpec kRoute{"route", kRouteKeys};
@@ -391,6 +399,10 @@ constexpr KeySpec kRuleKeys[] = {
     Choice("action", kActions, "What happens beyond the limit."),
     Duration("max_delay", 1, "Longest wait of a delayed request."),
     Integer("max_waiting", 1, 1'000'000, "Requests this rule holds at once."),
+    StringOrStrings("fair_key", "The flow a waiting request belongs to (default: its client).",
+                    "^(ip|user|role|global|route|header:[-!#$%&'*+.^_`|~0-9A-Za-z]+)$"),
+    Integer("max_waiting_per_flow", 1, 1'000'000, "Requests of one flow waiting for one key."),
+    Choice("priority", kPriorities, "The requests' priority in every wait."),
     Integer("status", kMinStatus, kMaxStatus, "Status of a refused request."),
     Choice("headers", kHeaders, "Which responses carry the RateLimit headers."),
     Integer("max_keys", 1, std::int64_t{1} << 32, "This rule's part of [store] max_keys."),

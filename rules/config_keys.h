@@ -28,6 +28,7 @@ enum class KeyType : std::uint8_t {
   kTables,           // an array of such tables ([[name]])
   kTableOrTables,    // one such table or an array of them
   kStringTable,      // a table of strings whose names are HTTP field names
+  kIntegerTable,     // a table of integers min..max under any names
   kDescriptorTable,  // RLS descriptor entries: name = "value" | "*" | { not = [...] }
   kSource,  // one of `choices`, a table of `table`'s keys, or (max > 0) an integer min..max
   kNumber,  // an integer or a float, at least min

@@ -218,6 +218,31 @@ std::optional<std::int64_t> TableReader::Integer(std::string_view key) {
   return InRange(*v, key);
 }
 
+std::optional<std::vector<std::pair<std::string, std::int64_t>>> TableReader::IntegerTable(
+    std::string_view key) {
+  const toml::value* v = FindAs(key, {KeyType::kIntegerTable});
+  if (v == nullptr) return std::nullopt;
+  if (!v->is_table()) {
+    errors_.Add(*v, fmt::format("\"{}\" must be a table; got {}", key, DescribeType(*v)));
+    return std::nullopt;
+  }
+  std::vector<std::pair<std::string, std::int64_t>> out;
+  bool good = true;
+  for (const auto& [name, value] : v->as_table()) {
+    if (!value.is_integer()) {
+      errors_.Add(value, fmt::format("each value of \"{}\" must be an integer; got {}", key,
+                                     DescribeType(value)));
+      good = false;
+    } else if (auto n = InRange(value, key)) {
+      out.emplace_back(name, *n);
+    } else {
+      good = false;
+    }
+  }
+  if (!good) return std::nullopt;
+  return out;
+}
+
 std::optional<std::int64_t> TableReader::InRange(const toml::value& v, std::string_view key) {
   const KeySpec& spec = *spec_.Find(key);
   const std::int64_t n = v.as_integer();

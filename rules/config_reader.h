@@ -12,6 +12,7 @@
 #include <string>
 #include <string_view>
 #include <toml.hpp>
+#include <utility>
 #include <vector>
 
 #include "rules/config_keys.h"
@@ -82,6 +83,9 @@ class TableReader {
     std::string choice;
   };
   std::optional<IntegerOrChoice> IntegerOrOneOf(std::string_view key);
+  // A kIntegerTable key: its (name, integer) entries, in no set order.
+  std::optional<std::vector<std::pair<std::string, std::int64_t>>> IntegerTable(
+      std::string_view key);
 
   void Finish();
 

@@ -97,6 +97,11 @@ json::value KeySchema(const KeySpec& key, json::object& definitions) {
            {"propertyNames", StringSchema(kHeaderNamePattern)},
            {"additionalProperties", StringSchema({})}};
       break;
+    case KeyType::kIntegerTable:
+      s = {{"type", "object"},
+           {"additionalProperties",
+            json::object{{"type", "integer"}, {"minimum", key.min}, {"maximum", key.max}}}};
+      break;
     case KeyType::kDescriptorTable: {
       json::object except{{"type", "object"},
                           {"properties", {{"not", ArrayOf(StringSchema({}))}}},

@@ -12,6 +12,7 @@
 #include "algorithms/limit.h"
 #include "rules/budget.h"
 #include "rules/ip.h"
+#include "rules/priority.h"
 #include "store/redis_options.h"
 #include "store/store.h"
 
@@ -95,6 +96,17 @@ struct RuleConfig {
   // may be held at once.
   std::int64_t max_delay_ms = 0;
   std::int64_t max_waiting = 100;
+  // Those waits are taken in turn, fairly between flows
+  // (gateway/core/waiting_room.h). A request's flow is the value of
+  // `fair_key` (empty: its client: its user, else its address); at most
+  // `max_waiting_per_flow` of one flow wait in one key's line (0: as many
+  // as max_waiting).
+  std::vector<KeyPart> fair_key;
+  std::int64_t max_waiting_per_flow = 0;
+  // The priority of the requests it matches in every wait (of this rule,
+  // another, or an upstream's place): the first matching rule that sets
+  // one says; none: normal.
+  std::optional<Priority> priority;
   unsigned status = 429;
   RateLimitHeaders headers = RateLimitHeaders::kAll;
   // Keys this rule may keep in the local store (its partition's bound): its

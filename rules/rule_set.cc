@@ -3,6 +3,8 @@
 #include <openssl/sha.h>
 
 #include <algorithm>
+#include <functional>
+#include <string_view>
 
 #include "rules/route_table.h"
 
@@ -208,10 +210,12 @@ bool AppendJsonPart(const KeyPart& part, const HeaderLookup& body_fields, std::s
 
 }  // namespace
 
-bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
-              std::string& key) {
-  key.assign(rule.name);
-  for (const KeyPart& part : rule.key) {
+namespace {
+
+// `parts`' values appended to `key`; false when the request lacks one.
+bool AppendParts(const RuleConfig& rule, const std::vector<KeyPart>& parts,
+                 const RequestFacts& request, const Identity& identity, std::string& key) {
+  for (const KeyPart& part : parts) {
     switch (part.kind) {
       case KeyPartKind::kIp:
         AppendIp(identity, key);
@@ -248,6 +252,14 @@ bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identit
     }
   }
   return true;
+}
+
+}  // namespace
+
+bool BuildKey(const RuleConfig& rule, const RequestFacts& request, const Identity& identity,
+              std::string& key) {
+  key.assign(rule.name);
+  return AppendParts(rule, rule.key, request, identity, key);
 }
 
 bool AppendBodyKey(const RuleConfig& rule, const HeaderLookup& body_fields, std::string& key) {
@@ -318,6 +330,7 @@ RuleSet::RuleSet(const std::vector<RuleConfig>& rules, std::vector<std::uint32_t
 void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
                        Evaluation& out) const {
   out.exempt = nullptr;
+  out.priority.reset();
   // Hits in use at the front of each list; the ones behind are the last
   // request's, whose keys' storage is built in again.
   std::size_t hits = 0;
@@ -342,7 +355,20 @@ void RuleSet::Evaluate(const RequestFacts& request, const Identity& identity,
     hit.cost = -1;
     hit.body_key = rule.body_key && request.body_fields == nullptr;
     hit.partition = partitions_[static_cast<std::size_t>(&rule - rules_.data())];
-    if (BuildKey(rule, request, identity, hit.key)) ++used;
+    if (!BuildKey(rule, request, identity, hit.key)) continue;
+    ++used;
+    if (!out.priority && !per_message) out.priority = rule.priority;
+    hit.flow = 0;
+    if (!rule.fair_key.empty()) {
+      // A request without the fair key's parts is a flow of its own kind:
+      // the rule's key (never 0, the client's mark).
+      thread_local std::string fair;
+      fair.clear();
+      const bool whole = AppendParts(rule, rule.fair_key, request, identity, fair);
+      hit.flow = std::hash<std::string_view>{}(whole ? std::string_view(fair)
+                                                     : std::string_view(hit.key)) |
+                 1;
+    }
   }
   out.hits.resize(hits);
   out.inflight.resize(inflight);

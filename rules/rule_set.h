@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,9 @@ struct RuleHit {
   std::int64_t cost = -1;
   // The key lacks its json:PATH parts: AppendBodyKey once the body is read.
   bool body_key = false;
+  // A hash of the rule's fair_key for this request (its flow when it
+  // waits); 0: the rule has none (the flow is the client).
+  std::uint64_t flow = 0;
 };
 
 // Reused from request to request: Evaluate builds keys in the storage of
@@ -36,6 +40,8 @@ struct Evaluation {
   // The per = "message" rate rules that apply: never decided for the
   // request itself; a WebSocket handshake hands them to its tunnel.
   std::vector<RuleHit> messages;
+  // The first matching rule's `priority` (rate or concurrency rules).
+  std::optional<Priority> priority;
 };
 
 class RuleSet {

@@ -10,13 +10,14 @@
 #include "rules/budget_config.h"
 #include "rules/match_config.h"
 #include "rules/rule_set.h"
+#include "rules/wait_config.h"
 #include "store/calendar.h"
 
 namespace tollgate::rules {
-namespace {
 
-std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& errors) {
-  auto list = ReadStringOrStrings(v, "key", errors);
+std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, std::string_view name,
+                                            ErrorList& errors) {
+  auto list = ReadStringOrStrings(v, std::string(name), errors);
   if (!list) return std::nullopt;
   std::vector<KeyPart> parts;
   for (const std::string& text : *list) {
@@ -37,26 +38,28 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
       part.kind = KeyPartKind::kJson;
       part.header = text.substr(5);
       if (const std::string problem = JsonPathProblem(part.header); !problem.empty()) {
-        errors.Add(v, fmt::format("\"{}\" in \"key\": \"{}\" is not a JSON path: {}", text,
+        errors.Add(v, fmt::format("\"{}\" in \"{}\": \"{}\" is not a JSON path: {}", text, name,
                                   part.header, problem));
         return std::nullopt;
       }
     } else if (text.rfind("header:", 0) == 0 && text.size() > 7) {
       part.kind = KeyPartKind::kHeader;
       part.header = text.substr(7);
-      if (!CheckHeaderName(v, "the NAME of \"header:NAME\" in \"key\"", part.header, errors)) {
+      if (!CheckHeaderName(v, fmt::format("the NAME of \"header:NAME\" in \"{}\"", name),
+                           part.header, errors)) {
         return std::nullopt;
       }
     } else {
-      errors.Add(v, fmt::format("\"key\" parts must be \"ip\", \"user\", \"role\", \"global\", "
-                                "\"route\", \"header:NAME\", \"json:PATH\" or \"descriptor\"; got \"{}\"",
-                                text));
+      errors.Add(
+          v, fmt::format("\"{}\" parts must be \"ip\", \"user\", \"role\", \"global\", "
+                         "\"route\", \"header:NAME\", \"json:PATH\" or \"descriptor\"; got \"{}\"",
+                         name, text));
       return std::nullopt;
     }
     parts.push_back(part);
   }
   if (parts.empty()) {
-    errors.Add(v, "\"key\" names no part");
+    errors.Add(v, fmt::format("\"{}\" names no part", name));
     return std::nullopt;
   }
   // The body's parts last: a key is built up to them before the body is
@@ -65,6 +68,8 @@ std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, ErrorList& err
                         [](const KeyPart& part) { return part.kind != KeyPartKind::kJson; });
   return parts;
 }
+
+namespace {
 
 std::optional<std::pair<std::int64_t, WindowLabel>> ReadWindow(const toml::value& table,
                                                                const TableSpec& spec,
@@ -181,12 +186,32 @@ void ReadRuleName(TableReader& r, const std::vector<RuleConfig>& out, RuleConfig
 
 // An exempt rule only matches: limits, keys and actions do not apply.
 void RefuseInExemptRule(TableReader& r) {
-  for (const char* key : {"key",          "algorithm", "limit",    "window",
-                          "limits",       "calendar",  "timezone", "burst",
-                          "sub_windows",  "nodelay",   "cost",     "cost_default",
-                          "settle",       "tokens",    "reserve",  "max_output_tokens",
-                          "action",       "max_delay", "status",   "headers",
-                          "max_inflight", "max_keys",  "per"}) {
+  for (const char* key : {"key",
+                          "algorithm",
+                          "limit",
+                          "window",
+                          "limits",
+                          "calendar",
+                          "timezone",
+                          "burst",
+                          "sub_windows",
+                          "nodelay",
+                          "cost",
+                          "cost_default",
+                          "settle",
+                          "tokens",
+                          "reserve",
+                          "max_output_tokens",
+                          "action",
+                          "max_delay",
+                          "status",
+                          "headers",
+                          "max_inflight",
+                          "max_keys",
+                          "per",
+                          "fair_key",
+                          "max_waiting_per_flow",
+                          "priority"}) {
     if (const toml::value* v = r.Find(key)) {
       r.errors().Add(*v, fmt::format("\"{}\" has no meaning in an exempt rule", key));
     }
@@ -505,7 +530,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
     return;
   }
   if (const toml::value* key = r.Require("key")) {
-    if (auto parts = ReadKey(*key, errors)) rule.key = *parts;
+    if (auto parts = ReadKey(*key, "key", errors)) rule.key = *parts;
     CheckDescriptorKey(rule, r.Find("match"), *key, r, errors);
   }
   if (auto per = r.OneOf("per")) {
@@ -521,6 +546,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
   }
   if (auto n = r.Integer("max_inflight")) {
     ReadConcurrencyRule(r, *n, rule);
+    ReadRuleWaits(r, rule);
     r.Finish();
     out.push_back(std::move(rule));
     return;
@@ -533,6 +559,7 @@ void ReadRule(TableReader r, const StoreConfig& store, std::size_t prices,
   ReadRuleBudget(r, algorithm, prices, rule);
   const Sync sync = ReadSync(r, store);
   ReadAction(r, rule);
+  ReadRuleWaits(r, rule);
   ReadMaxKeys(r, store, out, rule);
   if (algorithm && windows.where != nullptr && !windows.list.empty()) {
     MakeLimit(r, *algorithm, windows, options, sync, rule);

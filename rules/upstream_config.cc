@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "rules/normalize.h"
+#include "rules/wait_config.h"
 
 namespace tollgate::rules {
 namespace {
@@ -188,6 +189,7 @@ void ReadRoute(TableReader r, const std::vector<UpstreamConfig>& upstreams,
   }
   if (auto v = r.String("name")) route.name = *v;
   if (auto v = r.Bool("websocket")) route.websocket = *v;
+  if (auto v = r.OneOf("priority")) route.priority = PriorityNamed(*v);
   if (route.name.empty()) route.name = route.host + route.path_prefix;
   if (const toml::value* up = r.Require("upstream")) {
     if (auto name = ReadString(*up, "upstream", r.errors())) {

@@ -110,7 +110,10 @@ Task<store::CountResult> Admission::Coordinate(CoordinatorCall call) {
 Admit Admission::StartRequest(const GatewayState& state, const rules::RequestFacts& facts,
                               const rules::Identity& identity, Exchange& ex, Answer& answer,
                               BodyCost body_cost) {
-  flow_ = state.upstream_waits ? FlowOf(identity) : 0;
+  if (state.waits) {
+    wait_class_ = {
+        .flow = FlowOf(identity), .weight = state.WeightOf(identity.role), .priority = ex.priority};
+  }
   body_costs_.rewritten.reset();
   body_costs_.model.clear();
   // Blocks come before any rule (and cost one atomic load while none exists).
@@ -253,8 +256,9 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
   }
   if (!evaluation_.inflight.empty()) {
     const rules::RuleConfig* refused = nullptr;
-    const Place place = co_await AcquirePlaces(state, context, ex, refused);
+    const Place place = co_await AcquirePlaces(state, context, client, ex, refused);
     ex.ratelimit = outcome.log;
+    if (place == Place::kClientGone) co_return Admit::kClientGone;
     if (place == Place::kStoreDown) {
       answer = Refuse(Refusal::kStoreUnavailable, 1);
       co_return Admit::kRefused;
@@ -281,9 +285,10 @@ Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
     ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max, held);
     if (!ex.upstream_place) {
       // (GCC 12 miscompiles co_await inside a condition: a statement.)
-      const bool got = co_await WaitForUpstreamPlace(
-          *state.upstream_places, upstream, max,
-          static_cast<std::size_t>(state.config->limits.max_waiting), flow_, services_.metrics, ex);
+      const bool got =
+          co_await WaitForUpstreamPlace(*state.upstream_places, upstream, max,
+                                        static_cast<std::size_t>(state.config->limits.max_waiting),
+                                        ClassOf(nullptr), services_.metrics, ex);
       if (!got) {
         answer = RefuseWithStatus(Refusal::kUpstreamBusy,
                                   static_cast<unsigned>(upstream.max_connections_status), 1);

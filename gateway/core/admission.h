@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "gateway/core/exchange.h"
+#include "gateway/core/fair_queue.h"
 #include "gateway/core/limits.h"
 #include "gateway/core/request_cost.h"
 #include "gateway/core/respond.h"
@@ -42,8 +43,10 @@ class Settlement;
 class ClientWatch {
  public:
   enum class Held { kElapsed, kClientGone };
-  // Waits `wait`, unless the client leaves first.
-  virtual Task<Held> Hold(std::chrono::milliseconds wait) = 0;
+  // Waits until `timer` expires or is cancelled (kElapsed), unless the
+  // client leaves first. The caller owns the timer: cancelling it (the
+  // turn passed to the request, gateway/core/waiting_room.h) ends the wait.
+  virtual Task<Held> Hold(Timer& timer) = 0;
 
  protected:
   ~ClientWatch() = default;
@@ -145,7 +148,6 @@ class Admission {
   std::span<const rules::RuleHit> message_rules() const { return evaluation_.messages; }
 
  private:
-  struct PlaceWait;
   class BatchWait;
   Task<void> WaitForBatch();
   // The rate rules' verdict once decided: kRefused with its answer,
@@ -161,16 +163,15 @@ class Admission {
   // it cannot be served within max_delay or the waiting room is full
   // (outcome.shown says by which rule).
   Task<Turn> WaitForTurn(const GatewayState& state, ClientWatch& client, Exchange& ex);
-  enum class Place { kAdmitted, kRefused, kStoreDown };
-  // A place for each concurrency rule, into ex.limits.inflight; `refused`
-  // says by which rule when kRefused.
-  Task<Place> AcquirePlaces(const GatewayState& state, const LimitContext& context, Exchange& ex,
-                            const rules::RuleConfig*& refused);
-  // Sleeps before the next try for a place: 1 ms, doubling up to 32 ms,
-  // never past the wait's deadline; from the first call on the request
-  // holds a place in the waiting room. False when it may not wait (no delay
-  // configured, waiting room full) or the deadline has passed.
-  Task<bool> WaitForPlace(const GatewayState& state, PlaceWait& wait);
+  enum class Place { kAdmitted, kRefused, kStoreDown, kClientGone };
+  // A place for each concurrency rule, into ex.limits.inflight, waiting
+  // (watching `client`) in the rule's line of the waiting room for up to
+  // its max_delay; `refused` says by which rule when kRefused.
+  Task<Place> AcquirePlaces(const GatewayState& state, const LimitContext& context,
+                            ClientWatch& client, Exchange& ex, const rules::RuleConfig*& refused);
+  // The request's place in the fair order of a wait: its client (or
+  // `hit`'s fair_key, when the rule has one), weight and priority.
+  WaitClass ClassOf(const rules::RuleHit* hit) const;
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
 
@@ -192,7 +193,9 @@ class Admission {
   std::optional<rules::DescriptorLimit> descriptor_limit_;
   std::chrono::steady_clock::time_point asked_;  // when they were asked (metrics)
   std::string learned_bucket_;  // AdmitUpstream's, for Learn
-  std::uint64_t flow_ = 0;      // StartRequest's FlowOf, for the waits after it
+  // StartRequest's flow (FlowOf) and weight, for the waits after it; set
+  // only when the configuration has waits (GatewayState::waits).
+  WaitClass wait_class_;
 };
 
 }  // namespace tollgate::gateway

@@ -108,6 +108,7 @@ Admit StartCheck(const GatewayState& state, Admission& admission, http::request_
   if (route != nullptr) {
     route_name = route->name;
     ex.route = route->name;
+    ex.priority = route->priority;
     if (!state.route_ids.empty()) {
       ex.route_metric = state.route_ids[route - state.config->routes.data()];
     }

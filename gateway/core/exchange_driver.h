@@ -235,6 +235,7 @@ class ExchangeDriver {
       return Step::kReply;
     }
     ex.route = route->name;
+    ex.priority = route->priority;
     if (down.metrics() != nullptr) {
       ex.route_metric = state.route_ids[route - state.config->routes.data()];
     }

@@ -54,6 +54,15 @@ FairQueue::Waiter* FairQueue::Pop() {
   return nullptr;
 }
 
+std::size_t FairQueue::Ahead(const Waiter& waiter, std::size_t cap) const {
+  const auto priority = static_cast<std::size_t>(waiter.priority);
+  std::size_t ahead = 0;
+  for (std::size_t higher = 0; higher < priority; ++higher) ahead += levels_[higher].waiting;
+  const Line& line = levels_[priority].line;
+  for (auto it = line.begin(); ahead < cap && it != line.end() && &*it != &waiter; ++it) ++ahead;
+  return std::min(ahead, cap);
+}
+
 void FairQueue::Remove(Waiter& waiter) {
   if (queued(waiter)) Unlink(waiter);
 }

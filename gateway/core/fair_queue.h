@@ -31,10 +31,20 @@
 #include <cstdint>
 #include <unordered_map>
 
+#include "rules/priority.h"
+
 namespace tollgate::gateway {
 
-enum class Priority : std::uint8_t { kHigh = 0, kNormal = 1, kLow = 2 };
-inline constexpr std::size_t kPriorityLevels = 3;
+using rules::kPriorityLevels;
+using rules::Priority;
+
+// Who a waiting request is in the fair order: its flow (a hash of its
+// client or of a rule's fair_key), its weight and its priority.
+struct WaitClass {
+  std::uint64_t flow = 0;
+  std::uint32_t weight = 1;
+  Priority priority = Priority::kNormal;
+};
 
 struct FairQueueParams {
   std::size_t max_per_flow = 100;
@@ -50,6 +60,11 @@ class FairQueue {
     std::uint64_t flow = 0;  // a hash of the flow's key
     std::uint32_t weight = 1;
     Priority priority = Priority::kNormal;
+    void Classify(const WaitClass& c) {
+      flow = c.flow;
+      weight = c.weight;
+      priority = c.priority;
+    }
 
    private:
     friend class FairQueue;
@@ -75,6 +90,10 @@ class FairQueue {
   Waiter* Pop();
   // Takes a queued waiter out (nothing if it is not queued).
   void Remove(Waiter& waiter);
+
+  // How many queued waiters Pop would give out before `waiter` (queued),
+  // counted up to `cap`.
+  std::size_t Ahead(const Waiter& waiter, std::size_t cap) const;
 
   std::size_t size() const { return total_; }
   std::size_t waiting(std::uint64_t flow) const;

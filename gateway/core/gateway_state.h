@@ -43,9 +43,17 @@ struct GatewayState {
   // By index in config->upstreams; null: not `concurrency = "adaptive"`.
   // Shared with the configurations before and after that keep them.
   std::vector<std::shared_ptr<AdaptiveUpstream>> upstream_adaptive;
-  // Some upstream lets a request wait for a place (max_connections_delay):
-  // only then does admit need the request's flow (FlowOf) for the wait.
-  bool upstream_waits = false;
+  // Some upstream (max_connections_delay) or rule (action = "delay", or
+  // max_inflight with max_delay) lets a request wait: only then does admit
+  // need the request's flow (FlowOf) and weight for the fair order.
+  bool waits = false;
+  // [limits] weight: a waiting request's weight by its role (1 if unlisted).
+  std::uint32_t WeightOf(std::string_view role) const {
+    for (const auto& [name, weight] : config->limits.weight) {
+      if (name == role) return weight;
+    }
+    return 1;
+  }
   AccessLog* access_log = nullptr;
   const store::Clock* clock = nullptr;
   // Metric label ids (see Metrics) by index in config->routes, ->rules,

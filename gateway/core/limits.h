@@ -9,9 +9,11 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "gateway/core/overrides.h"
+#include "gateway/core/waiting_room.h"
 #include "gateway/telemetry/metrics.h"
 #include "rules/identity.h"
 #include "rules/rule_set.h"
@@ -47,6 +49,33 @@ struct Reservation {
   store::ResultSource source = store::ResultSource::kPrimary;
 };
 
+// A concurrency rule's place, held until the exchange ends. When it goes
+// back, the request whose turn it is in the key's waiting line (if the
+// rule lets requests wait) is told to try again: nobody polls for it.
+class HeldPlace {
+ public:
+  // `room`: null when the rule has no wait (nobody to tell).
+  HeldPlace(store::InflightGuard place, WaitingRoom* room, std::string_view key)
+      : place_(std::move(place)), room_(room) {
+    if (room_ != nullptr) key_ = key;
+  }
+  HeldPlace(HeldPlace&& other) noexcept
+      : place_(std::move(other.place_)),
+        room_(std::exchange(other.room_, nullptr)),
+        key_(std::move(other.key_)) {}
+  HeldPlace& operator=(HeldPlace&&) = delete;
+  HeldPlace(const HeldPlace&) = delete;
+  ~HeldPlace() {
+    place_.Release();
+    if (room_ != nullptr) room_->Wake(key_);
+  }
+
+ private:
+  store::InflightGuard place_;
+  WaitingRoom* room_;
+  std::string key_;
+};
+
 struct LimitOutcome {
   Verdict verdict = Verdict::kForward;
   // The rule whose numbers go into the response headers (the one closest to
@@ -57,7 +86,7 @@ struct LimitOutcome {
   std::vector<DelayedHit> delayed;  // kDelay: the delay rules that limited
   std::string log;                  // "rule:decision,..." for the access log (if describe)
   // Places held for the concurrency rules until the exchange ends.
-  std::vector<store::InflightGuard> inflight;
+  std::vector<HeldPlace> inflight;
   // The overrides' forms of the rules that `shown` and `delayed` may point
   // to (gateway/core/overrides.h), held while the exchange lasts; empty
   // when no override applied.

@@ -6,6 +6,7 @@
 
 #include "gateway/core/exchange.h"
 #include "gateway/core/fair_places.h"
+#include "gateway/core/timer_waiter.h"
 #include "gateway/io/net.h"
 #include "gateway/telemetry/thread_metrics.h"
 #include "rules/config.h"
@@ -13,25 +14,7 @@
 
 namespace tollgate::gateway {
 
-namespace {
-
-// A request waiting for an upstream place: FairPlaces tells it its turn
-// from whichever thread gave a place back, by cancelling its timer on its
-// own thread. Shared with the posted wake-up, which may run after the
-// waiting coroutine ended.
-class UpstreamWaiter final : public FairPlaces::Waiter,
-                             public std::enable_shared_from_this<UpstreamWaiter> {
- public:
-  explicit UpstreamWaiter(const Executor& executor) : timer(executor) {}
-  Timer timer;
-
- private:
-  void Notify() override {
-    asio::post(timer.get_executor(), [self = shared_from_this()] { self->timer.cancel(); });
-  }
-};
-
-}  // namespace
+using UpstreamWaiter = TimerWaiter<FairPlaces::Waiter>;
 
 std::uint64_t FlowOf(const rules::Identity& identity) {
   // The client: its user, else its address (or what a trusted proxy named
@@ -46,12 +29,12 @@ std::uint64_t FlowOf(const rules::Identity& identity) {
 }
 
 Task<bool> WaitForUpstreamPlace(FairPlaces& places, const rules::UpstreamConfig& upstream,
-                                std::int64_t max, std::size_t max_waiting, std::uint64_t flow,
-                                ThreadMetrics* metrics, Exchange& ex) {
+                                std::int64_t max, std::size_t max_waiting,
+                                const WaitClass& wait_class, ThreadMetrics* metrics, Exchange& ex) {
   if (upstream.max_connections_delay_ms <= 0) co_return false;
   const Executor executor = co_await asio::this_coro::executor;
   const auto waiter = std::make_shared<UpstreamWaiter>(executor);
-  waiter->flow = flow;
+  waiter->Classify(wait_class);
   const FairQueueParams params{.max_per_flow = max_waiting, .max_total = max_waiting};
   // Counts the request in tollgate_delayed_requests while it waits.
   const GaugeScope gauge(metrics, &ThreadMetrics::AddDelayed);

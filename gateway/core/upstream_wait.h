@@ -19,6 +19,7 @@ struct UpstreamConfig;
 namespace tollgate::gateway {
 
 class FairPlaces;
+struct WaitClass;
 class ThreadMetrics;
 struct Exchange;
 
@@ -28,10 +29,11 @@ std::uint64_t FlowOf(const rules::Identity& identity);
 
 // Waits up to upstream.max_connections_delay for a place of `upstream` in
 // `places`, whose limit is `max` now (at most `max_waiting` requests wait,
-// per flow and in all), counted in tollgate_delayed_requests meanwhile
-// (`metrics`: null when off). True with the place in ex.upstream_place.
+// per flow and in all), in the fair order as `wait_class` says, counted in
+// tollgate_delayed_requests meanwhile (`metrics`: null when off). True with
+// the place in ex.upstream_place.
 Task<bool> WaitForUpstreamPlace(FairPlaces& places, const rules::UpstreamConfig& upstream,
-                                std::int64_t max, std::size_t max_waiting, std::uint64_t flow,
-                                ThreadMetrics* metrics, Exchange& ex);
+                                std::int64_t max, std::size_t max_waiting,
+                                const WaitClass& wait_class, ThreadMetrics* metrics, Exchange& ex);
 
 }  // namespace tollgate::gateway

@@ -1,60 +1,106 @@
-// Bounds the requests held by `action = "delay"` rules: at most
-// `max_per_key` waiting per rule key and `max_total` in the process. A
-// Ticket is a place in the room; destroying it (the request runs, is
-// rejected, or its client went away) frees the place. Thread-safe.
+// The process's waiting room for requests held by rules: those that a
+// `delay` rule holds until it allows them, and those that wait for a
+// `max_inflight` place. Each rule key has one line; in a line, requests
+// take turns in a fair order between flows (FairQueue: a flow that keeps
+// fifty waiting gets one turn for each turn of a flow that keeps one;
+// weights and priorities as FairQueue says), and only the request whose
+// turn it is tries the store. The others sleep until the turn is passed to
+// them: nobody polls, and a newcomer cannot go ahead of those that wait.
+//
+// The request whose turn it is (the line's head) keeps it until it got
+// what it waited for, or gave up (its deadline passed, its client left);
+// Done passes the turn on. While it waits for a place, Wake (a place of the
+// key was given back in this process) tells it to try again.
+//
+// Bounds: at most `max_per_key` requests per line, `max_per_flow` per flow
+// in a line, and `max_total` in the room; when the room is full a newcomer
+// may push out a waiter of a lower priority (FairQueue::Push). Memory
+// follows the waiters: a line exists only while it has some.
+//
+// Waiters are owned by the waiting requests and linked in place. A
+// waiter hears of its turn (or of being pushed out) through Notify(),
+// called with the room's lock held, on the thread that caused it: it must
+// only hand the news to the waiter's own thread (post to its executor) and
+// not call back in; it then reads its state with Status(). Thread-safe:
+// one mutex; every operation is a few hash-map and queue steps under it.
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-#include <utility>
+
+#include "gateway/core/fair_queue.h"
 
 namespace tollgate::gateway {
 
 class WaitingRoom {
  public:
-  explicit WaitingRoom(std::size_t max_total) : max_total_(max_total) {}
-
-  class Ticket {
-   public:
-    Ticket(Ticket&& other) noexcept : room_(other.room_), key_(std::move(other.key_)) {
-      other.room_ = nullptr;
-    }
-    Ticket& operator=(Ticket&& other) noexcept {
-      if (this != &other) {
-        if (room_ != nullptr) room_->Leave(key_);
-        room_ = std::exchange(other.room_, nullptr);
-        key_ = std::move(other.key_);
-      }
-      return *this;
-    }
-    ~Ticket() {
-      if (room_ != nullptr) room_->Leave(key_);
-    }
+  class Waiter : public FairQueue::Waiter {
+   protected:
+    ~Waiter() = default;
 
    private:
     friend class WaitingRoom;
-    Ticket(WaitingRoom* room, std::string key) : room_(room), key_(std::move(key)) {}
-    WaitingRoom* room_;
+    virtual void Notify() = 0;
     std::string key_;
+    enum class State : std::uint8_t { kOut, kQueued, kTurn, kShed } state_ = State::kOut;
+    bool woken_ = false;  // kTurn: a place was given back since TakeWake
   };
 
-  // A place, and how many of this key were already waiting; nullopt when
-  // either bound is reached.
-  std::optional<Ticket> Enter(std::string_view key, std::size_t max_per_key,
-                              std::size_t& waiting_before);
+  struct Bounds {
+    std::size_t max_per_key = 0;
+    std::size_t max_per_flow = 0;
+  };
+
+  enum class Entered {
+    kTurn,     // nobody waited: its turn at once
+    kQueued,   // in line: wait for Notify
+    kRefused,  // a bound is reached
+  };
+
+  explicit WaitingRoom(std::size_t max_total) : max_total_(max_total) {}
+  WaitingRoom(const WaitingRoom&) = delete;
+  WaitingRoom& operator=(const WaitingRoom&) = delete;
+
+  // Puts `waiter` (its flow, weight and priority set) in `key`'s line.
+  // `ahead`, for kQueued: the waiters that go before it as the line is now
+  // (counted up to the line's bound). A lower-priority waiter pushed out to
+  // make room is notified.
+  Entered Enter(std::string_view key, const Bounds& bounds, Waiter& waiter, std::size_t& ahead);
+
+  enum class Status { kWaiting, kTurn, kShed, kOut };
+  Status StatusOf(const Waiter& waiter) const;
+
+  // The waiter leaves the room, whatever its state: when it had the turn,
+  // the next in line gets it (Notify). Idempotent.
+  void Done(Waiter& waiter);
+
+  // A place of `key` was given back: the line's head, if any, tries again.
+  void Wake(std::string_view key);
+  // For the head: whether Wake was called since the last TakeWake.
+  bool TakeWake(Waiter& waiter);
+
   std::size_t waiting() const;
+  std::size_t waiting(std::string_view key) const;
+  std::size_t lines() const;
 
  private:
-  void Leave(const std::string& key);
+  struct Line {
+    explicit Line(const FairQueueParams& params) : queue(params) {}
+    FairQueue queue;
+    Waiter* head = nullptr;
+  };
+  using Lines = std::unordered_map<std::string, Line>;
+  // The next in line gets the turn; the line is forgotten when empty.
+  void PassTurn(Lines::iterator it);
 
   const std::size_t max_total_;
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, std::size_t> per_key_;
-  std::size_t total_ = 0;
+  Lines lines_;
+  std::size_t total_ = 0;  // heads and queued waiters
 };
 
 }  // namespace tollgate::gateway

@@ -57,7 +57,7 @@ class RlsCall final : private ClientWatch {
   // Ends the call with `status` and `message` (trailers-only).
   void Fail(GrpcStatus status, std::string_view message);
   Task<void> Respond();
-  Task<Held> Hold(std::chrono::milliseconds wait) override;
+  Task<Held> Hold(Timer& timer) override;
 
   Worker& worker_;
   Http2Stream& stream_;
@@ -75,8 +75,8 @@ class RlsCall final : private ClientWatch {
   Timer* hold_timer_ = nullptr;
 };
 
-Task<ClientWatch::Held> RlsCall::Hold(std::chrono::milliseconds wait) {
-  return HoldStream(stream_, hold_timer_, wait);
+Task<ClientWatch::Held> RlsCall::Hold(Timer& timer) {
+  return HoldStream(stream_, hold_timer_, timer);
 }
 
 void RlsCall::Fail(GrpcStatus status, std::string_view message) {

@@ -164,8 +164,8 @@ void StreamExchange::OnCancel() {
   if (upstream_stream_ != nullptr) upstream_stream_->Reset();
 }
 
-Task<ClientWatch::Held> StreamExchange::Hold(std::chrono::milliseconds wait) {
-  return HoldStream(stream_, hold_timer_, wait);
+Task<ClientWatch::Held> StreamExchange::Hold(Timer& timer) {
+  return HoldStream(stream_, hold_timer_, timer);
 }
 
 void StreamExchange::RecordGrpc(int grpc_status) {

@@ -199,7 +199,7 @@ class StreamExchange final : private ClientWatch {
     if (grpc_) RecordGrpc(GrpcStatusIn(fields));
   }
   // ClientWatch: a reset stream ends admit's waits.
-  Task<Held> Hold(std::chrono::milliseconds wait) override;
+  Task<Held> Hold(Timer& timer) override;
   // The stream was reset or the connection ended: whatever waits for the
   // client or the upstream on its behalf stops.
   void OnCancel();

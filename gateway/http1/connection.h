@@ -104,7 +104,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   bool KeepsConnection(const Exchange& ex) const { return !ex.close && !worker_.draining(); }
   // ClientWatch: while admit holds the request, the client leaving (the
   // connection closed) ends the wait; a pipelined request does not.
-  Task<Held> Hold(std::chrono::milliseconds wait) override;
+  Task<Held> Hold(Timer& timer) override;
 
   // --- forward (forward.cc) ---
   // Forward (the driver runs the upstream's admission between these): the

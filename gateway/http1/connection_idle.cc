@@ -42,11 +42,8 @@ bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
   return false;
 }
 
-Task<ClientWatch::Held> Http1Connection::Hold(std::chrono::milliseconds wait) {
+Task<ClientWatch::Held> Http1Connection::Hold(Timer& timer) {
   using namespace asio::experimental::awaitable_operators;
-  const auto until = std::chrono::steady_clock::now() + wait;
-  const Executor executor = co_await asio::this_coro::executor;
-  Timer timer(executor, wait);
   for (;;) {
     auto first = co_await (timer.async_wait(kUseTuple) ||
                            Lowest(stream_).socket().async_wait(tcp::socket::wait_read, kUseTuple));
@@ -57,7 +54,6 @@ Task<ClientWatch::Held> Http1Connection::Hold(std::chrono::milliseconds wait) {
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
       co_return Held::kClientGone;
     }
-    timer.expires_at(until);
     if (n > 0) break;
     // Nothing there: an event the reactor collected after the request was
     // read (edge-triggered epoll reports arrivals, not what is left). Watch

@@ -4,14 +4,11 @@
 
 namespace tollgate::gateway {
 
-Task<ClientWatch::Held> HoldStream(const Http2Stream& stream, Timer*& timer,
-                                   std::chrono::milliseconds wait) {
+Task<ClientWatch::Held> HoldStream(const Http2Stream& stream, Timer*& slot, Timer& timer) {
   if (stream.cancelled()) co_return ClientWatch::Held::kClientGone;
-  const Executor executor = co_await asio::this_coro::executor;
-  Timer hold(executor, wait);
-  timer = &hold;
-  co_await hold.async_wait(kUseTuple);
-  timer = nullptr;
+  slot = &timer;
+  co_await timer.async_wait(kUseTuple);
+  slot = nullptr;
   co_return stream.cancelled() ? ClientWatch::Held::kClientGone : ClientWatch::Held::kElapsed;
 }
 

@@ -12,10 +12,9 @@ namespace tollgate::gateway {
 
 class Http2Stream;
 
-// Waits `wait`, unless `stream` is cancelled first. `timer` points at the
-// wait's timer while it waits: the handler's OnCancel callback cancels it
-// there (a reset ends the wait at once).
-Task<ClientWatch::Held> HoldStream(const Http2Stream& stream, Timer*& timer,
-                                   std::chrono::milliseconds wait);
+// Waits for `timer` (ClientWatch::Hold), unless `stream` is cancelled
+// first. `slot` points at the timer while it waits: the handler's OnCancel
+// callback cancels it there (a reset ends the wait at once).
+Task<ClientWatch::Held> HoldStream(const Http2Stream& stream, Timer*& slot, Timer& timer);
 
 }  // namespace tollgate::gateway

@@ -196,8 +196,10 @@ class FakeDown final : private ClientWatch {
   void EndExchange(Exchange&) { ++logged; }
   static bool KeepsConnection(const Exchange& ex) { return !ex.close; }
   // Admit's waits: the clock moves by the wait, unless the client leaves.
-  Task<Held> Hold(std::chrono::milliseconds wait) override {
+  Task<Held> Hold(Timer& timer) override {
     if (client_leaves_while_held) co_return Held::kClientGone;
+    const auto wait =
+        std::chrono::ceil<std::chrono::milliseconds>(timer.expiry() - Timer::clock_type::now());
     held_ms += wait.count();
     world_.clock().Advance(wait.count());
     co_return Held::kElapsed;

@@ -1,0 +1,27 @@
+// A waiting request as FairPlaces and WaitingRoom see it (`Base`: their
+// Waiter), told its turn from whichever thread passed it by cancelling
+// its timer on its own thread. Shared (make_shared) with that posted
+// wake-up, which may run after the waiting coroutine ended. Heavy (Asio):
+// gateway implementation files only.
+#pragma once
+
+#include <memory>
+
+#include "gateway/io/net.h"
+
+namespace tollgate::gateway {
+
+template <class Base>
+class TimerWaiter final : public Base, public std::enable_shared_from_this<TimerWaiter<Base>> {
+ public:
+  explicit TimerWaiter(const Executor& executor) : timer(executor) {}
+  // Its wait: Notify cancels it.
+  Timer timer;
+
+ private:
+  void Notify() override {
+    asio::post(timer.get_executor(), [self = this->shared_from_this()] { self->timer.cancel(); });
+  }
+};
+
+}  // namespace tollgate::gateway
