@@ -23,6 +23,7 @@
 #include "algorithms/lease.h"
 #include "algorithms/limit.h"
 #include "algorithms/validate.h"
+#include "base/clock.h"
 #include "gateway/admin/service_notify.h"
 #include "gateway/server.h"
 #include "gateway/tools/ctl.h"
@@ -30,10 +31,10 @@
 #include "gateway/tools/help.h"
 #include "gateway/tools/import_envoy.h"
 #include "gateway/tools/replay.h"
+#include "gateway/tools/replay_upstream.h"
 #include "rules/config.h"
 #include "rules/config_schema.h"
 #include "rules/duration.h"
-#include "base/clock.h"
 
 namespace tollgate::gateway {
 namespace {
@@ -304,6 +305,13 @@ int Import(const std::vector<std::string>& args) {
 
 int Replay(const std::vector<std::string>& args) {
   auto usage = [](std::string_view problem) { return Usage(problem, "replay"); };
+  if (std::find(args.begin(), args.end(), "--upstream-model") != args.end()) {
+    std::string problem;
+    const auto options = ParseUpstreamReplayFlags(args, problem);
+    if (!options) return usage(problem);
+    std::ios::sync_with_stdio(false);
+    return RunUpstreamReplay(*options, std::cin, std::cout, std::cerr);
+  }
   std::optional<algorithms::Algorithm> algorithm;
   std::optional<std::string> config_file;
   std::optional<std::string> rule_name;

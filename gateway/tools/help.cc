@@ -27,12 +27,20 @@ constexpr std::array kSubcommands = {
   tollgate replay ... --sync lease [--gateways N] [--lease-ttl DURATION] [--lease-max N]
                                     a fleet of N gateways deciding from leases, next to
                                     one exact store (t_ms,key[,cost[,gateway]])
+  tollgate replay --upstream-model [--capacity N] [--service-time DURATION]
+                  [--concurrency N] [--max-delay DURATION] [--max-waiting N]
+                  [--timeout DURATION] | [--config FILE --upstream NAME] < trace.csv
+                                    arrivals (t_ms,key: key is the flow) against a model
+                                    upstream: no limit, fixed, adaptive; first come or fair
 )",
                R"(--burst: token_bucket and leaky_bucket only; --nodelay: leaky_bucket only.
 --config/--rule: the rule's windows and cost from the file (no --algorithm, --limit, ...).
 --redis (with --store redis): default redis://127.0.0.1:6379/0.
 --sync lease: --gateways (default 1), --lease-ttl and --lease-max default to the
 rule's sync = "lease" keys, else to the built-in defaults.
+--upstream-model: --capacity (default 8) requests served at once in --service-time
+(default 50ms), slower in proportion beyond; --max-delay (default 5s) a request waits
+for a place; --config/--upstream take the limit and the wait from an [[upstreams]].
 )"},
     Subcommand{"import",
                R"(  tollgate import envoy-ratelimit FILE

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # deploy/bash-completion/tollgate: what it offers at a few points of the
 # command line, and that its options are the binary's own (each one it
-# offers is parsed by gateway/main.cc or gateway/tools/ctl.cc, and each
-# option main.cc parses is offered).
+# offers is parsed by gateway/main.cc, gateway/tools/ctl.cc or
+# gateway/tools/replay_upstream.cc, and each option main.cc and
+# replay_upstream.cc parse is offered).
 # usage: completion_test.sh SOURCE_DIR
 set -euo pipefail
 src=$1
@@ -35,7 +36,7 @@ expect "replay" help re
 expect "token_bucket two_bucket" replay --algorithm t
 expect "local redis" replay --store ''
 expect "exact lease" replay --sync ''
-expect "--sub-windows --store --sync" replay --s
+expect "--sub-windows --store --sync --service-time" replay --s
 expect "envoy-ratelimit" import ''
 expect "--listen" echo-upstream --l
 expect "override" ctl ov
@@ -49,13 +50,14 @@ expect "" replay --limit ''
 # ctl.cc takes the value of "name").
 for option in $(grep -o -- '--[a-z][a-z-]*' "$src/deploy/bash-completion/tollgate" | sort -u); do
   if ! grep -q -e "\"$option\"" -e "\"${option#--}\"" "$src/gateway/main.cc" \
-    "$src/gateway/tools/ctl.cc"; then
+    "$src/gateway/tools/ctl.cc" "$src/gateway/tools/replay_upstream.cc"; then
     echo "FAIL: the completion offers $option, which tollgate does not parse"
     failed=1
   fi
 done
-# Every option main.cc parses is offered.
-for option in $(grep -o -- '"--[a-z][a-z-]*"' "$src/gateway/main.cc" | tr -d '"' | sort -u); do
+# Every option main.cc and replay_upstream.cc parse is offered.
+for option in $(grep -ho -- '"--[a-z][a-z-]*"' "$src/gateway/main.cc" \
+  "$src/gateway/tools/replay_upstream.cc" | tr -d '"' | sort -u); do
   if ! grep -q -- "$option\b" "$src/deploy/bash-completion/tollgate"; then
     echo "FAIL: tollgate parses $option, which the completion does not offer"
     failed=1

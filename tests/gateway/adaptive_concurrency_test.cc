@@ -5,12 +5,14 @@
 // too-high fixed limit (all the clients at once) and above its minimum,
 // and rises when the upstream gets faster (more workers); requests beyond
 // the limit wait (max_connections_delay), so none is refused, probes of
-// the minimum latency included. Counts and gauges, not times.
+// the minimum latency included; likewise in front of an HTTP/2 upstream
+// with the same model. Counts and gauges, not times.
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <boost/json/parse.hpp>
 #include <chrono>
+#include <functional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -51,34 +53,58 @@ void WaitForServed(const std::atomic<int>& served, int n) {
   }
 }
 
-TEST(AdaptiveConcurrency, SettlesNearTheKneeAndRisesWhenTheUpstreamGetsFaster) {
-  auto echo = StartEcho();
+// BasicConfig on two threads with an adaptive upstream (`protocol`:
+// extra upstream keys) whose requests wait up to 60 s for a place.
+std::string AdaptiveConfig(const std::string& protocol = "") {
   std::string config = BasicConfig();
   const std::string servers = "servers = [\"127.0.0.1:{ECHO}\"]\n";
   config.insert(config.find(servers) + servers.size(),
-                "concurrency = \"adaptive\"\nmax_connections_delay = \"60s\"\n"
-                "adaptive = { min = 2, max = 200, initial = 2, window = \"50ms\", "
-                "probe_interval = \"1s\" }\n");
+                protocol +
+                    "concurrency = \"adaptive\"\nmax_connections_delay = \"60s\"\n"
+                    "adaptive = { min = 2, max = 200, initial = 2, window = \"50ms\", "
+                    "probe_interval = \"1s\" }\n");
   config.replace(config.find("threads = 1"), 11, "threads = 2");
-  TestGateway gateway(config, echo->port(), TestClock::kSteady);
+  return config;
+}
 
-  std::atomic<int> capacity{4};
-  std::atomic<bool> stop{false};
-  std::atomic<int> served{0}, refused{0};
-  std::vector<std::thread> clients;
-  for (int c = 0; c < kClients; ++c) {
-    clients.emplace_back([&] {
-      Client client(gateway.port(), 90'000);
-      while (!stop) {
-        const Response r = client.Get("/_test/knee/10?capacity=" + std::to_string(capacity.load()));
-        if (r.result_int() == 200) {
-          ++served;
-        } else {
-          ++refused;
+// kClients keep-alive clients asking for target() in a loop until Stop.
+class Crowd {
+ public:
+  Crowd(std::uint16_t port, std::function<std::string()> target) {
+    for (int c = 0; c < kClients; ++c) {
+      clients_.emplace_back([this, port, target] {
+        Client client(port, 90'000);
+        while (!stop_) {
+          if (client.Get(target()).result_int() == 200) {
+            ++served;
+          } else {
+            ++refused;
+          }
         }
-      }
-    });
+      });
+    }
   }
+  ~Crowd() { Stop(); }
+  void Stop() {
+    stop_ = true;
+    for (std::thread& t : clients_) {
+      if (t.joinable()) t.join();
+    }
+  }
+  std::atomic<int> served{0}, refused{0};
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::vector<std::thread> clients_;
+};
+
+TEST(AdaptiveConcurrency, SettlesNearTheKneeAndRisesWhenTheUpstreamGetsFaster) {
+  auto echo = StartEcho();
+  TestGateway gateway(AdaptiveConfig(), echo->port(), TestClock::kSteady);
+  std::atomic<int> capacity{4};
+  Crowd crowd(gateway.port(),
+              [&] { return "/_test/knee/10?capacity=" + std::to_string(capacity.load()); });
+  std::atomic<int>& served = crowd.served;
   // 4 workers of 10 ms: 400 requests a second at best.
   WaitForServed(served, 3000);
   const std::int64_t slow_limit =
@@ -95,9 +121,8 @@ TEST(AdaptiveConcurrency, SettlesNearTheKneeAndRisesWhenTheUpstreamGetsFaster) {
   EXPECT_GE(fast_limit, 12);
   EXPECT_LE(Gauge(gateway.admin_port(), "tollgate_upstream_concurrency_inflight"), fast_limit);
 
-  stop = true;
-  for (std::thread& t : clients) t.join();
-  EXPECT_EQ(refused, 0);
+  crowd.Stop();
+  EXPECT_EQ(crowd.refused, 0);
   EXPECT_EQ(GaugeOnceAt(gateway.admin_port(), "tollgate_upstream_concurrency_inflight", 0), 0);
   // The status page shows it.
   Client admin(gateway.admin_port());
@@ -105,6 +130,24 @@ TEST(AdaptiveConcurrency, SettlesNearTheKneeAndRisesWhenTheUpstreamGetsFaster) {
   const json::object& api = status.at("upstreams").as_array().at(0).as_object();
   EXPECT_TRUE(api.at("concurrency").at("adaptive").as_bool());
   EXPECT_GE(api.at("concurrency").at("limit").as_int64(), 2);
+}
+
+// The same with an HTTP/2 upstream (upstream_peer.py's knee: the same
+// model over h2c): its exchanges are samples too, the limit settles well
+// below the clients, and nobody is refused.
+TEST(AdaptiveConcurrency, SettlesNearTheKneeOfAnHttp2Upstream) {
+  PortPeer peer({"/usr/bin/python3", std::string(TOLLGATE_HTTP2_SCRIPTS) + "/upstream_peer.py",
+                 "knee", "{STATS}"});
+  TestGateway gateway(AdaptiveConfig("protocol = \"h2c\"\n"), peer.port(), TestClock::kSteady);
+  Crowd crowd(gateway.port(), [] { return std::string("/knee/10?capacity=4"); });
+  // 4 workers of 10 ms: 400 requests a second at best.
+  WaitForServed(crowd.served, 1500);
+  const std::int64_t limit = Gauge(gateway.admin_port(), "tollgate_upstream_concurrency_limit");
+  crowd.Stop();
+  EXPECT_GE(limit, 2);
+  EXPECT_LE(limit, kClients / 2);
+  EXPECT_EQ(crowd.refused, 0);
+  EXPECT_EQ(GaugeOnceAt(gateway.admin_port(), "tollgate_upstream_concurrency_inflight", 0), 0);
 }
 
 // A fixed concurrency is shown the same way: its limit and what is in

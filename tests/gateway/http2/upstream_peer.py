@@ -26,6 +26,10 @@ DELAY seconds (so that requests overlap), except as the scenario says:
               usage is P prompt and C completion tokens as the request's
               x-test-usage field says ("P,C"), and "seen" tells the
               request's max_tokens and body size
+  knee        an upstream that slows as it fills (the echo upstream's
+              /_test/knee/): a request to /knee/MS?capacity=C is answered
+              after MS × max(k, C) ÷ C milliseconds, k being the requests
+              in flight in the process when it arrived (itself included)
 
 After each event the counters are written to STATS_FILE as JSON
 (connections, streams, refused, max_concurrent: the most streams open at
@@ -54,7 +58,20 @@ TIMEOUT = 30
 
 lock = threading.Lock()
 stats = {"connections": 0, "streams": 0, "refused": 0, "max_concurrent": 0}
-state = {"goaway_sent": False, "refused_once": False}
+state = {"goaway_sent": False, "refused_once": False, "in_flight": 0}
+
+
+def knee_delay(path):
+    """knee: the answer's delay for `path` (/knee/MS?capacity=C), and the
+    request counted in flight."""
+    name, _, query = path.partition("?")
+    ms = int(name.rsplit("/", 1)[-1] or 0)
+    params = dict(p.split("=", 1) for p in query.split("&") if "=" in p)
+    capacity = max(1, int(params.get("capacity", "8")))
+    with lock:
+        state["in_flight"] += 1
+        k = state["in_flight"]
+    return ms * max(k, capacity) / capacity / 1000.0
 
 
 def save(path):
@@ -102,6 +119,9 @@ def serve(sock, scenario, stats_path):
 
     def answer(stream_id):
         body = ("hello " + paths.pop(stream_id)).encode()
+        if scenario == "knee":
+            with lock:
+                state["in_flight"] -= 1
         if scenario == "headers":
             body = json.dumps(heads.pop(stream_id, {})).encode()
         content_type = []
@@ -226,8 +246,13 @@ def serve(sock, scenario, stats_path):
             elif isinstance(event, h2.events.StreamEnded):
                 sid = event.stream_id
                 if sid in paths and (last_stream is None or sid <= last_stream):
-                    due.append((time.monotonic() + DELAY, sid))
+                    delay = knee_delay(paths[sid]) if scenario == "knee" else DELAY
+                    due.append((time.monotonic() + delay, sid))
             elif isinstance(event, h2.events.StreamReset):
+                if scenario == "knee" and any(d[1] == event.stream_id for d in due):
+                    due[:] = [d for d in due if d[1] != event.stream_id]
+                    with lock:
+                        state["in_flight"] -= 1
                 paths.pop(event.stream_id, None)
                 bodies.pop(event.stream_id, None)
                 sending.pop(event.stream_id, None)
