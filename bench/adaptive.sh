@@ -42,9 +42,11 @@ options[adaptive_unsaturated]='concurrency = "adaptive"
 adaptive = { min = 1000 }'
 options[fixed_unsaturated]='concurrency = 1000'
 options[none]=''
+declare -A pid
 for t in adaptive $(printf 'fixed_%s ' $fixed_limits) fixed_high adaptive_unsaturated fixed_unsaturated none; do
   port[$t]=$(free_port)
   TOLLGATE_UPSTREAM_OPTIONS=${options[$t]} start_tollgate "${port[$t]}" "$echo_port"
+  pid[$t]=${PIDS[-1]}
 done
 admin_of() {  # target: its admin port, from its configuration
   awk '/^\[admin\]/ { a = 1 } a && /^address/ { gsub(/.*:|"/, ""); print; exit }' \
@@ -113,13 +115,13 @@ report=$WORK/report.md
   echo
   echo "Unsaturated path (wrk -t${WRK_THREADS:-1} -c${WRK_CONNECTIONS:-64} -d${WRK_DURATION:-5s} on \`/\`, 5 alternating rounds, medians):"
   echo
-  echo "| upstream concurrency | req/s | p50 ms | p99 ms |"
-  echo "|---|---:|---:|---:|"
-  echo "| \`\"adaptive\"\` (min 1000) | $(col adaptive_unsaturated 1) | $(col adaptive_unsaturated 2) | $(col adaptive_unsaturated 3) |"
-  echo "| 1000 | $(col fixed_unsaturated 1) | $(col fixed_unsaturated 2) | $(col fixed_unsaturated 3) |"
-  echo "| none | $(col none 1) | $(col none 2) | $(col none 3) |"
+  echo "| upstream concurrency | req/s | p50 ms | p99 ms | CPU µs per request |"
+  echo "|---|---:|---:|---:|---:|"
+  echo "| \`\"adaptive\"\` (min 1000) | $(col adaptive_unsaturated 1) | $(col adaptive_unsaturated 2) | $(col adaptive_unsaturated 3) | $(col adaptive_unsaturated 6) |"
+  echo "| 1000 | $(col fixed_unsaturated 1) | $(col fixed_unsaturated 2) | $(col fixed_unsaturated 3) | $(col fixed_unsaturated 6) |"
+  echo "| none | $(col none 1) | $(col none 2) | $(col none 3) | $(col none 6) |"
   echo
-  echo "Adaptive ÷ none, req/s: $(round_ratios none adaptive_unsaturated 1 higher) (goal: within 2%)."
+  echo "Adaptive ÷ none, req/s: $(round_ratios none adaptive_unsaturated 1 higher) (goal: within 2%); CPU per request (tollgate's utime + stime over each run, /proc/PID/stat): $(round_ratios none adaptive_unsaturated 6 lower)."
   echo
   echo "User-space instructions per request under callgrind (h2load -c16 -m32 -t1, ${H2LOAD_CG_REQUESTS:-20000} requests after $((${H2LOAD_CG_REQUESTS:-20000} / 4)) to warm up, h2c clients; deterministic, kernel excluded): adaptive ${ir[adaptive_unsaturated]}, fixed 1000 ${ir[fixed_unsaturated]}, none ${ir[none]}; adaptive ÷ none $(awk -v a="${ir[adaptive_unsaturated]}" -v b="${ir[none]}" 'BEGIN { printf "%.3f", a / b }')×, adaptive ÷ fixed $(awk -v a="${ir[adaptive_unsaturated]}" -v b="${ir[fixed_unsaturated]}" 'BEGIN { printf "%.3f", a / b }')×."
 } > "$report"

@@ -45,21 +45,9 @@ start_tollgate "${port[settle]}" "$echo_port" \
 pid[settle]=${PIDS[-1]}
 lua=$WORK/team.lua
 echo 'wrk.headers["X-Team"] = "bench"' > "$lua"
-cpu_ticks() { local stat; read -r stat < "/proc/$1/stat"; awk '{ print $12 + $13 }' <<<"${stat##*) }"; }
-for t in fixed settle; do : > "$WORK/$t"; done
-for round in $(seq "$rounds"); do
-  order="fixed settle"
-  if [ $((round % 2)) -eq 0 ]; then order="settle fixed"; fi
-  for t in $order; do
-    before=$(cpu_ticks "${pid[$t]}")
-    result=$(run_wrk "http://127.0.0.1:${port[$t]}/_test/usage/7" "$lua")
-    after=$(cpu_ticks "${pid[$t]}")
-    cpu_us=$(awk -v a="$before" -v b="$after" -v n="$(awk '{ print $5 }' <<<"$result")" \
-      -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')
-    echo "round $round $t: $result $cpu_us (req/s p50_ms p99_ms non2xx requests cpu_us/req)" >&2
-    echo "$result $cpu_us" >> "$WORK/$t"
-  done
-done
+declare -A wrk_script=([fixed]=$lua [settle]=$lua)
+BENCH_PATH=/_test/usage/7 run_rounds "$rounds" fixed settle
+unset wrk_script
 
 # 2. Time to the first event, tollgate against nginx.
 python3 "$BENCH_ROOT/tests/gateway/fake_llm.py" 2>"$WORK/llm.err" &

@@ -339,22 +339,33 @@ run_wrk() {  # url [wrk Lua script]
   ' <<<"$out"
 }
 
+# utime + stime of process $1, in clock ticks (/proc/PID/stat).
+cpu_ticks() { local stat; read -r stat < "/proc/$1/stat"; awk '{ print $12 + $13 }' <<<"${stat##*) }"; }
+
 # wrk against http://127.0.0.1:${port[T]}${BENCH_PATH:-/api/hello} for every target T in
 # $2..., $1 rounds, alternating the order (neither side always runs on a
 # warmer machine); results appended to $WORK/T. `port` is the caller's
-# associative array, as is `wrk_script` (optional: a wrk Lua script for T).
+# associative array, as is `wrk_script` (optional: a wrk Lua script for T)
+# and `pid` (optional: T's serving process, whose CPU µs per request over
+# the run are then a sixth column: its own cost, which noise moves little).
 run_rounds() {
   local rounds=$1; shift
-  local targets="$*" order result round t script
+  local targets="$*" order result round t script before cpu_us
   for t in $targets; do : > "$WORK/$t"; done
   for round in $(seq "$rounds"); do
     order=$targets
     if [ $((round % 2)) -eq 0 ]; then order=$(echo "$targets" | tr ' ' '\n' | tac | tr '\n' ' '); fi
     for t in $order; do
-      script=""
+      script="" before=""
       if declare -p wrk_script >/dev/null 2>&1; then script=${wrk_script[$t]:-}; fi
+      if declare -p pid >/dev/null 2>&1 && [ -n "${pid[$t]:-}" ]; then before=$(cpu_ticks "${pid[$t]}"); fi
       result=$(run_wrk "http://127.0.0.1:${port[$t]}${BENCH_PATH:-/api/hello}" "$script")
-      echo "round $round $t: $result (req/s p50_ms p99_ms non2xx requests)" >&2
+      if [ -n "$before" ]; then
+        cpu_us=$(awk -v a="$before" -v b="$(cpu_ticks "${pid[$t]}")" -v n="$(awk '{ print $5 }' <<<"$result")" \
+          -v hz="$(getconf CLK_TCK)" 'BEGIN { printf "%.2f", (b - a) / hz * 1e6 / n }')
+        result="$result $cpu_us"
+      fi
+      echo "round $round $t: $result (req/s p50_ms p99_ms non2xx requests [cpu_us/req])" >&2
       echo "$result" >> "$WORK/$t"
     done
   done

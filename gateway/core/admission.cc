@@ -271,31 +271,43 @@ Task<Admit> Admission::FinishRequest(const GatewayState& state, ClientWatch& cli
   co_return Admit::kAdmitted;
 }
 
-Task<Admit> Admission::AdmitUpstream(const GatewayState& state,
-                                     const rules::UpstreamConfig& upstream, std::string_view route,
-                                     std::string_view path, Exchange& ex, Answer& answer) {
-  AdaptiveUpstream* adaptive = nullptr;
-  if (upstream.adaptive) {
-    const auto index = static_cast<std::size_t>(&upstream - state.config->upstreams.data());
-    adaptive = state.upstream_adaptive[index].get();
-  }
+AdaptiveUpstream* Admission::AdaptiveOf(const GatewayState& state,
+                                        const rules::UpstreamConfig& upstream) {
+  if (!upstream.adaptive) return nullptr;
+  const auto index = static_cast<std::size_t>(&upstream - state.config->upstreams.data());
+  return state.upstream_adaptive[index].get();
+}
+
+Admit Admission::StartUpstream(const GatewayState& state, const rules::UpstreamConfig& upstream,
+                               Exchange& ex) {
+  AdaptiveUpstream* const adaptive = AdaptiveOf(state, upstream);
   if (upstream.max_connections > 0 || adaptive != nullptr) {
     const std::int64_t max = adaptive != nullptr ? adaptive->limit() : upstream.max_connections;
     std::int64_t* const held = adaptive != nullptr ? &ex.adaptive_inflight : nullptr;
     ex.upstream_place = state.upstream_places->TryAcquire(upstream.name, max, held);
-    if (!ex.upstream_place) {
-      // (GCC 12 miscompiles co_await inside a condition: a statement.)
-      const bool got =
-          co_await WaitForUpstreamPlace(*state.upstream_places, upstream, max,
-                                        static_cast<std::size_t>(state.config->limits.max_waiting),
-                                        ClassOf(nullptr), services_.metrics, ex);
-      if (!got) {
-        answer = RefuseWithStatus(Refusal::kUpstreamBusy,
-                                  static_cast<unsigned>(upstream.max_connections_status), 1);
-        co_return Admit::kRefused;
-      }
-      ex.adaptive_inflight = max;  // it waited: every place was held
+    if (!ex.upstream_place) return Admit::kPending;
+    ex.adaptive = adaptive;
+  }
+  return upstream.learn_limits ? Admit::kPending : Admit::kAdmitted;
+}
+
+Task<Admit> Admission::FinishUpstream(const GatewayState& state,
+                                      const rules::UpstreamConfig& upstream, std::string_view route,
+                                      std::string_view path, Exchange& ex, Answer& answer) {
+  AdaptiveUpstream* const adaptive = AdaptiveOf(state, upstream);
+  if ((upstream.max_connections > 0 || adaptive != nullptr) && !ex.upstream_place) {
+    const std::int64_t max = adaptive != nullptr ? adaptive->limit() : upstream.max_connections;
+    // (GCC 12 miscompiles co_await inside a condition: a statement.)
+    const bool got =
+        co_await WaitForUpstreamPlace(*state.upstream_places, upstream, max,
+                                      static_cast<std::size_t>(state.config->limits.max_waiting),
+                                      ClassOf(nullptr), services_.metrics, ex);
+    if (!got) {
+      answer = RefuseWithStatus(Refusal::kUpstreamBusy,
+                                static_cast<unsigned>(upstream.max_connections_status), 1);
+      co_return Admit::kRefused;
     }
+    ex.adaptive_inflight = max;  // it waited: every place was held
     ex.adaptive = adaptive;
   }
   if (upstream.learn_limits) {

@@ -130,13 +130,18 @@ class Admission {
   // max_connections, waiting up to max_connections_delay) into
   // ex.upstream_place, and with learn_limits, a wait while its learned
   // limits for (route, path) say it would refuse (up to learn_max_delay).
-  // kRefused: upstream_busy, upstream_rate_limited or store_unavailable.
-  Task<Admit> AdmitUpstream(const GatewayState& state, const rules::UpstreamConfig& upstream,
-                            std::string_view route, std::string_view path, Exchange& ex,
-                            Answer& answer);
+  // In two steps, so that a place free at once costs no coroutine:
+  // StartUpstream takes it if it can (kAdmitted); kPending: co_await
+  // FinishUpstream for the rest. kRefused: upstream_busy,
+  // upstream_rate_limited or store_unavailable.
+  Admit StartUpstream(const GatewayState& state, const rules::UpstreamConfig& upstream,
+                      Exchange& ex);
+  Task<Admit> FinishUpstream(const GatewayState& state, const rules::UpstreamConfig& upstream,
+                             std::string_view route, std::string_view path, Exchange& ex,
+                             Answer& answer);
 
   // learn_limits: what the upstream's response to the request admitted by
-  // AdmitUpstream says of its limits, for the requests after it. With
+  // StartUpstream says of its limits, for the requests after it. With
   // on_error = "local", the Redis coordinator's decorator teaches the
   // process's own coordinator too.
   void Learn(const GatewayState& state, const rules::UpstreamConfig& upstream, unsigned status,
@@ -172,6 +177,9 @@ class Admission {
   // The request's place in the fair order of a wait: its client (or
   // `hit`'s fair_key, when the rule has one), weight and priority.
   WaitClass ClassOf(const rules::RuleHit* hit) const;
+  // `upstream`'s adaptive limit; null when its concurrency is not adaptive.
+  static AdaptiveUpstream* AdaptiveOf(const GatewayState& state,
+                                      const rules::UpstreamConfig& upstream);
   Task<Admit> WaitForUpstreamLimit(const GatewayState& state,
                                    const rules::UpstreamConfig& upstream, Answer& answer);
 
@@ -192,7 +200,7 @@ class Admission {
   // The request's RLS descriptor limit, for the decisions of a delayed one.
   std::optional<rules::DescriptorLimit> descriptor_limit_;
   std::chrono::steady_clock::time_point asked_;  // when they were asked (metrics)
-  std::string learned_bucket_;  // AdmitUpstream's, for Learn
+  std::string learned_bucket_;                   // FinishUpstream's, for Learn
   // StartRequest's flow (FlowOf) and weight, for the waits after it; set
   // only when the configuration has waits (GatewayState::waits).
   WaitClass wait_class_;

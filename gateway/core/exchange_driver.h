@@ -147,8 +147,11 @@ class ExchangeDriver {
       const rules::UpstreamConfig& upstream = state.config->upstreams[route->upstream_index];
       Admit admit = Admit::kAdmitted;
       if (ready && AdmitsUpstream(upstream)) {
-        admit = co_await down.admission().AdmitUpstream(
-            state, upstream, route->name, UpstreamPath(down.UpstreamTarget()), ex, down.answer());
+        admit = down.admission().StartUpstream(state, upstream, ex);
+        if (admit == Admit::kPending) {
+          admit = co_await down.admission().FinishUpstream(
+              state, upstream, route->name, UpstreamPath(down.UpstreamTarget()), ex, down.answer());
+        }
       }
       // Refused on the way, or its body failed: the upstream never saw it.
       if (!ready || admit != Admit::kAdmitted) down.admission().RefundUnforwarded(state, ex);

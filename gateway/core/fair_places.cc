@@ -10,23 +10,22 @@ struct FairPlaces::Keeper final : store::PlaceKeeper {
 
 FairPlaces::FairPlaces() : keeper_(std::make_shared<Keeper>(*this)) {}
 
-std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key,
-                                                           std::int64_t max, std::int64_t* held) {
-  std::string name(key);
+std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key, std::int64_t max,
+                                                           std::int64_t* held) {
   std::lock_guard lock(mutex_);
-  auto it = keys_.find(name);
+  auto it = keys_.find(key);
   if (it == keys_.end()) {
     if (max <= 0) return std::nullopt;
-    it = keys_.try_emplace(name, FairQueueParams{}).first;
+    it = keys_.try_emplace(std::string(key), FairQueueParams{}).first;
   }
   Key& k = it->second;
   // Those who wait go first, on the limit as it is now.
   k.max = max;
-  Dispatch(it->first, k);
+  if (k.queue.size() > 0) Dispatch(it->first, k);
   if (k.held >= max || k.queue.size() > 0) return std::nullopt;
   ++k.held;
   if (held != nullptr) *held = k.held;
-  return store::InflightGuard(keeper_, std::move(name));
+  return store::InflightGuard(keeper_, it->first);
 }
 
 FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Waiter& waiter,
@@ -59,7 +58,7 @@ bool FairPlaces::Leave(Waiter& waiter) {
 
 void FairPlaces::SetLimit(std::string_view key, std::int64_t max) {
   std::lock_guard lock(mutex_);
-  auto it = keys_.find(std::string(key));
+  auto it = keys_.find(key);
   if (it == keys_.end()) return;
   it->second.max = max;
   Dispatch(it->first, it->second);
@@ -84,19 +83,19 @@ void FairPlaces::Dispatch(const std::string& name, Key& k) {
   }
 }
 
-void FairPlaces::ForgetIfIdle(std::unordered_map<std::string, Key>::iterator it) {
+void FairPlaces::ForgetIfIdle(Keys::iterator it) {
   if (it->second.held <= 0 && it->second.queue.size() == 0) keys_.erase(it);
 }
 
 std::int64_t FairPlaces::held(std::string_view key) const {
   std::lock_guard lock(mutex_);
-  auto it = keys_.find(std::string(key));
+  auto it = keys_.find(key);
   return it == keys_.end() ? 0 : it->second.held;
 }
 
 std::size_t FairPlaces::waiting(std::string_view key) const {
   std::lock_guard lock(mutex_);
-  auto it = keys_.find(std::string(key));
+  auto it = keys_.find(key);
   return it == keys_.end() ? 0 : it->second.queue.size();
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -77,13 +78,20 @@ class FairPlaces {
     std::int64_t max = 0;
     FairQueue queue;
   };
+  // Looked up by string_view: no string is built to find a key.
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using Keys = std::unordered_map<std::string, Key, Hash, std::equal_to<>>;
+
   void GiveBack(const std::string& key);
   // Grants places to waiters while `key` has room; lock held.
   void Dispatch(const std::string& name, Key& key);
-  void ForgetIfIdle(std::unordered_map<std::string, Key>::iterator it);
+  void ForgetIfIdle(Keys::iterator it);
 
   mutable std::mutex mutex_;
-  std::unordered_map<std::string, Key> keys_;
+  Keys keys_;
   std::shared_ptr<Keeper> keeper_;  // guards hold it weakly
 };
 

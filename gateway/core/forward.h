@@ -1,7 +1,7 @@
 // Phase forward, the steps every forward shares whatever the client's and
 // the upstream's protocols: the request's head as the upstream sees it
 // (forwarded fields, Via), whether the upstream's own admission has
-// anything to decide (Admission::AdmitUpstream), and the upstream
+// anything to decide (Admission::StartUpstream), and the upstream
 // exchange's start and end on the exchange's clocks. The exchange itself is
 // each adapter's (gateway/http1/forward.cc, forward_http2.cc,
 // gateway/h2/adapter.cc). Heavy (Beast): gateway implementation files
@@ -37,7 +37,7 @@ void PrepareForwardedHead(const rules::Config& config, Fields& req, std::string_
                           Scheme scheme, ClientProtocol client, std::string* lines = nullptr);
 
 // Whether the upstream's admission has anything to decide (concurrency or
-// learn_limits): only then is Admission::AdmitUpstream asked, with the
+// learn_limits): only then is Admission::StartUpstream asked, with the
 // path of the request's target (UpstreamPath).
 inline bool AdmitsUpstream(const rules::UpstreamConfig& upstream) {
   return upstream.max_connections > 0 || upstream.adaptive || upstream.learn_limits;
