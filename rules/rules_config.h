@@ -2,19 +2,12 @@
 // rule gets. Used by LoadConfig*(); reports into the ErrorList.
 #pragma once
 
-#include <optional>
-#include <string_view>
 #include <vector>
 
 #include "rules/config_reader.h"
 #include "rules/rule.h"
 
 namespace tollgate::rules {
-
-// A rule's key (or fair_key, as `name` says): its parts, json:PATH ones
-// last; nullopt when wrong (reported at `v`).
-std::optional<std::vector<KeyPart>> ReadKey(const toml::value& v, std::string_view name,
-                                            ErrorList& errors);
 
 // Reads one [[rules]] entry; [store] must be read before (a rule's
 // max_keys is a part of [store] max_keys).

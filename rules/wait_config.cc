@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
+#include "rules/key_config.h"
 #include "rules/rule_set.h"
-#include "rules/rules_config.h"
 
 namespace tollgate::rules {
 
