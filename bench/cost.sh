@@ -8,7 +8,8 @@
 #     with each tollgate's CPU time per request from /proc (its own
 #     accounting: what the noise of this shared machine cannot move much).
 #  2. Time to the first event of a streamed chat completion
-#     (tests/gateway/fake_llm.py as the upstream) through tollgate with
+#     (bench/sse_bench: a C++ streaming upstream and the C++ client that
+#     times it, so that no Python runs on the timed path) through tollgate with
 #     cost = "openai" and through nginx with proxy_buffering off (as an SSE
 #     proxy is configured), alternating (goal: tollgate ≤ 1.1× nginx): on
 #     one kept-alive connection (as SDK clients send), and with a
@@ -49,32 +50,37 @@ declare -A wrk_script=([fixed]=$lua [settle]=$lua)
 BENCH_PATH=/_test/usage/7 run_rounds "$rounds" fixed settle
 unset wrk_script
 
-# 2. Time to the first event, tollgate against nginx.
-python3 "$BENCH_ROOT/tests/gateway/fake_llm.py" 2>"$WORK/llm.err" &
+# 2. Time to the first event, tollgate against nginx, in front of
+# bench/sse_bench's streaming upstream and timed by its client.
+sse_bench=$BUILD_DIR/bench/sse_bench
+sse_port=$(free_port)
+"$sse_bench" serve "$sse_port" &
 PIDS+=($!)
-for _ in $(seq 100); do grep -q port "$WORK/llm.err" 2>/dev/null && break; sleep 0.05; done
-llm_port=$(sed -n 's/port //p' "$WORK/llm.err")
+wait_port "$sse_port"
 port[nginx_sse]=$(free_port)
-start_nginx "${port[nginx_sse]}" "$llm_port" "proxy_buffering off;"
+start_nginx "${port[nginx_sse]}" "$sse_port" "proxy_buffering off;"
 port[tollgate_sse]=$(free_port)
-start_tollgate "${port[tollgate_sse]}" "$llm_port" \
+start_tollgate "${port[tollgate_sse]}" "$sse_port" \
   "$(rule sse $'cost = "openai"\nmax_output_tokens = 64' 100000000 token_bucket)"
 port[plain_sse]=$(free_port)
-start_tollgate "${port[plain_sse]}" "$llm_port"
+start_tollgate "${port[plain_sse]}" "$sse_port"
 for t in nginx_sse tollgate_sse plain_sse; do : > "$WORK/$t"; done
 for round in $(seq "$rounds"); do
   order="nginx_sse tollgate_sse plain_sse"
   if [ $((round % 2)) -eq 0 ]; then order="plain_sse tollgate_sse nginx_sse"; fi
   for t in $order; do
-    url="http://127.0.0.1:${port[$t]}/v1/chat/completions"
-    kept=$(python3 "$BENCH_ROOT/bench/sse_ttfb.py" "$url" "$ttfb_requests")
-    fresh=$(python3 "$BENCH_ROOT/bench/sse_ttfb.py" "$url" "$ttfb_requests" --new-connections)
+    kept=$("$sse_bench" ttfb "${port[$t]}" "$ttfb_requests")
+    fresh=$("$sse_bench" ttfb "${port[$t]}" "$ttfb_requests" --new-connections)
     echo "round $round $t: kept-alive $kept, new connections $fresh" >&2
     awk '{ gsub(/[a-z0-9_]+=/, ""); print }' <<<"$kept $fresh" >> "$WORK/$t"
   done
 done
 
 # 3. Tokens admitted against the budget, 64 clients at once.
+python3 "$BENCH_ROOT/tests/gateway/fake_llm.py" 2>"$WORK/llm.err" &
+PIDS+=($!)
+for _ in $(seq 100); do grep -q port "$WORK/llm.err" 2>/dev/null && break; sleep 0.05; done
+llm_port=$(sed -n 's/port //p' "$WORK/llm.err")
 declare -A admitted
 for t in reserve after; do
   keys=$'cost = "openai"\nmax_output_tokens = 64'
@@ -103,7 +109,7 @@ report=$WORK/report.md
   echo
   echo "settle ÷ fixed: req/s **$(ratio "$(col settle 1)" "$(col fixed 1)")×** (goal ≥ 0.90×; round by round $(round_ratios fixed settle 1 higher)), CPU per request $(ratio "$(col settle 6)" "$(col fixed 6)")× (round by round $(round_ratios fixed settle 6 lower))."
   echo
-  echo "**2. Time to the first event of a stream** (bench/sse_ttfb.py, $ttfb_requests requests a round, each read to its end; tests/gateway/fake_llm.py upstream; tollgate with cost = \"openai\" (tollgate_sse) and without any rule (plain_sse), nginx with \`proxy_buffering off\`):"
+  echo "**2. Time to the first event of a stream** (\`bench/sse_bench ttfb\`, $ttfb_requests requests a round, each read to its end, against \`bench/sse_bench serve\`: C++ on both ends; tollgate with cost = \"openai\" (tollgate_sse) and without any rule (plain_sse), nginx with \`proxy_buffering off\`):"
   echo
   echo "| target | kept-alive p50 ms | p90 ms | new connections p50 ms | p90 ms |"
   echo "|---|---:|---:|---:|---:|"

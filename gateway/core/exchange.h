@@ -54,6 +54,9 @@ struct ExchangeFacts {
   AdaptiveUpstream* adaptive = nullptr;
   // Its places held, this exchange's included, when it got its own.
   std::int64_t adaptive_inflight = 0;
+  // No connection to the upstream could be made: it never saw the request
+  // (UpstreamFailed), so what its rules reserved goes back.
+  bool upstream_unsent = false;
   // The route's priority for the request's waits (a rule's wins).
   rules::Priority priority = rules::Priority::kNormal;
   bool close = false;  // the connection ends after this exchange

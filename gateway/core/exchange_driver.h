@@ -162,6 +162,7 @@ class ExchangeDriver {
         down.admission().ObserveResponse(state, ex);
         MarkUpstreamStart(state, route->upstream_index, down.metrics() != nullptr, ex);
         co_await down.ExchangeWithUpstream(*route, upstream);
+        if (ex.upstream_unsent) down.admission().RefundUnforwarded(state, ex);
       }
     }
     if constexpr (std::is_void_v<Result>) {

@@ -85,14 +85,15 @@ Task<std::pair<ErrorCode, std::size_t>> ReadResponseHead(
   }
 }
 
-Refusal UpstreamFailed(int upstream_metric, ConnectFailure failure, const ErrorCode& ec,
+Refusal UpstreamFailed(ExchangeFacts& ex, ConnectFailure failure, const ErrorCode& ec,
                        ThreadMetrics* metrics) {
   const bool timeout = failure == ConnectFailure::kTimeout || ec == beast::error::timeout;
-  if (metrics != nullptr && upstream_metric >= 0) {
-    metrics->RecordUpstreamFailure(upstream_metric,
-                                   timeout                                ? UpstreamFailure::kTimeout
-                                   : failure == ConnectFailure::kRefused ? UpstreamFailure::kConnect
-                                                                          : UpstreamFailure::kReset);
+  ex.upstream_unsent = failure != ConnectFailure::kNone;
+  if (metrics != nullptr && ex.upstream_metric >= 0) {
+    metrics->RecordUpstreamFailure(ex.upstream_metric, timeout ? UpstreamFailure::kTimeout
+                                                       : failure == ConnectFailure::kRefused
+                                                           ? UpstreamFailure::kConnect
+                                                           : UpstreamFailure::kReset);
   }
   return timeout ? Refusal::kGatewayTimeout : Refusal::kBadGateway;
 }

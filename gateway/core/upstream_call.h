@@ -16,6 +16,7 @@
 #include <optional>
 #include <utility>
 
+#include "gateway/core/exchange.h"
 #include "gateway/core/respond.h"
 #include "gateway/io/net.h"
 #include "gateway/io/upstream_pool.h"
@@ -35,7 +36,6 @@ struct UpstreamCall {
   explicit UpstreamCall(UpstreamPool& upstream_pool) : pool(upstream_pool) {}
 
   UpstreamPool& pool;
-  int upstream_metric = -1;  // the upstream's metric id; -1: metrics off
   bool head_request = false;  // the response has no body whatever its fields say
   // Idempotent and not streamed: sent again on a fresh connection when a
   // reused one turns out closed (RetryOnFresh).
@@ -65,11 +65,12 @@ Task<std::pair<ErrorCode, std::size_t>> ReadResponseHead(
     UpstreamCall& call, std::optional<ResponseHead>& head,
     std::chrono::steady_clock::duration timeout);
 
-// A failed exchange with an upstream of any protocol (`failure`
+// A failed exchange `ex` with an upstream of any protocol (`failure`
 // connecting, or `ec` after): the refusal that answers it (504 on a
 // timeout, else 502), counted in tollgate_upstream_errors_total for
-// `upstream_metric` (the upstream's metric id; -1: metrics off).
-Refusal UpstreamFailed(int upstream_metric, ConnectFailure failure, const ErrorCode& ec,
+// ex.upstream_metric (-1: metrics off). A failure to connect marks
+// ex.upstream_unsent: the upstream never saw the request.
+Refusal UpstreamFailed(ExchangeFacts& ex, ConnectFailure failure, const ErrorCode& ec,
                        ThreadMetrics* metrics);
 
 }  // namespace tollgate::gateway

@@ -273,7 +273,7 @@ void StreamExchange::EndGrpcCall() {
 }
 
 Task<void> StreamExchange::FailUpstream(ConnectFailure failure, const ErrorCode& ec) {
-  const Refusal refusal = UpstreamFailed(ex_.upstream_metric, failure, ec, worker_.metrics());
+  const Refusal refusal = UpstreamFailed(ex_, failure, ec, worker_.metrics());
   if (response_started_) {
     stream_.Reset(Http2ErrorCode::kInternalError);
     ex_.error = "upstream_body";

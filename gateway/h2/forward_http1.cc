@@ -85,7 +85,6 @@ Task<void> StreamExchange::ExchangeHttp1(const rules::RouteConfig& route,
   auto& req = stream_.request();
   const bool has_body = stream_.has_body();
   UpstreamCall call(*generation_->pools[route.upstream_index]);
-  call.upstream_metric = ex_.upstream_metric;
   call.head_request = req.method() == http::verb::head;
   // A body read from the stream cannot be sent twice.
   call.replayable = IsIdempotent(req.method()) && !has_body;

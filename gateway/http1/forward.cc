@@ -167,7 +167,6 @@ Task<void> Http1Connection::ExchangeWithUpstream(const rules::RouteConfig& route
   // A streamed body cannot be sent twice (SendStreamed does not retry).
   call.replayable = IsIdempotent(req.method()) && buffered;
   call.buffered = buffered;
-  call.upstream_metric = ex.upstream_metric;
   bool sent = false;
   if (call.buffered) {
     sent = co_await SendBuffered(call, head, ex);
@@ -329,7 +328,7 @@ Task<void> Http1Connection::FailUpstream(ForwardCall& call, ConnectFailure failu
                                  Exchange& ex) {
   // An unread request body would be taken for the next request.
   if (!call.buffered) CloseWithBodyUnread(ex);
-  work_->answer = Refuse(UpstreamFailed(call.upstream_metric, failure, ec, worker_.metrics()));
+  work_->answer = Refuse(UpstreamFailed(ex, failure, ec, worker_.metrics()));
   co_await Reply(ex);
 }
 
@@ -388,8 +387,8 @@ Task<bool> Http1Connection::RespondStreamed(ForwardCall& call, const RelayTimeou
   if (!relayed.header_sent && relayed.failure == RelayFailure::kRead) {
     // The body that came with the header was bad: the client has seen
     // nothing yet, and hears why.
-    work_->answer = Refuse(
-        UpstreamFailed(call.upstream_metric, ConnectFailure::kNone, relayed.ec, worker_.metrics()));
+    work_->answer =
+        Refuse(UpstreamFailed(ex, ConnectFailure::kNone, relayed.ec, worker_.metrics()));
     co_await Reply(ex);
     co_return false;
   }

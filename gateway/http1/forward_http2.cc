@@ -42,7 +42,7 @@ Task<void> Http1Connection::ForwardHttp2(Http2UpstreamPool& pool, HeadParser& he
   if (!open.stream || ec) {
     // An unread request body would be taken for the next request.
     if (streamed && !open.stream) CloseWithBodyUnread(ex);
-    work_->answer = Refuse(UpstreamFailed(ex.upstream_metric, open.failure, ec, worker_.metrics()));
+    work_->answer = Refuse(UpstreamFailed(ex, open.failure, ec, worker_.metrics()));
     co_await Reply(ex);
     co_return;
   }

@@ -18,6 +18,7 @@
 
 #include "admin.h"
 #include "files.h"
+#include "net.h"
 #include "prometheus.h"
 #include "redis_server.h"
 #include "test_support.h"
@@ -356,6 +357,28 @@ TEST_P(TokenBudget, ARequestRefusedBeforeTheUpstreamGivesItsReservationBack) {
   }
   EXPECT_EQ(IntSample(metrics, series + "reserved\"}"), 2 * reserved + next_reserved);
   EXPECT_EQ(IntSample(metrics, series + "refunded\"}"), refunded);
+}
+
+// An upstream that cannot be reached never saw the request: its
+// reservation goes back (settled to 0), from an HTTP/1.1 and an HTTP/2
+// client alike.
+TEST_P(TokenBudget, AnUnreachableUpstreamGivesItsReservationBack) {
+  TestGateway gateway(Config(Rule(kOpenAi, 100'000)), UnusedPort());
+  Client client(gateway.port());
+  client.Send(Post("/v1/chat/completions", "a", ChatBody()));
+  EXPECT_EQ(client.Read().result_int(), 502);
+  TempDir dir;
+  const std::string h2 = Shell(CurlChat(dir, ChatBody(), gateway.port(), "1,1"));
+  EXPECT_NE(h2.find(" 502"), std::string::npos) << h2;
+  const std::string key = "/api/v1/keys?rule=team-tokens&header:X-Team=a";
+  json::value view;
+  for (int i = 0; i < 400; ++i) {  // a settle comes with the store's answer
+    view = json::parse(AdminRequest(gateway.admin_port(), "GET", key).body());
+    if (view.at("windows").at(0).at("remaining") == 100'000) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  EXPECT_EQ(view.at("windows").at(0).at("remaining"), 100'000) << view;
+  EXPECT_EQ(view.at("reserved_in_flight"), 0) << view;
 }
 
 // The first event reaches the client while the upstream still holds the

@@ -181,14 +181,15 @@ class FakeDown final : private ClientWatch {
         ex_.status = 200;
         co_return;
       case Upstream::kRefuses:
-        answer_ = Refuse(UpstreamFailed(-1, ConnectFailure::kRefused, {}, nullptr));
+        answer_ = Refuse(UpstreamFailed(ex_, ConnectFailure::kRefused, {}, nullptr));
         break;
       case Upstream::kTimesOut:
-        answer_ = Refuse(UpstreamFailed(-1, ConnectFailure::kNone, beast::error::timeout, nullptr));
+        answer_ =
+            Refuse(UpstreamFailed(ex_, ConnectFailure::kNone, beast::error::timeout, nullptr));
         break;
       case Upstream::kResets:
         answer_ = Refuse(
-            UpstreamFailed(-1, ConnectFailure::kNone, asio::error::connection_reset, nullptr));
+            UpstreamFailed(ex_, ConnectFailure::kNone, asio::error::connection_reset, nullptr));
         break;
     }
     StartReply();
