@@ -174,7 +174,10 @@ Admit Admission::Started(const LimitContext& context, Exchange& ex, Answer& answ
 }
 
 void Admission::RefundUnforwarded(const GatewayState& state, Exchange& ex) {
-  RefundReservations(state, services_, ex);
+  // Watched (ObserveResponse: the upstream was asked, and never reached):
+  // Arm counted the reservations already.
+  RefundReservations(state, services_, ex,
+                     ex.body_observer != nullptr ? Reserved::kCounted : Reserved::kCount);
 }
 
 void Admission::DisarmSettlement() {

@@ -106,8 +106,7 @@ Task<Admission::Place> Admission::AcquirePlaces(const GatewayState& state,
         const Executor executor = co_await asio::this_coro::executor;
         waiter = std::make_shared<RoomWaiter>(executor);
         waiter->Classify(ClassOf(&hit));
-        std::size_t ahead = 0;
-        const WaitingRoom::Entered entered = room->Enter(hit.key, BoundsOf(rule), *waiter, ahead);
+        const WaitingRoom::Entered entered = room->Enter(hit.key, BoundsOf(rule), *waiter);
         if (entered != WaitingRoom::Entered::kRefused) {
           leaving.emplace(*room, waiter);
           gauge.emplace(services_.metrics, &ThreadMetrics::AddDelayed);
@@ -131,6 +130,7 @@ Task<Admission::Place> Admission::AcquirePlaces(const GatewayState& state,
       // The turn, and a place was given back since the last try: try now.
       if (status == WaitingRoom::Status::kTurn && room->TakeWake(*waiter)) {
         try_now = true;
+        polls = 0;
         continue;
       }
       std::int64_t sleep = deadline - now;
@@ -147,7 +147,7 @@ Task<Admission::Place> Admission::AcquirePlaces(const GatewayState& state,
       }
       // Woken: its turn came, a place was given back, or a poll is due.
       try_now = room->StatusOf(*waiter) == WaitingRoom::Status::kTurn;
-      if (try_now) room->TakeWake(*waiter);
+      if (try_now && room->TakeWake(*waiter)) polls = 0;
     }
   }
   co_return Place::kAdmitted;
@@ -163,14 +163,24 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     deadline = std::min(deadline, start + d.rule->max_delay_ms);
   }
   // The request waits in the line of its first delaying rule: the turns
-  // are taken there, fairly between flows.
+  // are taken there, fairly between flows. The others' lines bound it too
+  // (their max_waiting), without a place in them.
   const DelayedHit& first = outcome.delayed.front();
+  for (const DelayedHit& d : outcome.delayed) {
+    if (&d != &first &&
+        state.waiting_room->waiting(d.hit->key) >= static_cast<std::size_t>(d.rule->max_waiting)) {
+      ex.error = "waiting_room_full";
+      outcome.shown = d.rule;
+      outcome.shown_decision = d.decision;
+      co_return Turn::kRejected;
+    }
+  }
   const Executor executor = co_await asio::this_coro::executor;
   std::shared_ptr<RoomWaiter> waiter = std::make_shared<RoomWaiter>(executor);
   waiter->Classify(ClassOf(first.hit));
   std::size_t ahead = 0;
   const WaitingRoom::Entered entered =
-      state.waiting_room->Enter(first.hit->key, BoundsOf(*first.rule), *waiter, ahead);
+      state.waiting_room->Enter(first.hit->key, BoundsOf(*first.rule), *waiter, &ahead);
   if (entered == WaitingRoom::Entered::kRefused) {
     ex.error = "waiting_room_full";
     outcome.shown = first.rule;
@@ -196,7 +206,8 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     const std::size_t shared_line =
         queued.status == store::StoreStatus::kOk
             ? static_cast<std::size_t>(std::max<std::int64_t>(0, queued.value))
-            : 0;
+        : i == 0 ? in_line - 1
+                 : state.waiting_room->waiting(d.hit->key);
     const std::size_t before =
         i == 0 ? ahead + (shared_line + 1 > in_line ? shared_line + 1 - in_line : 0) : shared_line;
     wait = std::max(wait, DelayFor(*d.rule, d.decision, before, start));
@@ -207,15 +218,9 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     co_return Turn::kRejected;
   }
   if (entered == WaitingRoom::Entered::kQueued) {
-    // Until the request before it is let through (or gives up).
+    // Until the request before it is let through (or gives up). The state
+    // first: the turn may have come during the store calls above.
     for (;;) {
-      RingIn(waiter->timer, deadline - clock.NowMs());
-      const ClientWatch::Held held = co_await client.Hold(waiter->timer);
-      if (held == ClientWatch::Held::kClientGone) {
-        ex.close = true;
-        ex.error = "client_gone";
-        co_return Turn::kClientGone;
-      }
       const WaitingRoom::Status status = state.waiting_room->StatusOf(*waiter);
       if (status == WaitingRoom::Status::kTurn) break;
       if (status == WaitingRoom::Status::kShed || clock.NowMs() >= deadline) {
@@ -223,6 +228,13 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
         outcome.shown = first.rule;
         outcome.shown_decision = first.decision;
         co_return Turn::kRejected;
+      }
+      RingIn(waiter->timer, deadline - clock.NowMs());
+      const ClientWatch::Held held = co_await client.Hold(waiter->timer);
+      if (held == ClientWatch::Held::kClientGone) {
+        ex.close = true;
+        ex.error = "client_gone";
+        co_return Turn::kClientGone;
       }
     }
     wait = 0;  // the one before was just let through: ask now

@@ -64,11 +64,12 @@ void SettleReservation(const GatewayState& state, const CoreServices& services,
 
 }  // namespace
 
-void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex) {
+void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex,
+                        Reserved reserved) {
   if (ex.limits.reserved.empty()) return;
   const LimitContext context = MakeLimitContext(state, *services.store, services.metrics);
   for (const Reservation& r : ex.limits.reserved) {
-    RecordReserved(state, services, r);
+    if (reserved == Reserved::kCount) RecordReserved(state, services, r);
     SettleReservation(state, services, context, ex, r, 0);
   }
   ex.cost_reserved = ex.limits.reserved.front().cost;

@@ -87,11 +87,17 @@ class Settlement final : public ResponseBodyObserver {
   std::uint64_t response_bytes_ = 0;
 };
 
+// Whether a request's reservations were counted as reserved already: the
+// response was watched for them (Settlement::Arm counts them).
+enum class Reserved { kCount, kCounted };
+
 // The request of `ex`, admitted, never reached the upstream (tollgate
-// refused it on the way, or its body failed): each of its reservations
-// settles to 0, as a response that said it cost nothing would. Nothing when
-// it reserved nothing.
-void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex);
+// refused it on the way, its body failed, or no connection to the upstream
+// could be made): each of its reservations settles to 0, as a response
+// that said it cost nothing would, counted as reserved first unless
+// `reserved` says they were. Nothing when it reserved nothing.
+void RefundReservations(const GatewayState& state, const CoreServices& services, Exchange& ex,
+                        Reserved reserved = Reserved::kCount);
 
 // The settlements of one worker thread that no exchange uses, with their
 // scanners ready, so that a connection's first exchange that settles does

@@ -6,10 +6,10 @@
 namespace tollgate::gateway {
 
 WaitingRoom::Entered WaitingRoom::Enter(std::string_view key, const Bounds& bounds, Waiter& waiter,
-                                        std::size_t& ahead) {
-  ahead = 0;
+                                        std::size_t* ahead) {
+  if (ahead != nullptr) *ahead = 0;
   std::lock_guard lock(mutex_);
-  auto it = lines_.find(std::string(key));
+  auto it = lines_.find(key);
   if (it == lines_.end()) {
     if (total_ >= max_total_ || bounds.max_per_key == 0) return Entered::kRefused;
     it = lines_.try_emplace(std::string(key), FairQueueParams{}).first;
@@ -40,7 +40,10 @@ WaitingRoom::Entered WaitingRoom::Enter(std::string_view key, const Bounds& boun
   } else {
     ++total_;
   }
-  ahead = line.queue.Ahead(waiter, bounds.max_per_key) + 1;  // the head too
+  if (ahead != nullptr) {
+    const std::size_t counted = line.queue.Ahead(waiter, kAheadCounted);
+    *ahead = (counted < kAheadCounted ? counted : line.queue.size() - 1) + 1;  // the head too
+  }
   return Entered::kQueued;
 }
 
@@ -90,7 +93,7 @@ void WaitingRoom::PassTurn(Lines::iterator it) {
 
 void WaitingRoom::Wake(std::string_view key) {
   std::lock_guard lock(mutex_);
-  const auto it = lines_.find(std::string(key));
+  const auto it = lines_.find(key);
   if (it == lines_.end() || it->second.head == nullptr) return;
   Waiter& head = *it->second.head;
   head.woken_ = true;
@@ -109,7 +112,7 @@ std::size_t WaitingRoom::waiting() const {
 
 std::size_t WaitingRoom::waiting(std::string_view key) const {
   std::lock_guard lock(mutex_);
-  const auto it = lines_.find(std::string(key));
+  const auto it = lines_.find(key);
   if (it == lines_.end()) return 0;
   return it->second.queue.size() + (it->second.head != nullptr ? 1 : 0);
 }

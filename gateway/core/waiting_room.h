@@ -5,17 +5,21 @@
 // fifty waiting gets one turn for each turn of a flow that keeps one;
 // weights and priorities as FairQueue says), and only the request whose
 // turn it is tries the store. The others sleep until the turn is passed to
-// them: nobody polls, and a newcomer cannot go ahead of those that wait.
+// them: nobody polls. A newcomer asks the store only when nobody waits in
+// its line (max_inflight); a delay rule's newcomer is decided with the
+// other rules before it could wait, so it may take a unit that came back
+// while the head was waking up to ask for it (one store round trip).
 //
 // The request whose turn it is (the line's head) keeps it until it got
 // what it waited for, or gave up (its deadline passed, its client left);
 // Done passes the turn on. While it waits for a place, Wake (a place of the
 // key was given back in this process) tells it to try again.
 //
-// Bounds: at most `max_per_key` requests per line, `max_per_flow` per flow
-// in a line, and `max_total` in the room; when the room is full a newcomer
-// may push out a waiter of a lower priority (FairQueue::Push). Memory
-// follows the waiters: a line exists only while it has some.
+// Bounds: at most `max_per_key` requests per line, `max_per_flow` queued
+// per flow in a line, and `max_total` in the room; when its line or the
+// room is full a newcomer may push out a waiter of a lower priority of its
+// own line (FairQueue::Push). Memory follows the waiters: a line exists
+// only while it has some.
 //
 // Waiters are owned by the waiting requests and linked in place. A
 // waiter hears of its turn (or of being pushed out) through Notify(),
@@ -27,6 +31,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -65,11 +70,14 @@ class WaitingRoom {
   WaitingRoom(const WaitingRoom&) = delete;
   WaitingRoom& operator=(const WaitingRoom&) = delete;
 
-  // Puts `waiter` (its flow, weight and priority set) in `key`'s line.
-  // `ahead`, for kQueued: the waiters that go before it as the line is now
-  // (counted up to the line's bound). A lower-priority waiter pushed out to
-  // make room is notified.
-  Entered Enter(std::string_view key, const Bounds& bounds, Waiter& waiter, std::size_t& ahead);
+  // Puts `waiter` (its flow, weight and priority set) in `key`'s line. A
+  // lower-priority waiter of the line pushed out to make room is notified.
+  // `ahead` (when given), for kQueued: the waiters that go before it as the
+  // line is now; beyond kAheadCounted of them, the whole line (a bound on
+  // the work done under the lock).
+  static constexpr std::size_t kAheadCounted = 1024;
+  Entered Enter(std::string_view key, const Bounds& bounds, Waiter& waiter,
+                std::size_t* ahead = nullptr);
 
   enum class Status { kWaiting, kTurn, kShed, kOut };
   Status StatusOf(const Waiter& waiter) const;
@@ -93,7 +101,12 @@ class WaitingRoom {
     FairQueue queue;
     Waiter* head = nullptr;
   };
-  using Lines = std::unordered_map<std::string, Line>;
+  // Looked up by string_view: no string is built to find a line.
+  struct Hash {
+    using is_transparent = void;
+    std::size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+  using Lines = std::unordered_map<std::string, Line, Hash, std::equal_to<>>;
   // The next in line gets the turn; the line is forgotten when empty.
   void PassTurn(Lines::iterator it);
 

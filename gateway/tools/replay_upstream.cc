@@ -94,6 +94,7 @@ class Simulation {
     std::int64_t service_ms;
     std::int64_t inflight;  // at its start, itself included
     std::uint32_t flow_index;
+    bool late;  // cut at timeout_ms: failed, a drop
     bool operator>(const Completion& o) const { return at_ms > o.at_ms; }
   };
 
@@ -127,17 +128,15 @@ class Simulation {
       completions_.pop();
       --inflight_;
       last_answer_ms_ = c.at_ms;
-      const std::int64_t latency = c.at_ms - c.arrived_ms;
-      const bool late = latency > options_.timeout_ms;
-      if (late) {
+      if (c.late) {
         ++failed_;
       } else {
         ++served_;
-        latencies_[c.flow_index].push_back(latency);
+        latencies_[c.flow_index].push_back(c.at_ms - c.arrived_ms);
       }
       if (adaptive_) {
         adaptive_->Record(c.service_ms * 1000, c.inflight,
-                          late ? SampleOutcome::kDropped : SampleOutcome::kAnswered, c.at_ms);
+                          c.late ? SampleOutcome::kDropped : SampleOutcome::kAnswered, c.at_ms);
       }
       Dispatch(c.at_ms);
     }
@@ -176,7 +175,11 @@ class Simulation {
     const std::int64_t k = ++inflight_;
     const UpstreamModel& m = options_.upstream;
     const std::int64_t service = m.service_ms * std::max(k, m.capacity) / m.capacity;
-    completions_.push({now + service, arrived, service, k, flow});
+    // An upstream slower than the timeout is cut there, as the gateway
+    // cuts it (504), and its place freed.
+    const bool late = service > options_.timeout_ms;
+    completions_.push(
+        {now + (late ? options_.timeout_ms : service), arrived, service, k, flow, late});
   }
 
   static constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
@@ -237,7 +240,6 @@ int RunUpstreamReplay(const UpstreamReplayOptions& options, std::istream& in, st
   std::vector<std::int64_t> times;
   std::vector<std::uint32_t> flows;
   std::unordered_map<std::string, std::uint32_t> flow_of;
-  std::vector<std::string> names;
   TraceLine row;
   std::string error;
   for (;;) {
@@ -247,9 +249,8 @@ int RunUpstreamReplay(const UpstreamReplayOptions& options, std::istream& in, st
       fmt::print(err, "{}:{}: {}\n", options.input_name, reader.line(), error);
       return 1;
     }
-    auto [it, added] =
-        flow_of.try_emplace(std::string(row.key), static_cast<std::uint32_t>(names.size()));
-    if (added) names.emplace_back(row.key);
+    const auto it =
+        flow_of.try_emplace(std::string(row.key), static_cast<std::uint32_t>(flow_of.size())).first;
     times.push_back(row.t_ms);
     flows.push_back(it->second);
   }
@@ -262,7 +263,7 @@ int RunUpstreamReplay(const UpstreamReplayOptions& options, std::istream& in, st
   }
   out.flush();
   fmt::print(err, "{} requests of {} flows; upstream: {} at once, {} ms each\n", times.size(),
-             names.size(), options.upstream.capacity, options.upstream.service_ms);
+             flow_of.size(), options.upstream.capacity, options.upstream.service_ms);
   return 0;
 }
 

@@ -4,16 +4,17 @@
 // none, a fixed one, the adaptive one — and the waiting order — first
 // come, first served, or fair between flows — would have done to it.
 //
-// The model: `capacity` requests are served at once in `service_ms` each;
-// beyond that every request in flight slows down in proportion (a request
-// that starts with k in flight takes service_ms × max(k, capacity) ÷
-// capacity: the echo upstream's /_test/knee/ is the same model). The
+// The model: `capacity` requests are served at once in `service_ms` each,
+// and beyond that more slowly in proportion: a request that starts with k
+// in flight takes service_ms × max(k, capacity) ÷ capacity (the echo
+// upstream's /_test/knee/ is the same model). The
 // gateway side is the real code: FairQueue (gateway/core/fair_queue.h)
 // orders the waiters, AdaptiveLimit (gateway/core/adaptive_limit.h)
 // finds the limit from the latencies, both on the trace's clock. A request
-// that waits longer than `max_delay_ms` is refused; one whose answer takes
-// longer than `timeout_ms` from its arrival failed (a drop for the
-// adaptive limit). Single-threaded; no I/O but the streams it is given.
+// that waits longer than `max_delay_ms` is refused; one the upstream takes
+// longer than `timeout_ms` to answer is cut there and failed (a drop for
+// the adaptive limit, as the gateway's 504). Single-threaded; no I/O but
+// the streams it is given.
 #pragma once
 
 #include <cstdint>
@@ -48,7 +49,7 @@ struct PolicyResult {
   std::string order;  // "first come", "fair" ("-" with no limit)
   std::int64_t served = 0;
   std::int64_t refused = 0;  // waited past max_delay, or the room was full
-  std::int64_t failed = 0;   // answered after timeout_ms
+  std::int64_t failed = 0;   // cut at timeout_ms
   double goodput = 0;        // served per second, from the first arrival to the last answer
   std::int64_t p50_ms = 0;
   std::int64_t p99_ms = 0;

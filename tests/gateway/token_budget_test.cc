@@ -379,6 +379,12 @@ TEST_P(TokenBudget, AnUnreachableUpstreamGivesItsReservationBack) {
   }
   EXPECT_EQ(view.at("windows").at(0).at("remaining"), 100'000) << view;
   EXPECT_EQ(view.at("reserved_in_flight"), 0) << view;
+  // Counted once as reserved, and all of it as refunded.
+  const std::string metrics = AdminRequest(gateway.admin_port(), "GET", "/metrics").body();
+  const std::string series = R"(tollgate_ratelimit_cost_total{rule="team-tokens",phase=")";
+  const std::int64_t reserved = 2 * (static_cast<std::int64_t>(ChatBody().size()) + 50);
+  EXPECT_EQ(IntSample(metrics, series + "reserved\"}"), reserved) << metrics;
+  EXPECT_EQ(IntSample(metrics, series + "refunded\"}"), reserved) << metrics;
 }
 
 // The first event reaches the client while the upstream still holds the

@@ -26,8 +26,7 @@ struct RecordingWaiter final : WaitingRoom::Waiter {
 WaitingRoom::Entered Enter(WaitingRoom& room, RecordingWaiter& w, std::uint64_t flow,
                            const WaitingRoom::Bounds& bounds = kBounds, const char* key = "k") {
   w.flow = flow;
-  std::size_t ahead = 0;
-  return room.Enter(key, bounds, w, ahead);
+  return room.Enter(key, bounds, w);
 }
 
 TEST(WaitingRoomTest, TheTurnPassesInTheFairOrder) {
@@ -42,7 +41,7 @@ TEST(WaitingRoomTest, TheTurnPassesInTheFairOrder) {
   EXPECT_EQ(Enter(room, w[3], 1), WaitingRoom::Entered::kQueued);
   std::size_t ahead = 0;
   w[4].flow = 2;
-  EXPECT_EQ(room.Enter("k", kBounds, w[4], ahead), WaitingRoom::Entered::kQueued);
+  EXPECT_EQ(room.Enter("k", kBounds, w[4], &ahead), WaitingRoom::Entered::kQueued);
   EXPECT_EQ(ahead, 2u);  // the head, and flow 1's first waiter
   EXPECT_TRUE(told.empty());
   EXPECT_EQ(room.StatusOf(w[1]), WaitingRoom::Status::kWaiting);
@@ -158,8 +157,7 @@ TEST(WaitingRoomTest, OneTurnAtATimeAcrossThreads) {
       for (int i = 0; i < 500; ++i) {
         Waiter w;
         w.flow = static_cast<std::uint64_t>(t);
-        std::size_t ahead = 0;
-        if (room.Enter("k", kBounds, w, ahead) == WaitingRoom::Entered::kQueued) {
+        if (room.Enter("k", kBounds, w) == WaitingRoom::Entered::kQueued) {
           while (room.StatusOf(w) != WaitingRoom::Status::kTurn) std::this_thread::yield();
         }
         const int now = ++holding;
