@@ -11,7 +11,13 @@
 //   (what an event-driven server in C, such as nginx, amounts to on Asio).
 // --mode coroutine: one C++20 coroutine per connection (co_spawn), as
 //   tollgate's connections are, waiting in the same way.
-// Usage: idle_floor --listen 127.0.0.1:PORT [--mode callback|coroutine]
+// --mode h2: cleartext HTTP/2 (prior knowledge) as --mode callback, plus
+//   one nghttp2 server session per connection with tollgate's options and
+//   settings (its HPACK tables, settings and windows are what an idle
+//   HTTP/2 connection must keep); requests are answered 200 without a
+//   body. The floor for h2c on nghttp2.
+// Usage: idle_floor --listen 127.0.0.1:PORT [--mode callback|coroutine|h2]
+#include <nghttp2/nghttp2.h>
 #include <sys/socket.h>
 
 #include <array>
@@ -81,6 +87,102 @@ class Connection {
   Timer idle_;
 };
 
+// --mode h2.
+class Http2Connection {
+ public:
+  explicit Http2Connection(Socket socket)
+      : socket_(std::move(socket)), idle_(socket_.get_executor()) {}
+  ~Http2Connection() { nghttp2_session_del(session_); }
+  static void Start(std::unique_ptr<Http2Connection> self) {
+    Http2Connection* c = self.release();
+    if (!c->Open()) {
+      delete c;
+      return;
+    }
+    c->Wait();
+  }
+
+ private:
+  // A session as tollgate's server side makes it (gateway/http2/connection.cc).
+  bool Open() {
+    nghttp2_session_callbacks* callbacks = nullptr;
+    nghttp2_session_callbacks_new(&callbacks);
+    nghttp2_session_callbacks_set_send_callback(callbacks, &Http2Connection::OnSend);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &Http2Connection::OnFrame);
+    nghttp2_option* option = nullptr;
+    nghttp2_option_new(&option);
+    nghttp2_option_set_no_closed_streams(option, 1);
+    nghttp2_option_set_max_deflate_dynamic_table_size(option, 1024);
+    const int rv = nghttp2_session_server_new2(&session_, callbacks, this, option);
+    nghttp2_option_del(option);
+    nghttp2_session_callbacks_del(callbacks);
+    if (rv != 0) return false;
+    const nghttp2_settings_entry settings[] = {
+        {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, 128},
+        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, 256 * 1024},
+        {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, 16 * 1024},
+        {NGHTTP2_SETTINGS_NO_RFC7540_PRIORITIES, 1},
+    };
+    nghttp2_submit_settings(session_, NGHTTP2_FLAG_NONE, settings, std::size(settings));
+    return nghttp2_session_send(session_) == 0;
+  }
+
+  static ssize_t OnSend(nghttp2_session*, const std::uint8_t* data, std::size_t length, int,
+                        void* self) {
+    const ssize_t n = ::send(static_cast<Http2Connection*>(self)->socket_.native_handle(), data,
+                             length, MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n < 0) return errno == EAGAIN ? NGHTTP2_ERR_WOULDBLOCK : NGHTTP2_ERR_CALLBACK_FAILURE;
+    return n;
+  }
+
+  static int OnFrame(nghttp2_session* session, const nghttp2_frame* frame, void*) {
+    if (frame->hd.type == NGHTTP2_HEADERS && frame->headers.cat == NGHTTP2_HCAT_REQUEST &&
+        (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0) {
+      static const char kStatus[] = ":status";
+      static const char kOk[] = "200";
+      nghttp2_nv status{reinterpret_cast<std::uint8_t*>(const_cast<char*>(kStatus)),
+                        reinterpret_cast<std::uint8_t*>(const_cast<char*>(kOk)), sizeof kStatus - 1,
+                        sizeof kOk - 1, NGHTTP2_NV_FLAG_NONE};
+      nghttp2_submit_response(session, frame->hd.stream_id, &status, 1, nullptr);
+    }
+    return 0;
+  }
+
+  // Reads what arrived into the thread's buffer and answers it; false when
+  // the connection is done.
+  bool Serve() {
+    for (;;) {
+      const ssize_t n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (n == 0) return false;
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buffer.data()),
+                                   static_cast<std::size_t>(n)) < 0 ||
+          nghttp2_session_send(session_) != 0) {
+        return false;
+      }
+    }
+  }
+
+  void Wait() {
+    idle_.expires_after(kIdle);
+    idle_.async_wait([this](const ErrorCode& ec) {
+      if (!ec) socket_.cancel();
+    });
+    socket_.async_wait(tcp::socket::wait_read, [this](const ErrorCode& ec) {
+      if (ec || !Serve()) {
+        delete this;
+        return;
+      }
+      idle_.cancel();
+      Wait();
+    });
+  }
+
+  Socket socket_;
+  Timer idle_;
+  nghttp2_session* session_ = nullptr;
+};
+
 // --mode coroutine.
 Task<void> Run(Socket socket) {
   Timer idle(socket.get_executor());
@@ -95,14 +197,22 @@ Task<void> Run(Socket socket) {
   }
 }
 
-Task<void> Accept(Acceptor& acceptor, bool coroutine) {
+enum class Mode { kCallback, kCoroutine, kHttp2 };
+
+Task<void> Accept(Acceptor& acceptor, Mode mode) {
   for (;;) {
     auto [ec, socket] = co_await acceptor.async_accept(kUseTuple);
     if (ec) continue;
-    if (coroutine) {
-      asio::co_spawn(acceptor.get_executor(), Run(std::move(socket)), asio::detached);
-    } else {
-      Connection::Start(std::make_unique<Connection>(std::move(socket)));
+    switch (mode) {
+      case Mode::kCoroutine:
+        asio::co_spawn(acceptor.get_executor(), Run(std::move(socket)), asio::detached);
+        break;
+      case Mode::kCallback:
+        Connection::Start(std::make_unique<Connection>(std::move(socket)));
+        break;
+      case Mode::kHttp2:
+        Http2Connection::Start(std::make_unique<Http2Connection>(std::move(socket)));
+        break;
     }
   }
 }
@@ -113,15 +223,20 @@ Task<void> Accept(Acceptor& acceptor, bool coroutine) {
 int main(int argc, char** argv) {
   using namespace tollgate::bench;
   std::string listen;
-  bool coroutine = false;
+  Mode mode = Mode::kCallback;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string_view flag = argv[i];
-    if (flag == "--listen") listen = argv[i + 1];
-    if (flag == "--mode") coroutine = std::string_view(argv[i + 1]) == "coroutine";
+    const std::string_view value = argv[i + 1];
+    if (flag == "--listen") listen = value;
+    if (flag == "--mode") {
+      mode = value == "coroutine" ? Mode::kCoroutine
+             : value == "h2"      ? Mode::kHttp2
+                                  : Mode::kCallback;
+    }
   }
   const auto colon = listen.rfind(':');
   if (colon == std::string::npos) {
-    std::fprintf(stderr, "usage: idle_floor --listen HOST:PORT [--mode callback|coroutine]\n");
+    std::fprintf(stderr, "usage: idle_floor --listen HOST:PORT [--mode callback|coroutine|h2]\n");
     return 2;
   }
   asio::io_context io(1);
@@ -129,6 +244,6 @@ int main(int argc, char** argv) {
                     tcp::endpoint(asio::ip::make_address(listen.substr(0, colon)),
                                   static_cast<unsigned short>(std::stoi(listen.substr(colon + 1)))));
   acceptor.listen(4096);
-  asio::co_spawn(io, Accept(acceptor, coroutine), asio::detached);
+  asio::co_spawn(io, Accept(acceptor, mode), asio::detached);
   io.run();
 }

@@ -16,7 +16,8 @@
 # For http1 also the floor: bench/idle_floor.cc, a server on Asio's reactor
 # holding only a socket, an idle timer and a wait per connection, with
 # completion handlers (asio-callback) or one coroutine per connection as
-# tollgate has (asio-coroutine).
+# tollgate has (asio-coroutine); for h2c the same with an nghttp2 session
+# per connection (asio-h2): the floor on nghttp2.
 # Usage: bench/idle_memory.sh [rounds]
 #   (env: IDLE_KINDS="http1 https h2c h2 ws"; IDLE_N_HTTP1=8000,
 #    IDLE_N_HTTPS=4000, IDLE_N_H2C=4000, IDLE_N_H2=4000, IDLE_N_WS=4000:
@@ -50,6 +51,7 @@ proxies_of() {  # kind
   case $1 in
     http1) echo "tollgate nginx haproxy asio-callback asio-coroutine" ;;
     https) echo "tollgate nginx haproxy" ;;
+    h2c) echo "tollgate nginx asio-h2" ;;
     *) echo "tollgate nginx" ;;
   esac
 }
@@ -112,7 +114,7 @@ start_proxy() {  # proxy kind upstream
       start_haproxy "$proxy_port" "$upstream" "$tls"
       proxy_pid=${PIDS[-1]}
       ;;
-    asio-callback | asio-coroutine)
+    asio-callback | asio-coroutine | asio-h2)
       # Not a proxy: the floor (bench/idle_floor.cc), a server that answers
       # by itself holding as little per connection as Asio allows.
       "$BUILD_DIR/bench/idle_floor" --listen "127.0.0.1:$proxy_port" --mode "${proxy#asio-}" &
