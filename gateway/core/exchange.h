@@ -11,6 +11,7 @@
 #include <string>
 #include <string_view>
 
+#include "gateway/core/fair_places.h"
 #include "gateway/core/limits.h"
 #include "store/inflight.h"
 
@@ -76,7 +77,7 @@ struct Exchange : ExchangeFacts {
   // What admit decided, and the places it holds (max_inflight rules, the
   // upstream's max_connections) until Release().
   LimitOutcome limits;
-  std::optional<store::InflightGuard> upstream_place;
+  std::optional<FairPlaces::Place> upstream_place;
 
   // A fresh exchange whose strings keep their storage (assigning a new
   // Exchange would move eight strings per request).

@@ -2,30 +2,31 @@
 
 namespace tollgate::gateway {
 
-struct FairPlaces::Keeper final : store::PlaceKeeper {
-  explicit Keeper(FairPlaces& p) : places(p) {}
-  void GiveBack(const std::string& key, const std::string&) override { places.GiveBack(key); }
-  FairPlaces& places;
-};
+FairPlaces::Keys::iterator FairPlaces::Entry(std::string_view key, const FairQueueParams& params) {
+  auto it = keys_.find(key);
+  if (it == keys_.end()) {
+    it = keys_.try_emplace(std::string(key), params).first;
+    it->second.name = &it->first;
+  }
+  return it;
+}
 
-FairPlaces::FairPlaces() : keeper_(std::make_shared<Keeper>(*this)) {}
-
-std::optional<store::InflightGuard> FairPlaces::TryAcquire(std::string_view key, std::int64_t max,
-                                                           std::int64_t* held) {
+std::optional<FairPlaces::Place> FairPlaces::TryAcquire(std::string_view key, std::int64_t max,
+                                                        std::int64_t* held) {
   std::lock_guard lock(mutex_);
   auto it = keys_.find(key);
   if (it == keys_.end()) {
     if (max <= 0) return std::nullopt;
-    it = keys_.try_emplace(std::string(key), FairQueueParams{}).first;
+    it = Entry(key, FairQueueParams{});
   }
   Key& k = it->second;
   // Those who wait go first, on the limit as it is now.
   k.max = max;
-  if (k.queue.size() > 0) Dispatch(it->first, k);
+  if (k.queue.size() > 0) Dispatch(k);
   if (k.held >= max || k.queue.size() > 0) return std::nullopt;
   ++k.held;
   if (held != nullptr) *held = k.held;
-  return store::InflightGuard(keeper_, it->first);
+  return Place(this, &k);
 }
 
 FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Waiter& waiter,
@@ -33,7 +34,7 @@ FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Wa
   FairQueue::Waiter* pushed_out = nullptr;
   std::lock_guard lock(mutex_);
   waiter.key_ = std::string(key);
-  auto it = keys_.try_emplace(waiter.key_, params).first;
+  auto it = Entry(key, params);
   Key& k = it->second;
   k.queue.set_params(params);
   k.max = max;
@@ -43,7 +44,7 @@ FairQueue::Pushed FairPlaces::Enqueue(std::string_view key, std::int64_t max, Wa
     return pushed;
   }
   if (pushed_out != nullptr) static_cast<Waiter*>(pushed_out)->Notify();
-  Dispatch(waiter.key_, k);
+  Dispatch(k);
   return pushed;
 }
 
@@ -61,24 +62,23 @@ void FairPlaces::SetLimit(std::string_view key, std::int64_t max) {
   auto it = keys_.find(key);
   if (it == keys_.end()) return;
   it->second.max = max;
-  Dispatch(it->first, it->second);
+  Dispatch(it->second);
 }
 
-void FairPlaces::GiveBack(const std::string& name) {
+void FairPlaces::GiveBack(Key& k) {
   std::lock_guard lock(mutex_);
-  auto it = keys_.find(name);
-  if (it == keys_.end()) return;
-  --it->second.held;
-  Dispatch(name, it->second);
-  ForgetIfIdle(it);
+  --k.held;
+  if (k.queue.size() > 0) Dispatch(k);
+  // A key nobody holds or waits for goes (a held place keeps it).
+  if (k.held <= 0 && k.queue.size() == 0) keys_.erase(keys_.find(*k.name));
 }
 
-void FairPlaces::Dispatch(const std::string& name, Key& k) {
+void FairPlaces::Dispatch(Key& k) {
   while (k.held < k.max) {
     auto* next = static_cast<Waiter*>(k.queue.Pop());
     if (next == nullptr) return;
     ++k.held;
-    next->place.emplace(keeper_, name);
+    next->place = Place(this, &k);
     next->Notify();
   }
 }

@@ -119,7 +119,7 @@ TEST(FairPlacesTest, ThreadsNeverHoldMoreThanTheLimit) {
       cv.notify_one();
     }
   };
-  auto use = [&](std::optional<store::InflightGuard> place) {
+  auto use = [&](std::optional<FairPlaces::Place> place) {
     const int now = ++in_use;
     int seen = most.load();
     while (now > seen && !most.compare_exchange_weak(seen, now)) {
