@@ -58,57 +58,27 @@ bool Serve(Socket& socket) {
   }
 }
 
-// --mode callback.
-class Connection {
- public:
-  explicit Connection(Socket socket) : socket_(std::move(socket)), idle_(socket_.get_executor()) {}
-  static void Start(std::unique_ptr<Connection> self) {
-    Connection* c = self.release();
-    c->Wait();
-  }
-
- private:
-  void Wait() {
-    idle_.expires_after(kIdle);
-    idle_.async_wait([this](const ErrorCode& ec) {
-      if (!ec) socket_.cancel();
-    });
-    socket_.async_wait(tcp::socket::wait_read, [this](const ErrorCode& ec) {
-      if (ec || !Serve(socket_)) {
-        delete this;
-        return;
-      }
-      idle_.cancel();
-      Wait();
-    });
-  }
-
-  Socket socket_;
-  Timer idle_;
+// --mode callback's protocol: nothing kept per connection.
+struct Http1 {
+  bool Open(Socket&) { return true; }
+  bool Serve(Socket& socket) { return tollgate::bench::Serve(socket); }
 };
 
-// --mode h2.
-class Http2Connection {
+// --mode h2's: an nghttp2 server session as tollgate's server side makes
+// it (gateway/http2/connection.cc), with its options and settings.
+class Http2 {
  public:
-  explicit Http2Connection(Socket socket)
-      : socket_(std::move(socket)), idle_(socket_.get_executor()) {}
-  ~Http2Connection() { nghttp2_session_del(session_); }
-  static void Start(std::unique_ptr<Http2Connection> self) {
-    Http2Connection* c = self.release();
-    if (!c->Open()) {
-      delete c;
-      return;
-    }
-    c->Wait();
-  }
+  Http2() = default;
+  Http2(const Http2&) = delete;
+  Http2& operator=(const Http2&) = delete;
+  ~Http2() { nghttp2_session_del(session_); }
 
- private:
-  // A session as tollgate's server side makes it (gateway/http2/connection.cc).
-  bool Open() {
+  bool Open(Socket& socket) {
+    fd_ = socket.native_handle();
     nghttp2_session_callbacks* callbacks = nullptr;
     nghttp2_session_callbacks_new(&callbacks);
-    nghttp2_session_callbacks_set_send_callback(callbacks, &Http2Connection::OnSend);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &Http2Connection::OnFrame);
+    nghttp2_session_callbacks_set_send_callback(callbacks, &Http2::OnSend);
+    nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, &Http2::OnFrame);
     nghttp2_option* option = nullptr;
     nghttp2_option_new(&option);
     nghttp2_option_set_no_closed_streams(option, 1);
@@ -127,10 +97,26 @@ class Http2Connection {
     return nghttp2_session_send(session_) == 0;
   }
 
+  // Reads what arrived into the thread's buffer and answers it; false when
+  // the connection is done.
+  bool Serve(Socket&) {
+    for (;;) {
+      const ssize_t n = ::recv(fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
+      if (n == 0) return false;
+      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+      if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buffer.data()),
+                                   static_cast<std::size_t>(n)) < 0 ||
+          nghttp2_session_send(session_) != 0) {
+        return false;
+      }
+    }
+  }
+
+ private:
   static ssize_t OnSend(nghttp2_session*, const std::uint8_t* data, std::size_t length, int,
                         void* self) {
-    const ssize_t n = ::send(static_cast<Http2Connection*>(self)->socket_.native_handle(), data,
-                             length, MSG_DONTWAIT | MSG_NOSIGNAL);
+    const ssize_t n =
+        ::send(static_cast<Http2*>(self)->fd_, data, length, MSG_DONTWAIT | MSG_NOSIGNAL);
     if (n < 0) return errno == EAGAIN ? NGHTTP2_ERR_WOULDBLOCK : NGHTTP2_ERR_CALLBACK_FAILURE;
     return n;
   }
@@ -148,28 +134,34 @@ class Http2Connection {
     return 0;
   }
 
-  // Reads what arrived into the thread's buffer and answers it; false when
-  // the connection is done.
-  bool Serve() {
-    for (;;) {
-      const ssize_t n = ::recv(socket_.native_handle(), buffer.data(), buffer.size(), MSG_DONTWAIT);
-      if (n == 0) return false;
-      if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-      if (nghttp2_session_mem_recv(session_, reinterpret_cast<const std::uint8_t*>(buffer.data()),
-                                   static_cast<std::size_t>(n)) < 0 ||
-          nghttp2_session_send(session_) != 0) {
-        return false;
-      }
+  int fd_ = -1;
+  nghttp2_session* session_ = nullptr;
+};
+
+// --mode callback and --mode h2: the connection is an object with
+// completion handlers (what an event-driven server in C, such as nginx,
+// amounts to on Asio), serving `Protocol`.
+template <class Protocol>
+class Connection {
+ public:
+  explicit Connection(Socket socket) : socket_(std::move(socket)), idle_(socket_.get_executor()) {}
+  static void Start(std::unique_ptr<Connection> self) {
+    Connection* c = self.release();
+    if (!c->protocol_.Open(c->socket_)) {
+      delete c;
+      return;
     }
+    c->Wait();
   }
 
+ private:
   void Wait() {
     idle_.expires_after(kIdle);
     idle_.async_wait([this](const ErrorCode& ec) {
       if (!ec) socket_.cancel();
     });
     socket_.async_wait(tcp::socket::wait_read, [this](const ErrorCode& ec) {
-      if (ec || !Serve()) {
+      if (ec || !protocol_.Serve(socket_)) {
         delete this;
         return;
       }
@@ -180,7 +172,7 @@ class Http2Connection {
 
   Socket socket_;
   Timer idle_;
-  nghttp2_session* session_ = nullptr;
+  [[no_unique_address]] Protocol protocol_;
 };
 
 // --mode coroutine.
@@ -208,10 +200,10 @@ Task<void> Accept(Acceptor& acceptor, Mode mode) {
         asio::co_spawn(acceptor.get_executor(), Run(std::move(socket)), asio::detached);
         break;
       case Mode::kCallback:
-        Connection::Start(std::make_unique<Connection>(std::move(socket)));
+        Connection<Http1>::Start(std::make_unique<Connection<Http1>>(std::move(socket)));
         break;
       case Mode::kHttp2:
-        Http2Connection::Start(std::make_unique<Http2Connection>(std::move(socket)));
+        Connection<Http2>::Start(std::make_unique<Connection<Http2>>(std::move(socket)));
         break;
     }
   }

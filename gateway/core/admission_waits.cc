@@ -48,9 +48,22 @@ WaitingRoom::Bounds BoundsOf(const rules::RuleConfig& rule) {
           .max_per_flow = static_cast<std::size_t>(per_flow)};
 }
 
-// Sets `timer` to ring `ms` from now (a past time when ms <= 0).
-void RingIn(Timer& timer, std::int64_t ms) {
+// Waits `ms` (none when ms <= 0) on `timer`, which a turn's notice ends
+// early, watching the client. False when the client left: `ex` then says
+// so (it closes, error client_gone).
+Task<bool> HoldFor(ClientWatch& client, Timer& timer, std::int64_t ms, Exchange& ex) {
   timer.expires_after(Ms(std::max<std::int64_t>(0, ms)));
+  const ClientWatch::Held held = co_await client.Hold(timer);
+  if (held == ClientWatch::Held::kElapsed) co_return true;
+  ex.close = true;
+  ex.error = "client_gone";
+  co_return false;
+}
+
+// The rule whose numbers the refusal of a delayed request shows.
+void ShowRefusal(LimitOutcome& outcome, const DelayedHit& d) {
+  outcome.shown = d.rule;
+  outcome.shown_decision = d.decision;
 }
 
 }  // namespace
@@ -137,12 +150,10 @@ Task<Admission::Place> Admission::AcquirePlaces(const GatewayState& state,
       if (status == WaitingRoom::Status::kTurn && shared) {
         sleep = std::min<std::int64_t>(sleep, std::int64_t{1} << std::min(polls++, 5));
       }
-      RingIn(waiter->timer, sleep);
-      const ClientWatch::Held held = co_await client.Hold(waiter->timer);
-      if (held == ClientWatch::Held::kClientGone) {
+      // (GCC 12 miscompiles co_await inside a condition: a statement.)
+      const bool stayed = co_await HoldFor(client, waiter->timer, sleep, ex);
+      if (!stayed) {
         outcome.inflight.clear();
-        ex.close = true;
-        ex.error = "client_gone";
         co_return Place::kClientGone;
       }
       // Woken: its turn came, a place was given back, or a poll is due.
@@ -170,8 +181,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     if (&d != &first &&
         state.waiting_room->waiting(d.hit->key) >= static_cast<std::size_t>(d.rule->max_waiting)) {
       ex.error = "waiting_room_full";
-      outcome.shown = d.rule;
-      outcome.shown_decision = d.decision;
+      ShowRefusal(outcome, d);
       co_return Turn::kRejected;
     }
   }
@@ -183,8 +193,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
       state.waiting_room->Enter(first.hit->key, BoundsOf(*first.rule), *waiter, &ahead);
   if (entered == WaitingRoom::Entered::kRefused) {
     ex.error = "waiting_room_full";
-    outcome.shown = first.rule;
-    outcome.shown_decision = first.decision;
+    ShowRefusal(outcome, first);
     co_return Turn::kRejected;
   }
   const Leaving leaving{*state.waiting_room, waiter};
@@ -213,8 +222,7 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
     wait = std::max(wait, DelayFor(*d.rule, d.decision, before, start));
   }
   if (clock.NowMs() + wait > deadline) {
-    outcome.shown = first.rule;
-    outcome.shown_decision = first.decision;
+    ShowRefusal(outcome, first);
     co_return Turn::kRejected;
   }
   if (entered == WaitingRoom::Entered::kQueued) {
@@ -225,36 +233,24 @@ Task<Admission::Turn> Admission::WaitForTurn(const GatewayState& state, ClientWa
       if (status == WaitingRoom::Status::kTurn) break;
       if (status == WaitingRoom::Status::kShed || clock.NowMs() >= deadline) {
         if (status == WaitingRoom::Status::kShed) ex.error = "waiting_room_full";
-        outcome.shown = first.rule;
-        outcome.shown_decision = first.decision;
+        ShowRefusal(outcome, first);
         co_return Turn::kRejected;
       }
-      RingIn(waiter->timer, deadline - clock.NowMs());
-      const ClientWatch::Held held = co_await client.Hold(waiter->timer);
-      if (held == ClientWatch::Held::kClientGone) {
-        ex.close = true;
-        ex.error = "client_gone";
-        co_return Turn::kClientGone;
-      }
+      const bool stayed = co_await HoldFor(client, waiter->timer, deadline - clock.NowMs(), ex);
+      if (!stayed) co_return Turn::kClientGone;
     }
     wait = 0;  // the one before was just let through: ask now
   }
   for (;;) {
     if (clock.NowMs() + wait > deadline) {
-      outcome.shown = first.rule;
-      outcome.shown_decision = first.decision;
+      ShowRefusal(outcome, first);
       co_return Turn::kRejected;
     }
     if (wait > 0) {
       // Waiting also watches the client: one that leaves gives its turn
       // back at once.
-      RingIn(waiter->timer, wait);
-      const ClientWatch::Held held = co_await client.Hold(waiter->timer);
-      if (held == ClientWatch::Held::kClientGone) {
-        ex.close = true;
-        ex.error = "client_gone";
-        co_return Turn::kClientGone;
-      }
+      const bool stayed = co_await HoldFor(client, waiter->timer, wait, ex);
+      if (!stayed) co_return Turn::kClientGone;
     }
     bool allowed = true;
     wait = 0;

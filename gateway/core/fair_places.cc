@@ -70,7 +70,7 @@ void FairPlaces::GiveBack(Key& k) {
   --k.held;
   if (k.queue.size() > 0) Dispatch(k);
   // A key nobody holds or waits for goes (a held place keeps it).
-  if (k.held <= 0 && k.queue.size() == 0) keys_.erase(keys_.find(*k.name));
+  if (Idle(k)) keys_.erase(keys_.find(*k.name));
 }
 
 void FairPlaces::Dispatch(Key& k) {
@@ -84,7 +84,7 @@ void FairPlaces::Dispatch(Key& k) {
 }
 
 void FairPlaces::ForgetIfIdle(Keys::iterator it) {
-  if (it->second.held <= 0 && it->second.queue.size() == 0) keys_.erase(it);
+  if (Idle(it->second)) keys_.erase(it);
 }
 
 std::int64_t FairPlaces::held(std::string_view key) const {

@@ -126,6 +126,7 @@ class FairPlaces {
   // keys_'s entry for `key`, made if absent.
   Keys::iterator Entry(std::string_view key, const FairQueueParams& params);
   void ForgetIfIdle(Keys::iterator it);
+  static bool Idle(const Key& k) { return k.held <= 0 && k.queue.size() == 0; }
 
   mutable std::mutex mutex_;
   Keys keys_;

@@ -267,6 +267,36 @@ int RunUpstreamReplay(const UpstreamReplayOptions& options, std::istream& in, st
   return 0;
 }
 
+namespace {
+
+// The numeric flags of --upstream-model: how each is read, whether it is
+// the gateway's side (which --config/--upstream give instead), and what it
+// sets.
+enum class Reads : std::uint8_t { kCount, kDuration };
+enum class Side : std::uint8_t { kUpstream, kGateway };
+struct NumericFlag {
+  std::string_view name;
+  Reads reads;
+  Side side;
+  void (*set)(UpstreamReplayOptions&, std::int64_t);
+};
+constexpr NumericFlag kNumericFlags[] = {
+    {"--capacity", Reads::kCount, Side::kUpstream,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.upstream.capacity = n; }},
+    {"--service-time", Reads::kDuration, Side::kUpstream,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.upstream.service_ms = n; }},
+    {"--concurrency", Reads::kCount, Side::kGateway,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.concurrency = n; }},
+    {"--max-delay", Reads::kDuration, Side::kGateway,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.max_delay_ms = n; }},
+    {"--max-waiting", Reads::kCount, Side::kGateway,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.max_waiting = n; }},
+    {"--timeout", Reads::kDuration, Side::kGateway,
+     [](UpstreamReplayOptions& o, std::int64_t n) { o.timeout_ms = n; }},
+};
+
+}  // namespace
+
 std::optional<UpstreamReplayOptions> ParseUpstreamReplayFlags(const std::vector<std::string>& args,
                                                               std::string& problem) {
   UpstreamReplayOptions options;
@@ -298,27 +328,14 @@ std::optional<UpstreamReplayOptions> ParseUpstreamReplayFlags(const std::vector<
       return std::nullopt;
     }
     const std::string& v = args[++i];
-    std::optional<std::int64_t> n;
-    gateway_flags |=
-        a == "--concurrency" || a == "--max-delay" || a == "--max-waiting" || a == "--timeout";
-    if (a == "--capacity") {
-      if (!(n = count(a, v, 1))) return std::nullopt;
-      options.upstream.capacity = *n;
-    } else if (a == "--service-time") {
-      if (!(n = duration(a, v))) return std::nullopt;
-      options.upstream.service_ms = *n;
-    } else if (a == "--concurrency") {
-      if (!(n = count(a, v, 1))) return std::nullopt;
-      options.concurrency = *n;
-    } else if (a == "--max-delay") {
-      if (!(n = duration(a, v))) return std::nullopt;
-      options.max_delay_ms = *n;
-    } else if (a == "--max-waiting") {
-      if (!(n = count(a, v, 1))) return std::nullopt;
-      options.max_waiting = *n;
-    } else if (a == "--timeout") {
-      if (!(n = duration(a, v))) return std::nullopt;
-      options.timeout_ms = *n;
+    const auto flag = std::find_if(std::begin(kNumericFlags), std::end(kNumericFlags),
+                                   [&](const NumericFlag& f) { return f.name == a; });
+    if (flag != std::end(kNumericFlags)) {
+      const std::optional<std::int64_t> n =
+          flag->reads == Reads::kCount ? count(a, v, 1) : duration(a, v);
+      if (!n) return std::nullopt;
+      flag->set(options, *n);
+      gateway_flags |= flag->side == Side::kGateway;
     } else if (a == "--config") {
       config_file = v;
     } else if (a == "--upstream") {

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <iostream>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -32,15 +33,13 @@ user_header = "X-User-Id"
 role_header = "X-User-Role"
 )";
 
-// Two places for everyone, waits of up to 20 s.
-constexpr const char* kTwoPlaces = R"(
-[[rules]]
-name = "two-places"
-key = "global"
-max_inflight = 2
-max_delay = "20s"
-max_waiting = 1000
-)";
+// A rule of `places` places for everyone, waits of up to 20 s, at most
+// `max_waiting` of them.
+std::string Places(int places, int max_waiting) {
+  return "[[rules]]\nname = \"places\"\nkey = \"global\"\nmax_inflight = " +
+         std::to_string(places) +
+         "\nmax_delay = \"20s\"\nmax_waiting = " + std::to_string(max_waiting) + "\n";
+}
 
 // Twenty requests a second for everyone, the rest delayed up to 20 s.
 constexpr const char* kTwentyASecond = R"(
@@ -104,7 +103,7 @@ void CrowdAgainstALoneClient(std::uint16_t port, const std::string& target) {
 
 TEST_P(FairWaiting, AMaxInflightCrowdDoesNotStarveALoneClient) {
   auto echo = StartEcho();
-  TestGateway gateway(Config(kTwoPlaces), echo->port(), TestClock::kSteady);
+  TestGateway gateway(Config(Places(2, 1000)), echo->port(), TestClock::kSteady);
   CrowdAgainstALoneClient(gateway.port(), "/_test/sleep/50");
 }
 
@@ -163,12 +162,7 @@ TEST(FairWaitingPriority, HighGoesFirstAndPushesOutLow) {
 path_prefix = "/_test/sleep/"
 upstream = "api"
 priority = "low"
-[[rules]]
-name = "one-place"
-key = "global"
-max_inflight = 1
-max_delay = "20s"
-max_waiting = 6
+)" + Places(1, 6) + R"(
 [[rules]]
 name = "urgent"
 match = { header = { "X-Urgent" = "1" } }
@@ -215,15 +209,7 @@ priority = "high"
 // back at once: with a line of one, the next request may wait again.
 TEST(FairWaitingLeave, AClientThatLeavesFreesItsPlaceInLine) {
   auto echo = StartEcho();
-  const std::string rules = R"(
-[[rules]]
-name = "one-place"
-key = "global"
-max_inflight = 1
-max_delay = "20s"
-max_waiting = 1
-)";
-  TestGateway gateway(BasicConfig(rules), echo->port(), TestClock::kSteady);
+  TestGateway gateway(BasicConfig(Places(1, 1)), echo->port(), TestClock::kSteady);
   std::thread holder([&] {
     Client client(gateway.port(), 30'000);
     EXPECT_EQ(client.Get("/_test/sleep/1500").result_int(), 200);
