@@ -9,50 +9,10 @@
 
 #include "algorithms/lease.h"
 #include "algorithms/validate.h"
+#include "store/lease_entry.h"
 
 namespace tollgate::store {
 namespace asio = boost::asio;
-
-// A limit as the leases of its keys saw it: copied, since a reload may
-// free the rule's LimitSpec while its leases are still out.
-struct LeasingStore::Spec {
-  LimitSpec limit;
-  LeaseStats::Rule* stats;
-  // A bucket lease holds refill back in Redis until it returns: given back
-  // even when spent (see docs/leases.md).
-  LeaseRefill refill = LeaseRefill::kFree;
-  LeaseStamps stamps = LeaseStamps::kNone;
-  std::size_t entries = 0;  // keys tracked under it
-};
-
-struct LeasingStore::Waiter {
-  DecisionSink* sink;
-  std::int64_t cost;
-  std::uint32_t partition;
-};
-
-struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
-  Entry(std::int64_t now, const Spec& spec)
-      : hand(now, spec.limit.lease->ttl_ms, spec.refill, spec.stamps) {}
-  LeasingStore* store = nullptr;
-  Spec* spec = nullptr;
-  std::string key;       // the rule key (entries_'s key views it)
-  std::size_t hash = 0;  // IdView::Of(fingerprint, key).hash
-  LeaseHand hand;
-  // Requests waiting for a take, in order; inline for one (a cold key's).
-  using Waiters = boost::container::small_vector<Waiter, 1>;
-  Waiters waiters;
-  std::uint32_t dues = 0;  // its items in the due queues: not erased before 0
-  bool taking = false;
-  bool take_spent = false;  // the take in flight is the front waiter's, spent at once
-  std::int64_t take_sent = 0;
-  std::int64_t takes_fail_until = 0;  // a take failed: the policy answers until then
-
-  void OnValues(const ValuesResult& result) override { store->OnTake(*this, result); }
-  void OnRelease(const LeaseHand::Held& held, bool send, std::int64_t now) override {
-    store->GiveBack(*this, held, send, now);
-  }
-};
 
 class LeasingStore::Timer {
  public:
@@ -387,30 +347,12 @@ void LeasingStore::Serve(Entry& e, std::int64_t now) {
 
 void LeasingStore::Due(Entry& e, std::int64_t at) {
   ++e.dues;
-  if (due_fifo_.empty() || due_fifo_.back().at <= at) {
-    due_fifo_.push_back({at, &e});
-  } else {
-    due_heap_.push({at, &e});
-  }
+  dues_.Push(at, &e);
   if (at < timer_->at) Arm();
 }
 
-const LeasingStore::DueItem* LeasingStore::NextDue() const {
-  if (due_heap_.empty()) return due_fifo_.empty() ? nullptr : &due_fifo_.front();
-  if (due_fifo_.empty() || due_heap_.top().at < due_fifo_.front().at) return &due_heap_.top();
-  return &due_fifo_.front();
-}
-
-void LeasingStore::PopDue() {
-  if (!due_fifo_.empty() && NextDue() == &due_fifo_.front()) {
-    due_fifo_.pop_front();
-  } else {
-    due_heap_.pop();
-  }
-}
-
 void LeasingStore::Arm() {
-  const DueItem* next = NextDue();
+  const auto* next = dues_.Top();
   if (next == nullptr || closing_) return;
   const std::int64_t at = next->at;
   timer_->at = at;
@@ -449,9 +391,9 @@ void LeasingStore::Drain() {
 
 void LeasingStore::Tick() {
   const std::int64_t now = Now();
-  for (const DueItem* next = NextDue(); next != nullptr && next->at <= now; next = NextDue()) {
-    Entry& e = *next->entry;
-    PopDue();
+  for (const auto* next = dues_.Top(); next != nullptr && next->at <= now; next = dues_.Top()) {
+    Entry& e = *next->value;
+    dues_.Pop();
     --e.dues;
     e.hand.Expire(now, e);
     // Looked at again for its own items still queued.

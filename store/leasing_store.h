@@ -30,18 +30,16 @@
 // uses. Not thread-safe. LeaseStats is shared and thread-safe.
 #pragma once
 
-#include <boost/container/small_vector.hpp>
 #include <boost/unordered/unordered_flat_map.hpp>
 #include <cstdint>
-#include <deque>
 #include <memory>
-#include <queue>
 #include <string>
 #include <string_view>
 #include <unordered_map>
 #include <vector>
 
 #include "base/clock.h"
+#include "store/due_queue.h"
 #include "store/failover_store.h"
 #include "store/lease_hand.h"
 #include "store/lease_stats.h"
@@ -127,16 +125,6 @@ class LeasingStore final : public Store {
   struct IdHash {
     std::size_t operator()(const IdView& id) const { return id.hash; }
   };
-  // A time an entry needs looking at. Entries are not erased while any of
-  // their items is queued (Entry::dues), so the pointer stays valid.
-  struct DueItem {
-    std::int64_t at;
-    Entry* entry;
-  };
-  struct Later {
-    bool operator()(const DueItem& a, const DueItem& b) const { return a.at > b.at; }
-  };
-
   Entry* Find(const DecideRequest& request);
   // The time on the requests' scale (Options::wall_clock).
   std::int64_t Now() const;
@@ -181,14 +169,9 @@ class LeasingStore final : public Store {
   // entries_ then holds only the keys in use, and stays in cache.
   RecentUse recent_;
   // When an entry needs looking at (a lease's end, a spent budget's):
-  // mostly now + lease_ttl, in time order, queued first-in first-out in
-  // due_fifo_; the few earlier than its back in due_heap_. Earliest first
-  // over both.
-  std::deque<DueItem> due_fifo_;
-  std::priority_queue<DueItem, std::vector<DueItem>, Later> due_heap_;
-  // The earliest due item, or null.
-  const DueItem* NextDue() const;
-  void PopDue();
+  // mostly now + lease_ttl, in time order. Entries are not erased while any
+  // of their items is queued (Entry::dues), so the pointers stay valid.
+  DueQueue<Entry*> dues_;
   std::int64_t in_hand_ = 0;
   bool closing_ = false;
   std::unique_ptr<Timer> timer_;

@@ -10,10 +10,10 @@
 #include "gateway/core/http_util.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
-#include "gateway/io/wire_header.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/h2/stream_exchange.h"
-#include "gateway/http2/stream_hold.h"
+#include "gateway/h2/stream_hold.h"
+#include "gateway/io/wire_header.h"
 
 namespace tollgate::gateway {
 

@@ -64,6 +64,17 @@ void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_
   frames.append(status);
 }
 
+void AppendGoaway(std::string& frames, std::int32_t last_stream, std::uint32_t code) {
+  const auto last = static_cast<std::uint32_t>(last_stream);
+  const std::uint8_t goaway[17] = {
+      0, 0, 8, NGHTTP2_GOAWAY, 0, 0, 0, 0, 0,
+      static_cast<std::uint8_t>((last >> 24) & 0x7f), static_cast<std::uint8_t>(last >> 16),
+      static_cast<std::uint8_t>(last >> 8), static_cast<std::uint8_t>(last),
+      static_cast<std::uint8_t>(code >> 24), static_cast<std::uint8_t>(code >> 16),
+      static_cast<std::uint8_t>(code >> 8), static_cast<std::uint8_t>(code)};
+  frames.append(reinterpret_cast<const char*>(goaway), sizeof goaway);
+}
+
 int PullFrames(nghttp2_session* session, std::string& pending, std::size_t max) {
   while (pending.size() < max) {
     const std::uint8_t* data = nullptr;

@@ -1,5 +1,5 @@
 // What both sides of HTTP/2 (the server side, connection.cc, and the client
-// side towards upstreams, upstream_connection.cc) do alike between a socket
+// side towards upstreams, upstream_link.cc) do alike between a socket
 // and an nghttp2 session: frames out of the session and onto the socket,
 // and a body handed to nghttp2 piece by piece through its data provider.
 #pragma once
@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "gateway/http2/connection.h"
+#include "gateway/http2/types.h"
 #include "gateway/io/net.h"
 
 namespace tollgate::gateway::http2_detail {
@@ -38,6 +38,10 @@ bool RewriteSetting(std::string& frames, std::uint16_t id, std::uint32_t value);
 // nghttp2 has it; but a block must not go out ahead of the one that carries
 // a table size update the peer's SETTINGS made due (RFC 7541 §4.2).
 void AppendStatusOnlyResponse(std::string& frames, std::int32_t id, std::string_view status);
+
+// Appends a GOAWAY frame (`last_stream`, error `code`) written without
+// nghttp2: for a session in a state nghttp2 cannot go on from.
+void AppendGoaway(std::string& frames, std::int32_t last_stream, std::uint32_t code);
 
 // Appends the frames nghttp2 has to send to `pending` until it holds `max`
 // bytes (one frame may go past it) or nghttp2 has none left. Returns 0, or

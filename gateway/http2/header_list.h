@@ -1,5 +1,5 @@
 // Header fields on their way into nghttp2, shared by the server side
-// (connection.cc) and the client side (upstream_connection.cc).
+// (stream.cc) and the client side (upstream_connection.cc, upstream_link.cc).
 #pragma once
 
 #include <nghttp2/nghttp2.h>

@@ -60,7 +60,8 @@
 #include <string_view>
 #include <vector>
 
-#include "gateway/http2/connection.h"
+#include "gateway/http2/types.h"
+#include "gateway/http2/upstream_stream.h"
 #include "gateway/io/net.h"
 #include "gateway/io/upstream_pool.h"
 
@@ -88,69 +89,6 @@ struct Http2UpstreamStats {
   std::uint64_t retries = 0;      // streams sent again (refused, or above a GOAWAY)
   std::uint64_t goaways = 0;      // GOAWAY frames received
   std::uint64_t waits = 0;        // opens that waited for a free stream
-};
-
-namespace http2_upstream_detail {
-struct StreamState;
-class Connection;
-}  // namespace http2_upstream_detail
-
-class Http2UpstreamConnection;
-
-// One request/response exchange with an upstream server. Move-only; the
-// default-constructed one is empty. Destroying a stream that has not ended
-// resets it (RST_STREAM CANCEL).
-class Http2UpstreamStream {
- public:
-  Http2UpstreamStream();
-  Http2UpstreamStream(Http2UpstreamStream&&) noexcept;
-  Http2UpstreamStream& operator=(Http2UpstreamStream&&) noexcept;
-  ~Http2UpstreamStream();
-  explicit operator bool() const { return state_ != nullptr; }
-
-  // The request body (Open with Http2Body::kFollows): sends `data`,
-  // waiting at most `timeout` for the server's flow-control windows to take
-  // all of it. `data` must stay valid until this completes. One call at a
-  // time; the body ends with kLast (its piece may be empty) or with
-  // EndBody().
-  Task<ErrorCode> WriteBody(asio::const_buffer data, BodyEnd end,
-                            std::chrono::steady_clock::duration timeout);
-  // Ends the request body with trailer fields.
-  ErrorCode EndBody(const Fields& trailers);
-
-  // Waits at most `timeout` for the final response header (interim 1xx
-  // ones are passed over), then response() holds it: its status, its
-  // fields (names in lower case), version 20. May complete before the
-  // request body has been sent (an early answer such as 413).
-  Task<ErrorCode> ReadResponseHead(std::chrono::steady_clock::duration timeout);
-  http::response_header<Fields>& response();
-  // The response has a body or trailers to read: ReadBody until `end`.
-  bool response_has_body() const;
-  // The next piece of the response body, at most `buffer`'s size, waiting at
-  // most `timeout` for it; `end`: the body (and trailers()) is complete,
-  // also with 0 bytes. Reading gives the stream's window back to the server.
-  Task<Http2Read> ReadBody(asio::mutable_buffer buffer,
-                           std::chrono::steady_clock::duration timeout);
-  // The response's trailer fields (gRPC's grpc-status), complete at `end`.
-  const Fields& trailers() const;
-
-  // Abandons the exchange (the client went away): RST_STREAM CANCEL;
-  // pending and later operations fail with kStreamReset.
-  void Reset();
-  // RST_STREAM's error code when the stream was reset (by either side).
-  std::uint32_t reset_code() const;
-  // "host:port" of the server, as configured (the pool's own string).
-  std::string_view server() const;
-
- private:
-  friend class Http2UpstreamConnection;
-  explicit Http2UpstreamStream(std::unique_ptr<http2_upstream_detail::StreamState> state);
-  // Until nghttp2 has taken what `s` has to send (and its end, when that
-  // was given), sending the stream again when the server did not process it.
-  static Task<ErrorCode> WaitTaken(http2_upstream_detail::StreamState& s,
-                                   std::chrono::steady_clock::time_point deadline);
-
-  std::unique_ptr<http2_upstream_detail::StreamState> state_;
 };
 
 // Open's answer: a stream, or why none could be opened.
@@ -192,7 +130,8 @@ class Http2UpstreamConnection {
   std::string_view server_name() const { return connector_.ServerName(server_); }
 
  private:
-  friend class http2_upstream_detail::Connection;
+  friend class http2_upstream_detail::Link;
+  friend struct http2_upstream_detail::LinkCallbacks;
   friend class Http2UpstreamStream;
   struct Waiter;
 
@@ -203,7 +142,7 @@ class Http2UpstreamConnection {
   // Sends an unprocessed stream again, once; false when it may not be.
   Task<bool> Retry(http2_upstream_detail::StreamState& stream,
                    std::chrono::steady_clock::time_point deadline);
-  http2_upstream_detail::Connection* WithRoom() const;
+  http2_upstream_detail::Link* WithRoom() const;
   std::size_t Accepting() const;  // connections that take new streams
   Task<ConnectFailure> Connect(std::chrono::steady_clock::time_point deadline);
   // Wakes up to `n` waiting opens, first come first.
@@ -211,14 +150,14 @@ class Http2UpstreamConnection {
   // From the connections: a stream ended, a GOAWAY came, the connection ended.
   void OnStreamEnd() { Wake(1); }
   void OnGoaway();
-  void OnConnectionEnd(http2_upstream_detail::Connection* connection);
+  void OnConnectionEnd(http2_upstream_detail::Link* connection);
 
   UpstreamPool& connector_;
   const std::size_t server_;
   const Http2Transport transport_;
   const Http2UpstreamOptions& options_;
   Http2UpstreamStats& stats_;
-  std::vector<std::shared_ptr<http2_upstream_detail::Connection>> connections_;
+  std::vector<std::shared_ptr<http2_upstream_detail::Link>> connections_;
   std::deque<Waiter*> waiters_;
   std::size_t connecting_ = 0;
   std::uint64_t connect_failures_ = 0;

@@ -4,8 +4,6 @@
 // REFUSED_STREAM, SETTINGS_MAX_CONCURRENT_STREAMS = 2, no SETTINGS at all),
 // and nghttpd (Debian's nghttp2-server) over TLS. The client side runs on an
 // io_context of the test thread, as on a worker.
-#include "gateway/http2/upstream_pool.h"
-
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
 #include <sys/socket.h>
@@ -23,6 +21,8 @@
 #include <thread>
 #include <vector>
 
+#include "gateway/http2/connection.h"
+#include "gateway/http2/upstream_pool.h"
 #include "gateway/io/tls.h"
 #include "tests/gateway/test_support.h"
 #include "tests/support/net.h"

@@ -1,4 +1,4 @@
-#include "gateway/http2/stream_hold.h"
+#include "gateway/h2/stream_hold.h"
 
 #include "gateway/http2/connection.h"
 
