@@ -11,7 +11,7 @@
 #include <thread>
 
 #include "gateway/core/adaptive_upstream.h"
-#include "gateway/http1/connection.h"
+#include "gateway/http1/connection_start.h"
 #include "gateway/io/listen.h"
 #include "gateway/server_state.h"
 #include "store/failover_store.h"
@@ -207,7 +207,7 @@ std::unique_ptr<Server> Server::Create(std::shared_ptr<const rules::Config> conf
     }
   }
   for (std::size_t i = 0; i < threads; ++i) {
-    auto worker = std::make_unique<Worker>(*impl, i, &ServeHttp1);
+    auto worker = std::make_unique<Worker>(*impl, i, &ServeClient);
     if (impl->metrics) worker->SetMetrics(&impl->metrics->thread(i));
     if (store_config.kind == rules::StoreKind::kRedis) {
       // on_error is decided by the decorators in front of Redis: the

@@ -4,6 +4,8 @@
 
 #include <charconv>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "gateway/core/check_endpoint.h"
 #include "gateway/core/grpc_status.h"
@@ -13,6 +15,7 @@
 #include "gateway/decision/rls_call.h"
 #include "gateway/h2/stream_exchange.h"
 #include "gateway/h2/stream_hold.h"
+#include "gateway/io/tls.h"
 #include "gateway/io/wire_header.h"
 
 namespace tollgate::gateway {
@@ -76,18 +79,24 @@ BodyFailure StreamBodyFailure(const ErrorCode& ec) {
   return ec == beast::error::timeout ? BodyFailure::kTimeout : BodyFailure::kClientGone;
 }
 
-Http2Adapter::Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener,
-                           std::string_view peer_ip, const rules::IpAddress& peer_address,
-                           const rules::ClientCertificate* client_cert)
+Task<void> Http2Adapter::Serve(Worker& worker, AcceptedClient client, std::string preface) {
+  auto adapter = std::make_unique<Http2Adapter>(worker, std::move(client));
+  Http2Adapter& self = *adapter;
+  return self.Run(std::move(adapter), std::move(preface));
+}
+
+Http2Adapter::Http2Adapter(Worker& worker, AcceptedClient client)
     : worker_(worker),
-      listener_(listener),
-      peer_ip_(peer_ip),
-      peer_address_(peer_address),
-      client_cert_(client_cert),
-      connection_(stream, Http2OptionsFor(*worker.Current()->state->config),
+      client_(std::move(client)),
+      connection_(client_.stream, Http2OptionsFor(*worker.Current()->state->config),
                   [this](Http2Stream& s) { return Serve(s); }) {
+  client_.count.Serve(this);
   connection_.OnHeaderTooLarge([this](Http2Stream&) { LogHeaderTooLarge(); });
   connection_.OnStallBound([this](Http2Stream&) { WarnStallBound(); });
+}
+
+Http2Adapter::~Http2Adapter() {
+  if (auto* tls = std::get_if<TlsStream>(&client_.stream)) KeepSessionOnClose(tls->native_handle());
 }
 
 void Http2Adapter::WarnStallBound() {
@@ -100,7 +109,7 @@ void Http2Adapter::WarnStallBound() {
   spdlog::warn(
       "HTTP/2 client {}: {} streams wait on windows it keeps closed (max_stalled_streams); "
       "its further ones are reset (ENHANCE_YOUR_CALM)",
-      peer_ip_, Http2Options{}.max_stalled_streams);
+      client_.peer_ip, Http2Options{}.max_stalled_streams);
 }
 
 void Http2Adapter::LogHeaderTooLarge() {
@@ -111,11 +120,13 @@ void Http2Adapter::LogHeaderTooLarge() {
   ex.started = now.steady;
   ex.version = 20;
   NoteAnswer(Refuse(Refusal::kHeaderTooLarge), 0, ex);
-  LogExchange(state, worker_.metrics(), peer_ip_, ex);
+  LogExchange(state, worker_.metrics(), client_.peer_ip, ex);
 }
 
-Task<void> Http2Adapter::Run(asio::const_buffer already_read) {
-  co_await connection_.Run(already_read);
+Task<void> Http2Adapter::Run(std::unique_ptr<Http2Adapter> /*self*/, std::string preface) {
+  // A drain that began while the connection started.
+  if (worker_.draining()) Drain();
+  co_await connection_.Run(asio::buffer(preface));
 }
 
 void Http2Adapter::Drain() {
@@ -123,7 +134,7 @@ void Http2Adapter::Drain() {
   connection_.Shutdown();
 }
 
-bool Http2Adapter::DrainIfIdle() {
+bool Http2Adapter::CloseIfIdleKeepAlive() {
   if (!served_ || draining_ || connection_.busy_streams() > 0) return false;
   Drain();
   return true;
@@ -133,11 +144,11 @@ bool Http2Adapter::DrainIfIdle() {
 Task<void> Http2Adapter::Serve(Http2Stream& stream) {
   served_ = true;
   StreamExchange::Kind kind = StreamExchange::Kind::kForward;
-  if (IsDecisionListener(*worker_.Current()->state->config, listener_)) {
+  if (IsDecisionListener(*worker_.Current()->state->config, client_.listener)) {
     // The decision listener answers instead of forwarding: gRPC calls are
     // Envoy's RLS, anything else asks the check endpoint.
     if (IsGrpc(stream.request()[http::field::content_type])) {
-      return ServeDecisionStream(worker_, stream, peer_ip_, peer_address_);
+      return ServeDecisionStream(worker_, stream, client_.peer_ip, client_.peer_address);
     }
     kind = StreamExchange::Kind::kCheck;
   }

@@ -1,6 +1,6 @@
 // The HTTP/2 protocol adapter: one client connection speaking HTTP/2 (TLS
-// with ALPN "h2", or cleartext with prior knowledge, handed over by the
-// HTTP/1.1 connection that read its first bytes). Each stream is one request
+// with ALPN "h2", or cleartext with prior knowledge), handed over by the
+// start step (gateway/http1/connection_start.h). Each stream is one request
 // through the pipeline — identify (gateway/core/identify.h), admit
 // (gateway/core/admission.h, one Admission per stream: rate rules count
 // streams, max_inflight places are taken per stream), forward (to the
@@ -20,8 +20,8 @@
 
 #include "gateway/http2/connection.h"
 #include "gateway/io/net.h"
-#include "rules/client_certificate.h"
-#include "rules/ip.h"
+#include "gateway/serve/client.h"
+#include "gateway/serve/worker.h"
 
 namespace tollgate::rules {
 struct Config;
@@ -36,28 +36,28 @@ class Worker;
 // [timeouts] client_idle (no stream) and client_body (each write).
 Http2Options Http2OptionsFor(const rules::Config& config);
 
-class Http2Adapter {
+class Http2Adapter final : public ClientConnection {
  public:
-  // `stream` (its TLS handshake done), `peer_ip`, `peer_address` and
-  // `client_cert` (the certificate the handshake verified; null: none)
-  // must outlive Run().
-  Http2Adapter(Worker& worker, AnyStream& stream, std::size_t listener, std::string_view peer_ip,
-               const rules::IpAddress& peer_address,
-               const rules::ClientCertificate* client_cert = nullptr);
+  // Serves `client` (its TLS handshake done) until the connection ends and
+  // every stream has been logged; the socket is closed then. `preface`:
+  // what the start step read of it (cleartext: the preface at least).
+  static Task<void> Serve(Worker& worker, AcceptedClient client, std::string preface);
+
+  Http2Adapter(Worker& worker, AcceptedClient client);
+  ~Http2Adapter();
   Http2Adapter(const Http2Adapter&) = delete;
   Http2Adapter& operator=(const Http2Adapter&) = delete;
 
-  // Serves the connection until it ends and every stream has been logged;
-  // the socket is closed then. `already_read`: what the HTTP/1.1 connection
-  // read before the hand-over (the preface at least).
-  Task<void> Run(asio::const_buffer already_read);
   // Drain: GOAWAY; streams in flight finish, then the connection closes.
-  void Drain();
+  void CloseIfIdle() override { Drain(); }
   // Drains the connection when no stream is in flight (max_connections
   // makes room with it); true when it did, false when it already drains.
-  bool DrainIfIdle();
+  bool CloseIfIdleKeepAlive() override;
 
  private:
+  // `self` is this adapter, owned by the coroutine.
+  Task<void> Run(std::unique_ptr<Http2Adapter> self, std::string preface);
+  void Drain();
   friend class StreamExchange;
   Task<void> Serve(Http2Stream& stream);
   // The connection answered 431 itself: logged and counted like any answer.
@@ -67,10 +67,7 @@ class Http2Adapter {
   void WarnStallBound();
 
   Worker& worker_;
-  std::size_t listener_;
-  std::string_view peer_ip_;
-  const rules::IpAddress& peer_address_;
-  const rules::ClientCertificate* client_cert_;
+  AcceptedClient client_;  // declared before connection_, which uses its stream
   bool served_ = false;    // a stream has started
   bool draining_ = false;  // GOAWAY is on its way
   std::size_t upstreams_held_ = 0;  // HTTP/1.1 upstream connections its streams hold

@@ -17,13 +17,13 @@ namespace tollgate::gateway {
 
 bool StreamExchange::StartForward(const rules::RouteConfig& route) {
   const Scheme scheme =
-      state().listener_tls[adapter_.listener_] ? Scheme::kHttps : Scheme::kHttp;
+      state().listener_tls[adapter_.client_.listener] ? Scheme::kHttps : Scheme::kHttp;
   // An HTTP/1.1 upstream gets the header only as AppendWireHeader's text.
   const bool http2 = generation_->http2_pools[route.upstream_index] != nullptr;
   // (Read before PrepareForwardedHead, which removes Expect.)
   expects_continue_ =
       stream_.has_body() && beast::iequals(stream_.request()[http::field::expect], "100-continue");
-  PrepareForwardedHead(config_, stream_.request(), adapter_.peer_ip_, scheme,
+  PrepareForwardedHead(config_, stream_.request(), adapter_.client_.peer_ip, scheme,
                        ClientProtocol::kHttp2, http2 ? nullptr : &forwarded_lines_);
   return true;
 }

@@ -102,9 +102,9 @@ class StreamExchange final : private ClientWatch {
   ClientWatch& watch() { return *this; }
   ThreadMetrics* metrics() const { return worker_.metrics(); }
   std::string& canonical() { return canonical_; }
-  std::string_view peer_ip() const { return adapter_.peer_ip_; }
-  const rules::IpAddress& peer_address() const { return adapter_.peer_address_; }
-  const rules::ClientCertificate* client_cert() const { return adapter_.client_cert_; }
+  std::string_view peer_ip() const { return adapter_.client_.peer_ip; }
+  const rules::IpAddress& peer_address() const { return adapter_.client_.peer_address; }
+  const rules::ClientCertificate* client_cert() const { return adapter_.client_.client_cert.get(); }
   http::request_header<Fields>& request() { return stream_.request(); }
   // The connection has read the head before the stream's handler starts
   // (so there is no ReadHead).

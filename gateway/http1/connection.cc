@@ -6,53 +6,44 @@
 #include "gateway/core/identify.h"
 #include "gateway/core/log.h"
 #include "gateway/core/request_id.h"
-#include "gateway/h2/adapter.h"
-#include "gateway/http1/connection_start.h"
 #include "gateway/http1/websocket_tunnel.h"
 #include "gateway/io/linger.h"
 #include "gateway/io/read_now.h"
 #include "gateway/io/read_util.h"
 #include "gateway/io/relay.h"
+#include "gateway/io/tls.h"
 #include "gateway/io/wire_write.h"
 
 namespace tollgate::gateway {
 
-Http1Connection::Http1Connection(Worker& worker, AnyStream stream, std::size_t listener,
-                                 const tcp::endpoint& peer)
+Task<void> Http1Connection::Serve(Worker& worker, AcceptedClient client,
+                                  std::unique_ptr<ExchangeWork> first) {
+  auto connection = std::make_unique<Http1Connection>(worker, std::move(client), std::move(first));
+  Http1Connection& self = *connection;
+  return self.Run(std::move(connection));
+}
+
+Http1Connection::Http1Connection(Worker& worker, AcceptedClient client,
+                                 std::unique_ptr<ExchangeWork> first)
     : worker_(worker),
       generation_(worker.Current()),
       config_(generation_->state->config.get()),
-      stream_(std::move(stream)),
-      listener_(listener),
-      peer_ip_(peer.address().to_string()),
-      peer_address_(rules::IpAddress::Parse(peer_ip_).value_or(rules::IpAddress{})) {
-  worker_.Register(this);
-  if (ThreadMetrics* metrics = worker_.metrics()) {
-    metric_listener_ = generation_->state->listener_ids[listener_];
-    metrics->AddConnections(metric_listener_, 1);
-  }
+      count_(std::move(client.count)),
+      stream_(std::move(client.stream)),
+      listener_(client.listener),
+      peer_ip_(std::move(client.peer_ip)),
+      peer_address_(client.peer_address),
+      client_cert_(std::move(client.client_cert)),
+      work_(std::move(first)),
+      tickets_owed_(client.tickets_owed) {
+  count_.Serve(this);
 }
 
 Http1Connection::~Http1Connection() {
   if (auto* tls = std::get_if<TlsStream>(&stream_)) KeepSessionOnClose(tls->native_handle());
-  if (ThreadMetrics* metrics = worker_.metrics()) metrics->AddConnections(metric_listener_, -1);
-  worker_.Unregister(this);
-}
-
-// Not a coroutine: the session is made (and counted by its worker) now,
-// before the accept loop goes on, not when its coroutine first runs.
-Task<void> ServeHttp1(Worker& worker, AnyStream stream, std::size_t listener,
-                        const tcp::endpoint& peer) {
-  auto session = std::make_unique<Http1Connection>(worker, std::move(stream), listener, peer);
-  Http1Connection& connection = *session;
-  return connection.Run(std::move(session));
 }
 
 void Http1Connection::CloseIfIdle() {
-  if (http2_) {
-    http2_->Drain();
-    return;
-  }
   if (idle_ && !closing_) {
     closing_ = true;
     Lowest(stream_).cancel();
@@ -60,7 +51,6 @@ void Http1Connection::CloseIfIdle() {
 }
 
 bool Http1Connection::CloseIfIdleKeepAlive() {
-  if (http2_) return http2_->DrainIfIdle();
   if (!served_ || !idle_ || closing_) return false;
   CloseIfIdle();
   return true;
@@ -78,28 +68,13 @@ std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exch
 Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
-  if (auto* tls = std::get_if<TlsStream>(&stream_)) {
-    const HandshakeWitness witness{worker_.metrics(), metric_listener_, peer_ip_,
-                                   config_, listener_, generation_->state->clock};
-    TlsStart start = co_await StartTls(*tls, Ms(config_->timeouts.client_header_ms), witness);
-    if (!start.ok) co_return;
-    tickets_owed_ = start.tickets_owed;
-    // Once per connection: every request on it (HTTP/1.1 or HTTP/2) is
-    // identified by the same certificate.
-    client_cert_ = std::move(start.client_cert);
-    if (start.http2) {
-      IssueTickets();
-      co_await RunHttp2({});
-      co_return;
-    }
-    // HTTP/1.1: the tickets go out with the first response (ServeOne
-    // issues them once the request head is in). A client that never sends
-    // a request gets none; one that does has them before its answer.
-  }
+  // Over TLS, the session tickets go out with the first response (HeadEnded
+  // issues them once the request head is in): a client that never sends a
+  // request gets none; one that does has them before its answer.
   bool first = true;
   for (;;) {
-    if (worker_.draining()) break;
     if (!work_ || work_->buffer.size() == 0) {
+      if (worker_.draining()) break;
       // Waiting for the first byte of the next request is idleness, with its
       // own (longer) deadline; the header then has client_header to arrive.
       idle_ = true;
@@ -123,43 +98,12 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
       idle_ = false;
       closing_ = false;
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
-      if (first) {
-        // (GCC 12 miscompiles co_await inside &&: a statement of its own.)
-        bool http2 = false;
-        ErrorCode preface_ec;
-        // The decision listener always speaks HTTP/2 too (Envoy's RLS is
-        // gRPC). (The deadline of the first read, client_header, still runs.)
-        if (!generation_->state->listener_tls[listener_] &&
-            (IsDecisionListener(*config_, listener_) || config_->listeners[listener_].http2)) {
-          http2 = co_await ReadsHttp2Preface(stream_, work_->buffer, preface_ec);
-        }
-        if (http2) {
-          // The bytes move out of the buffer, which RunHttp2 gives back.
-          const std::string preface(static_cast<const char*>(work_->buffer.data().data()),
-                                    work_->buffer.size());
-          co_await RunHttp2(asio::buffer(preface));
-          co_return;
-        }
-        if (preface_ec) co_return;
-      }
     }
     first = false;
     if (!co_await ExchangeDriver<Http1Connection>::Run(*this)) break;
     served_ = true;
   }
   co_await Shutdown();
-}
-
-Task<void> Http1Connection::RunHttp2(asio::const_buffer already_read) {
-  // HTTP/2 reads into a buffer of its thread's (gateway/http2/frame_reader.h)
-  // and has exchanges of its own: what HTTP/1.1 kept for them goes, for the
-  // connection's whole life (an h2c preface read into the buffer was copied
-  // out into `already_read`).
-  Rest();
-  http2_ = std::make_unique<Http2Adapter>(worker_, stream_, listener_, peer_ip_, peer_address_,
-                                          client_cert_.get());
-  if (worker_.draining()) http2_->Drain();
-  co_await http2_->Run(already_read);
 }
 
 // How long, in all, a connection closed with the request body unread goes
@@ -306,12 +250,9 @@ bool Http1Connection::WriteLastOverTls(TlsStream& tls) {
 }
 
 void Http1Connection::IssueTickets() {
-  auto* tls = std::get_if<TlsStream>(&stream_);
-  for (; tickets_owed_ > 0; --tickets_owed_) {
-    if (SSL_new_session_ticket(tls->native_handle()) != 1) {
-      tickets_owed_ = 0;
-      break;
-    }
+  // Owed only on TLS.
+  if (tickets_owed_ > 0) {
+    gateway::IssueTickets(std::get<TlsStream>(stream_).native_handle(), tickets_owed_);
   }
 }
 

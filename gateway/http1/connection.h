@@ -3,10 +3,10 @@
 // (gateway/core/exchange_driver.h), for which the Http1Connection is the downstream:
 // it reads the head, writes tollgate's answers and the check endpoint's,
 // and forwards (forward.cc: the upstream exchange, and the WebSocket
-// tunnel). A connection that turns out to speak HTTP/2 (ALPN "h2", or the
-// prior-knowledge preface as its first bytes) is handed to the HTTP/2
-// adapter (gateway/h2/adapter.h) for the rest of its life.
-// Lives on one worker thread; owned by its coroutine (see Worker).
+// tunnel). It gets the connection from the start step
+// (gateway/http1/connection_start.h), which has made the TLS handshake and
+// found that the client speaks HTTP/1.1. Lives on one worker thread; owned
+// by its coroutine (see Serve).
 #pragma once
 
 #include <memory>
@@ -20,34 +20,37 @@
 #include "gateway/http1/exchange_work.h"
 #include "gateway/io/net.h"
 #include "gateway/io/relay_chunk.h"
+#include "gateway/serve/client.h"
 #include "gateway/serve/worker.h"
 
 namespace tollgate::gateway {
 
 struct RelayTimeouts;
-class Http2Adapter;
 class Http2UpstreamPool;
 class Http2UpstreamStream;
 
 class Http1Connection final : public ClientConnection, private ClientWatch {
  public:
-  Http1Connection(Worker& worker, AnyStream stream, std::size_t listener, const tcp::endpoint& peer);
+  // Serves `client` until the connection ends. `first`: the first bytes
+  // of its first request, when the start step read them (null: none yet).
+  static Task<void> Serve(Worker& worker, AcceptedClient client,
+                          std::unique_ptr<ExchangeWork> first);
+
+  Http1Connection(Worker& worker, AcceptedClient client, std::unique_ptr<ExchangeWork> first);
   ~Http1Connection();
   Http1Connection(const Http1Connection&) = delete;
   Http1Connection& operator=(const Http1Connection&) = delete;
 
-  // Serves the connection until it ends; `self` is this connection, owned
-  // by the coroutine (its frame, so also when the worker's loop is
-  // destroyed with the coroutine suspended).
-  Task<void> Run(std::unique_ptr<Http1Connection> self);
   void CloseIfIdle() override;
   bool CloseIfIdleKeepAlive() override;
 
  private:
   using HeadParser = RequestParser<http::empty_body>;
 
-  // The rest of the connection as HTTP/2; `already_read` goes first.
-  Task<void> RunHttp2(asio::const_buffer already_read);
+  // Serves the connection until it ends; `self` is this connection, owned
+  // by the coroutine (its frame, so also when the worker's loop is
+  // destroyed with the coroutine suspended).
+  Task<void> Run(std::unique_ptr<Http1Connection> self);
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
   // once the socket is readable ReadRequestStart() takes a buffer and reads
@@ -223,6 +226,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // The configuration of the current exchange (refreshed before each one).
   std::shared_ptr<Generation> generation_;
   const rules::Config* config_;
+  ClientCount count_;
   AnyStream stream_;
   std::size_t listener_;
   std::string peer_ip_;
@@ -237,7 +241,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   std::unique_ptr<ExchangeWork> work_;
   bool websocket_ = false;  // the current request is a WebSocket handshake
   bool expects_continue_ = false;  // the current request asked for 100 Continue
-  bool idle_ = true;
+  bool idle_ = false;              // waiting for the next request
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
   bool body_unread_ = false;  // CloseWithBodyUnread() was called
@@ -245,12 +249,6 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // WriteLastOverTls() left the last response in TlsStream's output, for
   // Shutdown() to send.
   bool last_in_tls_ = false;
-  std::unique_ptr<Http2Adapter> http2_;  // the connection speaks HTTP/2
-  int metric_listener_ = 0;
 };
-
-// A ServeConnection (gateway/serve/worker.h): the connection as a Http1Connection.
-Task<void> ServeHttp1(Worker& worker, AnyStream stream, std::size_t listener,
-                        const tcp::endpoint& peer);
 
 }  // namespace tollgate::gateway

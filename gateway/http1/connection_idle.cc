@@ -7,38 +7,23 @@
 #include <cerrno>
 
 #include "gateway/http1/connection.h"
-#include "gateway/io/read_now.h"
 
 namespace tollgate::gateway {
 
 void Http1Connection::Rest() {
-  // Nothing pipelined waits in the request buffer (the HTTP/2 handover
-  // copied out the preface bytes it holds).
+  // Called only when the request buffer holds nothing (no pipelined
+  // request is dropped).
   relay_buffer_.Release();
   if (work_) GiveBackExchangeWork(std::move(work_));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
 }
 
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
-  if (!work_) {
-    work_ = TakeExchangeWork(worker_.services());
-    work_->buffer.max_size(static_cast<std::size_t>(config_->limits.max_header_bytes) +
-                           kRelayChunk);
-  }
-  // Beast sizes each later read by the buffer's spare capacity (at least
-  // 512 bytes): without room, a streamed body would arrive in tiny reads.
-  work_->buffer.reserve(kRelayChunk);
-  bool exhausted = false;
-  const std::size_t n = ReadNow(stream_, work_->buffer.prepare(kRelayChunk), exhausted, ec);
-  if (ec) return true;
-  if (n > 0) {
-    work_->buffer.commit(n);
+  if (gateway::ReadRequestStart(stream_, work_, worker_.services(),
+                                static_cast<std::size_t>(config_->limits.max_header_bytes), ec)) {
     return true;
   }
-  // Nothing after all (an event older than the last read that drained the
-  // socket, or a TLS record with no request bytes yet): wait again, without
-  // the buffer.
-  Rest();
+  Rest();  // wait again without the buffer
   return false;
 }
 

@@ -1,8 +1,10 @@
-// How a client connection starts, before its first exchange (the step that
-// decides which protocol adapter serves it): the TLS handshake and the
-// protocol its ALPN chose, or on a cleartext listener that takes HTTP/2
-// whether the client's first bytes are HTTP/2's prior-knowledge preface.
-// Worker thread only.
+// How a client connection starts, before its first exchange: the step that
+// decides which protocol adapter serves it, as Beast's detect_session does.
+// Over TLS, the handshake and the protocol its ALPN chose; on a cleartext
+// listener that takes HTTP/2 (`http2`, or the decision listener), whether
+// the client's first bytes are HTTP/2's prior-knowledge preface. Then the
+// HTTP/2 adapter (gateway/h2/adapter.h) or the HTTP/1.1 one
+// (gateway/http1/connection.h) owns the connection. Worker thread only.
 #pragma once
 
 #include <chrono>
@@ -17,6 +19,16 @@
 namespace tollgate::gateway {
 
 class ThreadMetrics;
+class Worker;
+
+// A ServeConnection (gateway/serve/worker.h): serves an accepted
+// connection (`stream`, its TLS handshake not made yet) until it ends. A
+// cleartext listener that takes only HTTP/1.1 goes to the HTTP/1.1 adapter
+// at once; otherwise the start step runs first, and ends by starting the
+// adapter's own coroutine (so that it holds no frame of its own while the
+// connection lives).
+Task<void> ServeClient(Worker& worker, AnyStream stream, std::size_t listener,
+                       const tcp::endpoint& peer);
 
 // Where a handshake failure is counted and logged (what the log names is
 // looked up only then).

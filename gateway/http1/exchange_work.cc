@@ -1,5 +1,6 @@
 #include "gateway/http1/exchange_work.h"
 
+#include "gateway/io/read_now.h"
 #include "gateway/io/relay_chunk.h"
 #include "gateway/io/thread_spares.h"
 
@@ -38,6 +39,23 @@ void GiveBackExchangeWork(std::unique_ptr<ExchangeWork> work) {
   if (work->wire.capacity() > kRelayChunk) std::string().swap(work->wire);
   work->extra_headers.clear();
   Spares::Put(std::move(work));
+}
+
+bool ReadRequestStart(AnyStream& stream, std::unique_ptr<ExchangeWork>& work,
+                      const CoreServices& services, std::size_t max_header_bytes, ErrorCode& ec) {
+  if (!work) {
+    work = TakeExchangeWork(services);
+    work->buffer.max_size(max_header_bytes + kRelayChunk);
+  }
+  // Beast sizes each later read by the buffer's spare capacity (at least
+  // 512 bytes): without room, a streamed body would arrive in tiny reads.
+  work->buffer.reserve(kRelayChunk);
+  bool exhausted = false;
+  const std::size_t n = ReadNow(stream, work->buffer.prepare(kRelayChunk), exhausted, ec);
+  if (ec) return true;
+  if (n == 0) return false;
+  work->buffer.commit(n);
+  return true;
 }
 
 }  // namespace tollgate::gateway

@@ -48,4 +48,13 @@ std::unique_ptr<ExchangeWork> TakeExchangeWork(const CoreServices& services);
 // a spare, or is freed when the thread has enough.
 void GiveBackExchangeWork(std::unique_ptr<ExchangeWork> work);
 
+// Once `stream` is readable, the first bytes of a request: into the buffer
+// of `work` (taken first when null, its buffer bounded by
+// `max_header_bytes` plus a relay chunk). True when it read some or failed
+// (`ec`); false when nothing was there after all (an event older than the
+// last read that drained the socket, or a TLS record with no request bytes
+// yet): the caller waits again, and may give the Work back meanwhile.
+bool ReadRequestStart(AnyStream& stream, std::unique_ptr<ExchangeWork>& work,
+                      const CoreServices& services, std::size_t max_header_bytes, ErrorCode& ec);
+
 }  // namespace tollgate::gateway

@@ -225,6 +225,15 @@ int TicketsOwed(SSL* ssl, HandshakeResult result) {
   return static_cast<int>(SSL_CTX_get_num_tickets(SSL_get_SSL_CTX(ssl)));
 }
 
+void IssueTickets(SSL* ssl, int& owed) {
+  for (; owed > 0; --owed) {
+    if (SSL_new_session_ticket(ssl) != 1) {
+      owed = 0;
+      return;
+    }
+  }
+}
+
 std::unique_ptr<const rules::ClientCertificate> VerifiedClientCertificate(SSL* ssl) {
   X509* cert = SSL_get0_peer_certificate(ssl);
   if (cert == nullptr || SSL_get_verify_result(ssl) != X509_V_OK) return nullptr;

@@ -72,6 +72,9 @@ HandshakeResult Finished(SSL* ssl);
 // (SSL_set_num_tickets 0) to issue them with SSL_new_session_ticket() at
 // a time of its choosing.
 int TicketsOwed(SSL* ssl, HandshakeResult result);
+// Issues the `owed` tickets (they go out with the next record written, or
+// before the next read); `owed` ends at 0, also when OpenSSL refuses one.
+void IssueTickets(SSL* ssl, int& owed);
 
 // The client certificate of a finished handshake, if one was sent and
 // verified (chain to the listener's client_ca, validity, CRL); null

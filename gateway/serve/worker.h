@@ -109,6 +109,11 @@ class Worker {
     connections_->fetch_sub(1, std::memory_order_relaxed);
     if (draining_ && clients_.empty()) FinishDrain();
   }
+  // `next` serves the connection `previous` served (still counted once).
+  void Replace(ClientConnection* previous, ClientConnection* next) {
+    clients_.erase(previous);
+    clients_.insert(next);
+  }
   // An upstream connection held by a client connection beyond the one
   // max_connections' descriptor budget reserves for each (an HTTP/2
   // client's streams hold one each): it counts as a client connection
