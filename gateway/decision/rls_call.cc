@@ -10,7 +10,7 @@
 #include "gateway/core/log.h"
 #include "gateway/core/respond.h"
 #include "gateway/decision/rls.h"
-#include "gateway/h2/stream_hold.h"
+#include "gateway/serve/stream_hold.h"
 #include "gateway/http2/connection.h"
 #include "gateway/serve/worker.h"
 

@@ -14,7 +14,7 @@
 #include "gateway/core/request_id.h"
 #include "gateway/decision/rls_call.h"
 #include "gateway/h2/stream_exchange.h"
-#include "gateway/h2/stream_hold.h"
+#include "gateway/serve/stream_hold.h"
 #include "gateway/io/tls.h"
 #include "gateway/io/wire_header.h"
 

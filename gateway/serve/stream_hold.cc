@@ -1,4 +1,4 @@
-#include "gateway/h2/stream_hold.h"
+#include "gateway/serve/stream_hold.h"
 
 #include "gateway/http2/connection.h"
 
