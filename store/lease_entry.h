@@ -48,8 +48,8 @@ struct LeasingStore::Entry final : ValuesSink, LeaseHand::Releases {
   std::int64_t takes_fail_until = 0;  // a take failed: the policy answers until then
 
   void OnValues(const ValuesResult& result) override { store->OnTake(*this, result); }
-  void OnRelease(const LeaseHand::Held& held, bool send, std::int64_t now) override {
-    store->GiveBack(*this, held, send, now);
+  void OnRelease(const LeaseHand::Held& held, LeaseEnd end, std::int64_t now) override {
+    store->GiveBack(*this, held, end, now);
   }
 };
 

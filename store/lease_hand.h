@@ -26,6 +26,9 @@ enum class LeaseRefill { kFree, kHeldBack };
 // Whether a lease keeps its admission times (Held::used_at): a
 // sliding_log's (algorithms::HasLogLease).
 enum class LeaseStamps { kNone, kKept };
+// What becomes of a lease leaving the hand: sent back to Redis (units left,
+// or a spent bucket lease whose hold on the refill must end), or forgotten.
+enum class LeaseEnd { kReturn, kForget };
 
 class LeaseHand {
  public:
@@ -60,7 +63,7 @@ class LeaseHand {
   // at the stamp: a key seen now and then costs one call per lease.
   class Releases {
    public:
-    virtual void OnRelease(const Held& held, bool send, std::int64_t now) = 0;
+    virtual void OnRelease(const Held& held, LeaseEnd end, std::int64_t now) = 0;
 
    protected:
     ~Releases() = default;

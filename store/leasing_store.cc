@@ -216,10 +216,11 @@ bool LeasingStore::Spend(Entry& e, std::int64_t cost, std::int64_t now, algorith
   return true;
 }
 
-void LeasingStore::GiveBack(Entry& e, const LeaseHand::Held& held, bool send, std::int64_t now) {
+void LeasingStore::GiveBack(Entry& e, const LeaseHand::Held& held, LeaseEnd end,
+                            std::int64_t now) {
   in_hand_ -= held.left;
   e.spec->stats->in_hand.fetch_sub(held.left, std::memory_order_relaxed);
-  if (!send) return;
+  if (end == LeaseEnd::kForget) return;
   e.spec->stats->units[LeaseStats::kUnitsReturned].fetch_add(held.left, std::memory_order_relaxed);
   redis_.ReturnLease(e.key, e.spec->limit, now, held.stamps, held.used, held.left, held.used_at,
                      nullptr);

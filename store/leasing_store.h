@@ -135,8 +135,8 @@ class LeasingStore final : public Store {
   // Spends `cost` units from the hand if it holds them.
   bool Spend(Entry& e, std::int64_t cost, std::int64_t now, algorithms::Decision& d);
   // A lease leaving `e`'s hand (LeaseHand::Releases): counted, and sent
-  // back to Redis when `send`.
-  void GiveBack(Entry& e, const LeaseHand::Held& held, bool send, std::int64_t now);
+  // back to Redis for kReturn.
+  void GiveBack(Entry& e, const LeaseHand::Held& held, LeaseEnd end, std::int64_t now);
   // Asks for a lease in the background when the hand runs low.
   void MaybeRenew(Entry& e, std::int64_t now);
   void StartTake(Entry& e, std::int64_t now, std::int64_t need);

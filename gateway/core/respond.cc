@@ -279,9 +279,8 @@ bool RefuseBody(BodyFailure failure, Answer& answer) {
 
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
-    return AppendLimitedResponse(*answer.rule, answer.decision,
-                                 persistence == Persistence::kKeepAlive, out, answer.Status(),
-                                 answer.request_id);
+    return AppendLimitedResponse(*answer.rule, answer.decision, persistence, out,
+                                 answer.Status(), answer.request_id);
   }
   const unsigned status = answer.Status();
   out += "HTTP/1.1 ";
@@ -325,7 +324,7 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 }
 
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
-                                  bool keep_alive, std::string& out, unsigned status,
+                                  Persistence persistence, std::string& out, unsigned status,
                                   std::string_view request_id) {
   if (status == 0) status = rule.status;
   const fmt::format_int retry_after_ms(d.retry_after_ms);
@@ -351,7 +350,7 @@ std::size_t AppendLimitedResponse(const rules::RuleConfig& rule, const algorithm
     writer.Put(request_id);
     writer.Put("\r\n");
   }
-  if (!keep_alive) writer.Put("Connection: close\r\n");
+  if (persistence == Persistence::kClose) writer.Put("Connection: close\r\n");
   if (rule.headers != rules::RateLimitHeaders::kNone) PutRateLimitHeaders(rule, d, writer);
   writer.Put("\r\n");
   PutLimitedBody(rule, retry_after_ms, request_id, writer);

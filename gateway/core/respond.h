@@ -141,7 +141,7 @@ void AppendRateLimitHeaders(const rules::RuleConfig& rule, const algorithms::Dec
 // Returns the body's size. `status`: 0 for the rule's own (the check
 // endpoint's deny_status replaces it).
 std::size_t AppendLimitedResponse(const rules::RuleConfig& rule,
-                                  const algorithms::Decision& decision, bool keep_alive,
+                                  const algorithms::Decision& decision, Persistence persistence,
                                   std::string& out, unsigned status = 0,
                                   std::string_view request_id = {});
 

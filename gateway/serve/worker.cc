@@ -185,9 +185,9 @@ Task<void> Worker::AcceptLoop(std::size_t listener) {
                        : AnyStream(std::in_place_type<TcpStream>, std::move(socket));
     asio::co_spawn(io_, serve_(*this, std::move(stream), listener, peer), asio::detached);
     // Queued handlers run before the next accept, as after Asio's accept,
-    // whose completion is queued: accepting 16 in a row (wrk -c64, a new
-    // TLS connection per request) put the median answer at 7 ms instead of
-    // 1.2 ms, the handshakes of the connections taken ahead of it first.
+    // whose completion is queued: accepting many in a row would make each
+    // new client wait for the handshakes of those taken ahead of it
+    // (docs/performance.md).
     if (outcome == AcceptOutcome::kAccepted) co_await asio::post(io_, kUseTuple);
   }
 }

@@ -117,8 +117,9 @@ class Fleet final : private store::LeaseHand::Releases {
     }
   }
 
-  void OnRelease(const store::LeaseHand::Held& held, bool send, std::int64_t now) override {
-    if (send) current_->Return(now, held.stamps, held.used, held.left, held.used_at);
+  void OnRelease(const store::LeaseHand::Held& held, store::LeaseEnd end,
+                 std::int64_t now) override {
+    if (end == store::LeaseEnd::kReturn) current_->Return(now, held.stamps, held.used, held.left, held.used_at);
   }
 
   std::vector<algorithms::LimitParams> windows_;

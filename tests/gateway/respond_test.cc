@@ -55,9 +55,9 @@ algorithms::Decision Allowed(std::int64_t remaining, std::int64_t reset_ms,
 }
 
 std::string LimitedResponse(const rules::RuleConfig& rule, const algorithms::Decision& d,
-                            bool keep_alive, std::size_t* body_size = nullptr) {
+                            Persistence persistence, std::size_t* body_size = nullptr) {
   std::string out = "(before)";
-  const std::size_t size = AppendLimitedResponse(rule, d, keep_alive, out);
+  const std::size_t size = AppendLimitedResponse(rule, d, persistence, out);
   if (body_size != nullptr) *body_size = size;
   return out;
 }
@@ -72,7 +72,7 @@ limit = 20
 window = "1m"
 )");
   std::size_t body_size = 0;
-  EXPECT_EQ(LimitedResponse(rule.get(), Limited(52280, 52280), true, &body_size),
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(52280, 52280), Persistence::kKeepAlive, &body_size),
             "(before)"
             "HTTP/1.1 429 Too Many Requests\r\n"
             "Server: tollgate\r\n"
@@ -101,7 +101,7 @@ burst = 10
 status = 503
 headers = "none"
 )");
-  EXPECT_EQ(LimitedResponse(rule.get(), Limited(9, 9), false),
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(9, 9), Persistence::kClose),
             "(before)"
             "HTTP/1.1 503 Service Unavailable\r\n"
             "Server: tollgate\r\n"
@@ -124,7 +124,7 @@ window = "1s"
 status = 499
 headers = "limited"
 )");
-  EXPECT_EQ(LimitedResponse(rule.get(), Limited(0, 1000), true),
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(0, 1000), Persistence::kKeepAlive),
             "(before)"
             "HTTP/1.1 499 Client Closed Request\r\n"
             "Server: tollgate\r\n"
@@ -148,7 +148,7 @@ key = "ip"
 algorithm = "sliding_log"
 limits = [ { limit = 100, window = "1m" }, { limit = 1000, window = "1h" } ]
 )");
-  EXPECT_EQ(LimitedResponse(rule.get(), Limited(2999001, 2999001, 1), true),
+  EXPECT_EQ(LimitedResponse(rule.get(), Limited(2999001, 2999001, 1), Persistence::kKeepAlive),
             "(before)"
             "HTTP/1.1 429 Too Many Requests\r\n"
             "Server: tollgate\r\n"
@@ -178,7 +178,7 @@ TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
   algorithms::Decision d = Limited(std::numeric_limits<std::int64_t>::max() / 2, 86'400'000, 3);
   d.remaining = std::numeric_limits<std::int64_t>::max();
   std::size_t body_size = 0;
-  const std::string out = LimitedResponse(rule.get(), d, false, &body_size);
+  const std::string out = LimitedResponse(rule.get(), d, Persistence::kClose, &body_size);
   const std::size_t blank = out.find("\r\n\r\n");
   ASSERT_NE(blank, std::string::npos);
   EXPECT_EQ(out.size() - blank - 4, body_size);
@@ -195,7 +195,7 @@ TEST(LimitedResponse, LongWindowTexts) {
                   "limits = [ { limit = 5, window = \"" + zeros + "1s\" }, { limit = 9, window = \"" +
                   zeros + "1m\" } ]\n");
   std::size_t body_size = 0;
-  const std::string out = LimitedResponse(rule.get(), Limited(1000, 1000, 1), true, &body_size);
+  const std::string out = LimitedResponse(rule.get(), Limited(1000, 1000, 1), Persistence::kKeepAlive, &body_size);
   EXPECT_NE(out.find("RateLimit: \"a:" + zeros + "1m\";r=0;t=1\r\n"), std::string::npos);
   EXPECT_EQ(out.size() - out.find("\r\n\r\n") - 4, body_size);
   std::string fields;
