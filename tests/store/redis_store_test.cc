@@ -224,7 +224,7 @@ TEST_F(RedisStoreTest, ASettleUnderServerTimeTakesTheReservationsAge) {
 // algorithms::Settle does on the local store, and leaves the same state
 // (the decisions after the settles agree). `tollgate replay`'s settles,
 // at the reservation's own time, are compared in
-// tests/gateway/redis_conformance_test.cc.
+// tests/gateway/tools/redis_conformance_test.cc.
 TEST_F(RedisStoreTest, SettlesLaterAsTheLocalStoreDoes) {
   RedisServer redis;
   using algorithms::Algorithm;

@@ -1,5 +1,5 @@
 """A real gRPC client (Debian's python3-grpcio, run with /usr/bin/python3)
-for tests/gateway/http2/gateway_test.cc and grpc_test.cc; the channel is
+for tests/gateway/e2e/http2_gateway_test.cc and grpc_test.cc; the channel is
 cleartext HTTP/2 to 127.0.0.1:PORT.
 
 `grpc_client.py PORT /METHOD N [TIMEOUT_S]` makes N unary calls of METHOD

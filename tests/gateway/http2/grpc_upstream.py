@@ -1,5 +1,5 @@
 """A real gRPC server (Debian's python3-grpcio, run with /usr/bin/python3)
-as the upstream of tests/gateway/http2/grpc_test.cc:
+as the upstream of tests/gateway/e2e/grpc_gateway_test.cc:
 `grpc_upstream.py [PORT] [--stats FILE] [--tls CERT KEY] [--stubs DIR]`.
 
 Listens on 127.0.0.1:PORT (a free port when PORT is 0 or absent) over

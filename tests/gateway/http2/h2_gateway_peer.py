@@ -1,4 +1,4 @@
-"""HTTP/2 clients for tests/gateway/http2/gateway_test.cc, against the real
+"""HTTP/2 clients for tests/gateway/e2e/http2_gateway_test.cc, against the real
 gateway in front of the echo upstream: `h2_gateway_peer.py SCENARIO PORT`.
 Built on h2_peer.py's Client (python3-h2, run with /usr/bin/python3). Each
 scenario prints what it saw as `key=value` lines and exits 0, or prints the

@@ -26,7 +26,7 @@
 
 #include "redis_server.h"
 #include "rules/config.h"
-#include "tests/gateway/decision/decision_fixture.h"
+#include "tests/gateway/e2e/decision_fixture.h"
 #include "tests/gateway/test_support.h"
 #include "tests/support/net.h"
 #include "tests/support/prometheus.h"

@@ -11,7 +11,7 @@
 #include <string>
 
 #include "gateway/tools/import_envoy.h"
-#include "tests/gateway/decision/decision_fixture.h"
+#include "tests/gateway/e2e/decision_fixture.h"
 #include "tests/gateway/io/test_pki.h"
 
 namespace tollgate::testing {
