@@ -4,16 +4,24 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <boost/asio/connect.hpp>
+#include <boost/asio/ip/tcp.hpp>
 #include <chrono>
+#include <cstdlib>
 #include <cstdio>
 #include <future>
 #include <regex>
 #include <thread>
+#include <vector>
 
 #include "test_support.h"
+#include "tls_config.h"
 
 namespace tollgate::testing {
 namespace {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
 
 // The line of stderr that contains `needle` (reading at most 20 lines).
 std::string LineWith(Process& process, const std::string& needle) {
@@ -93,6 +101,56 @@ TEST(Drain, InFlightRequestCompletesAfterSigterm) {
   EXPECT_EQ(res[http::field::connection], "close");
   EXPECT_TRUE(idle.ClosedByPeer());
   EXPECT_EQ(gateway.Wait(), 0);
+}
+
+// Connections still in the start step (a TLS handshake the client has not
+// begun; an h2c-capable listener that has had no byte yet) are closed by a
+// drain at once, as idle ones are: they do not hold it up to its timeout.
+void DrainWithConnectionsStarting(const std::string& listener_config) {
+  auto echo = StartEcho();
+  TempDir dir;
+  std::string config = WithEchoPort(listener_config, echo->port());
+  config.replace(config.find("threads = 1"), 11, "threads = 1\ndrain_timeout = \"30s\"");
+  const std::string file = dir.Write("tollgate.toml", config);
+  Process gateway({TOLLGATE_BINARY, "--config", file});
+  const auto [port, admin_port] = WaitForPorts(gateway);
+  asio::io_context io;
+  std::vector<tcp::socket> silent;
+  for (int i = 0; i < 3; ++i) {
+    silent.emplace_back(io).connect({asio::ip::make_address("127.0.0.1"), port});
+  }
+  // Until the gateway has accepted them (it counts them from then on).
+  Client admin(admin_port);
+  const auto active = [&] {
+    const std::string metrics = admin.Get("/metrics").body();
+    const std::size_t at = metrics.find("\ntollgate_active_connections{");
+    if (at == std::string::npos) return -1;
+    return std::atoi(metrics.c_str() + metrics.find("} ", at) + 2);
+  };
+  for (int i = 0; i < 1000 && active() < 3; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_EQ(active(), 3);
+  const auto signalled = std::chrono::steady_clock::now();
+  gateway.Signal(SIGTERM);
+  EXPECT_EQ(gateway.Wait(), 0);
+  EXPECT_LT(std::chrono::steady_clock::now() - signalled, std::chrono::seconds(10));
+  for (tcp::socket& s : silent) {
+    char byte;
+    boost::system::error_code ec;
+    s.read_some(asio::buffer(&byte, 1), ec);
+    EXPECT_EQ(ec, asio::error::eof);  // closed by the gateway, nothing sent
+  }
+}
+
+TEST(Drain, ConnectionsNotYetSpeakingOnAnH2cListenerDoNotHoldItUp) {
+  DrainWithConnectionsStarting(BasicConfig());
+}
+
+TEST(Drain, ConnectionsBeforeTheirTlsHandshakeDoNotHoldItUp) {
+  TempDir dir;
+  auto [cert, key] = MakeCertificate(dir, "localhost");
+  DrainWithConnectionsStarting(TlsConfig(TlsTable(cert, key)));
 }
 
 }  // namespace
