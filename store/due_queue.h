@@ -5,9 +5,11 @@
 // caller's scale (milliseconds). Not thread-safe.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <queue>
+#include <utility>
 #include <vector>
 
 namespace tollgate::store {

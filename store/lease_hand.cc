@@ -14,7 +14,7 @@ LeaseHand::LeaseHand(std::int64_t now_ms, std::int64_t ttl_ms, LeaseRefill refil
 void LeaseHand::Release(Held& held, std::int64_t now, Releases& releases) {
   in_hand_ -= held.left;
   releases.OnRelease(
-      held, held.left > 0 || ReturnsSpent(now) ? LeaseEnd::kReturn : LeaseEnd::kForget, now);
+      held, (held.left > 0 || ReturnsSpent(now)) ? LeaseEnd::kReturn : LeaseEnd::kForget, now);
 }
 
 void LeaseHand::Expire(std::int64_t now, Releases& releases) {

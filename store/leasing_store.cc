@@ -216,8 +216,7 @@ bool LeasingStore::Spend(Entry& e, std::int64_t cost, std::int64_t now, algorith
   return true;
 }
 
-void LeasingStore::GiveBack(Entry& e, const LeaseHand::Held& held, LeaseEnd end,
-                            std::int64_t now) {
+void LeasingStore::GiveBack(Entry& e, const LeaseHand::Held& held, LeaseEnd end, std::int64_t now) {
   in_hand_ -= held.left;
   e.spec->stats->in_hand.fetch_sub(held.left, std::memory_order_relaxed);
   if (end == LeaseEnd::kForget) return;

@@ -279,8 +279,8 @@ bool RefuseBody(BodyFailure failure, Answer& answer) {
 
 std::size_t AppendAnswer(const Answer& answer, Persistence persistence, std::string& out) {
   if (answer.refusal == Refusal::kRateLimited && answer.rule != nullptr) {
-    return AppendLimitedResponse(*answer.rule, answer.decision, persistence, out,
-                                 answer.Status(), answer.request_id);
+    return AppendLimitedResponse(*answer.rule, answer.decision, persistence, out, answer.Status(),
+                                 answer.request_id);
   }
   const unsigned status = answer.Status();
   out += "HTTP/1.1 ";

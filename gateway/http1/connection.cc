@@ -73,6 +73,10 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
   // request gets none; one that does has them before its answer.
   bool first = true;
   for (;;) {
+    // A drain ends the connection between exchanges, pipelined requests
+    // unanswered; not before the first, whose bytes the start step may
+    // have read already.
+    if (worker_.draining() && !first) break;
     if (!work_ || work_->buffer.size() == 0) {
       if (worker_.draining()) break;
       // Waiting for the first byte of the next request is idleness, with its

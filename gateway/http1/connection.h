@@ -4,9 +4,10 @@
 // it reads the head, writes tollgate's answers and the check endpoint's,
 // and forwards (forward.cc: the upstream exchange, and the WebSocket
 // tunnel). It gets the connection from the start step
-// (gateway/http1/connection_start.h), which has made the TLS handshake and
-// found that the client speaks HTTP/1.1. Lives on one worker thread; owned
-// by its coroutine (see Serve).
+// (gateway/http1/connection_start.h): after the TLS handshake, or after
+// the first bytes showed no h2c preface, or at once on a cleartext listener
+// that takes only HTTP/1.1. Lives on one worker thread; owned by its
+// coroutine (see Serve).
 #pragma once
 
 #include <memory>

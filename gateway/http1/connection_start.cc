@@ -69,16 +69,26 @@ Task<bool> ReadsHttp2Preface(AnyStream& stream, beast::flat_buffer& buffer, Erro
 
 namespace {
 
-// The connection while the start step runs: a drain ends it (the
-// handshake or the wait for the first bytes is cancelled).
+// The connection while the start step runs, registered with the worker
+// from its accept: a drain ends it while it waits for the client (the TLS
+// handshake, the first bytes), not while the client is sending the h2c
+// preface (its request or GOAWAY is answered, as in an exchange).
 class Starting final : public ClientConnection {
  public:
-  explicit Starting(AnyStream& stream) : stream_(stream) {}
-  void CloseIfIdle() override { Lowest(stream_).cancel(); }
+  explicit Starting(AcceptedClient client) : client_(std::move(client)) {
+    client_.count.Serve(this);
+  }
+  void CloseIfIdle() override {
+    if (waiting_) Lowest(client_.stream).cancel();
+  }
   bool CloseIfIdleKeepAlive() override { return false; }
 
+  AcceptedClient& client() { return client_; }
+  void StopWaiting() { waiting_ = false; }
+
  private:
-  AnyStream& stream_;
+  AcceptedClient client_;
+  bool waiting_ = true;
 };
 
 // Waits (within client_header) for the first bytes of a cleartext
@@ -99,9 +109,8 @@ Task<bool> ReadFirstBytes(Worker& worker, AnyStream& stream, const rules::Config
   }
 }
 
-Task<void> Start(Worker& worker, AcceptedClient client) {
-  Starting starting(client.stream);
-  client.count.Serve(&starting);
+Task<void> Start(Worker& worker, std::unique_ptr<Starting> starting) {
+  AcceptedClient& client = starting->client();
   const std::shared_ptr<Generation> generation = worker.Current();
   const rules::Config& config = *generation->state->config;
   std::unique_ptr<ExchangeWork> first;  // the first request's first bytes
@@ -127,6 +136,7 @@ Task<void> Start(Worker& worker, AcceptedClient client) {
       if (first) GiveBackExchangeWork(std::move(first));
       co_return;
     }
+    starting->StopWaiting();
     ErrorCode ec;
     http2 = co_await ReadsHttp2Preface(client.stream, first->buffer, ec);
     if (ec) {
@@ -157,7 +167,9 @@ Task<void> ServeClient(Worker& worker, AnyStream stream, std::size_t listener,
                             IsDecisionListener(config, listener) ||
                             config.listeners[listener].http2;
   if (!may_be_http2) return Http1Connection::Serve(worker, std::move(client), nullptr);
-  return Start(worker, std::move(client));
+  // Registered now, before the accept loop goes on (a drain that comes
+  // first finds it).
+  return Start(worker, std::make_unique<Starting>(std::move(client)));
 }
 
 }  // namespace tollgate::gateway

@@ -22,11 +22,11 @@ class ThreadMetrics;
 class Worker;
 
 // A ServeConnection (gateway/serve/worker.h): serves an accepted
-// connection (`stream`, its TLS handshake not made yet) until it ends. A
-// cleartext listener that takes only HTTP/1.1 goes to the HTTP/1.1 adapter
-// at once; otherwise the start step runs first, and ends by starting the
-// adapter's own coroutine (so that it holds no frame of its own while the
-// connection lives).
+// connection (`stream`, its TLS handshake not made yet). A cleartext
+// listener that takes only HTTP/1.1 goes to the HTTP/1.1 adapter at once
+// (the task serves the connection until it ends); otherwise the task is the
+// start step, which ends by starting the adapter's own coroutine (so that
+// it holds no frame while the connection lives).
 Task<void> ServeClient(Worker& worker, AnyStream stream, std::size_t listener,
                        const tcp::endpoint& peer);
 

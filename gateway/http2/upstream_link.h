@@ -114,7 +114,7 @@ class Link final : private OwnedStream,
                    private http2_detail::Endpoint,
                    public std::enable_shared_from_this<Link> {
  public:
-  // `options` must outlive the link; `owner` (null once it is gone) is told
+  // `options` is copied; `owner` (null once it is gone) is told
   // when streams end, when a GOAWAY comes and when the link ends.
   Link(AnyStream stream, const Http2UpstreamOptions& options, Http2UpstreamConnection* owner);
   ~Link() override = default;

@@ -47,7 +47,9 @@ struct AcceptedClient {
   rules::IpAddress peer_address;
   // The client certificate the TLS handshake verified; null: none.
   std::unique_ptr<const rules::ClientCertificate> client_cert;
-  int tickets_owed = 0;  // TLS 1.3 session tickets not issued yet
+  // TLS 1.3 session tickets not issued yet (HTTP/1.1 issues them with its
+  // first response; the start step issues HTTP/2's at once).
+  int tickets_owed = 0;
 };
 
 }  // namespace tollgate::gateway

@@ -41,8 +41,9 @@ class ClientConnection {
 };
 
 // Serves one accepted connection (`stream`, its TLS handshake not made yet)
-// on `worker` until it ends: what the protocol adapters provide
-// (gateway/http1/connection.h), handed to the worker by the server.
+// on `worker`: the start step and the protocol adapters
+// (gateway/http1/connection_start.h's ServeClient), handed to the worker by
+// the server.
 using ServeConnection = Task<void> (*)(Worker& worker, AnyStream stream, std::size_t listener,
                                        const tcp::endpoint& peer);
 

@@ -119,7 +119,8 @@ class Fleet final : private store::LeaseHand::Releases {
 
   void OnRelease(const store::LeaseHand::Held& held, store::LeaseEnd end,
                  std::int64_t now) override {
-    if (end == store::LeaseEnd::kReturn) current_->Return(now, held.stamps, held.used, held.left, held.used_at);
+    if (end == store::LeaseEnd::kReturn)
+      current_->Return(now, held.stamps, held.used, held.left, held.used_at);
   }
 
   std::vector<algorithms::LimitParams> windows_;

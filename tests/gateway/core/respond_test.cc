@@ -171,10 +171,12 @@ TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
   const std::string name(120, '"');
   std::string escaped_toml;
   for (std::size_t i = 0; i < name.size(); ++i) escaped_toml += "\\\"";
-  const Rule rule("[[rules]]\nname = \"" + escaped_toml + "\"\nkey = \"ip\"\n"
-                  "algorithm = \"fixed_window\"\n"
-                  "limits = [ { limit = 1000000, window = \"1s\" }, { limit = 2000000, window = \"1m\" },"
-                  " { limit = 3000000, window = \"1h\" }, { limit = 4000000, window = \"24h\" } ]\n");
+  const Rule rule(
+      "[[rules]]\nname = \"" + escaped_toml +
+      "\"\nkey = \"ip\"\n"
+      "algorithm = \"fixed_window\"\n"
+      "limits = [ { limit = 1000000, window = \"1s\" }, { limit = 2000000, window = \"1m\" },"
+      " { limit = 3000000, window = \"1h\" }, { limit = 4000000, window = \"24h\" } ]\n");
   algorithms::Decision d = Limited(std::numeric_limits<std::int64_t>::max() / 2, 86'400'000, 3);
   d.remaining = std::numeric_limits<std::int64_t>::max();
   std::size_t body_size = 0;
@@ -191,16 +193,19 @@ TEST(LimitedResponse, ALongEscapedNameAndSeveralWindows) {
 // in RateLimit: zero-padded durations of 300 characters fit too.
 TEST(LimitedResponse, LongWindowTexts) {
   const std::string zeros(300, '0');
-  const Rule rule("[[rules]]\nname = \"a\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\n"
-                  "limits = [ { limit = 5, window = \"" + zeros + "1s\" }, { limit = 9, window = \"" +
-                  zeros + "1m\" } ]\n");
+  const Rule rule(
+      "[[rules]]\nname = \"a\"\nkey = \"ip\"\nalgorithm = \"fixed_window\"\n"
+      "limits = [ { limit = 5, window = \"" +
+      zeros + "1s\" }, { limit = 9, window = \"" + zeros + "1m\" } ]\n");
   std::size_t body_size = 0;
-  const std::string out = LimitedResponse(rule.get(), Limited(1000, 1000, 1), Persistence::kKeepAlive, &body_size);
+  const std::string out =
+      LimitedResponse(rule.get(), Limited(1000, 1000, 1), Persistence::kKeepAlive, &body_size);
   EXPECT_NE(out.find("RateLimit: \"a:" + zeros + "1m\";r=0;t=1\r\n"), std::string::npos);
   EXPECT_EQ(out.size() - out.find("\r\n\r\n") - 4, body_size);
   std::string fields;
   AppendRateLimitHeaders(rule.get(), Allowed(3, 1000, 0), fields);
-  EXPECT_NE(fields.find("RateLimit: \"a:" + zeros + "1s\";r=3;t=1\r\n"), std::string::npos) << fields;
+  EXPECT_NE(fields.find("RateLimit: \"a:" + zeros + "1s\";r=3;t=1\r\n"), std::string::npos)
+      << fields;
 }
 
 TEST(RateLimitHeaders, AllowedRequestOfAOneWindowRule) {
@@ -258,22 +263,23 @@ headers = "none"
 
 TEST(Answer, AnErrorWithRetryAfterOnAClosingConnection) {
   std::string out = "(before)";
-  const std::size_t body = AppendAnswer(Refuse(Refusal::kStoreUnavailable, 1),
-                                        Persistence::kClose, out);
+  const std::size_t body =
+      AppendAnswer(Refuse(Refusal::kStoreUnavailable, 1), Persistence::kClose, out);
   const std::string json =
       R"({"error":"store_unavailable","message":"the rate-limit store is unavailable","status":503})"
       "\n";
-  EXPECT_EQ(out, "(before)"
-                 "HTTP/1.1 503 Service Unavailable\r\n"
-                 "Server: tollgate\r\n"
-                 "Content-Type: application/json\r\n"
-                 "Content-Length: " +
-                     std::to_string(json.size()) +
-                     "\r\n"
-                     "Retry-After: 1\r\n"
-                     "Connection: close\r\n"
-                     "\r\n" +
-                     json);
+  EXPECT_EQ(out,
+            "(before)"
+            "HTTP/1.1 503 Service Unavailable\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Content-Length: " +
+                std::to_string(json.size()) +
+                "\r\n"
+                "Retry-After: 1\r\n"
+                "Connection: close\r\n"
+                "\r\n" +
+                json);
   EXPECT_EQ(body, json.size());
 }
 
@@ -300,15 +306,16 @@ TEST(Answer, TheRequestIdInTheFieldAndTheBody) {
       R"({"error":"bad_gateway","message":"the upstream is unavailable","status":502,)"
       R"("request_id":"0123456789abcdef0123456789abcdef"})"
       "\n";
-  EXPECT_EQ(out, "HTTP/1.1 502 Bad Gateway\r\n"
-                 "Server: tollgate\r\n"
-                 "Content-Type: application/json\r\n"
-                 "Content-Length: " +
-                     std::to_string(json.size()) +
-                     "\r\n"
-                     "X-Request-Id: 0123456789abcdef0123456789abcdef\r\n"
-                     "\r\n" +
-                     json);
+  EXPECT_EQ(out,
+            "HTTP/1.1 502 Bad Gateway\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Content-Length: " +
+                std::to_string(json.size()) +
+                "\r\n"
+                "X-Request-Id: 0123456789abcdef0123456789abcdef\r\n"
+                "\r\n" +
+                json);
   EXPECT_EQ(body, json.size());
 
   const Rule rule(R"(
@@ -328,17 +335,18 @@ headers = "none"
       R"({"error":"rate_limited","rule":"per-ip","retry_after_ms":1500,)"
       R"("request_id":"edge\"1\\x"})"
       "\n";
-  EXPECT_EQ(out, "HTTP/1.1 429 Too Many Requests\r\n"
-                 "Server: tollgate\r\n"
-                 "Content-Type: application/json\r\n"
-                 "Retry-After: 2\r\n"
-                 "Content-Length: " +
-                     std::to_string(limited_json.size()) +
-                     "\r\n"
-                     "X-Request-Id: edge\"1\\x\r\n"
-                     "Connection: close\r\n"
-                     "\r\n" +
-                     limited_json);
+  EXPECT_EQ(out,
+            "HTTP/1.1 429 Too Many Requests\r\n"
+            "Server: tollgate\r\n"
+            "Content-Type: application/json\r\n"
+            "Retry-After: 2\r\n"
+            "Content-Length: " +
+                std::to_string(limited_json.size()) +
+                "\r\n"
+                "X-Request-Id: edge\"1\\x\r\n"
+                "Connection: close\r\n"
+                "\r\n" +
+                limited_json);
   EXPECT_EQ(limited_body, limited_json.size());
   std::string alone;
   EXPECT_EQ(AppendAnswerBody(limited, alone), limited_json.size());
@@ -388,9 +396,8 @@ algorithm = "fixed_window"
 limit = 20
 window = "1m"
 )");
-  for (const Answer& answer :
-       {Refuse(Refusal::kBadGateway), Refuse(Refusal::kStoreUnavailable, 1),
-        gateway::Limited(rule.get(), Limited(52280, 53000))}) {
+  for (const Answer& answer : {Refuse(Refusal::kBadGateway), Refuse(Refusal::kStoreUnavailable, 1),
+                               gateway::Limited(rule.get(), Limited(52280, 53000))}) {
     std::string whole;
     const std::size_t size = AppendAnswer(answer, Persistence::kKeepAlive, whole);
     std::string body;
