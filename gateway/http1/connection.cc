@@ -65,46 +65,26 @@ std::chrono::steady_clock::time_point Http1Connection::SteadyDeadline(const Exch
   return store::LoopNow() + Ms(ex.deadline_ms - generation_->state->clock->NowMs());
 }
 
-Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> /*self*/) {
+Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> self) {
   // config_ changes with reloads between exchanges (and the old one may be
   // gone): read it afresh each time, never keep a reference into it here.
   // Over TLS, the session tickets go out with the first response (HeadEnded
   // issues them once the request head is in): a client that never sends a
   // request gets none; one that does has them before its answer.
-  bool first = true;
   for (;;) {
     // A drain ends the connection between exchanges, pipelined requests
     // unanswered; not before the first, whose bytes the start step may
     // have read already.
-    if (worker_.draining() && !first) break;
+    if (worker_.draining() && served_) break;
     if (!work_ || work_->buffer.size() == 0) {
       if (worker_.draining()) break;
-      // Waiting for the first byte of the next request is idleness, with its
-      // own (longer) deadline; the header then has client_header to arrive.
-      idle_ = true;
-      Rest();
-      Lowest(stream_).expires_after(
-          Ms(first ? config_->timeouts.client_header_ms : config_->timeouts.client_idle_ms));
-      NoteHeldBytes(stream_);
-      ErrorCode ec;
-      for (;;) {
-        auto [wait_ec, unused] = co_await Lowest(stream_).async_wait_readable(kUseTuple);
-        ec = wait_ec;
-        if (ec || ReadRequestStart(ec)) break;
-        // CloseIfIdle (drain, or room for a new client) cancels a pending
-        // wait; one that came while this wait's completion was queued
-        // found none to cancel.
-        if (closing_ || worker_.draining()) {
-          ec = asio::error::operation_aborted;
-          break;
-        }
-      }
-      idle_ = false;
-      closing_ = false;
-      if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
+      Park(std::move(self));
+      co_return;
     }
-    first = false;
-    if (!co_await ExchangeDriver<Http1Connection>::Run(*this)) break;
+    // (GCC 12 lays the frame out wrongly for a co_await in an if's
+    // condition, PR 106188's kind: a statement of its own.)
+    const bool kept = co_await ExchangeDriver<Http1Connection>::Run(*this);
+    if (!kept) break;
     served_ = true;
   }
   co_await Shutdown();

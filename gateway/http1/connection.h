@@ -48,10 +48,18 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
  private:
   using HeadParser = RequestParser<http::empty_body>;
 
-  // Serves the connection until it ends; `self` is this connection, owned
-  // by the coroutine (its frame, so also when the worker's loop is
-  // destroyed with the coroutine suspended).
+  // Serves requests until the connection ends or goes idle; `self` is this
+  // connection, owned by the coroutine (its frame, so also when the
+  // worker's loop is destroyed with the coroutine suspended).
   Task<void> Run(std::unique_ptr<Http1Connection> self);
+  // An idle connection holds no coroutine frame, as nginx's keep-alive
+  // connections hold nothing but their socket and a small object: Park()
+  // ends the exchanges' coroutine and leaves the connection to a
+  // completion handler waiting for readability (AwaitRequest), which owns
+  // it, reads the next request's first bytes and starts Run() again, or
+  // frees the connection when it closed, timed out or drained.
+  void Park(std::unique_ptr<Http1Connection> self);
+  static void AwaitRequest(std::unique_ptr<Http1Connection> self);
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
   // once the socket is readable ReadRequestStart() takes a buffer and reads

@@ -7,6 +7,7 @@
 #include <cerrno>
 
 #include "gateway/http1/connection.h"
+#include "gateway/io/read_now.h"
 
 namespace tollgate::gateway {
 
@@ -16,6 +17,38 @@ void Http1Connection::Rest() {
   relay_buffer_.Release();
   if (work_) GiveBackExchangeWork(std::move(work_));
   if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
+}
+
+void Http1Connection::Park(std::unique_ptr<Http1Connection> self) {
+  // Waiting for the first byte of the next request is idleness, with its
+  // own (longer) deadline; the header then has client_header to arrive.
+  idle_ = true;
+  Rest();
+  Lowest(stream_).expires_after(
+      Ms(served_ ? config_->timeouts.client_idle_ms : config_->timeouts.client_header_ms));
+  NoteHeldBytes(stream_);
+  AwaitRequest(std::move(self));
+}
+
+void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
+  Http1Connection& c = *self;
+  Lowest(c.stream_).async_wait_readable(
+      [self = std::move(self)](ErrorCode ec, std::size_t) mutable {
+        Http1Connection& c = *self;
+        if (!ec && !c.ReadRequestStart(ec)) {
+          // CloseIfIdle (drain, or room for a new client) cancels a
+          // pending wait; one that came while this wait's completion was
+          // queued found none to cancel.
+          if (!c.closing_ && !c.worker_.draining()) return AwaitRequest(std::move(self));
+          ec = asio::error::operation_aborted;
+        }
+        c.idle_ = false;
+        c.closing_ = false;
+        // Closed, idle timeout or drain: nothing to answer, and the
+        // connection goes with this handler.
+        if (ec) return;
+        asio::co_spawn(c.worker_.io(), c.Run(std::move(self)), asio::detached);
+      });
 }
 
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
