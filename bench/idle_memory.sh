@@ -4,10 +4,11 @@
 # For each kind of connection and each proxy, a fresh proxy is started and
 # bench/idle_clients.py opens N connections through it, makes one exchange
 # on each and leaves them idle: the proxy process's RSS growth ÷ N (VmRSS of
-# /proc/PID/status; nginx: its worker) is the memory one idle connection
-# costs. After a second of idleness, one more exchange on (up to) 1,000 of
-# them is timed ("first") and at once another ("warm"): the latency that
-# giving buffers back on idleness may add. Every connection is then used
+# /proc/PID/status; nginx: its worker), read after 2.5 s of idleness (time
+# for tollgate's idle sweep to park HTTP/1.1 connections), is the memory
+# one idle connection costs. After 3 s of idleness, one more exchange on
+# (up to) 1,000 of them is timed ("first") and at once another ("warm"):
+# the latency that giving buffers back on idleness may add. Every connection is then used
 # once more (all must still be served). Rounds alternate the order of the
 # proxies; medians.
 #
@@ -146,7 +147,8 @@ measure() {  # kind proxy
   fi
   start_proxy "$proxy" "$kind" "$upstream"
   local client_kind=$kind
-  line=$($CLIENT --kind "$client_kind" --port "$proxy_port" --pid "$proxy_pid" --count "$(count_of "$kind")") || {
+  line=$($CLIENT --kind "$client_kind" --port "$proxy_port" --pid "$proxy_pid" --count "$(count_of "$kind")" \
+         --settle 2.5 --idle 3) || {
     stop_since "$mark"; return 1; }
   stop_since "$mark"
   echo "$line"
@@ -175,7 +177,7 @@ report=$WORK/report.md
 {
   echo "## Memory per idle connection (bench/idle_memory.sh)"
   echo
-  echo "\`bench/idle_memory.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d); descriptor limit $nofile; one worker each (tollgate \`threads = 1\`, nginx $(nginx -v 2>&1 | sed 's/.*\///') \`worker_processes 1\`, HAProxy $(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }') \`nbthread 1\`); $rounds rounds, medians. Bytes per connection: the proxy process's RSS growth ÷ connections, read once all are idle. First / warm: p99 of one exchange on up to 1,000 connections after a second of idleness, then at once again."
+  echo "\`bench/idle_memory.sh $rounds\` on $(nproc) cores, $(date -u +%Y-%m-%d); descriptor limit $nofile; one worker each (tollgate \`threads = 1\`, nginx $(nginx -v 2>&1 | sed 's/.*\///') \`worker_processes 1\`, HAProxy $(haproxy -v 2>/dev/null | awk 'NR == 1 { print $3 }') \`nbthread 1\`); $rounds rounds, medians. Bytes per connection: the proxy process's RSS growth ÷ connections, read once all have been idle 2.5 s (tollgate parks an HTTP/1.1 connection idle for one 1 s sweep interval). First / warm: p99 of one exchange on up to 1,000 connections after 3 s of idleness, then at once again."
   echo
   echo "| kind | connections | proxy | bytes/connection | ÷ nginx | first p99 ms | warm p99 ms | first ÷ warm |"
   echo "|---|---:|---|---:|---:|---:|---:|---:|"

@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <atomic>
+#include <future>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -388,6 +389,16 @@ void Server::Start() {
     impl_->threads.emplace_back([w = worker.get()] { w->io().run(); });
   }
   impl_->serving = true;
+}
+
+std::size_t Server::SweepIdle() {
+  std::size_t swept = 0;
+  for (auto& worker : impl_->workers) {
+    std::promise<std::size_t> done;
+    asio::post(worker->io(), [&done, w = worker.get()] { done.set_value(w->SweepIdle()); });
+    swept += done.get_future().get();
+  }
+  return swept;
 }
 
 void Server::Drain() {

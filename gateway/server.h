@@ -45,6 +45,10 @@ class Server {
   // Immediate: abandons whatever is in flight.
   void Stop();
   void Wait();
+  // Runs every worker's idle sweep now (Worker::SweepIdle; each runs its
+  // own every second) and returns, once all have, how many connections it
+  // parked. Not from a worker thread (tests).
+  std::size_t SweepIdle();
 
   // The bound ports (useful with port 0), in [[listeners]] order.
   std::vector<std::uint16_t> listener_ports() const;

@@ -78,8 +78,39 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> self) {
     if (worker_.draining() && served_) break;
     if (!work_ || work_->buffer.size() == 0) {
       if (worker_.draining()) break;
-      Park(std::move(self));
-      co_return;
+      // Waiting for the first byte of the next request is idleness, with its
+      // own (longer) deadline; the header then has client_header to arrive.
+      idle_ = true;
+      idle_swept_ = false;
+      Rest();
+      Lowest(stream_).expires_after(
+          Ms(served_ ? config_->timeouts.client_idle_ms : config_->timeouts.client_header_ms));
+      NoteHeldBytes(stream_);
+      ErrorCode ec;
+      for (;;) {
+        auto [wait_ec, unused] = co_await Lowest(stream_).async_wait_readable(kUseTuple);
+        ec = wait_ec;
+        if (park_ && ec == asio::error::operation_aborted && !closing_ &&
+            !worker_.draining()) {
+          // SweepIdle: idle for a sweep interval at least; the wait goes on
+          // without this coroutine.
+          park_ = false;
+          AwaitRequest(std::move(self));
+          co_return;
+        }
+        park_ = false;
+        if (ec || ReadRequestStart(ec)) break;
+        // CloseIfIdle (drain, or room for a new client) cancels a pending
+        // wait; one that came while this wait's completion was queued
+        // found none to cancel.
+        if (closing_ || worker_.draining()) {
+          ec = asio::error::operation_aborted;
+          break;
+        }
+      }
+      idle_ = false;
+      closing_ = false;
+      if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
     }
     // (GCC 12 lays the frame out wrongly for a co_await in an if's
     // condition, PR 106188's kind: a statement of its own.)

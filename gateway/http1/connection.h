@@ -44,6 +44,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
 
   void CloseIfIdle() override;
   bool CloseIfIdleKeepAlive() override;
+  bool SweepIdle() override;
 
  private:
   using HeadParser = RequestParser<http::empty_body>;
@@ -52,13 +53,14 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // connection, owned by the coroutine (its frame, so also when the
   // worker's loop is destroyed with the coroutine suspended).
   Task<void> Run(std::unique_ptr<Http1Connection> self);
-  // An idle connection holds no coroutine frame, as nginx's keep-alive
-  // connections hold nothing but their socket and a small object: Park()
-  // ends the exchanges' coroutine and leaves the connection to a
+  // A connection idle for a sweep interval (SweepIdle) holds no coroutine
+  // frame, as nginx's keep-alive connections hold nothing but their socket
+  // and a small object: Run() ends and leaves the connection to a
   // completion handler waiting for readability (AwaitRequest), which owns
   // it, reads the next request's first bytes and starts Run() again, or
-  // frees the connection when it closed, timed out or drained.
-  void Park(std::unique_ptr<Http1Connection> self);
+  // frees the connection when it closed, timed out or drained. A busy
+  // connection, idle only between its requests, waits in Run() and pays
+  // nothing for this.
   static void AwaitRequest(std::unique_ptr<Http1Connection> self);
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
@@ -251,6 +253,9 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   bool websocket_ = false;  // the current request is a WebSocket handshake
   bool expects_continue_ = false;  // the current request asked for 100 Continue
   bool idle_ = false;              // waiting for the next request
+  bool idle_swept_ = false;        // and a sweep found it so
+  bool park_ = false;              // SweepIdle cancelled the wait: Run() parks
+  bool parked_ = false;            // waiting in AwaitRequest's handler
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
   bool body_unread_ = false;  // CloseWithBodyUnread() was called

@@ -19,19 +19,22 @@ void Http1Connection::Rest() {
   if (auto* tls = std::get_if<TlsStream>(&stream_)) tls->ReleaseBuffers();
 }
 
-void Http1Connection::Park(std::unique_ptr<Http1Connection> self) {
-  // Waiting for the first byte of the next request is idleness, with its
-  // own (longer) deadline; the header then has client_header to arrive.
-  idle_ = true;
-  Rest();
-  Lowest(stream_).expires_after(
-      Ms(served_ ? config_->timeouts.client_idle_ms : config_->timeouts.client_header_ms));
-  NoteHeldBytes(stream_);
-  AwaitRequest(std::move(self));
+bool Http1Connection::SweepIdle() {
+  // Idle in its coroutine since the last sweep (not parked, not closing):
+  // the wait is cancelled, and Run() parks the connection.
+  if (!idle_ || parked_ || closing_ || park_) return false;
+  if (!idle_swept_) {
+    idle_swept_ = true;
+    return false;
+  }
+  park_ = true;
+  Lowest(stream_).cancel();
+  return true;
 }
 
 void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
   Http1Connection& c = *self;
+  c.parked_ = true;
   Lowest(c.stream_).async_wait_readable(
       [self = std::move(self)](ErrorCode ec, std::size_t) mutable {
         Http1Connection& c = *self;
@@ -42,6 +45,7 @@ void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
           if (!c.closing_ && !c.worker_.draining()) return AwaitRequest(std::move(self));
           ec = asio::error::operation_aborted;
         }
+        c.parked_ = false;
         c.idle_ = false;
         c.closing_ = false;
         // Closed, idle timeout or drain: nothing to answer, and the

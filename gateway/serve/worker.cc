@@ -57,6 +57,32 @@ void Worker::StartAccepting() {
   for (std::size_t i = 0; i < acceptors_.size(); ++i) {
     asio::co_spawn(io_, AcceptLoop(i), asio::detached);
   }
+  asio::co_spawn(io_, SweepLoop(), asio::detached);
+}
+
+// How often idle connections are swept: a connection gives back its idle
+// wait's extras only once it has been idle for one sweep interval at least
+// (two sweeps in a row found it idle), so that a busy keep-alive
+// connection, idle only between its requests, keeps them and pays nothing
+// per request, while one idle for seconds (most of a real API's clients)
+// costs little more than its socket.
+constexpr auto kIdleSweep = std::chrono::seconds(1);
+
+Task<void> Worker::SweepLoop() {
+  Timer timer(io_.get_executor());
+  while (!draining_) {
+    timer.expires_after(kIdleSweep);
+    co_await timer.async_wait(kUseTuple);
+    if (!draining_) SweepIdle();
+  }
+}
+
+std::size_t Worker::SweepIdle() {
+  // A connection's sweep only sets flags and cancels a wait: none ends (and
+  // leaves clients_) before the loop does.
+  std::size_t swept = 0;
+  for (ClientConnection* c : clients_) swept += c->SweepIdle() ? 1 : 0;
+  return swept;
 }
 
 std::vector<const rules::ListenerConfig*> BoundListeners(const rules::Config& config) {

@@ -35,6 +35,11 @@ class ClientConnection {
   // Likewise, but only one that has served a request (an idle keep-alive
   // connection, not a new one yet to send its first); true when closed.
   virtual bool CloseIfIdleKeepAlive() = 0;
+  // The worker's idle sweep (Worker::SweepIdle): a connection that has
+  // waited for its next request since the last sweep gives back what the
+  // wait does not need (an HTTP/1.1 connection its coroutine); true when
+  // this sweep made it do so.
+  virtual bool SweepIdle() { return false; }
 
  protected:
   ~ClientConnection() = default;
@@ -136,9 +141,15 @@ class Worker {
   // pooled upstream connections, admin requests). Runs on the worker's
   // thread.
   void BeginDrain();
+  // Asks every connection to give back what its idle wait does not need
+  // (ClientConnection::SweepIdle); returns how many did. Runs on its own
+  // every kIdleSweep from StartAccepting (tests call it too). Worker
+  // thread only.
+  std::size_t SweepIdle();
 
  private:
   Task<void> AcceptLoop(std::size_t listener);
+  Task<void> SweepLoop();
   // The loop stops kFinishGrace after the last connection: commands the last
   // exchanges handed to the store (a max_inflight place given back, a
   // lesson learned) have that long to leave before the Redis connections

@@ -575,6 +575,48 @@ TEST_F(ProxyTest, AtMaxConnectionsAnIdleKeepAliveConnectionMakesRoom) {
   EXPECT_EQ(closed, 1);
 }
 
+// Keep-alive connections found idle by two sweeps in a row are parked:
+// their coroutine ends and a completion handler waits for the next
+// request, which starts it again. They are served as before, and parked
+// again once idle.
+TEST_F(ProxyTest, ParkedKeepAliveConnectionsAreServedAgain) {
+  StartGateway();
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    EXPECT_EQ(clients.back()->Get("/").result_int(), 200);
+  }
+  gateway::Server& server = gateway_->server();
+  EXPECT_EQ(server.SweepIdle(), 0u);  // idle at one sweep: kept
+  EXPECT_EQ(server.SweepIdle(), 3u);  // at two: parked
+  EXPECT_EQ(server.SweepIdle(), 0u);  // parked already
+  for (int round = 0; round < 2; ++round) {
+    for (auto& c : clients) EXPECT_EQ(c->Get("/").result_int(), 200) << round;
+    EXPECT_EQ(server.SweepIdle(), 0u) << round;
+    EXPECT_EQ(server.SweepIdle(), 3u) << round;
+  }
+}
+
+// A parked connection closes as an idle one does: to make room at
+// max_connections, and at its idle timeout.
+TEST_F(ProxyTest, ParkedKeepAliveConnectionsCloseAsIdleOnesDo) {
+  StartGateway("[timeouts]\nclient_idle = \"1s\"\n[limits]\nmax_connections = 3\n");
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 3; ++i) {
+    idle.push_back(std::make_unique<Client>(port()));
+    EXPECT_EQ(idle.back()->Get("/").result_int(), 200);
+  }
+  gateway::Server& server = gateway_->server();
+  server.SweepIdle();
+  ASSERT_EQ(server.SweepIdle(), 3u);
+  Client late(port());
+  EXPECT_EQ(late.Get("/").result_int(), 200);
+  int closed = 0;
+  for (auto& c : idle) closed += ClosedNow(*c);
+  EXPECT_EQ(closed, 1);
+  for (auto& c : idle) EXPECT_TRUE(c->ClosedByPeer());  // the others at client_idle
+}
+
 // The hostile test's case: a descriptor limit of 256 and more idle
 // connections than there are descriptors; the gateway (max_connections
 // derived from the limit) keeps serving new clients.
