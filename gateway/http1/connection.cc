@@ -86,6 +86,15 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> self) {
       Lowest(stream_).expires_after(
           Ms(served_ ? config_->timeouts.client_idle_ms : config_->timeouts.client_header_ms));
       NoteHeldBytes(stream_);
+      if (served_ && !parked_once_) {
+        // After its first exchange a connection parks at once: a client
+        // that makes one request and stays (a browser, a mobile app) holds
+        // no coroutine from then on. A busy one pays this once, and waits
+        // here from its next request on.
+        parked_once_ = true;
+        AwaitRequest(std::move(self));
+        co_return;
+      }
       ErrorCode ec;
       for (;;) {
         auto [wait_ec, unused] = co_await Lowest(stream_).async_wait_readable(kUseTuple);

@@ -256,6 +256,7 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   bool idle_swept_ = false;        // and a sweep found it so
   bool park_ = false;              // SweepIdle cancelled the wait: Run() parks
   bool parked_ = false;            // waiting in AwaitRequest's handler
+  bool parked_once_ = false;       // parked after its first exchange
   bool served_ = false;  // an exchange has completed
   bool closing_ = false;  // CloseIfIdle has cancelled its wait
   bool body_unread_ = false;  // CloseWithBodyUnread() was called
