@@ -394,8 +394,12 @@ void Server::Start() {
 std::size_t Server::SweepIdle() {
   std::size_t swept = 0;
   for (auto& worker : impl_->workers) {
+    if (worker->io().stopped()) continue;
     std::promise<std::size_t> done;
-    asio::post(worker->io(), [&done, w = worker.get()] { done.set_value(w->SweepIdle()); });
+    asio::post(worker->io(), [&done, w = worker.get()] {
+      w->StopOwnSweeps();
+      done.set_value(w->SweepIdle());
+    });
     swept += done.get_future().get();
   }
   return swept;

@@ -45,9 +45,11 @@ class Server {
   // Immediate: abandons whatever is in flight.
   void Stop();
   void Wait();
-  // Runs every worker's idle sweep now (Worker::SweepIdle; each runs its
-  // own every second) and returns, once all have, how many connections it
-  // parked. Not from a worker thread (tests).
+  // Runs every worker's idle sweep now (Worker::SweepIdle) and returns,
+  // once all have, how many connections it asked to park. From the first
+  // call on, the workers' own sweeps (every second) stop: the caller
+  // sweeps (tests). Not from a worker thread, nor after Stop() or a
+  // finished drain (a stopped worker is skipped).
   std::size_t SweepIdle();
 
   // The bound ports (useful with port 0), in [[listeners]] order.

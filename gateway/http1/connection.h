@@ -7,7 +7,8 @@
 // (gateway/http1/connection_start.h): after the TLS handshake, or after
 // the first bytes showed no h2c preface, or at once on a cleartext listener
 // that takes only HTTP/1.1. Lives on one worker thread; owned by its
-// coroutine (see Serve).
+// coroutine (see Serve), or while parked by a completion handler (see
+// AwaitRequest).
 #pragma once
 
 #include <memory>
@@ -49,19 +50,22 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
  private:
   using HeadParser = RequestParser<http::empty_body>;
 
-  // Serves requests until the connection ends or goes idle; `self` is this
+  // Serves requests until the connection ends or parks; `self` is this
   // connection, owned by the coroutine (its frame, so also when the
-  // worker's loop is destroyed with the coroutine suspended).
+  // worker's loop is destroyed with the coroutine suspended) and, while it
+  // is parked, by AwaitRequest's completion handler.
   Task<void> Run(std::unique_ptr<Http1Connection> self);
-  // A connection idle for a sweep interval (SweepIdle) holds no coroutine
-  // frame, as nginx's keep-alive connections hold nothing but their socket
-  // and a small object: Run() ends and leaves the connection to a
-  // completion handler waiting for readability (AwaitRequest), which owns
-  // it, reads the next request's first bytes and starts Run() again, or
-  // frees the connection when it closed, timed out or drained. A busy
-  // connection, idle only between its requests, waits in Run() and pays
-  // nothing for this.
+  // A parked connection holds no coroutine frame, as nginx's keep-alive
+  // connections hold nothing but their socket and a small object: Run()
+  // ends and leaves the connection to a completion handler waiting for
+  // readability (AwaitRequest), which owns it, and Resume() reads the next
+  // request's first bytes and starts Run() again, or frees the connection
+  // when it closed, timed out or drained. A connection parks after its
+  // first exchange, and when the worker's sweep finds it idle twice in a
+  // row (SweepIdle; also one still waiting for its first request): a busy
+  // one parks once, then waits in Run() between its requests.
   static void AwaitRequest(std::unique_ptr<Http1Connection> self);
+  static void Resume(std::unique_ptr<Http1Connection> self, ErrorCode ec);
   // Between requests a connection holds no buffer, parser or exchange, as
   // nginx's keep-alive connections hold none: Rest() gives them back, and
   // once the socket is readable ReadRequestStart() takes a buffer and reads

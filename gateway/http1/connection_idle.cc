@@ -5,6 +5,7 @@
 
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <cerrno>
+#include <new>
 
 #include "gateway/http1/connection.h"
 #include "gateway/io/read_now.h"
@@ -37,6 +38,17 @@ void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
   c.parked_ = true;
   Lowest(c.stream_).async_wait_readable(
       [self = std::move(self)](ErrorCode ec, std::size_t) mutable {
+        // Out of memory for the next request's Work or coroutine: the
+        // connection is dropped, not the process (as the coroutine's
+        // detached completion would have it).
+        try {
+          Resume(std::move(self), ec);
+        } catch (const std::bad_alloc&) {
+        }
+      });
+}
+
+void Http1Connection::Resume(std::unique_ptr<Http1Connection> self, ErrorCode ec) {
         Http1Connection& c = *self;
         if (!ec && !c.ReadRequestStart(ec)) {
           // CloseIfIdle (drain, or room for a new client) cancels a
@@ -52,7 +64,6 @@ void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
         // connection goes with this handler.
         if (ec) return;
         asio::co_spawn(c.worker_.io(), c.Run(std::move(self)), asio::detached);
-      });
 }
 
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {

@@ -69,12 +69,17 @@ void Worker::StartAccepting() {
 constexpr auto kIdleSweep = std::chrono::seconds(1);
 
 Task<void> Worker::SweepLoop() {
-  Timer timer(io_.get_executor());
-  while (!draining_) {
-    timer.expires_after(kIdleSweep);
-    co_await timer.async_wait(kUseTuple);
-    if (!draining_) SweepIdle();
+  sweep_timer_.emplace(io_.get_executor());
+  while (!draining_ && own_sweeps_) {
+    sweep_timer_->expires_after(kIdleSweep);
+    co_await sweep_timer_->async_wait(kUseTuple);
+    if (!draining_ && own_sweeps_) SweepIdle();
   }
+}
+
+void Worker::StopOwnSweeps() {
+  own_sweeps_ = false;
+  if (sweep_timer_) sweep_timer_->cancel();
 }
 
 std::size_t Worker::SweepIdle() {
@@ -236,6 +241,7 @@ void Worker::FinishDrain() {
 
 void Worker::BeginDrain() {
   draining_ = true;
+  if (sweep_timer_) sweep_timer_->cancel();
   store().Drain();
   for (auto& acceptor : acceptors_) {
     ErrorCode ec;

@@ -142,14 +142,18 @@ class Worker {
   // thread.
   void BeginDrain();
   // Asks every connection to give back what its idle wait does not need
-  // (ClientConnection::SweepIdle); returns how many did. Runs on its own
-  // every kIdleSweep from StartAccepting (tests call it too). Worker
-  // thread only.
+  // (ClientConnection::SweepIdle); returns how many were asked. Runs on its
+  // own every kIdleSweep from StartAccepting. Worker thread only.
   std::size_t SweepIdle();
+  // The worker's own sweeps stop: the caller sweeps from now on (tests, to
+  // count what each sweep does). Worker thread only.
+  void StopOwnSweeps();
 
  private:
   Task<void> AcceptLoop(std::size_t listener);
   Task<void> SweepLoop();
+  std::optional<Timer> sweep_timer_;  // SweepLoop's
+  bool own_sweeps_ = true;
   // The loop stops kFinishGrace after the last connection: commands the last
   // exchanges handed to the store (a max_inflight place given back, a
   // lesson learned) have that long to leave before the Redis connections

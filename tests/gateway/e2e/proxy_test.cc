@@ -581,13 +581,16 @@ TEST_F(ProxyTest, AtMaxConnectionsAnIdleKeepAliveConnectionMakesRoom) {
 // are served as before, and parked again once idle.
 TEST_F(ProxyTest, ParkedKeepAliveConnectionsAreServedAgain) {
   StartGateway();
+  gateway::Server& server = gateway_->server();
+  EXPECT_EQ(server.SweepIdle(), 0u);  // the test sweeps from now on
   std::vector<std::unique_ptr<Client>> clients;
   for (int i = 0; i < 3; ++i) {
     clients.push_back(std::make_unique<Client>(port()));
     EXPECT_EQ(clients.back()->Get("/").result_int(), 200);
   }
-  gateway::Server& server = gateway_->server();
-  EXPECT_EQ(server.SweepIdle(), 0u);  // parked already, after their first
+  // Parked already, after their first exchange: two sweeps park none.
+  EXPECT_EQ(server.SweepIdle(), 0u);
+  EXPECT_EQ(server.SweepIdle(), 0u);
   for (int round = 0; round < 2; ++round) {
     for (auto& c : clients) EXPECT_EQ(c->Get("/").result_int(), 200) << round;
     EXPECT_EQ(server.SweepIdle(), 0u) << round;  // idle at one sweep: kept
@@ -600,14 +603,15 @@ TEST_F(ProxyTest, ParkedKeepAliveConnectionsAreServedAgain) {
 // max_connections, and at its idle timeout.
 TEST_F(ProxyTest, ParkedKeepAliveConnectionsCloseAsIdleOnesDo) {
   StartGateway("[timeouts]\nclient_idle = \"1s\"\n[limits]\nmax_connections = 3\n");
+  gateway::Server& server = gateway_->server();
+  EXPECT_EQ(server.SweepIdle(), 0u);  // the test sweeps from now on
   std::vector<std::unique_ptr<Client>> idle;
   for (int i = 0; i < 3; ++i) {
     idle.push_back(std::make_unique<Client>(port()));
     EXPECT_EQ(idle.back()->Get("/").result_int(), 200);
   }
   for (auto& c : idle) EXPECT_EQ(c->Get("/").result_int(), 200);
-  gateway::Server& server = gateway_->server();
-  server.SweepIdle();
+  EXPECT_EQ(server.SweepIdle(), 0u);
   ASSERT_EQ(server.SweepIdle(), 3u);
   Client late(port());
   EXPECT_EQ(late.Get("/").result_int(), 200);
