@@ -152,8 +152,6 @@ class Worker {
  private:
   Task<void> AcceptLoop(std::size_t listener);
   Task<void> SweepLoop();
-  std::optional<Timer> sweep_timer_;  // SweepLoop's
-  bool own_sweeps_ = true;
   // The loop stops kFinishGrace after the last connection: commands the last
   // exchanges handed to the store (a max_inflight place given back, a
   // lesson learned) have that long to leave before the Redis connections
@@ -189,6 +187,9 @@ class Worker {
   std::shared_ptr<Generation> generation_;
   std::vector<std::unique_ptr<Acceptor>> acceptors_;
   std::optional<Timer> finish_timer_;  // FinishDrain's
+  // SweepLoop's (after io_, as finish_timer_: destroyed before it).
+  std::optional<Timer> sweep_timer_;
+  bool own_sweeps_ = true;
   // Completes its pending decisions (into suspended sessions) before io_
   // destroys them.
   std::unique_ptr<store::Store> own_store_;
