@@ -108,17 +108,9 @@ Task<void> Http1Connection::Run(std::unique_ptr<Http1Connection> self) {
           co_return;
         }
         park_ = false;
-        if (ec || ReadRequestStart(ec)) break;
-        // CloseIfIdle (drain, or room for a new client) cancels a pending
-        // wait; one that came while this wait's completion was queued
-        // found none to cancel.
-        if (closing_ || worker_.draining()) {
-          ec = asio::error::operation_aborted;
-          break;
-        }
+        if (WaitEnded(ec)) break;
       }
-      idle_ = false;
-      closing_ = false;
+      EndIdle();
       if (ec) co_return;  // closed, idle timeout or drain: nothing to answer
     }
     // (GCC 12 lays the frame out wrongly for a co_await in an if's

@@ -73,6 +73,12 @@ class Http1Connection final : public ClientConnection, private ClientWatch {
   // some or failed (`ec`), false when nothing was there (wait again).
   void Rest();
   bool ReadRequestStart(ErrorCode& ec);
+  // After a readiness wait that completed with `ec` (in Run, or parked):
+  // true when the wait is over (the first bytes read, or `ec` says why
+  // not, operation_aborted for a close), false to wait again.
+  bool WaitEnded(ErrorCode& ec);
+  // The wait is over: no longer idle, parked or closing.
+  void EndIdle();
 
   // --- the downstream of the exchange driver (gateway/core/exchange_driver.h) ---
   friend class ExchangeDriver<Http1Connection>;

@@ -49,21 +49,29 @@ void Http1Connection::AwaitRequest(std::unique_ptr<Http1Connection> self) {
 }
 
 void Http1Connection::Resume(std::unique_ptr<Http1Connection> self, ErrorCode ec) {
-        Http1Connection& c = *self;
-        if (!ec && !c.ReadRequestStart(ec)) {
-          // CloseIfIdle (drain, or room for a new client) cancels a
-          // pending wait; one that came while this wait's completion was
-          // queued found none to cancel.
-          if (!c.closing_ && !c.worker_.draining()) return AwaitRequest(std::move(self));
-          ec = asio::error::operation_aborted;
-        }
-        c.parked_ = false;
-        c.idle_ = false;
-        c.closing_ = false;
-        // Closed, idle timeout or drain: nothing to answer, and the
-        // connection goes with this handler.
-        if (ec) return;
-        asio::co_spawn(c.worker_.io(), c.Run(std::move(self)), asio::detached);
+  Http1Connection& c = *self;
+  if (!c.WaitEnded(ec)) return AwaitRequest(std::move(self));
+  c.EndIdle();
+  // Closed, idle timeout or drain: nothing to answer, and the
+  // connection goes with this handler.
+  if (ec) return;
+  asio::co_spawn(c.worker_.io(), c.Run(std::move(self)), asio::detached);
+}
+
+bool Http1Connection::WaitEnded(ErrorCode& ec) {
+  if (ec || ReadRequestStart(ec)) return true;
+  // CloseIfIdle (drain, or room for a new client) cancels a pending wait;
+  // one that came while this wait's completion was queued found none to
+  // cancel.
+  if (!closing_ && !worker_.draining()) return false;
+  ec = asio::error::operation_aborted;
+  return true;
+}
+
+void Http1Connection::EndIdle() {
+  parked_ = false;
+  idle_ = false;
+  closing_ = false;
 }
 
 bool Http1Connection::ReadRequestStart(ErrorCode& ec) {
